@@ -1,0 +1,75 @@
+"""Root ``simcomm`` command: wires the sub-commands and turns user errors into one line.
+
+Every user error (a :class:`~simcomm.errors.SimcommError`, or a click usage
+error such as an unknown option) is printed as a single ``error: ...`` line on
+stderr with exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+try:  # typer >= 0.20 vendors click as typer._click
+    from typer._click import exceptions as _cx
+except ImportError:  # pragma: no cover - older typer depends on click
+    from click import exceptions as _cx
+
+from simcomm.errors import SimcommError
+
+app = typer.Typer(
+    name="simcomm",
+    help="Predict distributed-training iteration time for every communication strategy.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+@app.callback()
+def _root() -> None:
+    """Predict distributed-training iteration time for every communication strategy."""
+
+
+def _register() -> None:
+    # Each command module adds itself to ``app``; imported here, not at module
+    # top, so that ``simcomm.cli.app`` stays importable while a command is broken.
+    from simcomm.cli import commands  # noqa: F401
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console-script entry point; returns the exit status."""
+    _register()
+    cmd = typer.main.get_command(app)
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        rv = cmd.main(args=args, prog_name="simcomm", standalone_mode=False)
+    except SimcommError as exc:
+        _fail(str(exc))
+        return 2
+    except _cx.NoArgsIsHelpError as exc:  # bare group: show its help
+        sys.stdout.write((exc.ctx.get_help() if exc.ctx else str(exc)) + "\n")
+        return 0
+    except _cx.UsageError as exc:
+        _fail(exc.format_message() if hasattr(exc, "format_message") else str(exc))
+        return 2
+    except typer.Exit as exc:
+        return exc.exit_code
+    except typer.Abort:
+        _fail("aborted")
+        return 130
+    except KeyboardInterrupt:
+        _fail("interrupted")
+        return 130
+    return rv if isinstance(rv, int) else 0
+
+
+def _fail(message: str) -> None:
+    line = " ".join(str(message).split())  # one line, whatever the message held
+    sys.stderr.write(f"error: {line}\n")
+
+
+def run() -> None:  # pragma: no cover - thin wrapper for ``python -m simcomm``
+    sys.exit(main())

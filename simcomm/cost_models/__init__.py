@@ -1,0 +1,1 @@
+"""simcomm.cost_models (see docs/architecture.md)."""

@@ -1,0 +1,17 @@
+"""The engine: runs a CommPlan on a Topology (SimPy lives here and nowhere else).
+
+Public API (implemented in :mod:`simcomm.engine.executor`)::
+
+    simulate(plan, topology, *, fidelity="flow", seed=0) -> Timeline
+"""
+
+from simcomm.engine.timeline import Timeline
+
+__all__ = ["Timeline", "simulate"]
+
+
+def simulate(plan, topology, *, fidelity: str = "flow", seed: int = 0, **options) -> Timeline:
+    """Run ``plan`` on ``topology`` at ``fidelity`` (``flow`` or ``analytic``)."""
+    from simcomm.engine.executor import run
+
+    return run(plan, topology, fidelity=fidelity, seed=seed, **options)

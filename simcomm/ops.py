@@ -1,0 +1,178 @@
+"""The op vocabulary: the contract between strategies and the engine.
+
+A strategy speaks only in ops.  Each op has an integer ``id`` equal to its
+position in the plan and a tuple of ``deps`` (ids of earlier ops that must
+finish before it may start), so every plan is acyclic by construction.  The
+engine never knows which strategy produced a plan, and a new engine fidelity
+needs no strategy change.
+
+Ops
+---
+:class:`Compute`
+    ``seconds`` of work on one rank's device (category says what kind:
+    ``compute``, ``dataload``, ``compression``, ``update`` ...).
+:class:`Collective`
+    A collective of ``kind`` (``allreduce``, ``allgather`` ...) over a group of
+    ranks, ``nbytes`` with the size convention of :mod:`simcomm.collectives`,
+    priced by ``algorithm`` (``auto`` lets the engine choose as MPICH does).
+:class:`Transfer`
+    A point-to-point message of ``nbytes`` from ``src`` to ``dst``.
+
+Streams: ops carry a ``stream`` name (``compute`` or ``comm`` by default).
+:class:`PlanBuilder` chains ops issued on the same (rank, stream) in program
+order by adding dependencies, like CUDA streams, so compute and communication
+of one rank overlap unless a dependency says otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Union
+
+from simcomm.errors import PlanError
+
+__all__ = ["Compute", "Collective", "Transfer", "Op", "CommPlan", "PlanBuilder"]
+
+
+@dataclass(frozen=True, slots=True)
+class Compute:
+    """``seconds`` of device work on ``rank``."""
+
+    id: int
+    rank: int
+    seconds: float
+    deps: tuple[int, ...] = ()
+    label: str = ""
+    stream: str = "compute"
+    category: str = "compute"
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        return (self.rank,)
+
+
+@dataclass(frozen=True, slots=True)
+class Collective:
+    """A collective over ``ranks`` (group order defines ring order and root index)."""
+
+    id: int
+    kind: str
+    ranks: tuple[int, ...]
+    nbytes: float
+    algorithm: str = "auto"
+    deps: tuple[int, ...] = ()
+    label: str = ""
+    root: int = 0  # index into ``ranks`` for rooted collectives
+    stream: str = "comm"
+    category: str = "comm"
+
+
+@dataclass(frozen=True, slots=True)
+class Transfer:
+    """A point-to-point message; it occupies ``src``'s stream."""
+
+    id: int
+    src: int
+    dst: int
+    nbytes: float
+    deps: tuple[int, ...] = ()
+    label: str = ""
+    stream: str = "comm"
+    category: str = "comm"
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        return (self.src, self.dst)
+
+
+Op = Union[Compute, Collective, Transfer]
+
+
+@dataclass(frozen=True)
+class CommPlan:
+    """An acyclic op graph over ``n_ranks`` ranks, plus free-form metadata."""
+
+    n_ranks: int
+    ops: tuple[Op, ...]
+    meta: dict = field(default_factory=dict, compare=False, hash=False)
+
+    def validate(self) -> CommPlan:
+        """Check the contract; raise :class:`PlanError` with the first violation."""
+        if self.n_ranks < 1:
+            raise PlanError(f"plan has {self.n_ranks} ranks; need at least 1")
+        for i, op in enumerate(self.ops):
+            if op.id != i:
+                raise PlanError(f"op at position {i} has id {op.id}; ids must equal positions")
+            for d in op.deps:
+                if not 0 <= d < i:
+                    raise PlanError(f"op {i} ({op.label or type(op).__name__}) depends on {d}, "
+                                    "which is not an earlier op")
+            ranks = op.ranks
+            if any(not 0 <= r < self.n_ranks for r in ranks):
+                raise PlanError(f"op {i} uses ranks {ranks}, outside 0..{self.n_ranks - 1}")
+            if isinstance(op, Compute) and not op.seconds >= 0:
+                raise PlanError(f"op {i} has negative or NaN compute time {op.seconds}")
+            if isinstance(op, (Collective, Transfer)) and not op.nbytes >= 0:
+                raise PlanError(f"op {i} has negative or NaN byte count {op.nbytes}")
+            if isinstance(op, Collective):
+                if len(set(ranks)) != len(ranks) or not ranks:
+                    raise PlanError(f"op {i}: collective group must be non-empty with distinct ranks")
+                if not 0 <= op.root < len(ranks):
+                    raise PlanError(f"op {i}: root index {op.root} outside its group of {len(ranks)}")
+            if isinstance(op, Transfer) and op.src == op.dst:
+                raise PlanError(f"op {i}: transfer from rank {op.src} to itself")
+        return self
+
+
+class PlanBuilder:
+    """Append ops with automatic per-(rank, stream) ordering.
+
+    Each ``add_*`` method returns the new op's id.  ``after`` lists extra
+    dependencies; the previous op on each involved (rank, stream) is added
+    automatically so that a stream executes in program order.
+    """
+
+    def __init__(self, n_ranks: int):
+        self.n_ranks = n_ranks
+        self._ops: list[Op] = []
+        self._tail: dict[tuple[int, str], int] = {}
+
+    def _deps(self, ranks: Iterable[int], stream: str, after: Iterable[int]) -> tuple[int, ...]:
+        deps = set(after)
+        for r in ranks:
+            prev = self._tail.get((r, stream))
+            if prev is not None:
+                deps.add(prev)
+        return tuple(sorted(deps))
+
+    def _push(self, op: Op, ranks: Iterable[int]) -> int:
+        self._ops.append(op)
+        for r in ranks:
+            self._tail[(r, op.stream)] = op.id
+        return op.id
+
+    def compute(self, rank: int, seconds: float, *, after: Iterable[int] = (), label: str = "",
+                stream: str = "compute", category: str = "compute") -> int:
+        deps = self._deps((rank,), stream, after)
+        return self._push(Compute(len(self._ops), rank, float(seconds), deps, label, stream, category), (rank,))
+
+    def collective(self, kind: str, ranks: Sequence[int], nbytes: float, *, algorithm: str = "auto",
+                   after: Iterable[int] = (), label: str = "", root: int = 0,
+                   stream: str = "comm", category: str = "comm") -> int:
+        ranks = tuple(ranks)
+        deps = self._deps(ranks, stream, after)
+        op = Collective(len(self._ops), kind, ranks, float(nbytes), algorithm, deps, label, root, stream, category)
+        return self._push(op, ranks)
+
+    def transfer(self, src: int, dst: int, nbytes: float, *, after: Iterable[int] = (), label: str = "",
+                 stream: str = "comm", category: str = "comm") -> int:
+        deps = self._deps((src,), stream, after)
+        return self._push(Transfer(len(self._ops), src, dst, float(nbytes), deps, label, stream, category), (src,))
+
+    def tail(self, rank: int, stream: str) -> int | None:
+        """Id of the last op issued on (rank, stream), if any."""
+        return self._tail.get((rank, stream))
+
+    def build(self, **meta) -> CommPlan:
+        return CommPlan(self.n_ranks, tuple(self._ops), dict(meta)).validate()

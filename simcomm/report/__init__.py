@@ -1,0 +1,1 @@
+"""simcomm.report (see docs/architecture.md)."""

@@ -1,0 +1,1 @@
+"""simcomm.topologies (see docs/architecture.md)."""

@@ -1,0 +1,212 @@
+"""The :class:`Topology`: a networkx graph of ranks, NICs and switches, plus routes.
+
+Graph conventions (every builder follows them):
+
+* node attribute ``kind``: ``"rank"`` (a GPU or process), ``"nic"`` or ``"switch"``
+  (any forwarding element: NVSwitch, PCIe switch, ToR, spine, torus router);
+* node attribute ``machine``: index of the physical node (server) a rank, NIC or
+  node-local switch belongs to, ``None`` for fabric switches;
+* rank nodes may carry ``gamma`` (seconds per byte reduced on that device);
+* edge attribute ``link``: the name of a :class:`~simcomm.links.LinkClass` in
+  ``Topology.links``.
+
+Every undirected edge is a full-duplex pair of *directed links*; edge ``e`` (in
+``graph.edges`` order) gives link ids ``2e`` (u→v) and ``2e+1`` (v→u).  The
+engine works on these ids only: ``route(a, b)`` returns the tuple of directed
+link ids from rank ``a`` to rank ``b``, and ``capacity``/``latency`` are numpy
+arrays indexed by link id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Protocol
+
+import networkx as nx
+import numpy as np
+
+from simcomm.errors import TopologyError
+from simcomm.links.base import LinkClass
+
+__all__ = ["Topology", "Router", "ShortestPathRouter", "ecmp_hash", "DEFAULT_GAMMA"]
+
+#: Seconds per byte reduced when a rank node carries no ``gamma``: 0, so that a
+#: topology without device information prices pure communication.  Builders
+#: that know the device set it (see docs/model.md).
+DEFAULT_GAMMA = 0.0
+
+
+def ecmp_hash(*keys: int) -> int:
+    """Deterministic 32-bit mix of integers (Python's ``hash`` is salted for str)."""
+    h = 0x811C9DC5
+    for k in keys:
+        h ^= (int(k) * 0x9E3779B1) & 0xFFFFFFFF
+        h = (h * 0x01000193) & 0xFFFFFFFF
+        h ^= h >> 15
+    return h
+
+
+class Router(Protocol):
+    """Chooses the node path between two graph nodes."""
+
+    def path(self, topo: Topology, src: Hashable, dst: Hashable) -> Sequence[Hashable]: ...
+
+
+@dataclass
+class ShortestPathRouter:
+    """Minimum-hop routing with ECMP: among equal-cost next hops, pick by a flow hash.
+
+    Distances to each destination come from one BFS, cached per destination,
+    so this suits custom graphs of modest size; builders of large regular
+    networks supply structured routers instead.
+    """
+
+    _dist: dict = field(default_factory=dict, repr=False)
+
+    def _distances(self, topo: Topology, dst: Hashable) -> dict:
+        d = self._dist.get(dst)
+        if d is None:
+            d = nx.single_source_shortest_path_length(topo.graph, dst)
+            self._dist[dst] = d
+        return d
+
+    def path(self, topo: Topology, src: Hashable, dst: Hashable) -> list[Hashable]:
+        dist = self._distances(topo, dst)
+        if src not in dist:
+            raise TopologyError(f"topology {topo.name!r}: no path from {src!r} to {dst!r}")
+        g, idx = topo.graph, topo.node_index
+        here, out, hop = src, [src], 0
+        key = (idx[src], idx[dst])
+        while here != dst:
+            want = dist[here] - 1
+            # Endpoints (ranks, NICs) never forward traffic for others.
+            cands = sorted((n for n in g.adj[here] if dist.get(n) == want
+                            and (n == dst or g.nodes[n]["kind"] == "switch")), key=idx.__getitem__)
+            if not cands:  # fall back to any node on a shortest path
+                cands = sorted((n for n in g.adj[here] if dist.get(n) == want), key=idx.__getitem__)
+            here = cands[ecmp_hash(*key, hop) % len(cands)] if len(cands) > 1 else cands[0]
+            out.append(here)
+            hop += 1
+        return out
+
+
+@dataclass(eq=False)
+class Topology:
+    """A cluster: graph, link classes, rank placement and a router.
+
+    Parameters
+    ----------
+    name: label shown in reports.
+    graph: see the module docstring for attribute conventions.
+    links: link-class name -> :class:`LinkClass` for every ``link`` used on edges.
+    ranks: graph node of each rank, in rank order (this *is* the placement).
+    router: path chooser; defaults to :class:`ShortestPathRouter`.
+    meta: builder parameters, shown by ``simcomm topology show``.
+    """
+
+    name: str
+    graph: nx.Graph
+    links: Mapping[str, LinkClass]
+    ranks: tuple[Hashable, ...]
+    router: Router = field(default_factory=ShortestPathRouter)
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.ranks = tuple(self.ranks)
+        self._routes: dict[tuple[int, int], tuple[int, ...]] = {}
+        self.validate()
+
+    # ---- structure -------------------------------------------------------
+    def validate(self) -> None:
+        g = self.graph
+        if not self.ranks:
+            raise TopologyError(f"topology {self.name!r} has no ranks")
+        for n in self.ranks:
+            if n not in g or g.nodes[n].get("kind") != "rank":
+                raise TopologyError(f"topology {self.name!r}: placement names {n!r}, which is not a rank node")
+        if len(set(self.ranks)) != len(self.ranks):
+            raise TopologyError(f"topology {self.name!r}: two ranks placed on the same node")
+        for u, v, data in g.edges(data=True):
+            name = data.get("link")
+            if name not in self.links:
+                raise TopologyError(f"topology {self.name!r}: edge {u!r}-{v!r} uses unknown link "
+                                    f"{name!r}; valid choices: {', '.join(sorted(self.links))}")
+        for n, data in g.nodes(data=True):
+            if data.get("kind") not in ("rank", "nic", "switch"):
+                raise TopologyError(f"topology {self.name!r}: node {n!r} has kind {data.get('kind')!r}; "
+                                    "valid choices: nic, rank, switch")
+        if g.number_of_nodes() > 1 and not nx.is_connected(g):
+            parts = nx.number_connected_components(g)
+            raise TopologyError(f"topology {self.name!r} is disconnected ({parts} components); "
+                                "every rank must reach every other")
+
+    @property
+    def n_ranks(self) -> int:
+        return len(self.ranks)
+
+    @cached_property
+    def node_index(self) -> dict[Hashable, int]:
+        return {n: i for i, n in enumerate(self.graph.nodes)}
+
+    @cached_property
+    def _edge_ids(self) -> dict[tuple[Hashable, Hashable], int]:
+        ids: dict[tuple[Hashable, Hashable], int] = {}
+        for e, (u, v) in enumerate(self.graph.edges):
+            ids[(u, v)] = 2 * e
+            ids[(v, u)] = 2 * e + 1
+        return ids
+
+    @cached_property
+    def link_names(self) -> tuple[str, ...]:
+        """Link-class name of each directed link id."""
+        out = []
+        for _, _, name in self.graph.edges(data="link"):
+            out += [name, name]
+        return tuple(out)
+
+    @cached_property
+    def capacity(self) -> np.ndarray:
+        """Bytes/s of each directed link id."""
+        return np.array([self.links[n].bandwidth for n in self.link_names], dtype=float)
+
+    @cached_property
+    def latency(self) -> np.ndarray:
+        """Seconds per traversal of each directed link id."""
+        return np.array([self.links[n].latency for n in self.link_names], dtype=float)
+
+    def link_endpoints(self, lid: int) -> tuple[Hashable, Hashable]:
+        u, v = list(self.graph.edges)[lid // 2]
+        return (u, v) if lid % 2 == 0 else (v, u)
+
+    def machine_of(self, rank: int) -> int | None:
+        """Physical node (server) index of ``rank``, or None if the builder has none."""
+        return self.graph.nodes[self.ranks[rank]].get("machine")
+
+    def gamma(self, rank: int) -> float:
+        """Seconds per byte reduced on ``rank``'s device."""
+        return float(self.graph.nodes[self.ranks[rank]].get("gamma", DEFAULT_GAMMA))
+
+    # ---- routes ----------------------------------------------------------
+    def path(self, a: int, b: int) -> list[Hashable]:
+        """Node path from rank ``a`` to rank ``b`` (inspectable: ``simcomm topology route``)."""
+        return list(self.router.path(self, self.ranks[a], self.ranks[b]))
+
+    def route(self, a: int, b: int) -> tuple[int, ...]:
+        """Directed link ids from rank ``a`` to rank ``b``; cached."""
+        key = (a, b)
+        r = self._routes.get(key)
+        if r is None:
+            nodes = self.path(a, b)
+            ids = self._edge_ids
+            try:
+                r = tuple(ids[(u, v)] for u, v in zip(nodes, nodes[1:]))
+            except KeyError as exc:
+                raise TopologyError(f"topology {self.name!r}: router returned a non-edge {exc}") from None
+            self._routes[key] = r
+        return r
+
+    def route_latency(self, a: int, b: int) -> float:
+        lat = self.latency
+        return float(sum(lat[i] for i in self.route(a, b)))
