@@ -10,11 +10,16 @@ trace directly.  ``build_workload`` lives in this module too.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from simcomm.traces.schema import Trace
+from simcomm.errors import ConfigError
+from simcomm.traces.schema import Layer, Trace
 
-__all__ = ["LayerWork", "Workload"]
+__all__ = ["LayerWork", "Workload", "build_workload", "layer_times", "make_buckets", "SCALINGS"]
+
+SCALINGS = ("weak", "strong")
 
 
 @dataclass(frozen=True)
@@ -92,9 +97,127 @@ class Workload:
     def bucket_bytes(self, i: int) -> float:
         return float(sum(self.layers[j].grad_bytes for j in self.buckets[i]))
 
+    def rebucketed(self, bucket_mb: float) -> Workload:
+        """A copy with buckets rebuilt at ``bucket_mb`` MB (0 = one bucket after backward)."""
+        from dataclasses import replace
+
+        return replace(self, buckets=make_buckets(self.layers, self.ready_order, float(bucket_mb) * 1e6))
+
     @property
     def iterations_per_epoch(self) -> int | None:
         """K = N / (R·B), rounded up (a last partial batch still costs an iteration)."""
         if not self.dataset_size:
             return None
         return max(1, -(-self.dataset_size // self.global_batch))
+
+
+# ---------------------------------------------------------------------------
+# build_workload
+# ---------------------------------------------------------------------------
+
+def _fit(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
+    """Least-squares line t = t0 + b·t1 through (batch, seconds) points."""
+    n = len(points)
+    mb = sum(b for b, _ in points) / n
+    mt = sum(t for _, t in points) / n
+    sbb = sum((b - mb) ** 2 for b, _ in points)
+    t1 = sum((b - mb) * (t - mt) for b, t in points) / sbb
+    return mt - t1 * mb, t1
+
+
+def layer_times(layer: Layer, trace_batch: int, batch: float) -> tuple[float, float]:
+    """(forward_s, backward_s) of ``layer`` at per-rank ``batch``.
+
+    The trace's own numbers are used at its own batch.  Elsewhere, with two or
+    more distinct batch sizes in ``layer.by_batch`` each phase follows the
+    fitted line t(b) = t0 + b·t1 (clamped at 0: a line fitted on large batches
+    can go negative near b = 0); otherwise time is proportional to the batch,
+    which overstates small-batch speed because it ignores fixed launch costs.
+    """
+    if batch == trace_batch:
+        return layer.forward_s, layer.backward_s
+    sizes = {b for b, _, _ in layer.by_batch}
+    if len(sizes) >= 2:
+        f0, f1 = _fit([(b, f) for b, f, _ in layer.by_batch])
+        b0, b1 = _fit([(b, k) for b, _, k in layer.by_batch])
+        return max(0.0, f0 + batch * f1), max(0.0, b0 + batch * b1)
+    ratio = batch / trace_batch
+    return layer.forward_s * ratio, layer.backward_s * ratio
+
+
+def make_buckets(layers: Sequence[LayerWork], order: Sequence[int], bucket_bytes: float) -> tuple[tuple[int, ...], ...]:
+    """Greedy DDP bucketing in gradient-ready order: close a bucket once it holds >= cap bytes."""
+    if bucket_bytes <= 0:
+        return (tuple(order),) if order else ()
+    out: list[tuple[int, ...]] = []
+    cur: list[int] = []
+    size = 0.0
+    for j in order:
+        cur.append(j)
+        size += layers[j].grad_bytes
+        if size >= bucket_bytes:
+            out.append(tuple(cur))
+            cur, size = [], 0.0
+    if cur:
+        out.append(tuple(cur))
+    return tuple(out)
+
+
+def _positive_int(value, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{field}: {value!r} must be a positive integer")
+    return value
+
+
+def build_workload(trace: Trace, n_ranks: int, *, batch: int | None = None, global_batch: int | None = None,
+                   scaling: str = "weak", bucket_mb: float = 25.0, dataload_s: float = 0.0,
+                   dataload_overlap: bool = False, compute_scale: Sequence[float] | None = None,
+                   dataset_size: int | None = None) -> Workload:
+    """Turn a one-rank trace into the per-rank work of one iteration on ``n_ranks`` ranks.
+
+    weak scaling: the per-rank batch is ``batch`` (default: the trace's).
+    strong scaling: ``global_batch`` (default: ``batch`` or the trace's batch) is
+    split over the ranks; every rank is timed at ⌈global/R⌉ samples, the
+    largest share, since the slowest rank sets a synchronous step.
+    ``bucket_mb`` is in MB (10^6 bytes); 0 means one bucket after backward.
+    """
+    n_ranks = _positive_int(n_ranks, "ranks")
+    if scaling not in SCALINGS:
+        raise ConfigError(f"scaling: {scaling!r} is not valid; valid choices: {', '.join(SCALINGS)}")
+    if not trace.layers:
+        raise ConfigError(f"trace {trace.model!r} has no layers")
+    if scaling == "weak":
+        if global_batch is not None:
+            raise ConfigError("global_batch: only valid with scaling 'strong'; use batch for weak scaling")
+        per_rank = _positive_int(batch if batch is not None else trace.batch, "batch")
+    else:
+        total = _positive_int(global_batch if global_batch is not None else (batch or trace.batch), "global_batch")
+        if total < n_ranks:
+            raise ConfigError(f"global_batch: {total} is smaller than the {n_ranks} ranks it is split over")
+        per_rank = -(-total // n_ranks)
+    if not (isinstance(bucket_mb, (int, float)) and math.isfinite(bucket_mb) and bucket_mb >= 0):
+        raise ConfigError(f"bucket_mb: {bucket_mb!r} must be a non-negative number (0 = one bucket)")
+    if not (math.isfinite(dataload_s) and dataload_s >= 0):
+        raise ConfigError(f"dataload_s: {dataload_s!r} must be a non-negative number of seconds")
+    scale: tuple[float, ...] = ()
+    if compute_scale is not None:
+        scale = tuple(float(x) for x in compute_scale)
+        if len(scale) != n_ranks:
+            raise ConfigError(f"compute_scale: {len(scale)} factors given for {n_ranks} ranks")
+        if any(not (math.isfinite(x) and x > 0) for x in scale):
+            raise ConfigError("compute_scale: every factor must be a positive number")
+    if dataset_size is not None:
+        _positive_int(dataset_size, "dataset_size")
+
+    layers = []
+    for layer in trace.layers:
+        fwd, bwd = layer_times(layer, trace.batch, per_rank)
+        layers.append(LayerWork(layer.name, layer.module_type, layer.params, float(layer.grad_bytes), fwd, bwd,
+                                layer.update_s, layer.input_shape, layer.output_shape, layer.grad_l1))
+    order = trace.ready_order()
+    if sorted(order) != list(range(len(layers))):
+        raise ConfigError(f"trace {trace.model!r}: backward_order is not a permutation of its layers")
+    dtype_bytes = {"float16": 2, "fp16": 2, "bfloat16": 2, "bf16": 2, "float64": 8, "fp64": 8}.get(trace.dtype, 4)
+    return Workload(trace, n_ranks, per_rank, tuple(layers), tuple(order),
+                    make_buckets(layers, order, float(bucket_mb) * 1e6), float(dataload_s), bool(dataload_overlap),
+                    scale, dataset_size, scaling, dtype_bytes)

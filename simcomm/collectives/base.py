@@ -4,13 +4,16 @@ Every algorithm is one module defining a subclass of :class:`Algorithm` and
 registering an instance in :data:`ALGORITHMS` under ``"<collective>/<name>"``
 (e.g. ``allreduce/ring``).  It provides two views of the same schedule:
 
-``steps(p, nbytes, root)``
+``steps(p, nbytes, root=0, *, ppn=1)``
     The point-to-point transfers as the algorithm really runs them, as a list
     of bulk-synchronous :class:`Step` s.  Ranks are *group-local* indices
     ``0..p-1`` (the engine maps them to global ranks).  The flow engine runs
     these on a topology.
-``cost(p, nbytes, alpha, beta, gamma)``
-    The Hockney α-β-γ closed form as :class:`CostTerms`.
+``cost(p, nbytes, alpha, beta, gamma=0.0, *, ppn=1, alpha_inter=None, beta_inter=None)``
+    The Hockney α-β-γ closed form as :class:`CostTerms`.  ``ppn`` (ranks per
+    node, group-local ranks node-major) matters only to hierarchical
+    algorithms, which price intranode stages with ``alpha``/``beta`` and
+    internode stages with ``alpha_inter``/``beta_inter`` (default: the same).
 
 Step semantics (shared by the engine and the closed forms):
 
@@ -40,7 +43,7 @@ import numpy as np
 from simcomm.errors import ConfigError
 from simcomm.registry import Registry
 
-__all__ = ["Step", "CostTerms", "Algorithm", "ALGORITHMS", "COLLECTIVES", "ideal_time"]
+__all__ = ["Step", "CostTerms", "Algorithm", "ALGORITHMS", "COLLECTIVES", "ideal_time", "default_ppn", "register"]
 
 #: collective kind -> (one-line summary, nbytes convention)
 COLLECTIVES: dict[str, tuple[str, str]] = {
@@ -109,21 +112,56 @@ class Algorithm:
     summary: ClassVar[str] = ""
     reference: ClassVar[str] = ""
 
-    def supports(self, p: int) -> bool:
+    #: True for algorithms whose schedule depends on ``ppn`` (two-level ones).
+    hierarchical: ClassVar[bool] = False
+
+    def supports(self, p: int, ppn: int = 1) -> bool:
         return p >= 1
 
-    def check(self, p: int, nbytes: float) -> None:
+    def check(self, p: int, nbytes: float, ppn: int = 1, root: int = 0) -> None:
         if p < 1:
             raise ConfigError(f"ranks: {p} is impossible; a collective needs at least 1 rank")
         if not nbytes >= 0:
             raise ConfigError(f"size: {nbytes} must be non-negative")
-        if not self.supports(p):
-            raise ConfigError(f"algorithm {self.collective}/{self.name} does not support {p} ranks")
+        if ppn < 1:
+            raise ConfigError(f"ppn: {ppn} must be at least 1")
+        if not 0 <= root < p:
+            raise ConfigError(f"root: {root} is not a rank of a {p}-rank group (0..{p - 1})")
+        if not self.supports(p, ppn):
+            raise ConfigError(f"algorithm {self.collective}/{self.name} does not support {p} ranks "
+                              f"with ppn={ppn}")
 
-    def steps(self, p: int, nbytes: float, root: int = 0) -> list[Step]:
+    #: Rooted collectives build their schedule for root 0 and are relabelled
+    #: ``r -> (r + root) mod p``; the cost is therefore independent of the root.
+    rooted: ClassVar[bool] = False
+
+    def steps(self, p: int, nbytes: float, root: int = 0, *, ppn: int = 1) -> list[Step]:
+        """The schedule on group-local ranks; empty for ``p == 1``."""
+        self.check(p, nbytes, ppn, root)
+        if p == 1:
+            return []
+        out = self._steps(int(p), float(nbytes), int(ppn))
+        if self.rooted and root:
+            perm = (np.arange(p, dtype=np.int64) + root) % p
+            out = [Step(perm[s.src], perm[s.dst], s.nbytes, s.reduce, s.repeat) for s in out]
+        return out
+
+    def cost(self, p: int, nbytes: float, alpha: float, beta: float, gamma: float = 0.0, *,
+             ppn: int = 1, alpha_inter: float | None = None, beta_inter: float | None = None) -> CostTerms:
+        """Hockney closed form; zero for ``p == 1``."""
+        self.check(p, nbytes, ppn)
+        if p == 1:
+            return CostTerms(0.0, 0.0, 0.0)
+        ai = alpha if alpha_inter is None else alpha_inter
+        bi = beta if beta_inter is None else beta_inter
+        return self._cost(int(p), float(nbytes), float(alpha), float(beta), float(gamma), int(ppn), ai, bi)
+
+    # Subclasses implement these two for p >= 2 (arguments already validated).
+    def _steps(self, p: int, n: float, ppn: int) -> list[Step]:
         raise NotImplementedError
 
-    def cost(self, p: int, nbytes: float, alpha: float, beta: float, gamma: float = 0.0) -> CostTerms:
+    def _cost(self, p: int, n: float, a: float, b: float, g: float, ppn: int,
+              a_inter: float, b_inter: float) -> CostTerms:
         raise NotImplementedError
 
     @property
@@ -132,6 +170,21 @@ class Algorithm:
 
 
 ALGORITHMS: Registry[Algorithm] = Registry("collective algorithm", "simcomm.collectives")
+
+
+def register(cls: type[Algorithm]) -> type[Algorithm]:
+    """Class decorator: register one instance of ``cls`` under ``collective/name``."""
+    inst = cls()
+    ALGORITHMS.add(inst.key, inst, summary=cls.summary, reference=cls.reference)
+    return cls
+
+
+def default_ppn(p: int) -> int:
+    """A non-trivial ranks-per-node for tests: the smallest divisor of ``p`` in (1, p), else 1."""
+    for d in range(2, int(p**0.5) + 1):
+        if p % d == 0:
+            return d
+    return 1
 
 
 def ideal_time(steps: list[Step], alpha: float, beta: float, gamma: float = 0.0) -> float:

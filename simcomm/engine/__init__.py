@@ -11,7 +11,12 @@ __all__ = ["Timeline", "simulate"]
 
 
 def simulate(plan, topology, *, fidelity: str = "flow", seed: int = 0, **options) -> Timeline:
-    """Run ``plan`` on ``topology`` at ``fidelity`` (``flow`` or ``analytic``)."""
+    """Run ``plan`` on ``topology`` at ``fidelity`` (``flow`` or ``analytic``).
+
+    Options: ``coalesce=True`` (exact shortcut for repeated steps; False runs the
+    plain flow model), ``ppn=None`` (override ranks-per-machine for two-level
+    algorithms).  See docs/engine.md.
+    """
     from simcomm.engine.executor import run
 
     return run(plan, topology, fidelity=fidelity, seed=seed, **options)

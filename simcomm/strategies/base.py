@@ -10,16 +10,45 @@ in :data:`STRATEGIES` with a name, a one-line summary and its paper; its
 docstring gives the pattern in a few lines and its closed form if any.
 Options are a frozen ``Params`` dataclass validated in ``__post_init__``;
 values a paper leaves open are listed in ``Params.assumed`` so runs print them.
+
+Periodic strategies
+-------------------
+Some strategies do different things on different iterations (node-based
+exchanges parameters across nodes only every K' iterations; a communication
+interval gossips once per interval).  ``iterations(workload, topology)``
+returns ``[(weight, CommPlan), ...]``: one plan per *kind* of iteration and
+how many iterations of that kind an epoch (or period) holds.  The mean
+iteration time is the weighted mean of the kinds.  Each plan's
+``meta["kind"]`` names the kind for reports.  The default is ``[(1, plan)]``.
+
+Steady-state plans
+------------------
+A plan may hold more than one iteration to capture overlap with the *next*
+iteration (seed 003's backward+forward overlap).  It then sets
+``meta["period"] = (a, b)``: the iteration time is ``end[b] - end[a]``, and
+``meta["iterations_in_plan"]`` so traffic is divided per iteration.
+Without ``period`` the iteration time is the plan's makespan.
+
+Extra ranks
+-----------
+A strategy that needs ranks outside the training ranks (parameter servers on
+their own nodes) returns how many extra *nodes* it wants from
+``extra_nodes()``; the pipeline builds the cluster with them appended, and the
+workload's ``n_ranks`` still counts only the training ranks, which come first.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+import pkgutil
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from simcomm.errors import ConfigError
 from simcomm.registry import Registry
 
-__all__ = ["Strategy", "STRATEGIES", "NotApplicable"]
+__all__ = ["Strategy", "STRATEGIES", "NotApplicable", "make_params", "option_names", "register"]
 
 
 class NotApplicable(Exception):
@@ -43,5 +72,93 @@ class Strategy:
     def plan(self, workload, topology):  # -> CommPlan
         raise NotImplementedError
 
+    def iterations(self, workload, topology) -> list:
+        """``[(weight, CommPlan), ...]``, one per kind of iteration (see module docstring)."""
+        return [(1.0, self.plan(workload, topology))]
 
-STRATEGIES: Registry[type[Strategy]] = Registry("strategy", "simcomm.strategies")
+    def extra_nodes(self) -> int:
+        """Nodes this strategy needs beyond the training nodes (e.g. dedicated servers)."""
+        return 0
+
+    def assumed(self) -> tuple[str, ...]:
+        """Human lines for every default a paper leaves open (printed as ``assumed: ...``)."""
+        return tuple(getattr(self.params, "assumed", ()) or ())
+
+
+_SKIP = {"base", "common"}
+
+
+class _StrategyRegistry(Registry):
+    """Registry that imports every module of :mod:`simcomm.strategies` on first use.
+
+    Strategy modules register themselves on import; scanning the package here
+    means neither ``simcomm list`` nor the pipeline needs a hand-kept list.
+    """
+
+    def _load_plugins(self) -> None:
+        if self._plugins_loaded:
+            return
+        import simcomm.strategies as pkg
+
+        for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+            if info.name not in _SKIP and not info.name.startswith("_"):
+                importlib.import_module(f"simcomm.strategies.{info.name}")
+        super()._load_plugins()
+
+
+STRATEGIES: Registry[type[Strategy]] = _StrategyRegistry("strategy", "simcomm.strategies")
+
+
+def register(cls: type[Strategy]) -> type[Strategy]:
+    """Class decorator: add ``cls`` to :data:`STRATEGIES` under ``cls.name``."""
+    STRATEGIES.add(cls.name, cls, summary=cls.summary, reference=cls.reference)
+    return cls
+
+
+def option_names(cls: type[Strategy]) -> tuple[str, ...]:
+    """Option (Params field) names of a strategy class, in declaration order."""
+    return tuple(f.name for f in dataclasses.fields(cls.Params) if f.init and f.name != "assumed")
+
+
+def _coerce(name: str, value: Any, default: Any, field_type: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    kind = type(default) if default is not None and default is not dataclasses.MISSING else None
+    text = str(field_type)
+    try:
+        if kind is bool or text == "bool":
+            low = value.strip().lower()
+            if low not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                raise ValueError
+            return low in ("1", "true", "yes", "on")
+        if kind is int or text == "int":
+            return int(value)
+        if kind is float or text in ("float", "float | None"):
+            return float(value)
+        if text == "int | None":
+            return int(value)
+    except ValueError:
+        raise ConfigError(f"option {name}: cannot read {value!r} as {kind.__name__ if kind else text}") from None
+    return value
+
+
+def make_params(cls: type[Strategy], options: dict | None = None):
+    """Build ``cls.Params`` from a {name: value} dict (strings are converted by field type).
+
+    An option the strategy does not have is a one-line error listing its options.
+    """
+    options = dict(options or {})
+    names = option_names(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls.Params)}
+    kwargs = {}
+    for key, value in options.items():
+        name = key.replace("-", "_")
+        if name not in names:
+            valid = ", ".join(n.replace("_", "-") for n in names) or "(none)"
+            raise ConfigError(f"option {key!r} does not belong to strategy {cls.name!r}; valid options: {valid}")
+        f = fields[name]
+        kwargs[name] = _coerce(key, value, f.default, f.type)
+    try:
+        return cls.Params(**kwargs)
+    except TypeError as exc:  # a wrongly typed value reaching a comparison in __post_init__
+        raise ConfigError(f"strategy {cls.name!r}: bad option value ({exc})") from None

@@ -176,8 +176,12 @@ class Topology:
         """Seconds per traversal of each directed link id."""
         return np.array([self.links[n].latency for n in self.link_names], dtype=float)
 
+    @cached_property
+    def _edge_list(self) -> list[tuple[Hashable, Hashable]]:
+        return list(self.graph.edges)
+
     def link_endpoints(self, lid: int) -> tuple[Hashable, Hashable]:
-        u, v = list(self.graph.edges)[lid // 2]
+        u, v = self._edge_list[lid // 2]  # cached: graphs are not mutated after construction
         return (u, v) if lid % 2 == 0 else (v, u)
 
     def machine_of(self, rank: int) -> int | None:

@@ -1,0 +1,10 @@
+"""Calibration: measure a real (or emulated) cluster, fit link classes, check predictions.
+
+* :mod:`~simcomm.calibrate.fit` – α-β(-γ) least squares with scipy, refusing bad data;
+* :mod:`~simcomm.calibrate.linkfile` – atomic, round-trip-checked link TOML;
+* :mod:`~simcomm.calibrate.bench` / :mod:`~simcomm.calibrate.worker` – torch.distributed
+  microbenchmarks (torch imported lazily, only inside ranks);
+* :mod:`~simcomm.calibrate.launch` – start ranks locally or in an emulated cluster;
+* :mod:`~simcomm.calibrate.gloo_model` – predictions of what gloo really runs;
+* :mod:`~simcomm.calibrate.emulate` – network namespaces + tc as a cluster on one machine.
+"""

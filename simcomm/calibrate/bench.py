@@ -1,0 +1,182 @@
+"""torch.distributed microbenchmarks run inside each rank (torch imported lazily).
+
+What one run measures, every rank taking part in every collective:
+
+* ping-pong between rank 0 and one rank on the same node (``intra``) and one
+  on another node (``inter``), where such ranks exist; one-way time = RTT/2;
+* ``allreduce`` (sum, float32), ``allgather`` (``nbytes`` = gathered total),
+  ``broadcast`` from rank 0;
+* parameter-server ``ps_push`` (every other rank sends ``nbytes`` to rank 0 at
+  once: an incast) and ``ps_pull`` (rank 0 sends ``nbytes`` to every other).
+
+Each case runs ``warmup`` times untimed, then ``repeats`` times, each after a
+barrier; a repeat's time is the slowest rank's, and the case's time is the
+median repeat (robust to one descheduled process on a busy machine).
+A rank's node is ``$SIMCOMM_NODE`` if set (the emulator sets it), else the
+host name.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+
+from simcomm.calibrate.fit import CalibrationError
+
+__all__ = ["BenchSpec", "init_group", "run_benchmarks", "node_name", "COLLECTIVE_CASES"]
+
+COLLECTIVE_CASES = ("allreduce", "allgather", "broadcast", "ps_push", "ps_pull")
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    """What to measure: sizes in bytes, repeats, and which collective cases."""
+
+    p2p_sizes: tuple[int, ...] = (1024, 4096, 16384, 65536, 262144, 1048576, 4194304)
+    coll_sizes: tuple[int, ...] = (1048576, 4194304)
+    repeats: int = 5
+    warmup: int = 1
+    collectives: tuple[str, ...] = COLLECTIVE_CASES
+    meta: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> BenchSpec:
+        return cls(tuple(d["p2p_sizes"]), tuple(d["coll_sizes"]), int(d["repeats"]), int(d["warmup"]),
+                   tuple(d["collectives"]), dict(d.get("meta", {})))
+
+
+def node_name() -> str:
+    return os.environ.get("SIMCOMM_NODE") or socket.gethostname()
+
+
+def init_group(backend: str, master_addr: str, port: int, rank: int, world: int, timeout_s: float) -> None:
+    """Join the process group; an unreachable master is one :class:`CalibrationError` line."""
+    import datetime
+
+    import torch.distributed as dist
+
+    try:
+        store = dist.TCPStore(master_addr, port, world, is_master=(rank == 0),
+                              timeout=datetime.timedelta(seconds=timeout_s), wait_for_workers=True)
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=max(timeout_s, 60.0)))
+    except (RuntimeError, OSError, ValueError) as exc:  # DistStoreError/DistNetworkError are RuntimeErrors
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CalibrationError(
+            f"rank {rank}: could not reach the other ranks at {master_addr}:{port} within {timeout_s:g} s "
+            f"({first[:160]}); check MASTER_ADDR/MASTER_PORT and that every rank can connect") from None
+
+
+def _timed(op, repeats: int, warmup: int) -> list[float]:
+    import torch
+    import torch.distributed as dist
+
+    for _ in range(warmup):
+        op()
+    out = []
+    for _ in range(repeats):
+        dist.barrier()
+        t0 = time.perf_counter()
+        op()
+        out.append(time.perf_counter() - t0)
+    t = torch.tensor(out, dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)  # a repeat lasts until its slowest rank is done
+    return [float(x) for x in t]
+
+
+def _pingpong(peer: int, nbytes: int, spec: BenchSpec) -> list[float]:
+    import torch
+    import torch.distributed as dist
+
+    rank = dist.get_rank()
+    buf = torch.zeros(max(1, nbytes // 4), dtype=torch.float32)
+
+    def op():
+        if rank == 0:
+            dist.send(buf, peer)
+            dist.recv(buf, peer)
+        elif rank == peer:
+            dist.recv(buf, 0)
+            dist.send(buf, 0)
+
+    # small messages are cheap but jittery (idle CPUs wake slowly in VMs): more repeats
+    small = nbytes <= 65536
+    reps, warm = (max(spec.repeats, 15), max(spec.warmup, 3)) if small else (spec.repeats, spec.warmup)
+    return [t / 2.0 for t in _timed(op, reps, warm)]
+
+
+def _collective(kind: str, nbytes: int, spec: BenchSpec) -> list[float]:
+    import torch
+    import torch.distributed as dist
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    elems = max(world, nbytes // 4) // world * world  # a whole float32 block per rank
+    if kind == "allreduce":
+        buf = torch.ones(elems, dtype=torch.float32)
+        op = lambda: dist.all_reduce(buf)  # noqa: E731
+    elif kind == "allgather":
+        part = torch.ones(max(1, elems // world), dtype=torch.float32)
+        outs = [torch.empty_like(part) for _ in range(world)]
+        op = lambda: dist.all_gather(outs, part)  # noqa: E731
+    elif kind == "broadcast":
+        buf = torch.ones(elems, dtype=torch.float32)
+        op = lambda: dist.broadcast(buf, 0)  # noqa: E731
+    elif kind in ("ps_push", "ps_pull"):
+        bufs = [torch.ones(elems, dtype=torch.float32) for _ in range(world)]
+        push = kind == "ps_push"
+
+        def op():
+            if rank == 0:
+                reqs = [(dist.irecv if push else dist.isend)(bufs[r], r) for r in range(1, world)]
+                for q in reqs:
+                    q.wait()
+            else:
+                (dist.send if push else dist.recv)(bufs[rank], 0)
+    else:
+        raise CalibrationError(f"collective case {kind!r} is not one of {', '.join(COLLECTIVE_CASES)}")
+    return _timed(op, spec.repeats, spec.warmup)
+
+
+def _pairs(nodes: list[str]) -> dict[str, int]:
+    """Peers of rank 0 for the intra-node and inter-node ping-pong."""
+    out = {}
+    same = [r for r in range(1, len(nodes)) if nodes[r] == nodes[0]]
+    other = [r for r in range(1, len(nodes)) if nodes[r] != nodes[0]]
+    if same:
+        out["intra"] = same[0]
+    if other:
+        out["inter"] = other[0]
+    return out
+
+
+def run_benchmarks(spec: BenchSpec) -> dict | None:
+    """Run every case in an initialised group; rank 0 returns the record, others ``None``."""
+    import torch.distributed as dist
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    nodes: list = [None] * world
+    dist.all_gather_object(nodes, node_name())
+    rec: dict = {"version": 1, "backend": dist.get_backend(), "world": world, "nodes": nodes,
+                 "spec": spec.to_json(), "p2p": {}, "collectives": []}
+    for cls, peer in _pairs(nodes).items():
+        sizes, times, samples = [], [], []
+        for n in spec.p2p_sizes:
+            s = _pingpong(peer, int(n), spec)
+            sizes.append(int(n))
+            times.append(statistics.median(s))
+            samples.append(s)
+        rec["p2p"][cls] = {"ranks": [0, peer], "sizes": sizes, "times": times, "samples": samples}
+    if world >= 2:
+        for kind in spec.collectives:
+            for n in spec.coll_sizes:
+                s = _collective(kind, int(n), spec)
+                rec["collectives"].append({"kind": kind, "ranks": world, "nbytes": int(n),
+                                           "time": statistics.median(s), "samples": s})
+    dist.barrier()
+    return rec if rank == 0 else None

@@ -1,0 +1,50 @@
+"""One benchmark rank as a process: ``python -m simcomm.calibrate.worker ...``.
+
+Used by ``simcomm calibrate --ranks N`` (local ranks) and by the emulated
+cluster (each rank started with ``ip netns exec``).  Rank 0 writes the
+measurement record as JSON to ``--out``; a user error (unreachable master)
+is printed as one ``error:`` line and exit status 2, like the CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from simcomm.calibrate.bench import BenchSpec, init_group, run_benchmarks
+from simcomm.calibrate.linkfile import write_json_atomic
+from simcomm.errors import SimcommError
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="simcomm-calibrate-worker")
+    ap.add_argument("--rank", type=int, required=True)
+    ap.add_argument("--world", type=int, required=True)
+    ap.add_argument("--master", required=True)
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--backend", default="gloo")
+    ap.add_argument("--timeout", type=float, default=30.0)
+    ap.add_argument("--spec", required=True, help="BenchSpec as JSON")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args(argv)
+    try:
+        import torch
+        import torch.distributed as dist
+
+        torch.set_num_threads(1)  # ranks share few cores; intra-op threads would fight the network threads
+        init_group(a.backend, a.master, a.port, a.rank, a.world, a.timeout)
+        try:
+            rec = run_benchmarks(BenchSpec.from_json(json.loads(a.spec)))
+        finally:
+            dist.destroy_process_group()
+        if rec is not None:
+            write_json_atomic(a.out, rec)
+    except SimcommError as exc:
+        sys.stderr.write(f"error: {' '.join(str(exc).split())}\n")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

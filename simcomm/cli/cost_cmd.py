@@ -1,0 +1,153 @@
+"""``simcomm cost COLLECTIVE``: closed-form time of every algorithm of one collective.
+
+Prices each algorithm (or one, or MPICH's ``auto`` choice) with a cost model
+(Hockney α-β-γ or LogGP) for a message size, a group size and a link class,
+and prints a table of the latency, bandwidth and reduction terms with the
+fastest marked, or ``--json``.  Units are parsed here, once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from simcomm.cli.app import app
+from simcomm.cli.console import print_json, stdout, table
+from simcomm.errors import ConfigError, UnitError, UnknownNameError
+from simcomm.units import format_bandwidth, format_size, format_time, parse_size, parse_time
+
+__all__ = ["cost_command", "parse_gamma", "compute"]
+
+
+def parse_gamma(text: str) -> float:
+    """Reduction cost in s/byte from ``"0.1ns/B"``, ``"0.1 ns/byte"`` or a bare number (s/B)."""
+    s = str(text).strip()
+    for suffix in ("/byte", "/B"):
+        if s.endswith(suffix):
+            s = s[: -len(suffix)]
+            break
+    try:
+        return parse_time(s, "gamma")
+    except UnitError:
+        raise UnitError(f"gamma: cannot parse {text!r}; expected seconds per byte such as "
+                        f"'0.1ns/B' or a bare number of s/B") from None
+
+
+def _links(path: Path | None) -> dict:
+    if path is None:
+        return {}
+    from simcomm.links import load_link_file
+
+    return load_link_file(path)
+
+
+def _link(name: str, user: dict, field: str):
+    from simcomm.links import LINKS, link_class
+
+    if name in user:
+        return user[name]
+    if name not in LINKS:
+        raise UnknownNameError(f"link class ({field})", name, list(LINKS.names()) + list(user))
+    return link_class(name)
+
+
+def _params(link) -> dict:
+    return {"name": link.name, "bandwidth_Bps": link.bandwidth, "latency_s": link.latency}
+
+
+def compute(collective: str, size: float, ranks: int, link, *, algo: str = "all", model: str = "hockney",
+            gamma: float = 0.0, ppn: int = 1, intra=None, overhead: float | None = None) -> dict:
+    """Price the algorithms; returns the JSON-ready result (SI units)."""
+    from simcomm.collectives import algorithms_for, resolve, select
+    from simcomm.cost_models import COST_MODELS
+
+    cm = COST_MODELS.get(model)
+    if overhead is not None:
+        if model != "loggp":
+            raise ConfigError("overhead: only the loggp cost model has a per-message overhead")
+        cm = cm.with_overhead(overhead)
+    if ranks < 1:
+        raise ConfigError(f"ranks: {ranks} must be at least 1")
+    if ppn < 1 or ranks % ppn:
+        raise ConfigError(f"ppn: {ppn} must be at least 1 and divide ranks ({ranks})")
+    if algo == "all":
+        algs = [a for a in algorithms_for(collective) if a.supports(ranks, ppn)]
+    else:
+        algs = [resolve(collective, algo, ranks, size)]
+    rows = []
+    for a in algs:
+        t = cm.price(a, ranks, size, link, gamma=gamma, ppn=ppn, intra=intra)
+        rows.append({"name": a.name, "latency_s": t.latency, "bandwidth_s": t.bandwidth,
+                     "reduction_s": t.reduction, "total_s": t.total,
+                     "algbw_Bps": size / t.total if t.total > 0 else None})
+    best = min(rows, key=lambda r: r["total_s"])["name"]
+    for r in rows:
+        r["fastest"] = r["name"] == best
+    return {"collective": collective, "size_bytes": size, "ranks": ranks, "ppn": ppn, "model": model,
+            "gamma_s_per_byte": gamma, "link": _params(link),
+            "intra_link": _params(intra) if intra is not None else None,
+            "algorithms": rows, "fastest": best, "auto": select(collective, ranks, size)}
+
+
+def _render(res: dict) -> None:
+    link = res["link"]
+    title = (f"{res['collective']}: {format_size(res['size_bytes'])} on {res['ranks']} ranks, "
+             f"{res['model']} model")
+    notes = [f"link {link['name']}: {format_bandwidth(link['bandwidth_Bps'])} per direction, "
+             f"{format_time(link['latency_s'])} per hop; gamma {res['gamma_s_per_byte']:g} s/B"]
+    if res["ppn"] > 1:
+        intra = res["intra_link"] or link
+        notes.append(f"{res['ppn']} ranks per node (node-major), intranode link {intra['name']}: "
+                     f"{format_bandwidth(intra['bandwidth_Bps'])}, {format_time(intra['latency_s'])}")
+    t = table(title, [("algorithm", "left"), ("latency", "right"), ("bandwidth", "right"),
+                      ("reduction", "right"), ("total", "right"), ("algbw", "right"), ("", "left")])
+    for r in res["algorithms"]:
+        algbw = format_bandwidth(r["algbw_Bps"]) if r["algbw_Bps"] else "-"
+        t.add_row(r["name"], format_time(r["latency_s"]), format_time(r["bandwidth_s"]),
+                  format_time(r["reduction_s"]), format_time(r["total_s"]), algbw,
+                  "<- fastest" if r["fastest"] else "")
+    out = stdout()
+    for line in notes:
+        out.print(line)
+    out.print(t)
+    out.print(f"fastest: {res['fastest']}")
+    out.print(f"auto (MPICH default selection) picks: {res['auto']}")
+
+
+@app.command("cost")
+def cost_command(
+    collective: str = typer.Argument(..., help="allreduce, reduce_scatter, allgather, broadcast, reduce, "
+                                               "gather, scatter, alltoall or p2p."),
+    size: str = typer.Option(..., "--size", help="Message size, e.g. 100MB (see docs/cost-models.md for "
+                                                "each collective's convention)."),
+    ranks: int = typer.Option(..., "--ranks", help="Number of ranks in the group."),
+    link: str = typer.Option(..., "--link", help="Link class between ranks/nodes (simcomm list links)."),
+    algo: str = typer.Option("all", "--algo", help="An algorithm name, 'all' or 'auto'."),
+    model: str = typer.Option("hockney", "--model", help="Cost model: hockney or loggp."),
+    gamma: str = typer.Option("0", "--gamma", help="Reduction cost per byte, e.g. 0.1ns/B (bare number: s/B)."),
+    ppn: int = typer.Option(1, "--ppn", help="Ranks per node (node-major); used by hierarchical algorithms."),
+    intra_link: str = typer.Option(None, "--intra-link", help="Link class inside a node (default: --link)."),
+    links_file: Path = typer.Option(None, "--links", help="TOML file with extra link classes."),
+    overhead: str = typer.Option(None, "--overhead", help="LogGP per-message overhead o (default α/4)."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Closed-form time of each algorithm of COLLECTIVE; the fastest is marked."""
+    from simcomm.collectives import COLLECTIVES
+    from simcomm.cost_models import COST_MODELS
+
+    if collective not in COLLECTIVES:
+        raise UnknownNameError("collective", collective, COLLECTIVES)
+    if model not in COST_MODELS:
+        raise UnknownNameError("cost model", model, COST_MODELS.names())
+    nbytes = parse_size(size, "size")
+    user = _links(links_file)
+    lk = _link(link, user, "--link")
+    intra = _link(intra_link, user, "--intra-link") if intra_link else None
+    o = parse_time(overhead, "overhead") if overhead is not None else None
+    res = compute(collective, nbytes, ranks, lk, algo=algo, model=model, gamma=parse_gamma(gamma), ppn=ppn,
+                  intra=intra, overhead=o)
+    if as_json:
+        print_json(res)
+    else:
+        _render(res)

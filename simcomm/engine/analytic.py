@@ -1,0 +1,104 @@
+"""The ``analytic`` fidelity: closed forms, no contention.
+
+A Transfer of n bytes from a to b takes ``alpha + n * beta`` with ``alpha`` the
+summed per-hop latency of route(a, b) and ``beta`` = 1 / (smallest link
+capacity on that route).
+
+A Collective is priced by its algorithm's Hockney closed form
+``alg.cost(p, n, alpha, beta, gamma)`` with one alpha, beta and gamma for the
+whole group, taken from the worst pair the algorithm actually uses:
+
+* the pairs are the distinct (src, dst) of the algorithm's own steps (so a ring
+  is priced by its neighbour routes, a tree by its parent-child routes);
+* ``alpha`` = the largest route latency among them;
+* ``beta`` = 1 / the smallest bottleneck capacity among them;
+* ``gamma`` = the largest per-byte reduction cost among the group's ranks;
+* two-level (``hierarchical``) algorithms get intranode alpha/beta from the
+  pairs on one machine and ``alpha_inter``/``beta_inter`` from the others.
+
+For schedules larger than :data:`PAIR_LIMIT` transfers (e.g. an all-to-all
+over thousands of ranks) the pairs are sampled as ring neighbours plus the
+routes to and from the group's first rank, and link bytes are not counted
+(``meta["analytic_sampled"]`` says how often).  On a contention-free
+topology where every pair has the same link this is exactly the flow
+fidelity's answer (tests/engine/test_engine_fidelity.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simcomm.collectives.base import Step
+from simcomm.engine.schedule import algorithm_cost, route_step, takes_ppn
+
+__all__ = ["AnalyticPricer", "PAIR_LIMIT"]
+
+#: Largest schedule (transfers summed over distinct steps) routed in full.
+PAIR_LIMIT = 1_000_000
+
+
+class AnalyticPricer:
+    """Closed-form prices; caches the group parameters of repeated collectives."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.env = ctx.env
+        self._cache: dict[tuple, tuple[float, np.ndarray]] = {}
+
+    def _route_params(self, routed) -> tuple[np.ndarray, np.ndarray]:
+        """Per transfer: route latency and bottleneck capacity."""
+        cap = self.ctx.topology.capacity[routed.links]
+        starts = np.concatenate(([0], np.cumsum(routed.route_len)[:-1]))
+        return routed.latency, np.minimum.reduceat(cap, starts)
+
+    def transfer(self, op):
+        group = np.array([op.src, op.dst], dtype=np.int64)
+        routed = route_step(self.ctx.topology, group, Step.make([0], [1], op.nbytes), self.ctx.gamma)
+        self.ctx.count_bytes(routed, 1)
+        lat, cap = self._route_params(routed)
+        yield self.env.timeout(float(lat[0]) + op.nbytes / float(cap[0]))
+
+    def collective(self, op, prep):
+        ctx = self.ctx
+        key = (prep.algorithm.key, op.ranks, op.nbytes, op.root, prep.ppn)
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._price(prep, op)
+            self._cache[key] = hit
+        seconds, fam_bytes = hit
+        if fam_bytes is not None:
+            ctx.family_bytes += fam_bytes
+        if seconds > 0:
+            yield self.env.timeout(seconds)
+
+    def _price(self, prep, op) -> tuple[float, np.ndarray | None]:
+        ctx = self.ctx
+        alg, ppn, steps = prep.algorithm, prep.ppn, list(prep.steps)
+        p = len(op.ranks)
+        group = np.asarray(op.ranks, dtype=np.int64)
+        gamma = float(ctx.gamma[group].max())
+        if not steps:
+            return algorithm_cost(alg, p, op.nbytes, 0.0, 0.0, gamma, ppn), None
+        fam = np.zeros(len(ctx.families))
+        if sum(len(s) for s in steps) > PAIR_LIMIT:
+            ctx.stats["analytic_sampled"] += 1
+            idx = np.arange(p)
+            zeros = np.zeros(p - 1, dtype=np.int64)
+            steps = [Step.make(np.concatenate((idx, zeros, idx[1:])),
+                               np.concatenate(((idx + 1) % p, idx[1:], zeros)), 0.0)]
+            fam = None
+        lat, cap, intra = [], [], []
+        for s in steps:
+            routed = route_step(ctx.topology, group, s, ctx.gamma)
+            a, c = self._route_params(routed)
+            lat.append(a)
+            cap.append(c)
+            intra.append(ctx.machine[routed.src] == ctx.machine[routed.dst])
+            if fam is not None:
+                fam += s.repeat * routed.family_bytes(ctx.family_of_link, len(ctx.families))
+        lat, cap, intra = np.concatenate(lat), np.concatenate(cap), np.concatenate(intra)
+        if not takes_ppn(alg) or intra.all() or not intra.any():
+            return algorithm_cost(alg, p, op.nbytes, lat.max(), 1.0 / cap.min(), gamma, ppn), fam
+        # Two-level algorithms: intranode stages priced by intranode pairs, internode by the rest.
+        return algorithm_cost(alg, p, op.nbytes, lat[intra].max(), 1.0 / cap[intra].min(), gamma, ppn,
+                              lat[~intra].max(), 1.0 / cap[~intra].min()), fam

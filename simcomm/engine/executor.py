@@ -1,0 +1,161 @@
+"""``run()``: execute a CommPlan on a Topology as SimPy processes.
+
+Every (rank, stream) pair that has ops runs as one SimPy process executing its
+ops in id order (ids are a topological order, so this cannot deadlock); an op
+starts once its dependencies are done.  Compute ops are timeouts.  A Transfer
+occupies its source's stream.  A Collective starts when the last member
+reaches it; one process then runs it and releases every member.  How a
+Transfer or Collective is priced is the fidelity's business:
+:class:`~simcomm.engine.flow.FlowPricer` runs flows on the fluid network,
+:class:`~simcomm.engine.analytic.AnalyticPricer` uses closed forms.  Both see
+the same op stream.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+import simpy
+
+from simcomm.engine.timeline import Timeline
+from simcomm.errors import ConfigError, PlanError, SimcommError
+from simcomm.engine.schedule import group_ppn, prepare
+from simcomm.ops import Collective, CommPlan, Compute, Transfer
+from simcomm.topologies.base import Topology
+
+__all__ = ["run", "FIDELITIES"]
+
+FIDELITIES = ("flow", "analytic")
+
+
+class Context:
+    """What pricers share: the topology, per-rank gamma, per-link family, statistics."""
+
+    def __init__(self, env: simpy.Environment, topology: Topology, *, coalesce: bool, ppn: int | None):
+        self.env = env
+        self.topology = topology
+        self.coalesce = coalesce
+        self.ppn = ppn
+        self.gamma = np.array([topology.gamma(r) for r in range(topology.n_ranks)], dtype=float)
+        # Machine of each rank; a rank without one is alone on its own (negative) id.
+        self.machine = np.array([(-1 - r) if (m := topology.machine_of(r)) is None else m
+                                 for r in range(topology.n_ranks)], dtype=np.int64)
+        fams = [topology.links[name].family for name in topology.link_names]
+        self.families = tuple(sorted(set(fams)))
+        index = {f: i for i, f in enumerate(self.families)}
+        self.family_of_link = np.array([index[f] for f in fams], dtype=np.int64)
+        self.family_bytes = np.zeros(len(self.families))
+        self.stats: dict[str, int] = defaultdict(int)
+
+    def count_bytes(self, routed, repeats: int) -> None:
+        if len(routed) and len(self.families):
+            self.family_bytes += repeats * routed.family_bytes(self.family_of_link, len(self.families))
+
+
+def _check_options(fidelity: str, options: dict) -> None:
+    if fidelity not in FIDELITIES:
+        raise ConfigError(f"fidelity: unknown {fidelity!r}; valid choices: {', '.join(FIDELITIES)}")
+    unknown = sorted(set(options) - {"coalesce", "ppn"})
+    if unknown:
+        raise ConfigError(f"engine option {unknown[0]!r} is unknown; valid choices: coalesce, ppn")
+    ppn = options.get("ppn")
+    if ppn is not None and (not isinstance(ppn, int) or ppn < 1):
+        raise ConfigError(f"ppn: {ppn!r} must be a positive integer")
+
+
+def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int = 0, **options) -> Timeline:
+    """Simulate ``plan`` on ``topology``; see :func:`simcomm.engine.simulate`.
+
+    Options: ``coalesce`` (default True) enables the exact shortcuts of the flow
+    fidelity (False runs every repeat of every step as plain flows);
+    ``ppn`` overrides the ranks-per-machine given to hierarchical algorithms.
+    ``seed`` is recorded; the models are deterministic and draw no random numbers.
+    """
+    _check_options(fidelity, options)
+    if plan.n_ranks > topology.n_ranks:
+        raise PlanError(f"plan uses {plan.n_ranks} ranks but topology {topology.name!r} "
+                        f"has only {topology.n_ranks}")
+    env = simpy.Environment()
+    ctx = Context(env, topology, coalesce=bool(options.get("coalesce", True)), ppn=options.get("ppn"))
+    if fidelity == "flow":
+        from simcomm.engine.flow import FlowPricer
+
+        pricer = FlowPricer(ctx)
+    else:
+        from simcomm.engine.analytic import AnalyticPricer
+
+        pricer = AnalyticPricer(ctx)
+
+    ops = plan.ops
+    n = len(ops)
+    start = np.full(n, np.nan)
+    end = np.full(n, np.nan)
+    done = [env.event() for _ in range(n)]
+    arrived = np.zeros(n, dtype=np.int64)
+
+    def finish(oid: int) -> None:
+        end[oid] = env.now
+        done[oid].succeed()
+
+    prepared = {}
+    for op in ops:
+        if isinstance(op, Collective):
+            key = (op.kind, op.algorithm, len(op.ranks), op.nbytes, op.root,
+                   ctx.ppn or group_ppn(topology, op.ranks))
+            if key not in prepared:
+                prepared[key] = prepare(op, topology, ctx.ppn)
+            prepared[op.id] = prepared[key]
+
+    def collective(op):
+        start[op.id] = env.now
+        yield from pricer.collective(op, prepared[op.id])
+        finish(op.id)
+
+    def stream(oids: list[int]):
+        for oid in oids:
+            op = ops[oid]
+            for d in op.deps:
+                if not done[d].processed:
+                    yield done[d]
+            if isinstance(op, Compute):
+                start[oid] = env.now
+                if op.seconds > 0:
+                    yield env.timeout(op.seconds)
+                finish(oid)
+            elif isinstance(op, Transfer):
+                start[oid] = env.now
+                yield from pricer.transfer(op)
+                finish(oid)
+            else:
+                arrived[oid] += 1
+                if arrived[oid] == len(op.ranks):
+                    env.process(collective(op))
+                if not done[oid].processed:
+                    yield done[oid]
+
+    queues: dict[tuple[int, str], list[int]] = {}
+    for op in ops:
+        members = (op.src,) if isinstance(op, Transfer) else op.ranks
+        for r in members:
+            queues.setdefault((r, op.stream), []).append(op.id)
+    for key in sorted(queues):
+        env.process(stream(queues[key]))
+    try:
+        env.run()
+    except Exception as exc:
+        # SimPy re-raises a process's exception as a copy chained to the original.
+        if isinstance(exc.__cause__, SimcommError):
+            raise exc.__cause__ from None
+        raise
+
+    missing = np.flatnonzero(np.isnan(end))
+    if len(missing):
+        op = ops[int(missing[0])]
+        raise PlanError(f"op {op.id} ({op.label or type(op).__name__}) never ran: its dependencies "
+                        "or its group's stream order can never be satisfied")
+    stats = dict(sorted(ctx.stats.items()))
+    stats["seed"] = seed
+    return Timeline(start=start, end=end, makespan=float(end.max()) if n else 0.0,
+                    link_class_bytes={f: float(b) for f, b in zip(ctx.families, ctx.family_bytes)},
+                    fidelity=fidelity, meta=stats)

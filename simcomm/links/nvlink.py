@@ -1,0 +1,48 @@
+"""NVLink and NVSwitch presets (peak per direction; ``-nccl`` variants effective).
+
+``nvlinkN`` is ONE NVLink (a "brick") between two GPUs, per direction.  An
+``nvswitch-*`` class is a GPU's whole port into a non-blocking NVSwitch plane:
+all of the GPU's links together (links x per-link rate), which is how the
+two-level builder joins each GPU to its node's switch.  The latency is per
+traversal: a GPU-to-GPU path is one hop on a direct link and two hops through
+an NVSwitch, so the switch classes carry half of NCCL's NVLink hop latency and
+both paths cost NCCL's LL value (0.6 us) end to end.
+"""
+
+from __future__ import annotations
+
+from simcomm.links.base import define
+
+GB = 1e9
+_NVL_LAT = 0.6e-6  # NCCL hwLat NVLINK, LL protocol, per hop [NCCL-tuning]
+_REF = "[NVL-wiki] NVLink table; latency: NCCL hwLat NVLINK LL 0.6 us [NCCL-tuning]"
+
+define("nvlink1", bandwidth=20 * GB, latency=_NVL_LAT, family="nvlink",
+       summary="NVLink 1.0 (P100), one link: 20 GB/s per direction", reference=_REF)
+define("nvlink2", bandwidth=25 * GB, latency=_NVL_LAT, family="nvlink",
+       summary="NVLink 2.0 (V100), one link: 25 GB/s per direction", reference=_REF)
+define("nvlink3", bandwidth=25 * GB, latency=_NVL_LAT, family="nvlink",
+       summary="NVLink 3.0 (A100), one link (4 pairs x 50 Gb/s): 25 GB/s per direction", reference=_REF)
+define("nvlink4", bandwidth=25 * GB, latency=_NVL_LAT, family="nvlink",
+       summary="NVLink 4.0 (H100), one link (900 GB/s bidir / 18 links): 25 GB/s per direction",
+       reference=_REF)
+
+_SW_LAT = _NVL_LAT / 2  # two traversals (GPU->switch->GPU) per NVLink hop
+_SW_REF = "[NVL-wiki], [A100-gk], [H100-gk]; non-blocking star is a modelling assumption; latency [NCCL-tuning]"
+define("nvswitch-v100", bandwidth=150 * GB, latency=_SW_LAT, family="nvswitch",
+       summary="GPU port into an NVSwitch (DGX-2, V100): 6 x 25 = 150 GB/s per direction",
+       reference=_SW_REF)
+define("nvswitch-a100", bandwidth=300 * GB, latency=_SW_LAT, family="nvswitch",
+       summary="GPU port into an NVSwitch (DGX A100): 12 x 25 = 300 GB/s per direction",
+       reference=_SW_REF)
+define("nvswitch-h100", bandwidth=450 * GB, latency=_SW_LAT, family="nvswitch",
+       summary="GPU port into an NVSwitch (DGX H100): 18 links, 450 GB/s per direction",
+       reference=_SW_REF)
+
+# NCCL-effective: NCCL's per-link model bandwidth (topo.h) times the link count.
+define("nvswitch-a100-nccl", bandwidth=240 * GB, latency=_SW_LAT, family="nvswitch",
+       summary="DGX A100 NVSwitch port at NCCL's model rate: 12 x 20 = 240 GB/s",
+       reference="NCCL SM80 NVLink 20 GB/s/link [NCCL-topo]; measured AR busbw 200-233 GB/s [M1], [M2]")
+define("nvswitch-h100-nccl", bandwidth=370.8 * GB, latency=_SW_LAT, family="nvswitch",
+       summary="DGX H100 NVSwitch port at NCCL's model rate: 18 x 20.6 = 370.8 GB/s",
+       reference="NCCL SM90 NVLink 20.6 GB/s/link [NCCL-topo]; measured ring busbw ~370 GB/s [M3]")

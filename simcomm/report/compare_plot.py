@@ -1,0 +1,67 @@
+"""Plot of ``simcomm compare``: iteration time and speedup against nodes, and a stacked breakdown.
+
+Left: mean iteration time vs nodes, one line per strategy (log y).  Middle:
+speedup against ``allreduce`` vs nodes.  Right: stacked bars of the breakdown
+(compute, data loading, compression, exposed communication) at the largest
+node count.  Not-applicable points are simply absent from the lines.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+__all__ = ["plot_compare"]
+
+_PARTS = (("compute", "compute"), ("dataload", "data loading"), ("compression", "compression"),
+          ("comm_exposed", "comm exposed"))
+
+
+def plot_compare(results, path: str | Path) -> Path:
+    """Write the comparison figure for ``results`` (a list of Result) to ``path`` (PNG), atomically."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = [r for r in results if not r.not_applicable]
+    names = list(dict.fromkeys(r.strategy for r in results))
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(16, 5))
+    for name in names:
+        pts = sorted((r.nodes, r.mean_s, r.speedup) for r in ok if r.strategy == name)
+        if not pts:
+            continue
+        xs = [p[0] for p in pts]
+        ax1.plot(xs, [p[1] for p in pts], marker="o", label=name)
+        ax2.plot(xs, [p[2] if p[2] is not None else float("nan") for p in pts], marker="o", label=name)
+    for ax, label in ((ax1, "mean iteration time (s)"), (ax2, "speedup vs allreduce")):
+        ax.set_xlabel("nodes")
+        ax.set_ylabel(label)
+        ax.set_xscale("log", base=2)
+        ax.grid(True, alpha=0.3)
+    ax1.set_yscale("log")
+    ax1.legend(fontsize=7)
+    if ok:
+        top = max(r.nodes for r in ok)
+        last = [r for r in ok if r.nodes == top]
+        bottom = [0.0] * len(last)
+        for attr, label in _PARTS:
+            vals = [getattr(r.breakdown, attr) for r in last]
+            ax3.bar(range(len(last)), vals, bottom=bottom, label=label)
+            bottom = [b + v for b, v in zip(bottom, vals)]
+        ax3.set_xticks(range(len(last)), [r.strategy for r in last], rotation=60, ha="right", fontsize=7)
+        ax3.set_ylabel(f"seconds per iteration at {top} nodes")
+        ax3.legend(fontsize=7)
+    fig.tight_layout()
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(suffix=".png", dir=path.parent or ".")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=110, metadata={"Software": None})
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path

@@ -1,0 +1,102 @@
+"""Draw a topology with matplotlib (Agg): every node for small graphs, aggregated for large.
+
+Small graphs (up to 300 nodes) are drawn node by node in layers (ranks at the
+bottom, NICs above them, switches above those), edges coloured by link
+family.  Larger graphs are aggregated: one box per (kind, machine-or-fabric)
+level with the number of nodes and a line per link class between levels, so
+a 16 384-rank cluster still gives a readable picture.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from simcomm.topologies.base import Topology  # noqa: E402
+
+__all__ = ["draw_topology"]
+
+_FAMILY_COLOR = {"nvlink": "tab:green", "nvswitch": "tab:green", "pcie": "tab:orange", "infiniband": "tab:blue",
+                 "roce": "tab:cyan", "ethernet": "tab:red", "aries": "tab:purple", "shm": "tab:brown",
+                 "custom": "tab:gray"}
+_LEVEL = {"rank": 0, "nic": 1, "switch": 2}
+
+
+def _switch_depth(topo: Topology) -> dict:
+    """Switch layer = 2 + (BFS distance from the nearest non-switch node - 1)."""
+    g = topo.graph
+    depth = {n: _LEVEL[d] for n, d in g.nodes(data="kind") if d != "switch"}
+    frontier = list(depth)
+    while frontier:
+        nxt = []
+        for n in frontier:
+            for m in g.adj[n]:
+                if m not in depth:
+                    depth[m] = max(2, depth[n] + 1)
+                    nxt.append(m)
+        frontier = nxt
+    return depth
+
+
+def _draw_full(ax, topo: Topology) -> None:
+    g, depth = topo.graph, _switch_depth(topo)
+    rows = defaultdict(list)
+    for n in g.nodes:
+        rows[depth.get(n, 2)].append(n)
+    pos = {}
+    for y, nodes in rows.items():
+        for i, n in enumerate(nodes):
+            pos[n] = ((i + 0.5) / len(nodes), y)
+    for u, v, name in g.edges(data="link"):
+        (x0, y0), (x1, y1) = pos[u], pos[v]
+        ax.plot([x0, x1], [y0, y1], color=_FAMILY_COLOR.get(topo.links[name].family, "gray"), lw=0.6, alpha=0.6)
+    for kind, marker in (("rank", "o"), ("nic", "s"), ("switch", "D")):
+        pts = [pos[n] for n, k in g.nodes(data="kind") if k == kind]
+        if pts:
+            ax.scatter(*zip(*pts), marker=marker, s=18, label=kind, zorder=3)
+    ax.legend(loc="upper right", fontsize=7)
+
+
+def _draw_aggregated(ax, topo: Topology) -> None:
+    g, depth = topo.graph, _switch_depth(topo)
+    nodes = Counter((depth.get(n, 2), k) for n, k in g.nodes(data="kind"))
+    links = Counter((min(depth[u], depth[v]), max(depth[u], depth[v]), name) for u, v, name in g.edges(data="link"))
+    for i, ((a, b, name), n) in enumerate(sorted(links.items())):
+        x = 0.45 + 0.1 * (i % 5)  # one column per link class, in sorted (deterministic) order
+        top = b if a != b else a + 0.35
+        ax.plot([x, x], [a, top], color=_FAMILY_COLOR.get(topo.links[name].family, "gray"), lw=2)
+        ax.text(x + 0.01, (a + top) / 2, f"{n} x {name}" + (" (within layer)" if a == b else ""), fontsize=7)
+    for (layer, kind), n in sorted(nodes.items()):
+        plural = {"switch": "switches"}.get(kind, kind + "s") if n > 1 else kind
+        ax.text(0.2, layer, f"{n} {plural} (layer {layer})", ha="center", va="center", fontsize=8,
+                bbox={"boxstyle": "round", "fc": "white", "ec": "black"})
+    ax.set_xlim(0, 1)
+    ax.set_ylim(-0.5, max(d for d, _ in nodes) + 0.6)
+
+
+def draw_topology(topo: Topology, path: str | Path, *, max_nodes: int = 300) -> None:
+    """Write a PNG of ``topo`` to ``path`` atomically (temp file, then rename)."""
+    fig, ax = plt.subplots(figsize=(10, 5))
+    try:
+        (_draw_full if topo.graph.number_of_nodes() <= max_nodes else _draw_aggregated)(ax, topo)
+        ax.set_title(f"{topo.name}: {topo.n_ranks} ranks")
+        ax.set_xticks([])
+        ax.set_ylabel("layer (0 = ranks)")
+        path = Path(path)
+        fd, tmp = tempfile.mkstemp(suffix=".png", dir=path.parent if str(path.parent) else ".")
+        os.close(fd)
+        try:
+            fig.savefig(tmp, dpi=100, metadata={"Software": None})
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    finally:
+        plt.close(fig)

@@ -1,0 +1,181 @@
+"""Results of a simulated run: iteration time, its breakdown, traffic, epoch and speedup (pure data).
+
+Breakdown of one iteration on the *critical rank* (the training rank with the
+most local compute, i.e. the straggler that sets a synchronous step):
+
+* ``compute``: union of its compute intervals (forward, backward, update,
+  server work);
+* ``compression``: compression/sketching/selection work not overlapping compute;
+* ``dataload``: data loading not overlapping either;
+* ``comm_exposed``: the rest of the iteration, i.e. time the rank spends
+  communicating or waiting for others with nothing to compute;
+* ``comm_hidden``: time its communication overlaps its own local work.
+
+The first four add up to the iteration time exactly; ``comm_hidden`` is extra.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from simcomm.ops import Collective, Compute, Transfer
+
+__all__ = ["Breakdown", "IterationKind", "Result", "breakdown", "iteration_time", "critical_rank"]
+
+_COMPRESSION = {"compression", "reduce", "sketch", "selection"}
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """Seconds per iteration, see the module docstring."""
+
+    compute: float = 0.0
+    dataload: float = 0.0
+    comm_exposed: float = 0.0
+    comm_hidden: float = 0.0
+    compression: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return self.compute + self.dataload + self.comm_exposed + self.compression
+
+    def scaled(self, k: float) -> Breakdown:
+        return Breakdown(*(k * v for v in asdict(self).values()))
+
+    def plus(self, other: Breakdown) -> Breakdown:
+        return Breakdown(*(a + b for a, b in zip(asdict(self).values(), asdict(other).values())))
+
+
+@dataclass(frozen=True)
+class IterationKind:
+    """One kind of iteration of a (possibly periodic) strategy."""
+
+    label: str
+    weight: float
+    time_s: float
+    breakdown: Breakdown
+    link_bytes: dict = field(default_factory=dict)
+    analytic_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Result:
+    """Everything ``simcomm run`` reports for one strategy on one setting."""
+
+    strategy: str
+    options: dict
+    nodes: int
+    gpus_per_node: int
+    n_ranks: int
+    cluster: str
+    model: str
+    batch: int
+    fidelity: str
+    stack: str
+    kinds: tuple[IterationKind, ...] = ()
+    mean_s: float = float("nan")
+    breakdown: Breakdown = Breakdown()
+    link_bytes: dict = field(default_factory=dict)
+    analytic_mean_s: float | None = None
+    iterations_per_epoch: int | None = None
+    epoch_s: float | None = None
+    samples_per_s: float = float("nan")
+    baseline_s: float | None = None
+    speedup: float | None = None
+    assumed: tuple[str, ...] = ()
+    not_applicable: str | None = None
+
+    @property
+    def global_batch(self) -> int:
+        return self.batch * self.n_ranks
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["global_batch"] = self.global_batch
+        return d
+
+
+def _union(iv: np.ndarray) -> np.ndarray:
+    """Merge intervals (rows of [start, end]) into disjoint sorted ones."""
+    if len(iv) == 0:
+        return iv.reshape(0, 2)
+    iv = iv[np.lexsort((iv[:, 1], iv[:, 0]))]
+    out = [list(iv[0])]
+    for s, e in iv[1:]:
+        if s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return np.array(out, dtype=float)
+
+
+def _measure(iv: np.ndarray) -> float:
+    return float((iv[:, 1] - iv[:, 0]).sum()) if len(iv) else 0.0
+
+
+def _intersect(a: np.ndarray, b: np.ndarray) -> float:
+    """Measure of the intersection of two disjoint-interval sets."""
+    total, i, j = 0.0, 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i, 0], b[j, 0]), min(a[i, 1], b[j, 1])
+        if hi > lo:
+            total += hi - lo
+        if a[i, 1] < b[j, 1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def iteration_time(plan, timeline) -> tuple[float, tuple[float, float]]:
+    """(seconds, window) of one iteration: the plan's period if it declares one, else the makespan."""
+    per = plan.meta.get("period_ranks")
+    if per:
+        a, b = max(per.values(), key=lambda ab: (timeline.end[ab[1]] - timeline.end[ab[0]]))
+        return float(timeline.end[b] - timeline.end[a]), (float(timeline.end[a]), float(timeline.end[b]))
+    if plan.meta.get("period"):
+        a, b = plan.meta["period"]
+        return float(timeline.end[b] - timeline.end[a]), (float(timeline.end[a]), float(timeline.end[b]))
+    return float(timeline.makespan), (0.0, float(timeline.makespan))
+
+
+def critical_rank(plan, n_train: int) -> int:
+    """Training rank with the most compute seconds (lowest id on ties)."""
+    secs = np.zeros(plan.n_ranks)
+    for op in plan.ops:
+        if isinstance(op, Compute) and op.category != "dataload":
+            secs[op.rank] += op.seconds
+    return int(np.argmax(secs[:max(1, n_train)]))
+
+
+def breakdown(plan, timeline, n_train: int, window: tuple[float, float] | None = None) -> Breakdown:
+    """Breakdown of one iteration on the critical rank (see the module docstring)."""
+    r = critical_rank(plan, n_train)
+    lo, hi = window if window is not None else (0.0, float(timeline.makespan))
+    groups: dict[str, list] = {"c": [], "z": [], "d": [], "m": []}
+    start, end = np.asarray(timeline.start), np.asarray(timeline.end)
+    for op in plan.ops:
+        if isinstance(op, Compute):
+            if op.rank != r:
+                continue
+            key = "d" if op.category == "dataload" else "z" if op.category in _COMPRESSION else "c"
+        elif isinstance(op, (Collective, Transfer)):
+            if r not in op.ranks:
+                continue
+            key = "m"
+        else:
+            continue
+        s, e = max(lo, start[op.id]), min(hi, end[op.id])
+        if e > s:
+            groups[key].append((s, e))
+    u = {k: _union(np.array(v, dtype=float).reshape(-1, 2)) for k, v in groups.items()}
+    cz = _union(np.vstack([u["c"], u["z"]]))
+    czd = _union(np.vstack([cz, u["d"]]))
+    compute = _measure(u["c"])
+    compression = _measure(cz) - compute
+    dataload = _measure(czd) - _measure(cz)
+    exposed = max(0.0, (hi - lo) - _measure(czd))
+    hidden = _intersect(u["m"], czd)
+    return Breakdown(compute, dataload, exposed, hidden, compression)

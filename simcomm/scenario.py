@@ -1,0 +1,142 @@
+"""A run's inputs as frozen dataclasses, from a TOML file and/or CLI flags.
+
+TOML layout (every key optional; CLI flags override the file)::
+
+    strategy = "node-based"
+    nodes = 20
+    gpus_per_node = 1
+    cluster = "deep-est-esb"      # preset name or a cluster TOML file
+    model = "resnet50"            # bundled model/trace name, or:
+    trace = "my_trace.json"
+    batch = 64                    # per-rank batch (weak) / global batch (strong)
+    dataset_size = 1281167
+    fidelity = "flow"             # or "analytic"
+    seed = 0
+    [workload]
+    scaling = "weak"              # or "strong"
+    bucket_mb = 25.0
+    dataload_s = 0.0              # or "12ms"
+    dataload_overlap = false
+    compute_scale = [1.0, 1.3]    # per node (or per rank)
+    [stack]
+    name = "nccl"
+    efficiency = 0.9
+    overhead = "5us"
+    [options]                     # the strategy's own options
+    k_prime = 50
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+from simcomm.errors import ConfigError
+from simcomm.units import parse_time
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = ["Scenario", "WorkloadSpec", "StackSpec", "load_scenario", "FIDELITIES"]
+
+FIDELITIES = ("flow", "analytic")
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    scaling: str = "weak"
+    bucket_mb: float = 25.0
+    dataload_s: float = 0.0
+    dataload_overlap: bool = False
+    compute_scale: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class StackSpec:
+    name: str = "nccl"
+    efficiency: float | None = None
+    overhead: float | None = None
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Everything needed to simulate one strategy on one setting."""
+
+    strategy: str = "allreduce"
+    nodes: int = 4
+    gpus_per_node: int | None = None  # None: the cluster preset's default
+    cluster: str = "deep-est-esb"
+    model: str | None = None
+    trace: str | None = None
+    batch: int | None = None
+    dataset_size: int | None = None
+    fidelity: str = "flow"
+    seed: int = 0
+    workload: WorkloadSpec = WorkloadSpec()
+    stack: StackSpec = StackSpec()
+    options: dict = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.nodes, bool) or not isinstance(self.nodes, int) or self.nodes < 1:
+            raise ConfigError(f"nodes: {self.nodes!r} must be a positive integer")
+        if self.gpus_per_node is not None and (not isinstance(self.gpus_per_node, int) or self.gpus_per_node < 1):
+            raise ConfigError(f"gpus_per_node: {self.gpus_per_node!r} must be a positive integer")
+        if self.fidelity not in FIDELITIES:
+            raise ConfigError(f"fidelity: {self.fidelity!r} is not valid; valid choices: {', '.join(FIDELITIES)}")
+        if self.model and self.trace:
+            raise ConfigError("model and trace: give one of them, not both")
+        if self.batch is not None and (not isinstance(self.batch, int) or self.batch < 1):
+            raise ConfigError(f"batch: {self.batch!r} must be a positive integer")
+        if self.dataset_size is not None and (not isinstance(self.dataset_size, int) or self.dataset_size < 1):
+            raise ConfigError(f"dataset_size: {self.dataset_size!r} must be a positive integer")
+
+    def with_(self, **changes) -> Scenario:
+        """A copy with the non-None ``changes`` applied (CLI flags over the file)."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+def _section(raw: dict, name: str, cls) -> dict:
+    sec = raw.pop(name, {})
+    if not isinstance(sec, dict):
+        raise ConfigError(f"scenario: [{name}] must be a table")
+    valid = {f.name for f in fields(cls)}
+    for key in sec:
+        if key not in valid:
+            raise ConfigError(f"scenario: unknown key {name}.{key!r}; valid keys: {', '.join(sorted(valid))}")
+    return sec
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read a scenario TOML file; unknown keys are errors naming the valid ones."""
+    p = Path(path)
+    try:
+        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"scenario: file {str(p)!r} does not exist") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"scenario: {str(p)!r} is not valid TOML ({exc})") from None
+    wl = _section(raw, "workload", WorkloadSpec)
+    st = _section(raw, "stack", StackSpec)
+    options = raw.pop("options", {})
+    if not isinstance(options, dict):
+        raise ConfigError("scenario: [options] must be a table")
+    valid = {f.name for f in fields(Scenario)} - {"workload", "stack", "options"}
+    for key in raw:
+        if key not in valid:
+            raise ConfigError(f"scenario: unknown key {key!r}; valid keys: {', '.join(sorted(valid))}, "
+                              "[workload], [stack], [options]")
+    if "dataload_s" in wl:
+        wl["dataload_s"] = parse_time(wl["dataload_s"], "workload.dataload_s")
+    if "compute_scale" in wl:
+        wl["compute_scale"] = tuple(float(x) for x in wl["compute_scale"])
+    if st.get("overhead") is not None:
+        st["overhead"] = parse_time(st["overhead"], "stack.overhead")
+    base = p.parent
+    if raw.get("trace") and not Path(raw["trace"]).is_absolute():
+        raw["trace"] = str(base / raw["trace"])
+    if raw.get("cluster", "").endswith(".toml") and not Path(raw["cluster"]).is_absolute():
+        raw["cluster"] = str(base / raw["cluster"])
+    return Scenario(workload=WorkloadSpec(**wl), stack=StackSpec(**st), options=dict(options), **raw)

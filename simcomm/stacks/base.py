@@ -1,0 +1,122 @@
+"""Transport stacks: what software does to a link's bandwidth and per-message cost.
+
+A :class:`Stack` (NCCL, MPI over TCP, gloo, a CPU parameter server) is
+applied by deriving an *effective topology*: every link class gets
+
+* bandwidth ``min(efficiency × line rate, cap)``, separately for network
+  families (InfiniBand, RoCE, Ethernet, Aries, custom) and intranode ones
+  (NVLink, NVSwitch, PCIe, shared memory);
+* a per-message software overhead, added to the latency of the links at
+  the two ends of a message's path, half on each end, so a message pays it
+  once whatever the number of switch hops in between.  The ends are the
+  edges touching a rank (intranode families) or touching a rank or NIC
+  (network families: a rank -> PCIe -> NIC -> fabric route has its network
+  ends at the NICs).  An internode message through PCIe-attached NICs thus
+  pays the network overhead plus the (small) intranode one.
+
+The engine needs no change: it simply sees slower, laggier links.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import networkx as nx
+
+from simcomm.errors import ConfigError
+from simcomm.links.base import LinkClass
+from simcomm.registry import Registry
+
+__all__ = ["Stack", "STACKS", "INTRANODE_FAMILIES", "apply_stack", "get_stack"]
+
+INTRANODE_FAMILIES = frozenset({"nvlink", "nvswitch", "pcie", "shm"})
+
+
+@dataclass(frozen=True)
+class Stack:
+    """Software transport: efficiency, optional bandwidth cap and overhead per message.
+
+    ``efficiency``/``cap``/``overhead`` apply to network link families,
+    ``intra_*`` to intranode ones.  ``cap`` is bytes/s (None: no cap).
+    """
+
+    name: str
+    efficiency: float
+    overhead: float
+    intra_efficiency: float = 1.0
+    intra_overhead: float = 0.0
+    cap: float | None = None
+    summary: str = ""
+    reference: str = ""
+
+    def __post_init__(self) -> None:
+        for field in ("efficiency", "intra_efficiency"):
+            v = getattr(self, field)
+            if not (math.isfinite(v) and 0 < v <= 1):
+                raise ConfigError(f"stack {self.name!r}: {field.replace('_', '-')} {v!r} must be in (0, 1]")
+        for field in ("overhead", "intra_overhead"):
+            v = getattr(self, field)
+            if not (math.isfinite(v) and v >= 0):
+                raise ConfigError(f"stack {self.name!r}: {field.replace('_', '-')} {v!r} must be >= 0 seconds")
+        if self.cap is not None and not (math.isfinite(self.cap) and self.cap > 0):
+            raise ConfigError(f"stack {self.name!r}: cap {self.cap!r} must be a positive bandwidth")
+
+    def with_overrides(self, efficiency: float | None = None, overhead: float | None = None) -> Stack:
+        """The ``--stack-efficiency`` / ``--stack-overhead`` overrides (network links)."""
+        out = self
+        if efficiency is not None:
+            out = replace(out, efficiency=float(efficiency))
+        if overhead is not None:
+            out = replace(out, overhead=float(overhead))
+        return out
+
+    def derive(self, lc: LinkClass, rank_ends: int) -> LinkClass:
+        """Effective link class for ``lc`` on an edge touching ``rank_ends`` (0-2) rank nodes."""
+        intra = lc.family in INTRANODE_FAMILIES
+        eff = self.intra_efficiency if intra else self.efficiency
+        over = self.intra_overhead if intra else self.overhead
+        bw = lc.bandwidth * eff
+        if self.cap is not None and not intra:
+            bw = min(bw, self.cap)
+        lat = lc.latency + over * rank_ends / 2.0
+        return LinkClass(f"{lc.name}@{self.name}/{rank_ends}", bw, lat, lc.family,
+                         f"{lc.summary} via {self.name}", lc.reference)
+
+
+STACKS: Registry[Stack] = Registry("stack", "simcomm.stacks")
+
+
+def define(stack: Stack) -> Stack:
+    STACKS.add(stack.name, stack, summary=stack.summary, reference=stack.reference)
+    return stack
+
+
+def get_stack(name: str | Stack) -> Stack:
+    if isinstance(name, Stack):
+        return name
+    import simcomm.stacks  # noqa: F401  (registers the presets)
+
+    return STACKS.get(name)
+
+
+def apply_stack(topology, stack: Stack):
+    """A new Topology whose link classes are ``stack``'s effective ones (the input is untouched)."""
+    from simcomm.topologies.base import Topology
+
+    if stack.efficiency == 1 and stack.intra_efficiency == 1 and not stack.overhead \
+            and not stack.intra_overhead and stack.cap is None:
+        return topology
+    g = topology.graph.copy()
+    links: dict[str, LinkClass] = {}
+    kinds = nx.get_node_attributes(g, "kind")
+    for u, v, data in g.edges(data=True):
+        lc = topology.links[data["link"]]
+        end_kinds = ("rank",) if lc.family in INTRANODE_FAMILIES else ("rank", "nic")
+        ends = (kinds.get(u) in end_kinds) + (kinds.get(v) in end_kinds)
+        eff = stack.derive(lc, ends)
+        links.setdefault(eff.name, eff)
+        data["link"] = eff.name
+    # Keep the router: it depends on graph structure only, which is unchanged.
+    return Topology(topology.name, g, links, topology.ranks, router=topology.router,
+                    meta={**topology.meta, "stack": stack.name})

@@ -1,0 +1,193 @@
+"""``pcnn`` and ``pcnn-no-overlap``: communication-efficient gradient averaging (Lee et al., seed 003).
+
+Fully-connected layer (N outputs, N' inputs, global batch K over P ranks):
+all-to-all of the input activations (each rank keeps N'/P rows for all K
+samples; posted during forward), all-gather of the errors (N x K; posted
+during backward), local partial gradient N x N'/P for all K samples, update
+of that 1/P slice, all-gather of the updated parameters (posted in forward
+order, so it hides behind the next forward).  Eqs. 5-8::
+
+    T_f = 3(P-1)α + (N'K/P² + NK/P + NN'/P)(P-1)β
+
+cheaper than Rabenseifner's all-reduce (Eq. 10, 2(P-1)/P·NN'β) exactly when
+``N'K/P + NK < NN'`` (Eq. 11).  Convolution layers (and everything that is
+not fully connected): all-to-all of D/P x F gradient slices, local sum (γ),
+slice update, all-gather of parameters; Eq. 12
+``T_c = 2(P-1)α + 2(DF/P)(P-1)β``.
+
+``pcnn`` overlaps as the paper's Fig. 4 (one communication thread, requests
+in posting order); ``pcnn-no-overlap`` blocks compute on every
+communication.  The plan is one steady-state iteration: the parameter
+all-gathers posted at the end of the previous iteration open it, and each
+unit's forward waits for its own.  Non-FC layers are grouped into units at
+the workload's bucket boundaries to keep plans small.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from simcomm.errors import ConfigError, PlanError
+from simcomm.ops import PlanBuilder
+from simcomm.strategies.base import NotApplicable, Strategy, register
+
+FC_TYPES = ("linear", "dense", "fc", "fullyconnected", "innerproduct")
+
+
+def fc_criterion(n: float, n_prev: float, k: float, p: float) -> bool:
+    """Seed 003 Eq. 11: PCNN's FC bandwidth term beats Rabenseifner's all-reduce."""
+    return n_prev * k / p + n * k < n * n_prev
+
+
+def pcnn_fc_cost(n, n_prev, k, p, alpha, beta) -> float:
+    """Seed 003 Eq. 8 (= Eqs. 5 + 6 + 7), β per element."""
+    return 3 * (p - 1) * alpha + (n_prev * k / p ** 2 + n * k / p + n * n_prev / p) * (p - 1) * beta
+
+
+def pcnn_conv_cost(elements, p, alpha, beta) -> float:
+    """Seed 003 Eq. 12 with DF = ``elements``."""
+    return 2 * (p - 1) * alpha + 2 * elements / p * (p - 1) * beta
+
+
+def rabenseifner_cost(elements, p, alpha, beta) -> float:
+    """Seed 003 Eq. 10."""
+    return 2 * math.log2(p) * alpha + 2 * (p - 1) / p * elements * beta
+
+
+@dataclass(frozen=True)
+class PCNNParams:
+    """Options of ``pcnn``."""
+
+    error_fraction: float = 0.5  # share of an FC layer's backward that computes errors
+
+    def __post_init__(self):
+        if not (isinstance(self.error_fraction, (int, float)) and 0 <= self.error_fraction <= 1):
+            raise ConfigError(f"error-fraction: {self.error_fraction!r} must be in [0, 1]")
+
+    @property
+    def assumed(self) -> tuple[str, ...]:
+        out = ["non-FC layers grouped into units at the workload's bucket boundaries",
+               "parameter all-gathers of the previous iteration open the plan (steady state)"]
+        if self.error_fraction == 0.5:
+            out.append("FC backward split 1/2 errors, 1/2 weight gradient (equal GEMM FLOPs)")
+        return tuple(out)
+
+
+def is_fc(layer) -> bool:
+    return layer.module_type.lower().replace("_", "") in FC_TYPES
+
+
+def units_of(w) -> list[tuple[str, tuple[int, ...]]]:
+    """("fc", (i,)) per FC layer and ("conv", run) per run of other layers within one bucket."""
+    bucket_of = {j: i for i, bk in enumerate(w.buckets) for j in bk}
+    out: list[tuple[str, tuple[int, ...]]] = []
+    cur: list[int] = []
+    for i, layer in enumerate(w.layers):
+        if is_fc(layer):
+            if cur:
+                out.append(("conv", tuple(cur)))
+                cur = []
+            if not (layer.input_shape and layer.output_shape):
+                raise PlanError(f"pcnn: layer {layer.name!r} has no activation shapes (N, N'); "
+                                "use a trace captured with input/output shapes")
+            out.append(("fc", (i,)))
+        else:
+            if cur and bucket_of.get(cur[-1]) != bucket_of.get(i):
+                out.append(("conv", tuple(cur)))
+                cur = []
+            cur.append(i)
+    if cur:
+        out.append(("conv", tuple(cur)))
+    return out
+
+
+def plan_pcnn(w, topology, p: PCNNParams, overlap: bool):
+    n = w.n_ranks
+    if n < 2:
+        raise NotApplicable("pcnn needs at least 2 ranks")
+    units = units_of(w)
+    ranks = list(range(n))
+    b = PlanBuilder(n)
+    nbytes = [sum(w.layers[i].grad_bytes for i in idx) for _, idx in units]
+    fwd_s = [sum(w.layers[i].forward_s for i in idx) for _, idx in units]
+    bwd_s = [sum(w.layers[i].backward_s for i in idx) for _, idx in units]
+    upd_s = [sum(w.layers[i].update_s for i in idx) for _, idx in units]
+    last_comm: list[int] = []  # no-overlap: compute waits for the latest communication
+
+    def comm(kind, size, after, label):
+        cid = b.collective(kind, ranks, size, after=after, label=label)
+        last_comm[:] = [cid]
+        return cid
+
+    def comp(r, secs, after=(), label="", category="compute"):
+        extra = last_comm if not overlap else []
+        return b.compute(r, secs * w.scale(r), after=list(after) + extra, label=label, category=category)
+
+    ag = {u: comm("allgather", nbytes[u], (), f"params allgather[{u}]") for u in range(len(units)) if nbytes[u] > 0}
+    all_ag = list(ag.values())
+    load = {}
+    if w.dataload_s > 0:
+        stream = "data" if w.dataload_overlap else "compute"
+        load = {r: b.compute(r, w.dataload_s, label="dataload", stream=stream, category="dataload") for r in ranks}
+    a2a, agerr, a2ag = {}, {}, {}
+    for u, (kind, idx) in enumerate(units):
+        ops = []
+        for r in ranks:
+            if overlap:
+                after = [ag[u]] if u in ag else []
+            else:
+                after = all_ag if u == 0 else []
+            if u == 0 and r in load:
+                after = after + [load[r]]
+            ops.append(comp(r, fwd_s[u], after, f"forward[{u}]"))
+        if kind == "fc":
+            layer = w.layers[idx[0]]
+            a2a[u] = comm("alltoall", math.prod(layer.input_shape) * w.batch * w.dtype_bytes, ops,
+                          f"activations alltoall[{u}]")
+    for u in reversed(range(len(units))):
+        kind, idx = units[u]
+        frac = p.error_fraction if kind == "fc" else 1.0
+        ops = [comp(r, bwd_s[u] * frac, (), f"backward[{u}]") for r in ranks]
+        if kind == "fc":
+            layer = w.layers[idx[0]]
+            agerr[u] = comm("allgather", math.prod(layer.output_shape) * w.batch * n * w.dtype_bytes, ops,
+                            f"errors allgather[{u}]")
+        elif nbytes[u] > 0:
+            a2ag[u] = comm("alltoall", nbytes[u], ops, f"gradient alltoall[{u}]")
+    for u in reversed(range(len(units))):
+        kind, _ = units[u]
+        for r in ranks:
+            if kind == "fc":
+                comp(r, bwd_s[u] * (1 - p.error_fraction), [a2a[u], agerr[u]], f"partial gradient[{u}]")
+            elif u in a2ag:
+                b.compute(r, topology.gamma(r) * nbytes[u] * (n - 1) / n,
+                          after=[a2ag[u]] + (last_comm if not overlap else []), label=f"local sum[{u}]",
+                          category="update")
+            comp(r, upd_s[u] / n, (), f"slice update[{u}]", category="update")
+    fc = sum(1 for k, _ in units if k == "fc")
+    return b.build(kind="pcnn" if overlap else "pcnn (no overlap)", units=len(units), fc_layers=fc)
+
+
+@register
+class PCNN(Strategy):
+    """Seed 003's gradient averaging with its overlapping strategy."""
+
+    name = "pcnn"
+    summary = "FC: all-to-all activations + all-gather errors; conv: all-to-all slices; overlapped (seed 003)"
+    reference = "Lee et al., Communication-efficient parallelization strategy for deep CNN training, 2018 (seed 003)"
+    Params = PCNNParams
+
+    overlap = True
+
+    def plan(self, workload, topology):
+        return plan_pcnn(workload, topology, self.params, self.overlap)
+
+
+@register
+class PCNNNoOverlap(PCNN):
+    """Seed 003's gradient averaging with every communication blocking."""
+
+    name = "pcnn-no-overlap"
+    summary = "PCNN's gradient averaging with no computation/communication overlap (seed 003)"
+    overlap = False

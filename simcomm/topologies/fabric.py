@@ -1,0 +1,74 @@
+"""Shared plumbing for builders: a *fabric* joins a list of host nodes by switches.
+
+A fabric builder (``add_star``, ``add_fat_tree`` ...) adds its switches and
+links to a graph for a given list of host nodes and returns a :class:`Fabric`
+whose ``path(i, j, key)`` gives the node path from host ``i`` to host ``j``
+computed from the structure alone (no graph search), so routes are cheap
+even for tens of thousands of hosts.  ``key`` is the flow hash that picks
+among equal-cost paths (ECMP).  The hosts are ranks when a builder is used on
+its own and NICs inside :func:`~simcomm.topologies.two_level.two_level`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Protocol
+
+import networkx as nx
+
+from simcomm.errors import ConfigError
+from simcomm.links.base import LinkClass, link_class
+from simcomm.topologies.base import DEFAULT_GAMMA, Topology, ecmp_hash
+
+__all__ = ["Fabric", "FabricRouter", "add_link", "rank_graph", "standalone", "positive_int"]
+
+
+class Fabric(Protocol):
+    """Structured router over hosts ``0..n-1``."""
+
+    def path(self, i: int, j: int, key: int) -> list[Hashable]: ...
+
+
+def positive_int(value: object, field: str, minimum: int = 1) -> int:
+    """Validate an integer option (bools and floats with fractions are rejected)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{field} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def add_link(links: dict[str, LinkClass], lc: str | LinkClass) -> LinkClass:
+    """Resolve ``lc`` and record it in ``links`` (the topology's link table)."""
+    cls = link_class(lc)
+    old = links.get(cls.name)
+    if old is not None and old != cls:
+        raise ConfigError(f"two different link classes are both named {cls.name!r}")
+    links[cls.name] = cls
+    return cls
+
+
+def rank_graph(n: int, gamma: float = DEFAULT_GAMMA) -> tuple[nx.Graph, list[str]]:
+    """A graph holding ``n`` rank nodes ``r0..r{n-1}``, each its own machine."""
+    g = nx.Graph()
+    names = [f"r{i}" for i in range(n)]
+    g.add_nodes_from((nm, {"kind": "rank", "machine": i, "gamma": gamma}) for i, nm in enumerate(names))
+    return g, names
+
+
+class FabricRouter:
+    """Adapts a :class:`Fabric` whose hosts are the ranks to the :class:`Router` protocol."""
+
+    def __init__(self, fabric: Fabric, hosts: Sequence[Hashable]):
+        self.fabric = fabric
+        self.index = {h: i for i, h in enumerate(hosts)}
+
+    def path(self, topo: Topology, src: Hashable, dst: Hashable) -> list[Hashable]:
+        if src == dst:
+            return [src]
+        i, j = self.index[src], self.index[dst]
+        return self.fabric.path(i, j, ecmp_hash(i, j))
+
+
+def standalone(name: str, g: nx.Graph, links: dict[str, LinkClass], hosts: list[str],
+               fabric: Fabric, meta: dict) -> Topology:
+    """Wrap a fabric whose hosts are ranks into a :class:`Topology`."""
+    return Topology(name, g, links, tuple(hosts), router=FabricRouter(fabric, hosts), meta=meta)

@@ -1,0 +1,114 @@
+"""k-ary fat-tree (3 levels) and leaf-spine (2 levels) with oversubscription and ECMP.
+
+Three levels (Al-Fares et al., SIGCOMM 2008): ``k`` pods, each with ``k/2``
+edge and ``k/2`` aggregation switches; ``(k/2)^2`` core switches; ``k^3/4``
+host ports.  Edge switch ``e`` of pod ``p`` serves hosts ``p*k^2/4 + e*k/2 ...``
+and joins every aggregation switch of its pod; aggregation switch ``a`` joins
+cores ``(a, 0..k/2-1)``.  Two levels: ``k`` leaves with ``k/2`` hosts each and
+``k/2`` spines joined to every leaf (``k^2/2`` hosts).
+
+Oversubscription ``r``: the edge (leaf) uplinks carry bandwidth ``B/r``, so a
+full edge switch has down:up capacity ``r:1``; aggregation-core links stay at
+``B``.  Routing is up/down: up to the lowest common level, then down; among
+the equal-cost choices (aggregation switch, core) the flow hash picks, so the
+route of a pair is deterministic and different pairs spread evenly.
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+
+from simcomm.errors import ConfigError
+from simcomm.links.base import LinkClass
+from simcomm.topologies.base import DEFAULT_GAMMA, Topology
+from simcomm.topologies.fabric import add_link, positive_int, rank_graph, standalone
+
+__all__ = ["fat_tree", "add_fat_tree", "auto_k", "FatTreeFabric"]
+
+
+def auto_k(hosts: int, levels: int = 3) -> int:
+    """Smallest even ``k >= 2`` whose fat-tree has at least ``hosts`` host ports."""
+    k = 2
+    while (k**3 // 4 if levels == 3 else k * k // 2) < hosts:
+        k += 2
+    return k
+
+
+class FatTreeFabric:
+    """Up/down ECMP routes computed from host coordinates."""
+
+    def __init__(self, hosts: list, k: int, levels: int, edge: list, agg: list, core: list):
+        self.hosts, self.half, self.levels = hosts, k // 2, levels
+        self.edge, self.agg, self.core = edge, agg, core  # see add_fat_tree for layouts
+
+    def path(self, i: int, j: int, key: int) -> list:
+        h, hosts = self.half, self.hosts
+        ei, ej = i // h, j // h  # global edge (leaf) switch index
+        if ei == ej:
+            return [hosts[i], self.edge[ei], hosts[j]]
+        a = key % h
+        if self.levels == 2:
+            return [hosts[i], self.edge[ei], self.agg[a], self.edge[ej], hosts[j]]
+        pi, pj = ei // h, ej // h
+        if pi == pj:
+            return [hosts[i], self.edge[ei], self.agg[pi * h + a], self.edge[ej], hosts[j]]
+        c = (key // h) % h
+        return [hosts[i], self.edge[ei], self.agg[pi * h + a], self.core[a * h + c],
+                self.agg[pj * h + a], self.edge[ej], hosts[j]]
+
+
+def add_fat_tree(g: nx.Graph, hosts: list, host_link: LinkClass, links: dict, *, k: int | None = None,
+                 link: str | LinkClass | None = None, oversubscription: float = 1.0,
+                 levels: int = 3) -> FatTreeFabric:
+    """Add a fat-tree's switches and links for ``hosts`` (placed in order on the ports)."""
+    if levels not in (2, 3):
+        raise ConfigError(f"fat-tree: levels must be 2 or 3, got {levels!r}")
+    k = auto_k(len(hosts), levels) if k is None else positive_int(k, "fat-tree: k", 2)
+    if k % 2:
+        raise ConfigError(f"fat-tree: k must be even, got {k}")
+    ports = k**3 // 4 if levels == 3 else k * k // 2
+    if len(hosts) > ports:
+        raise ConfigError(f"fat-tree: {len(hosts)} hosts do not fit a k={k} tree with {ports} host ports")
+    if isinstance(oversubscription, bool) or not isinstance(oversubscription, (int, float)) \
+            or not 1.0 <= oversubscription < float("inf"):
+        raise ConfigError(f"fat-tree: oversubscription must be a number >= 1, got {oversubscription!r}")
+    fab_lc = add_link(links, link if link is not None else host_link)
+    up_lc = fab_lc if oversubscription == 1 else add_link(
+        links, fab_lc.scaled(1.0 / oversubscription, suffix=f"-os{oversubscription:g}"))
+    h = k // 2
+    n_edge = k * h if levels == 3 else k
+    edge = [f"edge{e // h}.{e % h}" if levels == 3 else f"leaf{e}" for e in range(n_edge)]
+    agg = [f"agg{a // h}.{a % h}" for a in range(k * h)] if levels == 3 else [f"spine{s}" for s in range(h)]
+    core = [f"core{c // h}.{c % h}" for c in range(h * h)] if levels == 3 else []
+    g.add_nodes_from(edge + agg + core, kind="switch", machine=None)
+    g.add_edges_from(((hn, edge[i // h]) for i, hn in enumerate(hosts)), link=host_link.name)
+    if levels == 3:
+        g.add_edges_from(((edge[e], agg[(e // h) * h + a]) for e in range(n_edge) for a in range(h)),
+                         link=up_lc.name)
+        g.add_edges_from(((agg[p * h + a], core[a * h + c]) for p in range(k) for a in range(h)
+                          for c in range(h)), link=fab_lc.name)
+    else:
+        g.add_edges_from(((edge[e], agg[s]) for e in range(n_edge) for s in range(h)), link=up_lc.name)
+    return FatTreeFabric(hosts, k, levels, edge, agg, core)
+
+
+def fat_tree(k: int | None = None, *, link: str | LinkClass = "ib-edr", oversubscription: float = 1.0,
+             levels: int = 3, hosts: int | None = None, host_link: str | LinkClass | None = None,
+             gamma: float = DEFAULT_GAMMA) -> Topology:
+    """A fat-tree whose hosts are ranks; ``hosts`` (default: every port) are placed in port order."""
+    if k is None and hosts is None:
+        raise ConfigError("fat-tree: give k or hosts")
+    kk = auto_k(positive_int(hosts, "fat-tree: hosts"), levels) if k is None else k
+    ports = kk**3 // 4 if levels == 3 else kk * kk // 2
+    n = ports if hosts is None else positive_int(hosts, "fat-tree: hosts")
+    links: dict = {}
+    hl = add_link(links, host_link if host_link is not None else link)
+    g, names = rank_graph(n, gamma)
+    fab = add_fat_tree(g, names, hl, links, k=kk, link=link, oversubscription=oversubscription, levels=levels)
+    meta = {"builder": "fat-tree", "k": kk, "levels": levels, "hosts": n,
+            "oversubscription": oversubscription, "link": fab_name(link)}
+    return standalone(f"fat-tree-k{kk}" + ("" if levels == 3 else "-2l"), g, links, names, fab, meta)
+
+
+def fab_name(link: str | LinkClass) -> str:
+    return link if isinstance(link, str) else link.name

@@ -1,0 +1,43 @@
+"""Star: every host on one switch (a single non-blocking crossbar).
+
+Each host has its own full-duplex link to the switch, so contention appears
+only when several flows enter or leave the same host (incast, outcast).
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+
+from simcomm.links.base import LinkClass
+from simcomm.topologies.base import DEFAULT_GAMMA, Topology
+from simcomm.topologies.fabric import add_link, positive_int, rank_graph, standalone
+
+__all__ = ["star", "add_star", "StarFabric"]
+
+
+class StarFabric:
+    """host -> switch -> host."""
+
+    def __init__(self, hosts: list, switch: str):
+        self.hosts, self.switch = hosts, switch
+
+    def path(self, i: int, j: int, key: int) -> list:
+        return [self.hosts[i], self.switch, self.hosts[j]]
+
+
+def add_star(g: nx.Graph, hosts: list, host_link: LinkClass, *, name: str = "sw0") -> StarFabric:
+    """Add one switch joined to every host by ``host_link``."""
+    g.add_node(name, kind="switch", machine=None)
+    g.add_edges_from(((h, name) for h in hosts), link=host_link.name)
+    return StarFabric(hosts, name)
+
+
+def star(n: int, link: str | LinkClass, *, gamma: float = DEFAULT_GAMMA) -> Topology:
+    """``n`` ranks, each joined to one switch by a link of class ``link``."""
+    positive_int(n, "star: n")
+    links: dict = {}
+    lc = add_link(links, link)
+    g, hosts = rank_graph(n, gamma)
+    fab = add_star(g, hosts, lc)
+    return standalone(f"star-{n}-{lc.name}", g, links, hosts, fab,
+                      {"builder": "star", "ranks": n, "link": lc.name})

@@ -1,0 +1,107 @@
+"""Traces shipped with simcomm as package data (``simcomm/traces/data``).
+
+``data/index.json`` lists every bundled trace (name, file, summary,
+reference); :data:`BUNDLED` is the registry built from it, which ``simcomm
+list traces`` prints.  Real CPU captures made on the development machine are
+labelled ``cpu-capture``; roofline syntheses ``roofline``.
+:func:`regenerate_roofline` rewrites the roofline files from the zoo (they are
+deterministic); captures are regenerated with ``simcomm trace capture``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from importlib import resources
+from pathlib import Path
+
+from simcomm.errors import TraceFormatError
+from simcomm.registry import Registry
+from simcomm.traces.io import loads_trace, save_trace
+from simcomm.traces.schema import Trace
+
+__all__ = ["BundledTrace", "BUNDLED", "load_bundled", "default_trace", "DEFAULT_TRACE", "ROOFLINE_SET",
+           "regenerate_roofline"]
+
+DEFAULT_TRACE = "resnet50-v100-roofline"
+
+#: (model, device, batch) of every bundled roofline trace: seed-paper models at the seeds' batches
+ROOFLINE_SET = (
+    ("resnet50", "v100", 64), ("resnet50", "t4", 64), ("resnet50", "1080ti", 32), ("resnet50", "a100", 64),
+    ("resnet50", "h100", 64), ("vgg16", "v100", 64), ("vgg16", "t4", 32), ("vgg16", "1080ti", 32),
+    ("vgg16", "a100", 64), ("vgg16", "h100", 64), ("resnet20-cifar", "v100", 128),
+    ("resnet20-cifar", "1080ti", 128), ("resnet20-cifar", "t4", 128), ("resnet18-cifar", "v100", 128),
+    ("vit-b-384", "v100", 48), ("vit-s-cifar10", "v100", 48), ("gan-generator", "v100", 32),
+    ("gan-discriminator", "v100", 32), ("lstm-mnist", "v100", 64), ("resnet18", "haswell", 32),
+    ("resnet20-cifar", "haswell", 32),
+)
+
+
+@dataclass(frozen=True)
+class BundledTrace:
+    """A bundled trace file and what it is."""
+
+    name: str
+    file: str
+    kind: str  # "roofline" or "cpu-capture"
+
+
+def _data() -> Path:
+    return Path(str(resources.files("simcomm.traces") / "data"))
+
+
+def _build_registry() -> Registry[BundledTrace]:
+    reg: Registry[BundledTrace] = Registry("bundled trace")
+    index = _data() / "index.json"
+    if index.exists():
+        for row in json.loads(index.read_text(encoding="utf-8")):
+            reg.add(row["name"], BundledTrace(row["name"], row["file"], row["kind"]),
+                    summary=row["summary"], reference=row["reference"])
+    return reg
+
+
+BUNDLED: Registry[BundledTrace] = _build_registry()
+
+
+def load_bundled(name: str) -> Trace:
+    """Load a bundled trace by name; unknown names list the choices."""
+    entry = BUNDLED.get(name)
+    path = _data() / entry.file
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TraceFormatError(f"bundled trace {name!r} is missing from the installation: {exc}") from None
+    return loads_trace(text, f"bundled:{name}")
+
+
+def default_trace() -> Trace:
+    """The trace ``simcomm run`` uses when none is given: ResNet-50 on V100, roofline, batch 64."""
+    return load_bundled(DEFAULT_TRACE)
+
+
+def _rounded(trace: Trace) -> Trace:
+    # 6 significant digits keep bundled files small; the roofline is far coarser than that
+    def r(v):
+        return float(f"{v:.6g}")
+    layers = tuple(replace(x, forward_s=r(x.forward_s), backward_s=r(x.backward_s), update_s=r(x.update_s),
+                           by_batch=tuple((b, r(f), r(g)) for b, f, g in x.by_batch)) for x in trace.layers)
+    return replace(trace, layers=layers, iteration_s=r(sum(x.forward_s + x.backward_s + x.update_s
+                                                           for x in layers)))
+
+
+def regenerate_roofline(out_dir: str | Path | None = None) -> list[dict]:
+    """Rewrite every roofline trace of :data:`ROOFLINE_SET` and return their index rows."""
+    from simcomm.traces.devices import DEVICES
+    from simcomm.traces.synth import synth_trace
+    from simcomm.traces.zoo import MODELS
+
+    out = Path(out_dir) if out_dir else _data()
+    rows = []
+    for model, device, batch in ROOFLINE_SET:
+        name = f"{model}-{device}-roofline"
+        trace = _rounded(synth_trace(model, device, batch))
+        save_trace(trace, out / f"{name}.json")
+        rows.append({"name": name, "file": f"{name}.json", "kind": "roofline",
+                     "summary": f"roofline synthesis: {model} on {device}, batch {batch}, fp32, SGD",
+                     "reference": f"{MODELS.entry(model).reference}; peaks {DEVICES.entry(device).reference}"})
+    return rows

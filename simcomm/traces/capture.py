@@ -1,0 +1,357 @@
+"""Capture a per-layer trace with torch: forward/backward hooks on every leaf module.
+
+Timing: on CPU each hook reads ``time.perf_counter`` (CPU kernels are
+synchronous, so the interval between a layer's pre-hook and post-hook is that
+layer's work); on GPU each hook records a CUDA event on the current stream and
+the intervals are read after one synchronize per iteration.  Forward uses
+forward pre/post hooks; backward uses full backward pre/post hooks, whose
+interval covers the layer's autograd node (input and weight gradients).
+Per-layer times are means over the middle half of the measured iterations
+(ranked by iteration time: an interquartile mean, robust like a median but
+additive); per-layer medians and inter-quartile ranges are kept in
+``Layer.spread``.  What hooks do not see (residual adds, reshapes, the loss,
+zero_grad, autograd bookkeeping, hook overhead) is the gap between the layer
+sum and the measured iteration; docs/traces.md quantifies it.
+
+Under ``torchrun`` each rank captures its own trace: LOCAL_RANK picks
+``cuda:LOCAL_RANK`` and RANK is appended to the default output name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import platform
+import statistics
+import time
+import warnings
+from dataclasses import dataclass
+
+import simcomm
+from simcomm.errors import ConfigError
+from simcomm.traces.schema import Layer, Trace
+
+__all__ = ["CaptureConfig", "capture_trace", "rank_suffix", "load_factory"]
+
+
+@dataclass(frozen=True)
+class CaptureConfig:
+    model: str | None = None
+    module: str | None = None  # "pkg.mod:factory"
+    batches: tuple[int, ...] = (32,)
+    input_shape: tuple[int, ...] | None = None
+    device: str = "cpu"
+    iters: int = 10
+    warmup: int = 3
+    grad_norms: int = 0
+    optimizer: str = "sgd"
+    threads: int | None = None
+    seed: int = 0
+
+
+def rank_suffix() -> str:
+    """``-rankR`` under a multi-process launcher (torchrun sets RANK), else empty."""
+    rank = os.environ.get("RANK")
+    return f"-rank{rank}" if rank is not None and os.environ.get("WORLD_SIZE", "1") != "1" else ""
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise ConfigError("device: trace capture needs torch; install simcomm[capture] or torch>=2.1") from None
+    return torch
+
+
+def load_factory(spec: str):
+    """Call ``pkg.mod:factory`` and return its nn.Module; every failure is one ConfigError line."""
+    torch = _torch()
+    if spec.count(":") != 1 or not all(spec.split(":")):
+        raise ConfigError(f"module: {spec!r} must look like pkg.mod:factory")
+    mod_name, func_name = spec.split(":")
+    try:
+        factory = getattr(importlib.import_module(mod_name), func_name)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"module: cannot import {spec!r}: {type(exc).__name__}: {exc}") from None
+    try:
+        model = factory()
+    except Exception as exc:  # a user factory may raise anything; report it in one line
+        raise ConfigError(f"module: factory {spec!r} raised {type(exc).__name__}: {exc}") from None
+    if not isinstance(model, torch.nn.Module):
+        raise ConfigError(f"module: factory {spec!r} returned {type(model).__name__}, not a torch.nn.Module")
+    return model
+
+
+def _device(torch, name: str):
+    if name == "cpu":
+        return torch.device("cpu")
+    if not name.startswith("cuda"):
+        raise ConfigError(f"device: {name!r} is not one of cpu, cuda, cuda:N")
+    if not torch.cuda.is_available():
+        raise ConfigError("device: cuda was requested but torch sees no CUDA device")
+    if name == "cuda" and "LOCAL_RANK" in os.environ:
+        name = f"cuda:{int(os.environ['LOCAL_RANK'])}"
+    try:
+        dev = torch.device(name)
+        torch.cuda.set_device(dev)
+    except (RuntimeError, ValueError) as exc:
+        raise ConfigError(f"device: {name!r} is not usable: {exc}") from None
+    return dev
+
+
+def _first_tensor(torch, obj):
+    if isinstance(obj, torch.Tensor):
+        return obj
+    if isinstance(obj, (tuple, list)):
+        for x in obj:
+            t = _first_tensor(torch, x)
+            if t is not None:
+                return t
+    return None
+
+
+class _Timer:
+    """Per-layer interval accumulator using perf_counter (CPU) or CUDA events (GPU)."""
+
+    def __init__(self, torch, cuda: bool):
+        self.torch, self.cuda = torch, cuda
+        self.open: dict = {}
+        self.done: list = []  # (phase, index, start, end)
+
+    def now(self):
+        if self.cuda:
+            ev = self.torch.cuda.Event(enable_timing=True)
+            ev.record()
+            return ev
+        return time.perf_counter()
+
+    def start(self, key):
+        self.open[key] = self.now()
+
+    def stop(self, key):
+        t0 = self.open.pop(key, None)
+        if t0 is not None:
+            self.done.append((key[0], key[1], t0, self.now()))
+
+    def collect(self, n: int) -> tuple[list[float], list[float], list[int]]:
+        """Per-layer forward and backward seconds of this iteration, and the backward finish order."""
+        if self.cuda:
+            self.torch.cuda.synchronize()
+        fwd, bwd, order = [0.0] * n, [0.0] * n, []
+        for phase, i, t0, t1 in self.done:
+            dt = t0.elapsed_time(t1) / 1e3 if self.cuda else t1 - t0
+            (fwd if phase == "f" else bwd)[i] += dt
+            if phase == "b" and i not in order:
+                order.append(i)
+        self.done.clear()
+        self.open.clear()
+        return fwd, bwd, order
+
+
+def _probe(torch, model, leaves, x):
+    """One forward to learn which leaves run, in what order, with which shapes."""
+    seen: dict = {}
+    handles = []
+    for name, mod in leaves:
+        def hook(m, args, out, name=name):
+            if name not in seen:
+                inp, o = _first_tensor(torch, args), _first_tensor(torch, out)
+                seen[name] = (tuple(inp.shape[1:]) if inp is not None else (),
+                              tuple(o.shape[1:]) if o is not None else ())
+        handles.append(mod.register_forward_hook(hook))
+    try:
+        with torch.no_grad():
+            model(x)
+    except Exception as exc:  # wrong shapes surface here as RuntimeError from the first layer
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"input-shape: the model rejected an input of shape {tuple(x.shape[1:])}: {msg}") from None
+    finally:
+        for h in handles:
+            h.remove()
+    return seen
+
+
+def _measure(torch, model, layers, cfg, dev, batch, in_shape, progress):
+    """Run warm-up and measured iterations at one batch; return per-layer medians and stats."""
+    cuda = dev.type == "cuda"
+    timer = _Timer(torch, cuda)
+    index = {id(mod): i for i, (_, mod) in enumerate(layers)}
+    handles = []
+    for _, mod in layers:
+        i = index[id(mod)]
+        handles.append(mod.register_forward_pre_hook(lambda m, a, i=i: timer.start(("f", i))))
+        handles.append(mod.register_forward_hook(lambda m, a, o, i=i: timer.stop(("f", i))))
+        handles.append(mod.register_full_backward_pre_hook(lambda m, g, i=i: timer.start(("b", i))))
+        handles.append(mod.register_full_backward_hook(lambda m, gi, go, i=i: timer.stop(("b", i))))
+    opt = (torch.optim.Adam(model.parameters(), lr=1e-4) if cfg.optimizer == "adam"
+           else torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9))
+    gen = torch.Generator().manual_seed(cfg.seed + batch)
+    x = torch.randn((batch, *in_shape), generator=gen).to(dev)
+    rows, iters, steps, orders = [], [], [], []
+    try:
+        warnings.filterwarnings("ignore", message="Full backward hook is firing")  # first layer: input needs no grad
+        for it in range(cfg.warmup + cfg.iters):
+            t_start = timer.now()
+            opt.zero_grad(set_to_none=True)
+            out = _first_tensor(torch, model(x))
+            out.float().square().mean().backward()
+            t_mid = timer.now()
+            opt.step()
+            t_end = timer.now()
+            fwd, bwd, order = timer.collect(len(layers))
+            if it >= cfg.warmup:
+                span = (lambda a, b: a.elapsed_time(b) / 1e3) if cuda else (lambda a, b: b - a)
+                rows.append((fwd, bwd))
+                iters.append(span(t_start, t_end))
+                steps.append(span(t_mid, t_end))
+                orders.append(order)
+            if progress:
+                progress()
+    finally:
+        for h in handles:
+            h.remove()
+    return rows, iters, steps, orders[0] if orders else [], opt
+
+
+def _iqr(xs: list[float]) -> float:
+    if len(xs) < 4:
+        return max(xs) - min(xs)
+    q = statistics.quantiles(xs, n=4)
+    return q[2] - q[0]
+
+
+def _middle(iters: list[float]) -> list[int]:
+    """Indices of the middle half of iterations by total time (all of them when fewer than 4).
+
+    Why not per-layer medians: medians are not additive, so under noisy
+    neighbours the sum of per-layer medians drifts below the median iteration.
+    Means over one common set of iterations keep layer sum and iteration
+    comparable, and dropping the fastest and slowest quarter keeps them robust.
+    """
+    ranked = sorted(range(len(iters)), key=lambda k: (iters[k], k))
+    q = len(iters) // 4
+    return sorted(ranked[q:len(iters) - q])
+
+
+def _mean(xs) -> float:
+    xs = list(xs)
+    return sum(xs) / len(xs)
+
+
+def _layer_iqm(rows, iters, i) -> tuple[float, float]:
+    keep = _middle(iters)
+    return _mean(rows[k][0][i] for k in keep), _mean(rows[k][1][i] for k in keep)
+
+
+def _grad_norms(torch, model, layers, opt, cfg, dev, batch, in_shape, progress) -> list[list[float]]:
+    """Per-iteration L1 norms of each layer's gradients over ``cfg.grad_norms`` training steps."""
+    gen = torch.Generator().manual_seed(cfg.seed + 7919 * batch)
+    norms: list[list[float]] = [[] for _ in layers]
+    for _ in range(cfg.grad_norms):
+        x = torch.randn((batch, *in_shape), generator=gen).to(dev)
+        opt.zero_grad(set_to_none=True)
+        _first_tensor(torch, model(x)).float().square().mean().backward()
+        for i, (_, mod) in enumerate(layers):
+            grads = [p.grad for p in mod.parameters() if p.grad is not None]
+            norms[i].append(float(sum(g.abs().sum().item() for g in grads)) if grads else 0.0)
+        opt.step()
+        if progress:
+            progress()
+    return norms
+
+
+def capture_trace(cfg: CaptureConfig, progress=None) -> Trace:
+    """Capture ``cfg`` (a zoo model or a factory) and return a ``cpu-timer``/``cuda-events`` trace."""
+    torch = _torch()
+    if cfg.optimizer not in ("sgd", "adam"):
+        raise ConfigError(f"optimizer: {cfg.optimizer!r} is not one of sgd, adam")
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    dev = _device(torch, cfg.device)
+    torch.manual_seed(cfg.seed)
+    flops_by_name = {}
+    if cfg.model is not None:
+        from simcomm.traces.zoo import MODELS, build_model, model_spec
+        entry = MODELS.get(cfg.model)
+        model = build_model(cfg.model)
+        in_shape = cfg.input_shape or entry.input_shape
+        if cfg.input_shape is None or tuple(cfg.input_shape) == tuple(entry.input_shape):
+            flops_by_name = {x.name: x.flops for x in model_spec(cfg.model).layers}
+    else:
+        model = load_factory(cfg.module)
+        if cfg.input_shape is None:
+            raise ConfigError("input-shape: --module needs --input-shape, e.g. --input-shape 3,224,224")
+        in_shape = cfg.input_shape
+    for mod in model.modules():  # full backward hooks forbid in-place ops on hooked outputs
+        if getattr(mod, "inplace", False) is True:
+            mod.inplace = False
+    model = model.to(dev).train()
+    leaves = [(n, m) for n, m in model.named_modules() if n and next(m.children(), None) is None]
+    seen = _probe(torch, model, leaves, torch.zeros((2, *in_shape), device=dev))
+    order = {name: i for i, name in enumerate(seen)}  # dicts keep first-call order
+    layers = sorted(((n, m) for n, m in leaves if n in seen), key=lambda nm: order[nm[0]])
+    if not layers:
+        raise ConfigError("model: no leaf module ran during forward; nothing to time")
+    total = len(cfg.batches) * (cfg.warmup + cfg.iters + cfg.grad_norms)
+    tick = progress(total) if progress else None
+    per_batch = {}
+    for batch in cfg.batches:
+        rows, iters, steps, border, opt = _measure(torch, model, layers, cfg, dev, batch, in_shape, tick)
+        norms = _grad_norms(torch, model, layers, opt, cfg, dev, batch, in_shape, tick) if cfg.grad_norms else None
+        per_batch[batch] = (rows, iters, steps, border, norms)
+    main = cfg.batches[0]
+    rows, iters, steps, border, norms = per_batch[main]
+    keep = _middle(iters)
+    step_mid = _mean(steps[k] for k in keep)
+    n_params = sum(p.numel() for _, m in layers for p in m.parameters())
+    out_layers = []
+    for i, (name, mod) in enumerate(layers):
+        params = sum(p.numel() for p in mod.parameters())
+        fwd = [r[0][i] for r in rows]
+        bwd = [r[1][i] for r in rows]
+        by_batch = ()
+        if len(cfg.batches) > 1:
+            by_batch = tuple((b, *_layer_iqm(per_batch[b][0], per_batch[b][1], i)) for b in cfg.batches)
+        elem = next((p.element_size() for p in mod.parameters()), 4)
+        f = flops_by_name.get(name)
+        out_layers.append(Layer(
+            name=name, module_type=type(mod).__name__, params=params, grad_bytes=params * elem,
+            forward_s=_mean(fwd[k] for k in keep), backward_s=_mean(bwd[k] for k in keep),
+            update_s=step_mid * params / n_params if n_params else 0.0,
+            input_shape=seen[name][0], output_shape=seen[name][1],
+            flops=None if f is None else f * main, grad_l1=tuple(norms[i]) if norms else (),
+            by_batch=by_batch,
+            spread={"forward_median_s": statistics.median(fwd), "forward_iqr_s": _iqr(fwd),
+                    "backward_median_s": statistics.median(bwd), "backward_iqr_s": _iqr(bwd)}))
+    missing = [i for i in reversed(range(len(layers))) if i not in border]
+    ready = tuple(border) + tuple(missing)
+    dtype = {4: "fp32", 2: "fp16", 8: "fp64"}.get(next((p.element_size() for p in model.parameters()), 4), "fp32")
+    cuda = dev.type == "cuda"
+    return Trace(
+        model=cfg.model or cfg.module, batch=main, dtype=dtype,
+        device=torch.cuda.get_device_name(dev) if cuda else _cpu_name(torch),
+        device_kind="gpu" if cuda else "cpu", method="cuda-events" if cuda else "cpu-timer",
+        layers=tuple(out_layers), iteration_s=_mean(iters[k] for k in keep), warmup=cfg.warmup, iters=cfg.iters,
+        frameworks={"torch": torch.__version__, "python": platform.python_version(), "simcomm": simcomm.__version__,
+                    **({"cuda": str(torch.version.cuda)} if cuda else {})},
+        backward_order=() if ready == tuple(reversed(range(len(layers)))) else ready,
+        meta={"iteration_iqr_s": _iqr(iters), "iterations_s": iters,
+              "layer_sums_s": [sum(f) + sum(b) + s for (f, b), s in zip(rows, steps)], "optimizer_step_s": step_mid,
+              "iteration_median_s": statistics.median(iters), "kept_iterations": list(keep), "optimizer": cfg.optimizer,
+              "threads": torch.get_num_threads(), "rank": int(os.environ.get("RANK", "0")),
+              "input_shape": list(in_shape), "loss": "mean of squared outputs (synthetic random inputs)",
+              "captured": "real measurement on this machine"},
+    )
+
+
+def _cpu_name(torch) -> str:
+    name = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    name = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"cpu: {name}, {torch.get_num_threads()} threads"

@@ -1,0 +1,244 @@
+"""Read and write trace files (schema v1, JSON) with one-line errors.
+
+A trace file is a JSON object ``{"format": "simcomm-trace", "version": 1, ...}``
+whose keys are the :class:`~simcomm.traces.schema.Trace` fields and whose
+``layers`` are objects with the :class:`~simcomm.traces.schema.Layer` fields.
+Every problem -- bad JSON, a truncated file, a wrong version, a missing or
+unknown key, a wrong type, a negative or non-finite time -- is raised as a
+:class:`~simcomm.errors.TraceFormatError` naming the field, e.g.
+``layers[3].forward_s``.  Nothing else escapes :func:`load_trace`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+from simcomm.errors import TraceFormatError
+from simcomm.traces.schema import CAPTURE_METHODS, SCHEMA_VERSION, Layer, Trace
+
+__all__ = ["FORMAT", "DTYPES", "DTYPE_BYTES", "load_trace", "save_trace", "trace_to_dict",
+           "trace_from_dict", "dumps_trace"]
+
+FORMAT = "simcomm-trace"
+DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp64": 8}
+DTYPES = tuple(DTYPE_BYTES)
+DEVICE_KINDS = ("gpu", "cpu")
+
+_TRACE_REQUIRED = ("model", "batch", "dtype", "device", "device_kind", "method", "layers", "iteration_s")
+_TRACE_OPTIONAL = ("warmup", "iters", "frameworks", "backward_order", "meta")
+_LAYER_REQUIRED = ("name", "module_type", "params", "grad_bytes", "forward_s", "backward_s")
+_LAYER_OPTIONAL = ("update_s", "input_shape", "output_shape", "flops", "grad_l1", "by_batch", "spread")
+
+
+def _fail(field: str, msg: str) -> TraceFormatError:
+    return TraceFormatError(f"{field}: {msg}")
+
+
+def _int(v, field: str, minimum: int = 0) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise _fail(field, f"expected an integer, got {type(v).__name__}")
+    if v < minimum:
+        raise _fail(field, f"must be >= {minimum}, got {v}")
+    return v
+
+
+def _num(v, field: str) -> float:
+    """A non-negative finite number (times, FLOPs, norms)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise _fail(field, f"expected a number, got {type(v).__name__}")
+    if not math.isfinite(v) or v < 0:
+        raise _fail(field, f"must be a non-negative finite number, got {v!r}")
+    return float(v)
+
+
+def _str(v, field: str, choices: tuple[str, ...] | None = None) -> str:
+    if not isinstance(v, str) or not v:
+        raise _fail(field, f"expected a non-empty string, got {type(v).__name__}")
+    if choices is not None and v not in choices:
+        raise _fail(field, f"{v!r} is not one of {', '.join(choices)}")
+    return v
+
+
+def _list(v, field: str) -> list:
+    if not isinstance(v, list):
+        raise _fail(field, f"expected a list, got {type(v).__name__}")
+    return v
+
+
+def _dict(v, field: str) -> dict:
+    if not isinstance(v, dict):
+        raise _fail(field, f"expected an object, got {type(v).__name__}")
+    return v
+
+
+def _keys(obj: dict, field: str, required: tuple[str, ...], optional: tuple[str, ...]) -> None:
+    for key in required:
+        if key not in obj:
+            raise _fail(f"{field}{key}", "missing required field")
+    for key in obj:
+        if key not in required and key not in optional:
+            raise _fail(f"{field}{key}", f"unknown field; valid fields: {', '.join(required + optional)}")
+
+
+def _shape(v, field: str) -> tuple[int, ...]:
+    return tuple(_int(x, f"{field}[{i}]") for i, x in enumerate(_list(v, field)))
+
+
+def _layer_from_dict(d, i: int) -> Layer:
+    f = f"layers[{i}]."
+    d = _dict(d, f"layers[{i}]")
+    _keys(d, f, _LAYER_REQUIRED, _LAYER_OPTIONAL)
+    flops = d.get("flops")
+    by_batch = []
+    for j, row in enumerate(_list(d.get("by_batch", []), f + "by_batch")):
+        row = _list(row, f"{f}by_batch[{j}]")
+        if len(row) != 3:
+            raise _fail(f"{f}by_batch[{j}]", "expected [batch, forward_s, backward_s]")
+        by_batch.append((_int(row[0], f"{f}by_batch[{j}][0]", 1), _num(row[1], f"{f}by_batch[{j}][1]"),
+                         _num(row[2], f"{f}by_batch[{j}][2]")))
+    spread = _dict(d.get("spread", {}), f + "spread")
+    for key, val in spread.items():
+        _num(val, f"{f}spread.{key}")
+    return Layer(
+        name=_str(d["name"], f + "name"),
+        module_type=_str(d["module_type"], f + "module_type"),
+        params=_int(d["params"], f + "params"),
+        grad_bytes=_int(d["grad_bytes"], f + "grad_bytes"),
+        forward_s=_num(d["forward_s"], f + "forward_s"),
+        backward_s=_num(d["backward_s"], f + "backward_s"),
+        update_s=_num(d.get("update_s", 0.0), f + "update_s"),
+        input_shape=_shape(d.get("input_shape", []), f + "input_shape"),
+        output_shape=_shape(d.get("output_shape", []), f + "output_shape"),
+        flops=None if flops is None else _num(flops, f + "flops"),
+        grad_l1=tuple(_num(x, f"{f}grad_l1[{j}]") for j, x in enumerate(_list(d.get("grad_l1", []), f + "grad_l1"))),
+        by_batch=tuple(by_batch),
+        spread={str(k): float(v) for k, v in spread.items()},
+    )
+
+
+def trace_from_dict(d) -> Trace:
+    """Validate a decoded JSON object and build a :class:`Trace` (TraceFormatError on any flaw)."""
+    d = _dict(d, "trace")
+    if d.get("format") != FORMAT:
+        raise _fail("format", f"expected {FORMAT!r}, got {d.get('format')!r} (not a simcomm trace file?)")
+    version = d.get("version")
+    if version != SCHEMA_VERSION:
+        raise _fail("version", f"unsupported trace version {version!r}; this simcomm reads version {SCHEMA_VERSION}")
+    body = {k: v for k, v in d.items() if k not in ("format", "version")}
+    _keys(body, "", _TRACE_REQUIRED, _TRACE_OPTIONAL)
+    raw_layers = _list(body["layers"], "layers")
+    if not raw_layers:
+        raise _fail("layers", "a trace needs at least one layer")
+    layers = tuple(_layer_from_dict(x, i) for i, x in enumerate(raw_layers))
+    order = tuple(_int(x, f"backward_order[{i}]") for i, x in enumerate(_list(body.get("backward_order", []),
+                                                                             "backward_order")))
+    if order and sorted(order) != list(range(len(layers))):
+        raise _fail("backward_order", f"must be a permutation of 0..{len(layers) - 1}")
+    frameworks = _dict(body.get("frameworks", {}), "frameworks")
+    for key, val in frameworks.items():
+        _str(val, f"frameworks.{key}")
+    return Trace(
+        model=_str(body["model"], "model"),
+        batch=_int(body["batch"], "batch", 1),
+        dtype=_str(body["dtype"], "dtype", DTYPES),
+        device=_str(body["device"], "device"),
+        device_kind=_str(body["device_kind"], "device_kind", DEVICE_KINDS),
+        method=_str(body["method"], "method", CAPTURE_METHODS),
+        layers=layers,
+        iteration_s=_num(body["iteration_s"], "iteration_s"),
+        warmup=_int(body.get("warmup", 0), "warmup"),
+        iters=_int(body.get("iters", 0), "iters"),
+        frameworks=dict(frameworks),
+        backward_order=order,
+        meta=dict(_dict(body.get("meta", {}), "meta")),
+    )
+
+
+def trace_to_dict(trace: Trace) -> dict:
+    """The JSON object of a trace; default-valued optional layer fields are left out."""
+    layers = []
+    for layer in trace.layers:
+        d = {"name": layer.name, "module_type": layer.module_type, "params": layer.params,
+             "grad_bytes": layer.grad_bytes, "forward_s": layer.forward_s, "backward_s": layer.backward_s,
+             "update_s": layer.update_s, "input_shape": list(layer.input_shape),
+             "output_shape": list(layer.output_shape)}
+        if layer.flops is not None:
+            d["flops"] = layer.flops
+        if layer.grad_l1:
+            d["grad_l1"] = list(layer.grad_l1)
+        if layer.by_batch:
+            d["by_batch"] = [list(row) for row in layer.by_batch]
+        if layer.spread:
+            d["spread"] = dict(layer.spread)
+        layers.append(d)
+    out = {"format": FORMAT, "version": SCHEMA_VERSION, "model": trace.model, "batch": trace.batch,
+           "dtype": trace.dtype, "device": trace.device, "device_kind": trace.device_kind,
+           "method": trace.method, "iteration_s": trace.iteration_s, "warmup": trace.warmup,
+           "iters": trace.iters, "frameworks": dict(trace.frameworks), "meta": dict(trace.meta)}
+    if trace.backward_order:
+        out["backward_order"] = list(trace.backward_order)
+    out["layers"] = layers
+    return out
+
+
+def dumps_trace(trace: Trace) -> str:
+    """Canonical text: one layer per line keeps files small and diffs readable."""
+    d = trace_to_dict(trace)
+    layers = d.pop("layers")
+    head = json.dumps(d, sort_keys=True)[:-1]
+    rows = ",\n".join("  " + json.dumps(x, sort_keys=True) for x in layers)
+    return f'{head}, "layers": [\n{rows}\n]}}\n'
+
+
+def save_trace(trace: Trace, path: str | os.PathLike) -> Path:
+    """Validate and write ``trace`` atomically (temp file + rename): no partial file on failure."""
+    text = dumps_trace(trace)
+    trace_from_dict(json.loads(text))  # never write a file we could not read back
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path
+
+
+def load_trace(path: str | os.PathLike) -> Trace:
+    """Read a trace file; every flaw is one :class:`TraceFormatError` line naming file and field."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TraceFormatError(f"trace file {str(path)!r} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TraceFormatError(f"trace file {str(path)!r} cannot be read: {exc}") from None
+    return loads_trace(text, str(path))
+
+
+def loads_trace(text: str, source: str = "<string>") -> Trace:
+    """Parse trace JSON text (used by :func:`load_trace` and the bundled catalogue)."""
+    try:
+        data = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        what = "truncated" if isinstance(exc, json.JSONDecodeError) and exc.pos >= len(text.rstrip()) else "malformed"
+        raise TraceFormatError(f"trace file {source!r} is {what} JSON: {exc}") from None
+    try:
+        return trace_from_dict(data)
+    except TraceFormatError as exc:
+        raise TraceFormatError(f"trace file {source!r}: {exc}") from None
+    except RecursionError:
+        raise TraceFormatError(f"trace file {source!r}: nested too deeply") from None
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not valid JSON")

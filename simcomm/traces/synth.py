@@ -1,0 +1,95 @@
+"""Roofline synthesis: a trace from per-layer FLOPs and bytes over a device's documented peaks.
+
+For one pass (forward, backward or update) of one layer::
+
+    t = max(F / (P * e_c), Q / (W * e_m)) + t_launch
+
+with F the FLOPs, Q the bytes moved, P the device's peak FLOP/s for the dtype,
+W its memory bandwidth, e_c and e_m the efficiency factors and t_launch a
+fixed per-pass overhead.  Forward: F = per-sample FLOPs x batch, Q = dtype
+bytes x (params + batch x activation elements).  Backward: 2F for layers with
+weights (gradient of input and of weights), F for parameter-free ones, and 2Q.
+Update: the optimizer streams its state once (SGD with momentum reads/writes 5
+fp32 words per parameter, Adam 7) and is memory-bound.  The trace's
+``iteration_s`` is the layer sum: nothing was measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import simcomm
+from simcomm.errors import ConfigError
+from simcomm.traces.devices import DeviceSpec, get_device
+from simcomm.traces.io import DTYPE_BYTES, DTYPES
+from simcomm.traces.schema import Layer, Trace
+from simcomm.traces.zoo import LayerSpec, model_spec
+
+__all__ = ["OPTIMIZER_WORDS", "roofline_time", "synth_layers", "synth_trace"]
+
+#: fp32 words read + written per parameter by one optimizer step (param, grad, state buffers)
+OPTIMIZER_WORDS = {"sgd": 5, "adam": 7, "none": 0}
+
+
+def roofline_time(flops: float, nbytes: float, dev: DeviceSpec, dtype: str) -> float:
+    """Time of one kernel pass under the roofline with the device's efficiency factors."""
+    compute = flops / (dev.flops_for(dtype) * dev.compute_eff)
+    memory = nbytes / (dev.mem_bw * dev.memory_eff)
+    return max(compute, memory) + dev.launch_s
+
+
+def _layer_times(spec: LayerSpec, batch: int, dev: DeviceSpec, dtype: str, optimizer: str):
+    b = DTYPE_BYTES[dtype]
+    f_flops = spec.flops * batch
+    f_bytes = b * (spec.params + batch * spec.mem_elems)
+    fwd = roofline_time(f_flops, f_bytes, dev, dtype)
+    bwd = roofline_time((2.0 if spec.params else 1.0) * f_flops, 2.0 * f_bytes, dev, dtype)
+    upd = 0.0
+    if spec.params and OPTIMIZER_WORDS[optimizer]:
+        upd = roofline_time(0.0, 4.0 * OPTIMIZER_WORDS[optimizer] * spec.params, dev, dtype)
+    return fwd, bwd, upd, f_flops
+
+
+def synth_layers(specs, batches: list[int], dev: DeviceSpec, dtype: str, optimizer: str) -> tuple[Layer, ...]:
+    """Roofline layers at ``batches[0]``; with several batches each layer keeps ``by_batch`` rows."""
+    layers = []
+    for spec in specs:
+        fwd, bwd, upd, flops = _layer_times(spec, batches[0], dev, dtype, optimizer)
+        rows = ()
+        if len(batches) > 1:
+            rows = tuple((bb, *_layer_times(spec, bb, dev, dtype, optimizer)[:2]) for bb in batches)
+        layers.append(Layer(name=spec.name, module_type=spec.module_type, params=spec.params,
+                            grad_bytes=spec.params * DTYPE_BYTES[dtype], forward_s=fwd, backward_s=bwd,
+                            update_s=upd, input_shape=spec.input_shape, output_shape=spec.output_shape,
+                            flops=flops, by_batch=rows))
+    return tuple(layers)
+
+
+def synth_trace(model: str, device: str | DeviceSpec, batch: int | list[int] = 64, dtype: str = "fp32",
+                optimizer: str = "sgd", compute_eff: float | None = None,
+                memory_eff: float | None = None) -> Trace:
+    """A ``roofline-synth`` trace of zoo ``model`` on ``device`` (unknown names list the choices)."""
+    dev = get_device(device) if isinstance(device, str) else device
+    if dtype not in DTYPES:
+        raise ConfigError(f"dtype: {dtype!r} is not one of {', '.join(DTYPES)}")
+    if optimizer not in OPTIMIZER_WORDS:
+        raise ConfigError(f"optimizer: {optimizer!r} is not one of {', '.join(OPTIMIZER_WORDS)}")
+    batches = [batch] if isinstance(batch, int) else list(batch)
+    if not batches or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in batches):
+        raise ConfigError(f"batch: every batch size must be a positive integer, got {batch!r}")
+    for label, eff in (("compute-eff", compute_eff), ("memory-eff", memory_eff)):
+        if eff is not None and not 0 < eff <= 1:
+            raise ConfigError(f"{label}: must be in (0, 1], got {eff}")
+    dev = replace(dev, compute_eff=compute_eff or dev.compute_eff, memory_eff=memory_eff or dev.memory_eff)
+    dev.flops_for(dtype)  # unknown dtype for this device: one clear line before any work
+    spec = model_spec(model)
+    layers = synth_layers(spec.layers, batches, dev, dtype, optimizer)
+    return Trace(
+        model=model, batch=batches[0], dtype=dtype, device=dev.name, device_kind=dev.kind,
+        method="roofline-synth", layers=layers,
+        iteration_s=sum(x.forward_s + x.backward_s + x.update_s for x in layers),
+        frameworks={"simcomm": simcomm.__version__},
+        meta={"compute_eff": dev.compute_eff, "memory_eff": dev.memory_eff, "optimizer": optimizer,
+              "peak_flops": dev.flops_for(dtype), "mem_bw": dev.mem_bw, "launch_s": dev.launch_s,
+              "note": "roofline synthesis; iteration_s is the layer sum, not a measurement"},
+    )
