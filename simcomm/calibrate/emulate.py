@@ -171,17 +171,6 @@ class EmulatedCluster:
             self._ip("-n", ns, "link", "set", dev, "mtu", str(self.mtu))
             self._shape(ns, dev, rate)
 
-    def _sysctl(self, ns: str) -> None:
-        # TCP small queues let one socket park up to 4 MB in the (tbf) qdisc; ACKs of the
-        # opposite flow then wait behind it and a bidirectional ring crawls.  Real hosts avoid
-        # that with flow-queueing qdiscs (fq_codel), which this kernel lacks; capping TSQ at
-        # ~2 ms of traffic in the host namespace has the same effect.  Per-namespace setting.
-        tsq = max(16384, int(self.rate * 2e-3))
-        cmd = ["ip", "netns", "exec", ns, "sysctl", "-q", "-w", f"net.ipv4.tcp_limit_output_bytes={tsq}"]
-        r = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if r.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)}: {r.stderr.strip()}")
-
     def _build(self) -> None:
         spine = None
         if self.topology == "two-tier":
@@ -206,7 +195,6 @@ class EmulatedCluster:
             self._ip("-n", leaves[leaf], "link", "set", f"p{i}", "master", "br0", "up")
             self._ip("-n", ns, "addr", "add", f"{ip}/16", "dev", "eth0")
             self._ip("-n", ns, "link", "set", "eth0", "up")
-            self._sysctl(ns)
             hosts.append(Host(i, ns, ip, leaf))
         self.hosts = tuple(hosts)
 

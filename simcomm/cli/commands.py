@@ -6,3 +6,4 @@ from simcomm.cli import cost_cmd  # noqa: F401
 from simcomm.cli import run_cmd  # noqa: F401
 from simcomm.cli import topology_cmd  # noqa: F401
 from simcomm.cli import compare_cmd  # noqa: F401
+from simcomm.cli import calibrate_cmd  # noqa: F401

@@ -13,7 +13,6 @@ from simcomm.strategies._gossip import exp_graph_exponents, exp_graph_peer, fair
     split_segments
 from simcomm.strategies.base import make_params
 from simcomm.topologies.two_level import two_level
-from simcomm.traces.schema import Layer, Trace
 
 
 def transfers(plan):
