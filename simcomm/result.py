@@ -178,4 +178,4 @@ def breakdown(plan, timeline, n_train: int, window: tuple[float, float] | None =
     dataload = _measure(czd) - _measure(cz)
     exposed = max(0.0, (hi - lo) - _measure(czd))
     hidden = _intersect(u["m"], czd)
-    return Breakdown(compute, dataload, exposed, hidden, compression)
+    return Breakdown(float(compute), float(dataload), float(exposed), float(hidden), float(compression))

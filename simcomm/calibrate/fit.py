@@ -155,9 +155,36 @@ def fit_linear(columns: dict[str, np.ndarray], times: Sequence[float], sizes: Se
 
 
 def fit_alpha_beta(sizes: Sequence[float], times: Sequence[float], name: str = "link") -> Fit:
-    """Fit one-way point-to-point times to ``t = α + n·β``."""
+    """Fit one-way point-to-point times to ``t = α + n·β``.
+
+    First a joint fit in relative least squares.  Real stacks bend the line
+    at small sizes (software latency that large transfers hide, token-bucket
+    bursts), and a joint fit then trades bandwidth for latency.  So when at
+    least two points are bandwidth-dominated (``n·β ≥ α`` in the joint fit)
+    and at least one is latency-dominated, β is re-fitted on the former
+    alone (plain least squares of ``t = c + n·β``: the slope is what matters
+    for big messages) and α on the latter with that β held fixed.
+    """
     n = np.asarray(sizes, dtype=float).ravel()
-    return fit_linear({"alpha": np.ones_like(n), "beta": n}, times, sizes, name)
+    joint = fit_linear({"alpha": np.ones_like(n), "beta": n}, times, sizes, name)
+    t = np.asarray(times, float).ravel()
+    big = n * joint.beta >= joint.alpha
+    if len(np.unique(n[big])) < 2 or not np.any(~big):
+        return joint
+    slope = least_squares(lambda x: (x[0] + n[big] * x[1] * 1e-9) / t[big] - 1.0,
+                          [joint.alpha, joint.beta * 1e9], method="lm").x[1] * 1e-9
+    small = ~big
+    alpha = float(np.sum((t[small] - n[small] * slope) / t[small] ** 2) / np.sum(1.0 / t[small] ** 2))
+    for k, v in (("beta", slope), ("alpha", alpha)):
+        if not v > 0:
+            raise CalibrationError(
+                f"{name}: fitted {k} = {v:.3g} is not positive; the measurements do not follow "
+                f"t = alpha + n*beta (too noisy, or sizes too small to show bandwidth)")
+    pred = alpha + n * slope
+    ss_tot = float(np.sum((t - t.mean()) ** 2))
+    r2 = 1.0 - float(np.sum((t - pred) ** 2)) / ss_tot if ss_tot > 0 else 1.0
+    return Fit(name, {"alpha": alpha, "beta": float(slope)}, joint.sizes, joint.times,
+               tuple(map(float, pred)), r2)
 
 
 def fit_gamma(sizes: Sequence[float], times: Sequence[float], comm_times: Sequence[float],

@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from simcomm.cli.app import app
 from simcomm.cli.console import print_json, stderr, stdout, table
 from simcomm.cli.run_cmd import build_scenario
-from simcomm.errors import ConfigError
+from simcomm.errors import ConfigError, PlanError
 from simcomm.units import format_time
 
 __all__ = ["compare_command", "parse_nodes", "parse_strategies", "run_compare"]
@@ -52,15 +52,22 @@ def run_compare(base, strategies: list[str], nodes: list[int], progress=None) ->
     from simcomm.pipeline import BASELINE, Context, simulate
 
     ctx = Context(base)
+    ctx.trace()  # a bad trace or cluster is the user's error for every strategy: fail once, here
     out = []
     for n in nodes:
+        ctx.cluster(n, 0)
         ref = None
         order = [BASELINE] + [s for s in strategies if s != BASELINE]
         row = {}
         for name in order:
             opts = base.options if name == base.strategy else {}
             scn = replace(base, strategy=name, nodes=n, options=opts)
-            res = simulate(scn, ctx=ctx, baseline=False, analytic=False)
+            try:
+                res = simulate(scn, ctx=ctx, baseline=False, analytic=False)
+            except (ConfigError, PlanError) as exc:
+                if name == base.strategy and base.options:
+                    raise  # the user's own options for this strategy are wrong
+                res = _unusable(scn, str(exc))
             if name == BASELINE:
                 ref = res.mean_s
             if not res.not_applicable and ref:
@@ -70,6 +77,15 @@ def run_compare(base, strategies: list[str], nodes: list[int], progress=None) ->
                 progress()
         out += [row[s] for s in strategies]
     return out
+
+
+def _unusable(scn, reason: str):
+    """A Result marking a strategy that cannot run on these inputs (e.g. a trace without shapes)."""
+    from simcomm.result import Result
+
+    return Result(strategy=scn.strategy, options=dict(scn.options), nodes=scn.nodes,
+                  gpus_per_node=scn.gpus_per_node or 0, n_ranks=0, cluster=scn.cluster, model="", batch=0,
+                  fidelity=scn.fidelity, stack=scn.stack.name, not_applicable=reason)
 
 
 @app.command("compare")
@@ -128,7 +144,7 @@ def compare_command(
         w.writerows(rows)
         sys.stdout.write(buf.getvalue())
         return
-    first = results[0] if results else None
+    first = next((r for r in results if not r.not_applicable), None)
     title = "compare" if first is None else (f"compare on {first.cluster}, {first.model}, batch {first.batch}/rank, "
                                               f"{first.fidelity} fidelity, stack {first.stack}")
     t = table(title, [("strategy", "left")] + [(f"{n} nodes", "right") for n in counts])

@@ -172,6 +172,8 @@ def run_command(
                          dataload_overlap=dataload_overlap, compute_scale=compute_scale, stack=stack,
                          stack_efficiency=stack_efficiency, stack_overhead=stack_overhead, opts=opt, typed=typed)
     res = simulate(scn, baseline=baseline)
+    if res.not_applicable:
+        raise ConfigError(f"strategy {res.strategy!r} is not applicable here: {res.not_applicable}")
     if as_json:
         print_json(res.to_dict())
     elif as_csv:

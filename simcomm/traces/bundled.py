@@ -90,7 +90,7 @@ def _rounded(trace: Trace) -> Trace:
 
 
 def regenerate_roofline(out_dir: str | Path | None = None) -> list[dict]:
-    """Rewrite every roofline trace of :data:`ROOFLINE_SET` and return their index rows."""
+    """Rewrite every roofline trace of :data:`ROOFLINE_SET` and the index (capture rows are kept)."""
     from simcomm.traces.devices import DEVICES
     from simcomm.traces.synth import synth_trace
     from simcomm.traces.zoo import MODELS
@@ -104,4 +104,8 @@ def regenerate_roofline(out_dir: str | Path | None = None) -> list[dict]:
         rows.append({"name": name, "file": f"{name}.json", "kind": "roofline",
                      "summary": f"roofline synthesis: {model} on {device}, batch {batch}, fp32, SGD",
                      "reference": f"{MODELS.entry(model).reference}; peaks {DEVICES.entry(device).reference}"})
+    index = out / "index.json"
+    kept = [r for r in json.loads(index.read_text(encoding="utf-8")) if r["kind"] != "roofline"] \
+        if index.exists() else []
+    index.write_text(json.dumps(rows + kept, indent=1) + "\n", encoding="utf-8")
     return rows

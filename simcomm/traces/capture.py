@@ -189,28 +189,35 @@ def _measure(torch, model, layers, cfg, dev, batch, in_shape, progress):
     x = torch.randn((batch, *in_shape), generator=gen).to(dev)
     rows, iters, steps, orders = [], [], [], []
     try:
-        warnings.filterwarnings("ignore", message="Full backward hook is firing")  # first layer: input needs no grad
-        for it in range(cfg.warmup + cfg.iters):
-            t_start = timer.now()
-            opt.zero_grad(set_to_none=True)
-            out = _first_tensor(torch, model(x))
-            out.float().square().mean().backward()
-            t_mid = timer.now()
-            opt.step()
-            t_end = timer.now()
-            fwd, bwd, order = timer.collect(len(layers))
-            if it >= cfg.warmup:
-                span = (lambda a, b: a.elapsed_time(b) / 1e3) if cuda else (lambda a, b: b - a)
-                rows.append((fwd, bwd))
-                iters.append(span(t_start, t_end))
-                steps.append(span(t_mid, t_end))
-                orders.append(order)
-            if progress:
-                progress()
+        with warnings.catch_warnings():
+            # the first layer's input needs no grad, so torch warns on every backward; expected here
+            warnings.filterwarnings("ignore", message="Full backward hook is firing")
+            _loop(torch, model, x, opt, timer, cfg, len(layers), cuda, rows, iters, steps, orders, progress)
     finally:
         for h in handles:
             h.remove()
     return rows, iters, steps, orders[0] if orders else [], opt
+
+
+def _loop(torch, model, x, opt, timer, cfg, n_layers, cuda, rows, iters, steps, orders, progress):
+    """Warm-up then measured iterations; appends per-iteration results to the given lists."""
+    for it in range(cfg.warmup + cfg.iters):
+        t_start = timer.now()
+        opt.zero_grad(set_to_none=True)
+        out = _first_tensor(torch, model(x))
+        out.float().square().mean().backward()
+        t_mid = timer.now()
+        opt.step()
+        t_end = timer.now()
+        fwd, bwd, order = timer.collect(n_layers)
+        if it >= cfg.warmup:
+            span = (lambda a, b: a.elapsed_time(b) / 1e3) if cuda else (lambda a, b: b - a)
+            rows.append((fwd, bwd))
+            iters.append(span(t_start, t_end))
+            steps.append(span(t_mid, t_end))
+            orders.append(order)
+        if progress:
+            progress()
 
 
 def _iqr(xs: list[float]) -> float:

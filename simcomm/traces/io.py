@@ -203,6 +203,7 @@ def save_trace(trace: Trace, path: str | os.PathLike) -> Path:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a trace is an ordinary file
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -211,6 +212,12 @@ def save_trace(trace: Trace, path: str | os.PathLike) -> Path:
             pass
         raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def load_trace(path: str | os.PathLike) -> Trace:

@@ -99,14 +99,21 @@ def parse_profile(events: list[dict]) -> tuple[list[str], list[str], list[float]
     for e in events:
         if e["name"].startswith(_BWD) and "Sequence number" in (e.get("args") or {}):
             bwd_by_seq[e["args"]["Sequence number"]] += e["dur"]
+    all_ops = defaultdict(list)
+    for e in events:
+        if e.get("cat") == "cpu_op":
+            all_ops[e.get("tid")].append(e)
     fwd, bwd = [], []
     for name in names:
         evs = calls[name]
-        fwd.append(sum(e["dur"] for e in evs) / len(evs) * 1e-6)
-        seqs = set()
+        seqs, span = set(), 0.0
         for e in evs:
             t0, t1 = e["ts"], e["ts"] + e["dur"]
             seqs.update(o["args"]["Sequence number"] for o in ops_by_tid[e.get("tid")] if t0 <= o["ts"] <= t1)
+            inner = [o for o in all_ops[e.get("tid")] if t0 <= o["ts"] and o["ts"] + o["dur"] <= t1]
+            # the ops' span excludes the profiler's own Python-tracing overhead around the call
+            span += (max(o["ts"] + o["dur"] for o in inner) - min(o["ts"] for o in inner)) if inner else e["dur"]
+        fwd.append(span / len(evs) * 1e-6)
         bwd.append(sum(bwd_by_seq[s] for s in seqs) / len(evs) * 1e-6)
     steps = [e["dur"] * 1e-6 for e in events if e["name"].startswith("ProfilerStep#")]
     types = [n.rsplit(".", 1)[-1].rsplit("_", 1)[0] for n in names]

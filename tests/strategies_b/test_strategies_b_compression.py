@@ -80,8 +80,10 @@ def test_gtopk_closed_form_bytes(make_workload, mesh):
     # seed 000 Table I: 4k(log2 R) words on the critical path = 2 log2 R messages of 2k words
     p = 8
     plan = STRATEGIES.get("gtopk")().plan(make_workload(p), mesh(p))
-    path = 2 * math.log2(p) * K * 8
-    assert path == 4 * K * math.log2(p) * 4
+    rounds = {t.label for t in transfers(plan, "top-k")}
+    assert len(rounds) == 2 * math.log2(p)
+    msg = {t.nbytes for t in transfers(plan, "top-k")}
+    assert msg == {K * 8} and len(rounds) * K * 8 == 4 * K * math.log2(p) * 4
 
 
 def test_topka_bytes_match_formula(make_workload, mesh):

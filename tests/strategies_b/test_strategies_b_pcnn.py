@@ -75,7 +75,7 @@ def test_overlap_helps(make_workload, mesh, traces):
 
 
 def test_conv_units_follow_buckets(make_workload, mesh, traces):
-    w = make_workload(4, traces.toy(), bucket_mb=5)            # 4 MB layers: one per bucket
+    w = make_workload(4, traces.toy(), bucket_mb=4)            # 4 MB layers: one per bucket
     assert [k for k, _ in units_of(w)] == ["conv"] * 4
     plan = STRATEGIES.get("pcnn")().plan(w, mesh(4))
     assert len(colls(plan, "alltoall", "gradient")) == 4

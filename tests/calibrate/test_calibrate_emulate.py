@@ -1,0 +1,48 @@
+"""The emulated cluster: cleanup under failure, and calibration recovering the shaped rate.
+
+Needs root and iproute2 (CI runs as root); skipped otherwise.
+"""
+
+import pytest
+
+from simcomm.calibrate.emulate import EmulatedCluster, emulation_available, list_namespaces
+
+pytestmark = pytest.mark.skipif(emulation_available() is not None, reason=str(emulation_available()))
+
+#: TCP goodput per shaped byte: tbf counts 1514-byte frames carrying 1448 payload bytes
+GOODPUT = 1448 / 1514
+
+
+def test_namespaces_are_removed_when_the_body_raises():
+    cl = EmulatedCluster(3, "100Mb/s", topology="two-tier", leaves=2)
+    with pytest.raises(ZeroDivisionError):
+        with cl:
+            made = cl.namespaces
+            assert len(made) == 1 + 2 + 3 and all(ns.startswith("sc-") for ns in made)
+            assert set(made) <= set(list_namespaces())
+            1 / 0
+    assert not [ns for ns in list_namespaces() if ns.startswith(cl.prefix)]
+
+
+def test_namespaces_are_removed_when_setup_fails():
+    cl = EmulatedCluster(2, "100Mb/s", burst=-5)  # tc refuses a negative bucket mid-build
+    with pytest.raises(RuntimeError, match="tc qdisc"):
+        with cl:
+            pass
+    assert not [ns for ns in list_namespaces() if ns.startswith(cl.prefix)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mbit", [100, 200])
+def test_calibration_recovers_the_shaped_rate(mbit):
+    from simcomm.calibrate.bench import BenchSpec
+    from simcomm.calibrate.launch import fit_record, launch_emulated
+
+    spec = BenchSpec(p2p_sizes=(1024, 16384, 65536, 262144, 1048576), coll_sizes=(), repeats=3, collectives=())
+    with EmulatedCluster(2, f"{mbit}Mb/s") as cl:
+        rec = launch_emulated(cl, spec, limit=120)
+    fit = fit_record(rec)[0]["inter"]
+    assert fit.bandwidth == pytest.approx(mbit * 1e6 / 8 * GOODPUT, rel=0.05)
+    times = rec["p2p"]["inter"]["samples"][0]  # the 1 KB one-way times: latency dominated
+    assert 0 < fit.alpha <= max(times)
+    assert fit.alpha >= 0.2 * min(times)

@@ -1,0 +1,103 @@
+"""Fits: exact on noiseless data, robust on noisy data, and refusing bad measurements."""
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from simcomm.calibrate.fit import CalibrationError, check_monotone, fit_alpha_beta, fit_gamma, fit_linear
+from simcomm.calibrate.linkfile import LinkEstimate, render_link_toml, write_link_file
+from simcomm.links.toml_file import load_link_file
+
+SIZES = np.array([1e3, 4e3, 16e3, 64e3, 256e3, 1e6, 4e6])
+
+
+def test_noiseless_fit_is_exact():
+    t = 50e-6 + SIZES / 25e6
+    f = fit_alpha_beta(SIZES, t)
+    assert f.alpha == pytest.approx(50e-6, rel=1e-9)
+    assert f.bandwidth == pytest.approx(25e6, rel=1e-9)
+    assert f.r2 == pytest.approx(1.0, abs=1e-12)
+    assert f.max_rel_error < 1e-9
+
+
+def test_linear_fit_with_gamma_column_is_exact():
+    # ring all-reduce, p=4: t = 6α + n(1.5β + 0.75γ); β known, so fit α and the n-coefficient
+    n = SIZES
+    t = 6 * 20e-6 + n * (1.5 / 1e8 + 0.75 * 2e-9)
+    f = fit_linear({"alpha": 6 * np.ones_like(n), "slope": n}, t, n, "ring")
+    assert f.params["alpha"] == pytest.approx(20e-6, rel=1e-9)
+    assert f.params["slope"] == pytest.approx(1.5e-8 + 1.5e-9, rel=1e-9)
+    g = fit_gamma(n, t, 6 * 20e-6 + n * 1.5e-8, 0.75 * n)
+    assert g == pytest.approx(2e-9, rel=1e-6)
+
+
+def test_hidden_reductions_give_no_gamma():
+    n = SIZES
+    comm = 1e-4 + n / 1e8
+    assert fit_gamma(n, comm * 1.001, comm, 0.75 * n) is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(alpha=st.floats(5e-6, 5e-4), bw=st.floats(1e6, 1e10), seed=st.integers(0, 2**32 - 1))
+def test_noisy_fit_recovers_alpha_beta(alpha, bw, seed):
+    # α must show at the smallest size (>= 20 % of its time), or no fit can see it
+    assume(alpha >= 0.2 * 1e3 / bw)
+    rng = np.random.default_rng(seed)
+    n = np.repeat(np.geomspace(1e3, 1e8, 11), 3)
+    t = (alpha + n / bw) * (1 + rng.normal(0, 0.01, n.size))
+    f = fit_alpha_beta(n, t)
+    assert f.bandwidth == pytest.approx(bw, rel=0.03)
+    assert f.alpha == pytest.approx(alpha, rel=0.15)
+
+
+def test_too_few_sizes_is_one_line():
+    with pytest.raises(CalibrationError, match="only 2 distinct message sizes; a fit needs at least 3"):
+        fit_alpha_beta([1e3, 1e3, 1e6], [1e-4, 1e-4, 1e-2])
+
+
+def test_non_monotone_is_refused():
+    with pytest.raises(CalibrationError, match="non-monotone measurement: 1048576 B"):
+        fit_alpha_beta([1024, 65536, 1048576, 4194304], [1e-4, 3e-3, 1e-3, 0.2])
+
+
+def test_jitter_at_the_latency_floor_passes():
+    check_monotone([1024, 2048, 4096, 8192], [100e-6, 90e-6, 95e-6, 110e-6])
+
+
+def test_non_positive_fit_is_refused():
+    # time falling slightly with size, within the dip tolerance: β would be negative
+    with pytest.raises(CalibrationError, match="is not positive"):
+        fit_alpha_beta([1e3, 1e4, 1e5, 1e6], [1.0e-3, 0.98e-3, 0.96e-3, 0.9e-3])
+
+
+def test_nan_is_refused():
+    with pytest.raises(CalibrationError, match="NaN"):
+        fit_alpha_beta([1e3, 1e4, 1e5], [1e-4, float("nan"), 1e-2])
+
+
+def test_link_file_round_trips_through_the_loader(tmp_path):
+    f = fit_alpha_beta(SIZES, 85.125e-6 + SIZES / 24.1135e6)
+    path = write_link_file(tmp_path / "links.toml", [LinkEstimate("calib-inter", f)])
+    got = load_link_file(path)["calib-inter"]
+    assert got.bandwidth == pytest.approx(24.1135e6, rel=1e-8)
+    assert got.latency == pytest.approx(85.125e-6, rel=1e-8)
+    assert got.family == "ethernet"
+    assert [p.name for p in tmp_path.iterdir()] == ["links.toml"]
+
+
+def test_render_is_deterministic():
+    f = fit_alpha_beta(SIZES, 1e-4 + SIZES / 1e8)
+    a = render_link_toml([LinkEstimate("x", f)])
+    assert a == render_link_toml([LinkEstimate("x", f)])
+    assert 'bandwidth = "100000000 B/s"' in a and 'latency = "100 us"' in a
+
+
+def test_a_bad_link_file_is_never_left_behind(tmp_path):
+    f = fit_alpha_beta(SIZES, 1e-4 + SIZES / 1e8)
+    target = tmp_path / "links.toml"
+    target.write_text("# old file\n")
+    with pytest.raises(Exception, match="redefines a preset"):
+        write_link_file(target, [LinkEstimate("ib-edr", f)])  # a preset name: the loader refuses it
+    assert target.read_text() == "# old file\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["links.toml"]
