@@ -1,0 +1,117 @@
+"""Result tables of a what-if sweep: rows in grid order, written to CSV and JSON atomically.
+
+A row is the point's inputs (every input column, also the defaults the sweep
+filled in) followed by its outputs from :func:`simcomm.whatif.point.evaluate`
+or, for a failed point, ``status = failed`` and the error line.  The sweep's
+description (question, axes, base inputs) lives in ``sweep.json`` beside the
+store, written before any point runs, so ``simcomm report DIR`` can rebuild
+everything from ``points.jsonl`` even after an interrupted sweep.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+from simcomm.errors import ConfigError
+
+__all__ = ["rows_from_records", "write_results", "load_sweep", "write_text_atomic", "SWEEP_FILE",
+           "OUTPUT_ORDER", "input_columns"]
+
+SWEEP_FILE = "sweep.json"
+OUTPUT_ORDER = ("status", "reason", "error", "iteration_s", "rank_mean_s", "compute_s", "dataload_s",
+                "comm_exposed_s", "comm_hidden_s", "compression_s", "samples_per_s", "time_per_sample_s",
+                "epoch_s", "iterations_per_epoch", "speedup", "baseline_s", "n_ranks", "gpus_per_node_used",
+                "model_used", "batch_used", "global_batch", "inter_used", "topology_used", "inter_family",
+                "inter_util")
+_JSON_ONLY = ("assumed", "kinds", "node_scales")
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temp file and a rename (never a partial file)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _clean(v):
+    """JSON-safe value: NaN/inf become None."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def rows_from_records(records) -> list[dict]:
+    """One flat row per record (PointRecord or its dict), in grid order."""
+    rows = []
+    for rec in sorted(records, key=lambda r: r["index"] if isinstance(r, dict) else r.index):
+        d = rec if isinstance(rec, dict) else {"inputs": rec.inputs, "result": rec.result, "error": rec.error}
+        row = dict(d["inputs"])
+        if d.get("error"):
+            row.update({"status": "failed", "error": d["error"]})
+        else:
+            row.update(d.get("result") or {})
+        rows.append({k: _clean(v) for k, v in row.items()})
+    return rows
+
+
+def input_columns(sweep: dict) -> list[str]:
+    return list(dict.fromkeys([*sweep.get("base", {}), *(k for k, _ in sweep.get("axes", []))]))
+
+
+def _columns(rows: list[dict], inputs: list[str]) -> list[str]:
+    seen = list(inputs)
+    outs = [c for c in OUTPUT_ORDER]
+    extra = sorted({k for r in rows for k in r} - set(seen) - set(outs) - set(_JSON_ONLY))
+    return seen + outs + extra
+
+
+def write_results(directory: Path, sweep: dict, rows: list[dict]) -> tuple[Path, Path]:
+    """Write results.csv and results.json under ``directory``; returns their paths."""
+    directory = Path(directory)
+    cols = _columns(rows, input_columns(sweep))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n", extrasaction="ignore")
+    w.writeheader()
+    for r in rows:
+        w.writerow({c: ("" if r.get(c) is None else repr(r[c]) if isinstance(r.get(c), float) else r[c])
+                    for c in cols})
+    csv_path, json_path = directory / "results.csv", directory / "results.json"
+    write_text_atomic(csv_path, buf.getvalue())
+    blob = {"sweep": sweep, "columns": cols, "rows": rows}
+    write_text_atomic(json_path, json.dumps(blob, indent=1, sort_keys=True) + "\n")
+    return csv_path, json_path
+
+
+def load_sweep(directory: Path) -> tuple[dict, list[dict]]:
+    """(sweep description, rows) from results.json, or from sweep.json + points.jsonl."""
+    d = Path(directory)
+    if not d.is_dir():
+        raise ConfigError(f"RESULTS_DIR: {str(d)!r} is not a directory")
+    res = d / "results.json"
+    if res.exists():
+        try:
+            blob = json.loads(res.read_text(encoding="utf-8"))
+            return blob["sweep"], blob["rows"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise ConfigError(f"RESULTS_DIR: {str(res)!r} is not a simcomm results file") from None
+    sw = d / SWEEP_FILE
+    if not sw.exists():
+        raise ConfigError(f"RESULTS_DIR: {str(d)!r} holds neither results.json nor {SWEEP_FILE}; "
+                          "give the --out directory of a simcomm whatif run")
+    sweep = json.loads(sw.read_text(encoding="utf-8"))
+    from simcomm.sweep.store import ResultStore
+
+    recs = ResultStore(d).load().values()
+    return sweep, rows_from_records(recs)

@@ -1,0 +1,110 @@
+"""Torch capture (CPU here; CUDA tests are marked gpu) and Kineto import of the same run."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from simcomm.cli.app import main  # noqa: E402
+from simcomm.errors import ConfigError  # noqa: E402
+from simcomm.traces.capture import CaptureConfig, capture_trace, load_factory, rank_suffix  # noqa: E402
+from simcomm.traces.io import load_trace  # noqa: E402
+from simcomm.traces.kineto import import_profile  # noqa: E402
+from simcomm.traces.zoo import model_spec  # noqa: E402
+
+FACT = "tests.traces.factories_traces"
+
+
+@pytest.fixture(autouse=True)
+def _importable(monkeypatch):
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    monkeypatch.syspath_prepend(root)
+    monkeypatch.setenv("SIMCOMM_NO_PROGRESS", "1")
+
+
+def test_cpu_capture_layer_sum_within_15_percent():
+    t = capture_trace(CaptureConfig(model="resnet20-cifar", batches=(32,), iters=8, warmup=2, threads=1))
+    spec = model_spec("resnet20-cifar")
+    assert [x.name for x in t.layers] == [x.name for x in spec.layers]
+    assert [x.params for x in t.layers] == [x.params for x in spec.layers]
+    assert t.method == "cpu-timer" and t.device_kind == "cpu" and t.iters == 8
+    assert all(x.forward_s > 0 and x.backward_s > 0 for x in t.layers)
+    assert abs(t.iteration_s - t.layer_sum_s) / t.iteration_s < 0.15
+    assert "forward_iqr_s" in t.layers[0].spread
+
+
+def test_capture_batches_and_grad_norms(tmp_path):
+    t = capture_trace(CaptureConfig(model="rnn-mnist", batches=(4, 8), iters=2, warmup=1, grad_norms=3, threads=1))
+    assert t.batch == 4 and [row[0] for row in t.layers[0].by_batch] == [4, 8]
+    with_params = [x for x in t.layers if x.params]
+    assert all(len(x.grad_l1) == 3 and all(v > 0 for v in x.grad_l1) for x in with_params)
+    assert sorted(t.ready_order()) == list(range(len(t.layers)))
+
+
+def test_module_factory_cli_and_inplace(tmp_path, capsys):
+    out = tmp_path / "tiny.json"
+    argv = ["trace", "capture", "--module", f"{FACT}:tiny", "--input-shape", "3,8,8", "--batch", "4",
+            "--iters", "2", "--warmup", "1", "--threads", "1", "--out", str(out)]
+    assert main(argv) == 0
+    assert "gap" in capsys.readouterr().out
+    t = load_trace(out)
+    assert [x.module_type for x in t.layers] == ["Conv2d", "ReLU", "Flatten", "Linear"]
+    assert t.params == 16 * 27 + 16 + 1024 * 10 + 10
+
+
+@pytest.mark.parametrize("argv, needle", [
+    ([f"--module={FACT}:broken", "--input-shape", "3,8,8"], "raised RuntimeError: factory exploded on purpose"),
+    ([f"--module={FACT}:not_a_module", "--input-shape", "3,8,8"], "not a torch.nn.Module"),
+    ([f"--module={FACT}:tiny"], "--module needs --input-shape"),
+    ([f"--module={FACT}:tiny", "--input-shape", "3,9,9"], "input-shape: the model rejected an input"),
+    (["--model", "resnet20-cifar", "--device", "cuda:99" if torch.cuda.is_available() else "cuda"], "device"),
+])
+def test_capture_errors(capsys, argv, needle):
+    assert main(["trace", "capture", *argv, "--iters", "1", "--warmup", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and needle in err, err
+
+
+def test_rank_suffix(monkeypatch):
+    monkeypatch.delenv("RANK", raising=False)
+    assert rank_suffix() == ""
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    assert rank_suffix() == "-rank3"
+    with pytest.raises(ConfigError, match="must look like"):
+        load_factory("bad")
+
+
+def test_kineto_import_matches_direct_capture(tmp_path):
+    """Profile a capture run with torch.profiler; importing the profile gives the same layers and times."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    cfg = CaptureConfig(model="vgg16-cifar", batches=(8,), iters=3, warmup=1, threads=1)
+    # wait=1 skips the shape probe and the warm-up iteration; active covers the measured ones
+    with profile(activities=[ProfilerActivity.CPU], with_stack=True,
+                 schedule=schedule(wait=1, warmup=0, active=3)) as prof:
+        direct = capture_trace(cfg, progress=lambda total: prof.step)
+    path = tmp_path / "profile.json"
+    prof.export_chrome_trace(str(path))
+    imported = import_profile(str(path), model="vgg16-cifar", batch=8)
+    assert [x.name for x in imported.layers] == [x.name for x in direct.layers]
+    assert [x.params for x in imported.layers] == [x.params for x in direct.layers]
+    for attr in ("forward_s", "backward_s"):
+        a = sum(getattr(x, attr) for x in direct.layers)
+        b = sum(getattr(x, attr) for x in imported.layers)
+        assert abs(b / a - 1) < 0.05, (attr, a, b)
+    big = [(a, b) for a, b in zip(direct.layers, imported.layers) if a.forward_s > 1e-3]
+    assert big and all(abs(b.forward_s / a.forward_s - 1) < 0.05 for a, b in big)
+    assert abs(imported.iteration_s / direct.iteration_s - 1) < 0.05
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_capture():
+    t = capture_trace(CaptureConfig(model="resnet20-cifar", batches=(64,), iters=5, warmup=2, device="cuda"))
+    assert t.method == "cuda-events" and t.device_kind == "gpu"
+    assert all(x.forward_s > 0 and x.backward_s > 0 for x in t.layers)
+    assert abs(t.iteration_s - t.layer_sum_s) / t.iteration_s < 0.5
