@@ -7,3 +7,5 @@ from simcomm.cli import run_cmd  # noqa: F401
 from simcomm.cli import topology_cmd  # noqa: F401
 from simcomm.cli import compare_cmd  # noqa: F401
 from simcomm.cli import calibrate_cmd  # noqa: F401
+from simcomm.cli import whatif_cmd  # noqa: F401
+from simcomm.cli import report_cmd  # noqa: F401

@@ -182,7 +182,10 @@ def _measure(torch, model, layers, cfg, dev, batch, in_shape, progress):
         handles.append(mod.register_forward_pre_hook(lambda m, a, i=i: timer.start(("f", i))))
         handles.append(mod.register_forward_hook(lambda m, a, o, i=i: timer.stop(("f", i))))
         handles.append(mod.register_full_backward_pre_hook(lambda m, g, i=i: timer.start(("b", i))))
-        handles.append(mod.register_full_backward_hook(lambda m, gi, go, i=i: timer.stop(("b", i))))
+        # a layer whose inputs need no grad (the first one) gets this hook before its weight
+        # gradient is computed; leave it open and close it when backward() returns
+        handles.append(mod.register_full_backward_hook(
+            lambda m, gi, go, i=i: None if all(g is None for g in gi) else timer.stop(("b", i))))
     opt = (torch.optim.Adam(model.parameters(), lr=1e-4) if cfg.optimizer == "adam"
            else torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9))
     gen = torch.Generator().manual_seed(cfg.seed + batch)
@@ -206,6 +209,8 @@ def _loop(torch, model, x, opt, timer, cfg, n_layers, cuda, rows, iters, steps, 
         opt.zero_grad(set_to_none=True)
         out = _first_tensor(torch, model(x))
         out.float().square().mean().backward()
+        for key in [k for k in timer.open if k[0] == "b"]:
+            timer.stop(key)
         t_mid = timer.now()
         opt.step()
         t_end = timer.now()

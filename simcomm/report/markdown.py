@@ -1,0 +1,55 @@
+"""Markdown twin of the HTML what-if report: same sections, plots as PNG files beside it."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from simcomm.report.html import CAPTIONS, _inputs
+from simcomm.whatif.results import input_columns, write_text_atomic
+from simcomm.whatif.summary import findings, ranked_table
+
+__all__ = ["render_markdown", "write_markdown"]
+
+
+def _md_table(head, body) -> str:
+    esc = [[c.replace("|", "\\|").replace("\n", " ") for c in row] for row in [head, *body]]
+    lines = ["| " + " | ".join(esc[0]) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in esc[1:]]
+    return "\n".join(lines)
+
+
+def render_markdown(sweep: dict, rows: list[dict], images: dict[str, str]) -> str:
+    """The report as Markdown; ``images`` maps figure name -> relative PNG path."""
+    q = sweep.get("question") or "What if the cluster, network or strategy changed?"
+    out = ["# simcomm what-if report", "", f"> {q}", "",
+           f"{len(rows)} point(s); {sum(r.get('status') == 'ok' for r in rows)} simulated.", "",
+           "## Inputs", "", _md_table(["parameter", "value"], _inputs(sweep)), "", "## Summary", ""]
+    out += [f"- {s}" for s in findings(sweep, rows)]
+    out += ["", "## Ranked configurations", "", "Best first, by time per sample (iteration time / global batch).",
+            "", _md_table(*ranked_table(sweep, rows)), ""]
+    for name, rel in images.items():
+        out += [f"## {name.capitalize()}", "", f"![{name} plot]({rel})", "", f"*{CAPTIONS.get(name, '')}*", ""]
+    bad = [r for r in rows if r.get("status") in ("failed", "not-applicable")]
+    if bad:
+        keys = [k for k in input_columns(sweep) if any(r.get(k) is not None for r in bad)][:6]
+        out += ["## Failed and not-applicable points", "",
+                _md_table([*keys, "status", "why"], [[*(str(r.get(k)) for k in keys), r["status"],
+                                                      str(r.get("error") or r.get("reason"))] for r in bad]), ""]
+    return "\n".join(out) + "\n"
+
+
+def write_markdown(path: Path, sweep: dict, rows: list[dict], figs: dict[str, bytes]) -> Path:
+    """Write ``path`` (report.md) and its PNGs (``<stem>-<figure>.png``) beside it, each atomically."""
+    path = Path(path)
+    images = {}
+    for name, png in figs.items():
+        rel = f"{path.stem}-{name}.png"
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(png)
+        os.replace(tmp, path.parent / rel)
+        images[name] = rel
+    write_text_atomic(path, render_markdown(sweep, rows, images))
+    return path

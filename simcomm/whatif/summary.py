@@ -1,0 +1,202 @@
+"""Plain-language findings of a what-if sweep, computed from its rows (pure; no plotting).
+
+Definitions (also in docs/whatif.md):
+
+* x axis: ``nodes`` if varied, else the first numeric axis, else the first axis;
+* facets: every other varied axis except ``strategy``;
+* time per sample = iteration time / global batch; configurations rank by it;
+* scaling efficiency at n nodes = (samples/s at n / n) / (samples/s at n0 / n0),
+  n0 the smallest node count of the same strategy and facet; a strategy
+  "stops scaling" at the first n where efficiency < :data:`EFFICIENCY` or
+  samples/s no longer grows;
+* a link family "saturates" when its mean utilisation reaches :data:`SATURATED`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+__all__ = ["x_axis", "facet_keys", "ok_rows", "ranked", "findings", "scaling_table", "EFFICIENCY", "SATURATED",
+           "facet_label", "ranked_table"]
+
+EFFICIENCY = 0.9
+SATURATED = 0.8
+
+
+def ok_rows(rows):
+    return [r for r in rows if r.get("status") == "ok" and r.get("iteration_s") is not None]
+
+
+def x_axis(sweep: dict) -> str:
+    axes = [k for k, _ in sweep.get("axes", []) if k != "strategy"]
+    if "nodes" in axes:
+        return "nodes"
+    for k, vals in sweep.get("axes", []):
+        if k != "strategy" and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+            return k
+    return axes[0] if axes else "strategy"
+
+
+def facet_keys(sweep: dict) -> list[str]:
+    x = x_axis(sweep)
+    return [k for k, _ in sweep.get("axes", []) if k not in (x, "strategy")]
+
+
+def facet_label(row: dict, keys) -> str:
+    return ", ".join(f"{k}={row.get(k)}" for k in keys) or "all"
+
+
+def ranked(rows):
+    """OK rows, best (lowest time per sample, then iteration time) first."""
+    return sorted(ok_rows(rows), key=lambda r: (r["time_per_sample_s"], r["iteration_s"]))
+
+
+def _ms(s: float) -> str:
+    return f"{s * 1e3:.1f} ms"
+
+
+def scaling_table(sweep: dict, rows) -> dict:
+    """{(strategy, facet label): [(x, samples/s, efficiency), ...]} in x order."""
+    x, keys = x_axis(sweep), facet_keys(sweep)
+    groups = defaultdict(list)
+    for r in ok_rows(rows):
+        groups[(r.get("strategy"), facet_label(r, keys))].append(r)
+    out = {}
+    for key, rs in groups.items():
+        rs = sorted(rs, key=lambda r: r.get(x))
+        base = rs[0]
+        n0 = base.get("n_ranks") or 1
+        out[key] = [(r.get(x), r["samples_per_s"], (r["samples_per_s"] / (r.get("n_ranks") or 1))
+                     / (base["samples_per_s"] / n0)) for r in rs]
+    return out
+
+
+def _scaling_findings(sweep, rows) -> list[str]:
+    if x_axis(sweep) != "nodes":
+        return []
+    out, keep = [], []
+    for (strategy, facet), pts in sorted(scaling_table(sweep, rows).items(), key=lambda kv: str(kv[0])):
+        if len(pts) < 2:
+            continue
+        where = f"{strategy}" + (f" ({facet})" if facet != "all" else "")
+        stop = next(((n0, n1, e1, s1 <= s0) for (n0, s0, _), (n1, s1, e1) in zip(pts, pts[1:])
+                     if e1 < EFFICIENCY or s1 <= s0), None)
+        if stop is None:
+            keep.append((pts[-1][2], where, pts[0][0], pts[-1][0]))
+        else:
+            why = "samples/s stop growing" if stop[3] else f"scaling efficiency drops to {stop[2]:.0%}"
+            out.append(f"{where} stops scaling between {stop[0]} and {stop[1]} nodes: {why}.")
+    if keep:
+        e, where, lo, hi = min(keep)
+        who = "Every strategy" if not out else f"The other {len(keep)} strategy/configuration(s)"
+        out.append(f"{who} keeps scaling from {lo} to {hi} nodes with efficiency >= {EFFICIENCY:.0%} "
+                   f"(lowest: {where}, {e:.0%} of its per-rank throughput at {lo} nodes).")
+    return out
+
+
+def _saturation(rows) -> list[str]:
+    ok = ok_rows(rows)
+    best = max(((r[k], k[5:], r) for r in ok for k in r if k.startswith("util_") and r[k] is not None),
+               default=None, key=lambda t: t[0])
+    if best is None:
+        return []
+    u, fam, r = best
+    where = f"{r.get('strategy')} at {r.get('nodes')} nodes" + (f" on {r.get('inter_used')}" if r.get("inter_used")
+                                                               else "")
+    if u >= SATURATED:
+        return [f"The {fam} links saturate: {u:.0%} mean utilisation for {where}; adding bandwidth there pays off."]
+    return [f"No link family saturates: the busiest is {fam} at {u:.0%} mean utilisation ({where}); exposed "
+            "communication comes from latency and from waiting at the end of backward, not from a full link."]
+
+
+def _axis_changes(sweep, rows) -> list[str]:
+    """For each facet axis: how iteration time moves across its values, per strategy, at the largest x."""
+    x, out = x_axis(sweep), []
+    ok = ok_rows(rows)
+    if not ok:
+        return out
+    top = max(r.get(x) for r in ok) if x != "strategy" else None
+    for key in facet_keys(sweep):
+        others = [k for k in facet_keys(sweep) if k != key]
+        for strategy in dict.fromkeys(r.get("strategy") for r in ok):
+            sel = [r for r in ok if r.get("strategy") == strategy and (top is None or r.get(x) == top)]
+            ref = sel[0] if sel else None
+            sel = [r for r in sel if all(r.get(k) == ref.get(k) for k in others)]
+            if len(sel) < 2:
+                continue
+            lo, hi = min(sel, key=lambda r: r["iteration_s"]), max(sel, key=lambda r: r["iteration_s"])
+            d = hi["iteration_s"] - lo["iteration_s"]
+            if d <= 0:
+                continue
+            dc = (hi["comm_exposed_s"] or 0) - (lo["comm_exposed_s"] or 0)
+            at = f" at {x}={top}" if top is not None else ""
+            out.append(f"{strategy}{at}: {key}={hi.get(key)} is {d / lo['iteration_s']:.1%} slower than "
+                       f"{key}={lo.get(key)} ({_ms(hi['iteration_s'])} vs {_ms(lo['iteration_s'])}); "
+                       f"{dc / d:.0%} of the gap is exposed communication "
+                       f"({_ms(lo['comm_exposed_s'] or 0)} -> {_ms(hi['comm_exposed_s'] or 0)}).")
+    return out
+
+
+def _stragglers(rows) -> list[str]:
+    ok = ok_rows(rows)
+    slow = [r for r in ok if (r.get("straggler_scale") or 1) != 1 or (r.get("jitter") or 0) > 0]
+    if not slow:
+        return []
+    out = []
+    for r in slow:
+        match = [b for b in ok if (b.get("straggler_scale") or 1) == 1 and not (b.get("jitter") or 0)
+                 and all(b.get(k) == r.get(k) for k in r if k not in ("straggler_scale", "jitter")
+                         and k in b and not isinstance(r.get(k), (float, list, dict)) and k not in
+                         ("status", "reason", "model_used", "inter_used", "topology_used", "inter_family"))]
+        if not match:
+            continue
+        b = match[0]
+        dt = r["iteration_s"] - b["iteration_s"]
+        dm = (r.get("rank_mean_s") or r["iteration_s"]) - b["iteration_s"]
+        out.append(f"{r.get('strategy')} at {r.get('nodes')} nodes with a straggler/jitter: the slowest rank's "
+                   f"iteration grows by {_ms(dt)}, the mean rank finishes {_ms(dm)} later.")
+    if out:
+        out.append("Why: a synchronous all-reduce makes every rank wait for the slowest, so the whole step grows "
+                   "by the straggler's extra compute; gossip (SGP) waits only for one peer's message, posted at "
+                   "the start of that peer's iteration, so in that iteration only the slow rank is late and the "
+                   "others run on. A straggler that stays slow for many iterations still drags its out-peers, one "
+                   "hop of the peer graph per iteration; transient slowness (jitter) is where gossip gains most.")
+    return out
+
+
+def findings(sweep: dict, rows) -> list[str]:
+    """Sentences for the report's summary, in a fixed order."""
+    out = []
+    best = ranked(rows)
+    if best:
+        b = best[0]
+        out.append(f"Best configuration: {b.get('strategy')} at {facet_label(b, [x_axis(sweep), *facet_keys(sweep)])}"
+                   f": {_ms(b['iteration_s'])} per iteration, {b['samples_per_s']:,.0f} samples/s.")
+    out += _saturation(rows)
+    out += _scaling_findings(sweep, rows)
+    out += _axis_changes(sweep, rows)
+    out += _stragglers(rows)
+    na = [r for r in rows if r.get("status") == "not-applicable"]
+    bad = [r for r in rows if r.get("status") == "failed"]
+    if na:
+        out.append(f"{len(na)} point(s) not applicable, e.g. {na[0].get('strategy')}: {na[0].get('reason')}.")
+    if bad:
+        out.append(f"{len(bad)} point(s) failed, e.g. {bad[0].get('strategy')}: {bad[0].get('error')}.")
+    return out
+
+
+def ranked_table(sweep: dict, rows, limit: int = 30) -> tuple[list[str], list[list[str]]]:
+    """Header and string cells of the ranked configuration table (best first, at most ``limit``)."""
+    keys = ["strategy", x_axis(sweep), *facet_keys(sweep)]
+    keys = list(dict.fromkeys(keys))
+    head = ["#", *keys, "iteration", "time/sample", "samples/s", "speedup vs allreduce", "exposed comm",
+            "busiest link"]
+    body = []
+    for i, r in enumerate(ranked(rows)[:limit], 1):
+        utils = [(r[k], k[5:]) for k in r if k.startswith("util_") and r[k] is not None]
+        u, fam = max(utils) if utils else (0.0, "-")
+        body.append([str(i), *(str(r.get(k)) for k in keys), _ms(r["iteration_s"]),
+                     f"{r['time_per_sample_s'] * 1e6:.1f} us", f"{r['samples_per_s']:,.0f}",
+                     "-" if r.get("speedup") is None else f"{r['speedup']:.3f}x", _ms(r.get("comm_exposed_s") or 0),
+                     f"{fam} {u:.0%}"])
+    return head, body
