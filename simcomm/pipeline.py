@@ -27,22 +27,29 @@ BASELINE = "allreduce"
 
 @dataclass
 class Context:
-    """Caches shared by the runs of one command (trace, clusters)."""
+    """Caches shared by the runs of one command (trace, clusters).
+
+    ``given_trace`` and ``given_topology`` let library callers (validation
+    cases, notebooks) run the pipeline on a ready-made Trace or Topology
+    instead of the scenario's names; the transport stack is still applied.
+    """
 
     scenario: Scenario
-    _trace: object = None
-    _clusters: dict = field(default_factory=dict)
+    given_trace: object = None
+    given_topology: object = None
+    _trace: object = field(default=None, init=False, repr=False)
+    _clusters: dict = field(default_factory=dict, init=False, repr=False)
     notes: list = field(default_factory=list)
 
     def trace(self):
         if self._trace is None:
-            self._trace = load_trace_for(self.scenario, self.notes)
+            self._trace = self.given_trace or load_trace_for(self.scenario, self.notes)
         return self._trace
 
     def cluster(self, nodes: int, extra: int):
         key = (nodes, extra)
         if key not in self._clusters:
-            topo = build_cluster(self.scenario, nodes + extra)
+            topo = self.given_topology or build_cluster(self.scenario, nodes + extra)
             spec = self.scenario.stack
             stack = get_stack(spec.name).with_overrides(spec.efficiency, spec.overhead)
             self._clusters[key] = (topo, apply_stack(topo, stack))

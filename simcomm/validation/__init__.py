@@ -16,7 +16,7 @@ __all__ = ["CASES", "CaseResult", "Row", "run_cases", "render_markdown", "case_n
 
 def case_names() -> list[str]:
     """Registered cases in registration (= document) order."""
-    return [e.name for e in CASES]
+    return list(CASES.names())
 
 
 def run_cases(names: list[str] | None = None, progress=None) -> list[CaseResult]:

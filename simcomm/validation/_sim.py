@@ -2,8 +2,8 @@
 
 ``simulate`` takes a :class:`~simcomm.scenario.Scenario` plus optionally a
 ready Topology and Trace.  The pipeline's public knobs cover presets only,
-so for setups without a preset (seed 004's 56 Gb/s cluster) we seed the
-pipeline's :class:`~simcomm.pipeline.Context` caches with our own objects;
+so for setups without a preset (seed 004's 56 Gb/s cluster) we hand our own
+objects to :class:`~simcomm.pipeline.Context` (``given_trace``/``given_topology``);
 everything else (workload, strategy, stack, engine, breakdown) is the
 unmodified ``simcomm run`` path.
 """
@@ -13,8 +13,6 @@ from __future__ import annotations
 from simcomm.pipeline import Context
 from simcomm.pipeline import simulate as _simulate
 from simcomm.scenario import Scenario
-from simcomm.stacks import apply_stack, get_stack
-from simcomm.strategies.base import STRATEGIES, make_params
 
 __all__ = ["simulate", "bundled"]
 
@@ -28,11 +26,5 @@ def bundled(name: str):
 
 def simulate(scn: Scenario, *, topology=None, trace=None, baseline: bool = False):
     """``simcomm run`` on ``scn`` with an optional ready-made topology and trace."""
-    ctx = Context(scn)
-    if trace is not None:
-        ctx._trace = trace
-    if topology is not None:
-        extra = STRATEGIES.get(scn.strategy)(make_params(STRATEGIES.get(scn.strategy), scn.options)).extra_nodes()
-        stack = get_stack(scn.stack.name).with_overrides(scn.stack.efficiency, scn.stack.overhead)
-        ctx._clusters[(scn.nodes, extra)] = (topology, apply_stack(topology, stack))
+    ctx = Context(scn, given_trace=trace, given_topology=topology)
     return _simulate(scn, ctx=ctx, baseline=baseline, analytic=False)

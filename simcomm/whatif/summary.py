@@ -129,11 +129,14 @@ def _axis_changes(sweep, rows) -> list[str]:
             if d <= 0:
                 continue
             dc = (hi["comm_exposed_s"] or 0) - (lo["comm_exposed_s"] or 0)
+            dk = (hi["compute_s"] or 0) - (lo["compute_s"] or 0)
             at = f" at {x}={top}" if top is not None else ""
+            why = (f"{dc / d:.0%} of the gap is exposed communication ({_ms(lo['comm_exposed_s'] or 0)} -> "
+                   f"{_ms(hi['comm_exposed_s'] or 0)})" if abs(dc) >= abs(dk) else
+                   f"{dk / d:.0%} of the gap is compute on the critical rank ({_ms(lo['compute_s'] or 0)} -> "
+                   f"{_ms(hi['compute_s'] or 0)})")
             out.append(f"{strategy}{at}: {key}={hi.get(key)} is {d / lo['iteration_s']:.1%} slower than "
-                       f"{key}={lo.get(key)} ({_ms(hi['iteration_s'])} vs {_ms(lo['iteration_s'])}); "
-                       f"{dc / d:.0%} of the gap is exposed communication "
-                       f"({_ms(lo['comm_exposed_s'] or 0)} -> {_ms(hi['comm_exposed_s'] or 0)}).")
+                       f"{key}={lo.get(key)} ({_ms(hi['iteration_s'])} vs {_ms(lo['iteration_s'])}); {why}.")
     return out
 
 
@@ -159,8 +162,9 @@ def _stragglers(rows) -> list[str]:
         out.append("Why: a synchronous all-reduce makes every rank wait for the slowest, so the whole step grows "
                    "by the straggler's extra compute; gossip (SGP) waits only for one peer's message, posted at "
                    "the start of that peer's iteration, so in that iteration only the slow rank is late and the "
-                   "others run on. A straggler that stays slow for many iterations still drags its out-peers, one "
-                   "hop of the peer graph per iteration; transient slowness (jitter) is where gossip gains most.")
+                   "others run on. A straggler that stays slow for many iterations still drags its out-peers over the "
+                   "following iterations, spreading along the peer graph; transient slowness (jitter) is where "
+                   "gossip gains most.")
     return out
 
 

@@ -1,7 +1,6 @@
 """Both fidelities on one op stream: analytic == flow without contention,
 stream overlap and dependencies, determinism and clean user errors."""
 
-import math
 
 import numpy as np
 import pytest

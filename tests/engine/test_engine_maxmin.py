@@ -1,7 +1,6 @@
 """Max-min fair shares: hand-computed cases and invariants on random flow sets."""
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
