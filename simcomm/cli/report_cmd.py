@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -17,7 +16,7 @@ __all__ = ["report_command"]
 def report_command(
     results: Path = typer.Argument(..., help="The --out directory of a simcomm whatif run."),
     html: bool = typer.Option(True, "--html/--no-html", help="Also write the self-contained report.html."),
-    question: Optional[str] = typer.Option(None, "--question", help="Replace the question shown."),
+    question: str | None = typer.Option(None, "--question", help="Replace the question shown."),
 ) -> None:
     """Rebuild report.md (and report.html) from RESULTS_DIR/results.json or points.jsonl."""
     from simcomm.cli.whatif_cmd import print_summary

@@ -14,17 +14,22 @@ command skips them.  A failed point is reported, not fatal.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
-    TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from simcomm.cli.app import app
 from simcomm.cli.console import stderr, stdout, table
 from simcomm.errors import ConfigError
 
-__all__ = ["whatif_command", "print_summary"]
+__all__ = ["print_summary", "whatif_command"]
 
 
 def _fixed_pairs(items: list[str] | None) -> dict:
@@ -58,21 +63,21 @@ def print_summary(sweep: dict, rows: list[dict], out: Path, console) -> None:
 
 @app.command("whatif")
 def whatif_command(
-    scenario: Optional[Path] = typer.Argument(None, help="Scenario TOML with a [sweep] table (flags add to it)."),
-    vary: Optional[list[str]] = typer.Option(None, "--vary", help="KEY=VALUES axis, e.g. nodes=4..64x2 or "
+    scenario: Path | None = typer.Argument(None, help="Scenario TOML with a [sweep] table (flags add to it)."),
+    vary: list[str] | None = typer.Option(None, "--vary", help="KEY=VALUES axis, e.g. nodes=4..64x2 or "
                                              "inter=ib-edr,ib-hdr (repeatable)."),
-    strategies: Optional[str] = typer.Option(None, "--strategies", help="Comma-separated strategies (an axis)."),
-    cluster: Optional[str] = typer.Option(None, "--cluster", help="Cluster preset name or TOML file."),
-    model: Optional[str] = typer.Option(None, "--model", help="Bundled trace or zoo model name."),
-    nodes: Optional[int] = typer.Option(None, "--nodes", help="Node count when nodes is not varied."),
-    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", "-g"),
-    fidelity: Optional[str] = typer.Option(None, "--fidelity", help="flow or analytic."),
-    fixed: Optional[list[str]] = typer.Option(None, "--set", help="Fixed parameter KEY=VALUE (repeatable)."),
-    question: Optional[str] = typer.Option(None, "--question", help="The question the report answers."),
+    strategies: str | None = typer.Option(None, "--strategies", help="Comma-separated strategies (an axis)."),
+    cluster: str | None = typer.Option(None, "--cluster", help="Cluster preset name or TOML file."),
+    model: str | None = typer.Option(None, "--model", help="Bundled trace or zoo model name."),
+    nodes: int | None = typer.Option(None, "--nodes", help="Node count when nodes is not varied."),
+    gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", "-g"),
+    fidelity: str | None = typer.Option(None, "--fidelity", help="flow or analytic."),
+    fixed: list[str] | None = typer.Option(None, "--set", help="Fixed parameter KEY=VALUE (repeatable)."),
+    question: str | None = typer.Option(None, "--question", help="The question the report answers."),
     out: Path = typer.Option(Path("whatif-results"), "--out", help="Results directory (resumable)."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Local worker processes (default: all cores)."),
+    workers: int | None = typer.Option(None, "--workers", help="Local worker processes (default: all cores)."),
     sequential: bool = typer.Option(False, "--sequential", help="Run points one after the other."),
-    dask: Optional[str] = typer.Option(None, "--dask", help="Dask scheduler address, e.g. tcp://host:8786."),
+    dask: str | None = typer.Option(None, "--dask", help="Dask scheduler address, e.g. tcp://host:8786."),
     html: bool = typer.Option(True, "--html/--no-html", help="Also write the self-contained report.html."),
     report: bool = typer.Option(True, "--report/--no-report", help="Write report.md (and .html)."),
 ) -> None:
@@ -86,8 +91,9 @@ def whatif_command(
     t_vary, t_strats, t_fixed, t_axes, t_q = ([], [], {}, {}, None)
     if scenario is not None:
         t_vary, t_strats, t_fixed, t_axes, t_q = load_sweep_toml(scenario)
-    flags = {k: v for k, v in dict(cluster=cluster, model=model, nodes=nodes, gpus_per_node=gpus_per_node,
-                                   fidelity=fidelity).items() if v is not None}
+    flags = {"cluster": cluster, "model": model, "nodes": nodes, "gpus_per_node": gpus_per_node,
+             "fidelity": fidelity}
+    flags = {k: v for k, v in flags.items() if v is not None}
     fixed_all = {**t_fixed, **flags, **_fixed_pairs(fixed)}
     strats = [s.strip() for s in strategies.split(",") if s.strip()] if strategies is not None else t_strats
     if strategies is not None and not strats:

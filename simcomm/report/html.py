@@ -16,7 +16,7 @@ from pathlib import Path
 from simcomm.whatif.results import input_columns, write_text_atomic
 from simcomm.whatif.summary import findings, ranked_table
 
-__all__ = ["render_html", "write_html", "write_reports", "CAPTIONS"]
+__all__ = ["CAPTIONS", "render_html", "write_html", "write_reports"]
 
 CAPTIONS = {
     "time": "Iteration time against the varied parameter, one line per strategy (below: scaling efficiency, "
@@ -56,8 +56,8 @@ def _inputs(sweep: dict) -> list[list[str]]:
 def render_html(sweep: dict, rows: list[dict], figs: dict[str, bytes]) -> str:
     """The report as one HTML string."""
     q = sweep.get("question") or "What if the cluster, network or strategy changed?"
-    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>simcomm what-if: "
-             f"{html.escape(q)}</title><style>{_CSS}</style></head><body>",
+    parts = [(f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>simcomm what-if: "
+              f"{html.escape(q)}</title><style>{_CSS}</style></head><body>"),
              "<h1>simcomm what-if report</h1>", f"<p class='q'>{html.escape(q)}</p>",
              f"<p>{len(rows)} point(s); {sum(r.get('status') == 'ok' for r in rows)} simulated.</p>",
              "<h2>Inputs</h2>", _table(["parameter", "value"], _inputs(sweep)),

@@ -20,11 +20,17 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from simcomm.whatif.summary import facet_keys, facet_label, ok_rows, scaling_table, x_axis  # noqa: E402
+from simcomm.whatif.summary import (
+    facet_keys,
+    facet_label,
+    ok_rows,
+    scaling_table,
+    x_axis,
+)
 
-__all__ = ["figures", "STYLE"]
+__all__ = ["STYLE", "figures"]
 
 STYLE = {"font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 8, "axes.grid": True,
          "grid.alpha": 0.3, "figure.dpi": 100, "axes.spines.top": False, "axes.spines.right": False}

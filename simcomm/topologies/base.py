@@ -34,7 +34,7 @@ __all__ = ["Topology", "Router", "ShortestPathRouter", "ecmp_hash", "DEFAULT_GAM
 
 #: Seconds per byte reduced when a rank node carries no ``gamma``: 0, so that a
 #: topology without device information prices pure communication.  Builders
-#: that know the device set it (see docs/model.md).
+#: that know the device set it (see "Reduction cost" in docs/topologies.md).
 DEFAULT_GAMMA = 0.0
 
 

@@ -9,4 +9,4 @@ come from :mod:`simcomm.whatif.summary`.
 from simcomm.whatif.params import PARAMS, check_point, known_params, to_scenario
 from simcomm.whatif.point import evaluate
 
-__all__ = ["PARAMS", "check_point", "known_params", "to_scenario", "evaluate"]
+__all__ = ["PARAMS", "check_point", "evaluate", "known_params", "to_scenario"]

@@ -24,8 +24,17 @@ from simcomm.errors import ConfigError
 from simcomm.scenario import FIDELITIES, Scenario, StackSpec, WorkloadSpec
 from simcomm.units import parse_time
 
-__all__ = ["PARAMS", "TOPOLOGY_KEYS", "JITTER_DISTS", "known_params", "strategy_options", "check_point",
-           "to_scenario", "node_scales", "Overrides"]
+__all__ = [
+    "JITTER_DISTS",
+    "PARAMS",
+    "TOPOLOGY_KEYS",
+    "Overrides",
+    "check_point",
+    "known_params",
+    "node_scales",
+    "strategy_options",
+    "to_scenario",
+]
 
 PARAMS: dict[str, str] = {
     "strategy": "strategy name (simcomm list strategies)",

@@ -33,7 +33,7 @@ from simcomm.ops import Collective, Compute, Transfer
 from simcomm.pipeline import Context, build_cluster, simulate
 from simcomm.whatif.params import Overrides, check_point, to_scenario
 
-__all__ = ["evaluate", "WhatifContext", "build_overridden"]
+__all__ = ["WhatifContext", "build_overridden", "evaluate"]
 
 
 def _nic_attach(topo) -> str | None:

@@ -20,8 +20,15 @@ from pathlib import Path
 
 from simcomm.errors import ConfigError
 
-__all__ = ["rows_from_records", "write_results", "load_sweep", "write_text_atomic", "SWEEP_FILE",
-           "OUTPUT_ORDER", "input_columns"]
+__all__ = [
+    "OUTPUT_ORDER",
+    "SWEEP_FILE",
+    "input_columns",
+    "load_sweep",
+    "rows_from_records",
+    "write_results",
+    "write_text_atomic",
+]
 
 SWEEP_FILE = "sweep.json"
 OUTPUT_ORDER = ("status", "reason", "error", "iteration_s", "rank_mean_s", "compute_s", "dataload_s",

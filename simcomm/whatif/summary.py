@@ -15,9 +15,20 @@ Definitions (also in docs/whatif.md):
 from __future__ import annotations
 
 from collections import defaultdict
+from itertools import pairwise
 
-__all__ = ["x_axis", "facet_keys", "ok_rows", "ranked", "findings", "scaling_table", "EFFICIENCY", "SATURATED",
-           "facet_label", "ranked_table"]
+__all__ = [
+    "EFFICIENCY",
+    "SATURATED",
+    "facet_keys",
+    "facet_label",
+    "findings",
+    "ok_rows",
+    "ranked",
+    "ranked_table",
+    "scaling_table",
+    "x_axis",
+]
 
 EFFICIENCY = 0.9
 SATURATED = 0.8
@@ -79,7 +90,7 @@ def _scaling_findings(sweep, rows) -> list[str]:
         if len(pts) < 2:
             continue
         where = f"{strategy}" + (f" ({facet})" if facet != "all" else "")
-        stop = next(((n0, n1, e1, s1 <= s0) for (n0, s0, _), (n1, s1, e1) in zip(pts, pts[1:])
+        stop = next(((n0, n1, e1, s1 <= s0) for (n0, s0, _), (n1, s1, e1) in pairwise(pts)
                      if e1 < EFFICIENCY or s1 <= s0), None)
         if stop is None:
             keep.append((pts[-1][2], where, pts[0][0], pts[-1][0]))
@@ -105,8 +116,8 @@ def _saturation(rows) -> list[str]:
                                                                else "")
     if u >= SATURATED:
         return [f"The {fam} links saturate: {u:.0%} mean utilisation for {where}; adding bandwidth there pays off."]
-    return [f"No link family saturates: the busiest is {fam} at {u:.0%} mean utilisation ({where}); exposed "
-            "communication comes from latency and from waiting at the end of backward, not from a full link."]
+    return [(f"No link family saturates: the busiest is {fam} at {u:.0%} mean utilisation ({where}); exposed "
+             "communication comes from latency and from waiting at the end of backward, not from a full link.")]
 
 
 def _axis_changes(sweep, rows) -> list[str]:

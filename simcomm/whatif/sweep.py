@@ -28,14 +28,19 @@ from pathlib import Path
 from simcomm.errors import ConfigError
 from simcomm.sweep import Grid, ResultStore, parse_values, parse_vary, run_sweep
 from simcomm.whatif.params import PARAMS, check_point, known_params, strategy_options
-from simcomm.whatif.results import SWEEP_FILE, rows_from_records, write_results, write_text_atomic
+from simcomm.whatif.results import (
+    SWEEP_FILE,
+    rows_from_records,
+    write_results,
+    write_text_atomic,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["describe", "run_whatif", "load_sweep_toml", "ALWAYS"]
+__all__ = ["ALWAYS", "describe", "load_sweep_toml", "run_whatif"]
 
 #: inputs present in every row, with their defaults (None: the preset's / the trace's)
 ALWAYS = {"cluster": "deep-est-esb", "nodes": 4, "gpus_per_node": None, "inter": None, "topology": None,

@@ -89,7 +89,7 @@ def test_whatif_failed_point_is_reported_not_fatal(tmp_path, capsys):
     (["--vary", "nodes=2,4", "--dask", "tcp://127.0.0.1:9"], "cannot reach the Dask scheduler"),
 ])
 def test_whatif_bad_input_one_line_exit_2(tmp_path, capsys, args, message):
-    rc, out, err = _run(capsys, ["whatif", *args, "--out", str(tmp_path / "o")])
+    rc, _out, err = _run(capsys, ["whatif", *args, "--out", str(tmp_path / "o")])
     assert rc == 2
     last = err.strip().splitlines()[-1]
     assert last.startswith("error: ") and message in last
@@ -101,7 +101,7 @@ def test_whatif_toml_sweep_table(tmp_path, capsys):
     toml.write_text('cluster = "deep-est-esb"\nfidelity = "analytic"\n[sweep]\nquestion = "EDR or HDR?"\n'
                     'strategies = ["allreduce", "node-based"]\nvary = ["inter=ib-edr,ib-hdr"]\n'
                     '[sweep.axes]\nnodes = [2, 4]\n')
-    rc, out, _ = _run(capsys, ["whatif", str(toml), "--sequential", "--no-html", "--out", str(tmp_path / "o")])
+    rc, _out, _ = _run(capsys, ["whatif", str(toml), "--sequential", "--no-html", "--out", str(tmp_path / "o")])
     assert rc == 0
     rows = list(csv.DictReader((tmp_path / "o" / "results.csv").open()))
     assert len(rows) == 8 and {r["inter"] for r in rows} == {"ib-edr", "ib-hdr"}
@@ -132,7 +132,7 @@ def test_report_missing_dir_is_one_line(tmp_path, capsys):
 
 
 def test_whatif_straggler_report_explains_gossip(tmp_path, capsys):
-    rc, out, _ = _run(capsys, ["whatif", "--vary", "straggler_scale=1.0,1.5", "--strategies", "allreduce,sgp",
+    rc, _out, _ = _run(capsys, ["whatif", "--vary", "straggler_scale=1.0,1.5", "--strategies", "allreduce,sgp",
                                "--nodes", "4", "--fidelity", "analytic", "--sequential", "--no-html",
                                "--out", str(tmp_path)])
     assert rc == 0
