@@ -70,9 +70,10 @@ class ParameterServer(Strategy):
     def server_ranks(self, workload, topology) -> tuple[int, ...]:
         p = self.params
         W = workload.n_ranks
+        if p.servers > W:
+            # A shard per server smaller than a worker's share buys nothing and, co-located, is impossible.
+            raise ConfigError(f"servers: {p.servers} is more than the {W} worker ranks; use at most {W}")
         if p.placement == "colocated":
-            if p.servers > W:
-                raise ConfigError(f"servers: {p.servers} is more than the {W} ranks they are placed on")
             step = W // p.servers
             return tuple(k * step for k in range(p.servers))
         firsts: dict = {}

@@ -130,6 +130,8 @@ def test_ps_more_servers_than_ranks(toy):
     w = build_workload(toy.make_trace(), 4)
     with pytest.raises(ConfigError, match="servers"):
         ParameterServer(PSParams(servers=5, placement="colocated")).plan(w, toy.two_level(4, 1))
+    with pytest.raises(ConfigError, match="more than the 4 worker ranks"):
+        ParameterServer(PSParams(servers=5, placement="own")).plan(w, toy.two_level(9, 1))
     with pytest.raises(ConfigError, match="servers"):
         PSParams(servers=0)
 
