@@ -13,8 +13,15 @@ one IPv4 subnet (10.200.0.0/16), one L2 domain, so no routing is involved.
 
 Shaping: ``tc qdisc … tbf`` on the egress of *both* ends of every veth, so
 each direction of each link is limited independently (a veth end's egress is
-exactly one direction of the link; no ifb/ingress policing is needed).  tbf
-counts whole Ethernet frames, so TCP goodput is ``rate × 1448/1514`` ≈ 95.6 %
+exactly one direction of the link; no ifb/ingress policing is needed).
+The default ``qdisc="ackprio"`` is an htb class at the link rate with two
+leaves: pure TCP ACKs (IP packets under 64 bytes, matched with u32) are
+served before data, data waits in a FIFO.  That is what a real host's
+flow-queueing qdisc (fq_codel, the Linux default, missing from this kernel)
+does for a sparse ACK flow; with one plain tbf FIFO (``qdisc="tbf"``) the
+ACKs of an incoming flow wait behind up to 50 ms of outgoing data, which
+stalls every bidirectional pattern (rings) in a way no real NIC does
+(docs/accuracy.md).  Both count whole Ethernet frames, so TCP goodput is ``rate × 1448/1514`` ≈ 95.6 %
 of the shaped rate at MTU 1500 (see docs/calibration.md).
 
 Every veth is created with both ends directly inside namespaces this run
@@ -42,6 +49,8 @@ __all__ = ["EmulatedCluster", "Host", "emulation_available", "list_namespaces", 
 
 SUBNET = "10.200"
 TOPOLOGIES = ("star", "two-tier")
+#: ``tbf``: one FIFO per link direction; ``ackprio``: htb at the same rate, pure ACKs served first
+QDISCS = ("ackprio", "tbf")
 
 
 def emulation_available() -> str | None:
@@ -80,12 +89,16 @@ class EmulatedCluster:
     topology: ``"star"`` (one switch) or ``"two-tier"`` (leaves joined by a spine).
     leaves: leaf switches for ``two-tier``; hosts fill leaf 0 first, then leaf 1, ...
     trunk_rate: leaf-spine rate per direction (default: ``rate``).
-    burst: tbf bucket in bytes (default: 1 ms of traffic, at least 8 KB).
+    burst: token bucket in bytes (default: 50 us of traffic, at least two frames).
+    qdisc: ``"ackprio"`` (default) or ``"tbf"``; see "Shaping" above.
     """
 
     def __init__(self, hosts: int = 2, rate: str | float = "200Mb/s", *, topology: str = "star",
                  leaves: int = 2, trunk_rate: str | float | None = None, burst: int | None = None,
-                 mtu: int = 1500):
+                 mtu: int = 1500, qdisc: str = "ackprio"):
+        if qdisc not in QDISCS:
+            raise ConfigError(f"qdisc: {qdisc!r} is not one of {', '.join(QDISCS)}")
+        self.qdisc = qdisc
         if topology not in TOPOLOGIES:
             raise ConfigError(f"topology: {topology!r} is not one of {', '.join(TOPOLOGIES)}")
         if not 1 <= hosts <= 200:
@@ -155,15 +168,37 @@ class EmulatedCluster:
         self._ip("-n", ns, "link", "add", "br0", "type", "bridge")
         self._ip("-n", ns, "link", "set", "br0", "up")
 
-    def _shape(self, ns: str, dev: str, rate: float) -> None:
-        bits = int(round(rate * 8))
-        burst = self.burst or max(2 * (self.mtu + 14), int(rate * 50e-6))
-        limit = max(256 * 1024, int(rate * 0.05))  # 50 ms of queue: TCP sees delay, not loss
-        cmd = ["ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root", "tbf",
-               "rate", f"{bits}bit", "burst", str(burst), "limit", str(limit)]
+    def _tc(self, ns: str, *args: str) -> None:
+        cmd = ["ip", "netns", "exec", ns, "tc", *args]
         r = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if r.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)}: {r.stderr.strip()}")
+
+    def _shape(self, ns: str, dev: str, rate: float) -> None:
+        bits = int(round(rate * 8))
+        frame = self.mtu + 14
+        burst = self.burst or max(2 * frame, int(rate * 50e-6))
+        limit = max(256 * 1024, int(rate * 0.05))  # 50 ms of queue: TCP sees delay, not loss
+        if self.qdisc == "tbf":
+            self._tc(ns, "qdisc", "replace", "dev", dev, "root", "tbf", "rate", f"{bits}bit",
+                     "burst", str(burst), "limit", str(limit))
+            return
+        d = ("dev", dev)
+        self._tc(ns, "qdisc", "replace", *d, "root", "handle", "1:", "htb", "default", "20")
+        cls = ("htb", "burst", str(burst), "cburst", str(burst), "quantum", str(frame))
+        self._tc(ns, "class", "add", *d, "parent", "1:", "classid", "1:1", *cls[:1], "rate", f"{bits}bit",
+                 "ceil", f"{bits}bit", *cls[1:])
+        # ACKs get a guaranteed 5 % (they need ~2.2 %: 66 B per two 1514 B frames) and borrow first
+        self._tc(ns, "class", "add", *d, "parent", "1:1", "classid", "1:10", *cls[:1], "rate",
+                 f"{bits // 20}bit", "ceil", f"{bits}bit", "prio", "0", *cls[1:])
+        self._tc(ns, "class", "add", *d, "parent", "1:1", "classid", "1:20", *cls[:1], "rate",
+                 f"{bits - bits // 20}bit", "ceil", f"{bits}bit", "prio", "1", *cls[1:])
+        self._tc(ns, "qdisc", "add", *d, "parent", "1:20", "pfifo", "limit", str(max(2, limit // frame)))
+        self._tc(ns, "qdisc", "add", *d, "parent", "1:10", "pfifo", "limit", "1000")
+        # pure ACK: TCP, IP total length < 64 (20 B IP + 20..40 B TCP header, no payload)
+        self._tc(ns, "filter", "add", *d, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+                 "match", "ip", "protocol", "6", "0xff", "match", "u16", "0x0000", "0xffc0", "at", "2",
+                 "flowid", "1:10")
 
     def _link(self, ns_a: str, dev_a: str, ns_b: str, dev_b: str, rate: float) -> None:
         self._ip("link", "add", dev_a, "netns", ns_a, "type", "veth", "peer", "name", dev_b, "netns", ns_b)
@@ -222,4 +257,4 @@ class EmulatedCluster:
         """A JSON-able record of the emulated cluster (for result files)."""
         return {"hosts": self.n_hosts, "topology": self.topology, "leaves": self.n_leaves,
                 "rate_Bps": self.rate, "trunk_rate_Bps": self.trunk_rate, "mtu": self.mtu,
-                "qdisc": "tbf on both veth ends"}
+                "qdisc": f"{self.qdisc} on both veth ends"}
