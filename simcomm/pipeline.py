@@ -109,13 +109,20 @@ def _train_ranks(topo, nodes: int, extra: int) -> int:
     return sum(1 for r in range(topo.n_ranks) if (topo.machine_of(r) or 0) < nodes)
 
 
-def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: bool = True):
-    """Simulate each (weight, plan); returns IterationKinds."""
+def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: bool = True,
+              on_timeline=None):
+    """Simulate each (weight, plan); returns IterationKinds.
+
+    ``on_timeline(label, weight, plan, timeline, topology)`` is called for each
+    kind as it is simulated (``simcomm run --timeline`` writes them out).
+    """
     from simcomm import engine
 
     out = []
     for weight, plan in kinds:
         tl = engine.simulate(plan, topo, fidelity=fidelity, seed=seed)
+        if on_timeline is not None:
+            on_timeline(str(plan.meta.get("kind", "every iteration")), float(weight), plan, tl, topo)
         t, window = iteration_time(plan, tl)
         per = max(1, int(plan.meta.get("iterations_in_plan", 1)))
         lb = {k: float(v) / per for k, v in sorted(tl.link_class_bytes.items())}
@@ -146,8 +153,12 @@ def _mean(kinds) -> tuple[float, Breakdown, dict, float | None]:
 
 
 def simulate(scn: Scenario, *, ctx: Context | None = None, baseline: bool = True,
-             analytic: bool = True) -> Result:
-    """Simulate ``scn`` and return its Result (NotApplicable is reported in the Result)."""
+             analytic: bool = True, on_timeline=None) -> Result:
+    """Simulate ``scn`` and return its Result (NotApplicable is reported in the Result).
+
+    ``on_timeline`` receives each simulated kind of iteration of the chosen
+    strategy (not of the baseline), see :func:`run_plans`.
+    """
     ctx = ctx or Context(scn)
     cls = STRATEGIES.get(scn.strategy)
     strategy = cls(make_params(cls, scn.options))
@@ -186,7 +197,7 @@ def simulate(scn: Scenario, *, ctx: Context | None = None, baseline: bool = True
         for line in plan.meta.get("assumed", ()):
             if line not in assumed:
                 assumed.append(line)
-    kinds = tuple(run_plans(plans, topo, n_train, scn.fidelity, scn.seed, analytic))
+    kinds = tuple(run_plans(plans, topo, n_train, scn.fidelity, scn.seed, analytic, on_timeline))
     mean, bd, lb, est = _mean(kinds)
     k = w.iterations_per_epoch
     base_s = speedup = None

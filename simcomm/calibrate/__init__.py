@@ -5,6 +5,6 @@
 * :mod:`~simcomm.calibrate.bench` / :mod:`~simcomm.calibrate.worker` – torch.distributed
   microbenchmarks (torch imported lazily, only inside ranks);
 * :mod:`~simcomm.calibrate.launch` – start ranks locally or in an emulated cluster;
-* :mod:`~simcomm.calibrate.gloo_model` – predictions of what gloo really runs;
+* :mod:`~simcomm.calibrate.predict` – what gloo really runs, priced by simcomm's flow engine;
 * :mod:`~simcomm.calibrate.emulate` – network namespaces + tc as a cluster on one machine.
 """

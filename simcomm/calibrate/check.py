@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simcomm.calibrate.fit import CalibrationError
-from simcomm.calibrate.gloo_model import Net, closed_form, predict
+from simcomm.calibrate.predict import closed_form, cluster_topology, predict
 from simcomm.calibrate.launch import fit_record
 
-__all__ = ["CheckRow", "load_record", "net_for", "check_record", "summary"]
+__all__ = ["CheckRow", "load_record", "topology_for", "check_record", "summary"]
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,8 @@ def load_record(path: str | Path) -> dict:
     return rec
 
 
-def net_for(rec: dict, alpha: float, bandwidth: float) -> Net:
+def topology_for(rec: dict, alpha: float, bandwidth: float):
+    """The recorded cluster as a simcomm Topology carrying the fitted link (see predict.py)."""
     nodes = rec.get("nodes") or ["n0"] * int(rec.get("world", 2))
     order = list(dict.fromkeys(nodes))
     rank_host = tuple(order.index(n) for n in nodes)
@@ -65,17 +66,17 @@ def net_for(rec: dict, alpha: float, bandwidth: float) -> Net:
     if all(isinstance(n, str) and n[:1] == "h" and n[1:].isdigit() for n in order):
         rank_host = tuple(int(n[1:]) for n in nodes)
     leaf_of = tuple(h // per_leaf for h in range(max(hosts, max(rank_host) + 1)))
-    return Net(leaf_of, rank_host, bandwidth, bandwidth * ratio, alpha)
+    return cluster_topology(rank_host, leaf_of, alpha, bandwidth, ratio, name=f"{cl.get('topology', 'star')}")
 
 
 def check_record(rec: dict) -> list[CheckRow]:
     fits, _ = fit_record(rec)
     f = fits.get("inter") or fits["intra"]
-    net = net_for(rec, f.alpha, f.bandwidth)
+    topo = topology_for(rec, f.alpha, f.bandwidth)
     rows = []
     for c in rec["collectives"]:
         p, n = int(c["ranks"]), int(c["nbytes"])
-        rows.append(CheckRow(c["kind"], p, n, float(c["time"]), predict(c["kind"], p, n, net),
+        rows.append(CheckRow(c["kind"], p, n, float(c["time"]), predict(c["kind"], p, n, topo),
                              closed_form(c["kind"], p, n, f.alpha, f.beta)))
     if not rows:
         raise CalibrationError("check: the record holds no collective measurements")

@@ -17,7 +17,7 @@ from typing import Optional
 import typer
 
 from simcomm.cli.app import app
-from simcomm.cli.console import print_json, stdout, table
+from simcomm.cli.console import stderr, print_json, stdout, table
 from simcomm.errors import ConfigError
 from simcomm.scenario import Scenario, StackSpec, WorkloadSpec, load_scenario
 from simcomm.units import format_size, format_time, parse_time
@@ -158,6 +158,8 @@ def run_command(
     baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="Also run allreduce for the speedup."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable JSON."),
     as_csv: bool = typer.Option(False, "--csv", help="CSV: one row per iteration kind and the mean."),
+    timeline: Optional[Path] = typer.Option(None, "--timeline",
+                                            help="Write a Perfetto/Chrome trace-event JSON of the iteration(s)."),
 ) -> None:
     """Simulate one strategy and print iteration time, breakdown, traffic, epoch time and speedup."""
     from simcomm.pipeline import simulate
@@ -171,9 +173,23 @@ def run_command(
                          seed=seed, scaling=scaling, bucket_mb=bucket_mb, dataload=dataload,
                          dataload_overlap=dataload_overlap, compute_scale=compute_scale, stack=stack,
                          stack_efficiency=stack_efficiency, stack_overhead=stack_overhead, opts=opt, typed=typed)
-    res = simulate(scn, baseline=baseline)
+    if timeline is not None and not timeline.parent.resolve().is_dir():
+        raise ConfigError(f"--timeline: directory {str(timeline.parent)!r} does not exist")
+    kinds: list = []
+    topo_box: list = []
+
+    def keep(label, weight, plan, tl, topo):
+        kinds.append((label, plan, tl))
+        topo_box[:] = [topo]
+
+    res = simulate(scn, baseline=baseline, on_timeline=keep if timeline is not None else None)
     if res.not_applicable:
         raise ConfigError(f"strategy {res.strategy!r} is not applicable here: {res.not_applicable}")
+    if timeline is not None:
+        from simcomm.report.perfetto import kinds_trace_events, write_timeline
+
+        write_timeline(timeline, kinds_trace_events(kinds, machine_of=topo_box[0].machine_of))
+        stderr().print(f"timeline: {timeline} (open it at https://ui.perfetto.dev or chrome://tracing)")
     if as_json:
         print_json(res.to_dict())
     elif as_csv:

@@ -14,7 +14,7 @@ from simcomm.collectives import (  # noqa: E402,F401  (imported to register)
     allreduce_binary_tree, allreduce_double_binary_tree, allreduce_hierarchical,
     reduce_scatter_ring, reduce_scatter_recursive_halving, reduce_scatter_bruck, reduce_scatter_pairwise,
     allgather_ring, allgather_recursive_doubling, allgather_bruck,
-    broadcast_binomial, broadcast_scatter_allgather, broadcast_scatter_recursive_doubling,
+    broadcast_binomial, broadcast_scatter_allgather, broadcast_scatter_recursive_doubling, broadcast_gloo,
     reduce_binomial, reduce_rabenseifner, gather_binomial, scatter_binomial,
     alltoall_pairwise, alltoall_bruck, p2p_direct,
 )

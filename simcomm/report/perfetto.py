@@ -25,7 +25,7 @@ from collections.abc import Iterable
 
 from simcomm.ops import Collective, CommPlan, Compute, Transfer
 
-__all__ = ["trace_events", "write_timeline", "validate_trace_events", "STREAM_TIDS"]
+__all__ = ["trace_events", "kinds_trace_events", "write_timeline", "validate_trace_events", "STREAM_TIDS"]
 
 STREAM_TIDS = {"compute": 1, "comm": 2, "data": 3}
 _US = 1e6
@@ -81,6 +81,33 @@ def trace_events(plan: CommPlan, timeline, *, machine_of=None, link_usage: Itera
     return {"traceEvents": ev, "displayTimeUnit": "ms",
             "otherData": {"generator": "simcomm", "makespan_s": float(timeline.makespan),
                           "fidelity": timeline.fidelity}}
+
+
+def kinds_trace_events(kinds: list[tuple[str, CommPlan, object]], *, machine_of=None) -> dict:
+    """One trace of several kinds of iteration (e.g. node-based's local and exchange iterations).
+
+    The kinds are laid end to end in the order given, each shifted by the
+    makespans before it, with an instant marker naming each kind, so one
+    file shows one period of a periodic strategy.
+    """
+    events: list[dict] = []
+    offset, flows = 0.0, 0
+    for i, (label, plan, tl) in enumerate(kinds):
+        obj = trace_events(plan, tl, machine_of=machine_of)
+        for e in obj["traceEvents"]:
+            if e["ph"] == "M" and i > 0:
+                continue  # process and thread names once
+            e = dict(e)
+            e["ts"] = e["ts"] + offset * _US if e["ph"] != "M" else 0
+            if e["ph"] in ("s", "f"):
+                e["id"] = e["id"] + flows
+            events.append(e)
+        flows += sum(1 for e in obj["traceEvents"] if e["ph"] == "s")
+        events.append({"ph": "i", "s": "g", "name": f"iteration: {label}", "pid": 0, "tid": 0,
+                       "ts": offset * _US})
+        offset += float(tl.makespan)
+    return {"traceEvents": events, "displayTimeUnit": "ms",
+            "otherData": {"generator": "simcomm", "kinds": [k[0] for k in kinds], "span_s": offset}}
 
 
 def write_timeline(path: str | os.PathLike, obj: dict) -> None:

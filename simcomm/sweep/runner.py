@@ -74,11 +74,14 @@ def run_sweep(fn: Callable[[dict], dict], grid: Grid, store: ResultStore, *, bas
     if dask is not None:
         client = _dask_client(dask) if isinstance(dask, str) else dask
         try:
-            futs = {client.submit(evaluate_point, fn, points[i], pure=False): i for i in todo}
             from dask.distributed import as_completed
 
-            for fut in as_completed(list(futs)):
-                record(futs[fut], fut.result())
+            # The client is not the process default (set_as_default=False), so make it
+            # current while futures are created and awaited.
+            with client.as_current():
+                futs = {client.submit(evaluate_point, fn, points[i], pure=False): i for i in todo}
+                for fut in as_completed(list(futs)):
+                    record(futs[fut], fut.result())
         finally:
             if isinstance(dask, str):
                 client.close()

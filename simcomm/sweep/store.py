@@ -56,6 +56,7 @@ class ResultStore:
     def load(self) -> dict[str, PointRecord]:
         """Finished points by key (a torn last line is skipped)."""
         done: dict[str, PointRecord] = {}
+        self.repair()
         if not self.path.exists():
             return done
         with self.path.open(encoding="utf-8") as fh:
@@ -66,6 +67,19 @@ class ResultStore:
                     continue
                 done[rec.key] = rec
         return done
+
+    def repair(self) -> None:
+        """Cut a torn last line (no newline: the writer was killed mid-write).
+
+        Otherwise the next record would be glued onto it and lost on every resume.
+        """
+        if not self.path.exists():
+            return
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            keep = data.rfind(b"\n") + 1
+            with self.path.open("r+b") as fh:
+                fh.truncate(keep)
 
     def append(self, rec: PointRecord) -> None:
         line = json.dumps(asdict(rec), sort_keys=True, separators=(",", ":")) + "\n"

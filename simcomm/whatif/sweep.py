@@ -150,38 +150,15 @@ def load_sweep_toml(path: Path) -> tuple[list[str], list[str], dict, dict, str |
     return vary, list(strategies), fixed, dict(sw.get("axes", {})), sw.get("question")
 
 
-def _drop_torn_tail(path: Path) -> None:
-    """Cut a partial last line left by a killed sweep, so the next append starts on a fresh line."""
-    if not path.exists():
-        return
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        with path.open("r+b") as fh:
-            fh.truncate(data.rfind(b"\n") + 1)
-
-
 def run_whatif(grid: Grid, sweep: dict, out: Path, *, executor: str = "processes", workers: int | None = None,
                dask=None, progress=None) -> list[dict]:
     """Run (or resume) the sweep into ``out``; writes sweep.json, points.jsonl, results.csv/json."""
     from simcomm.whatif.point import evaluate
 
-    store = ResultStore(out)
-    _drop_torn_tail(store.path)
+    store = ResultStore(out)  # its load() cuts a torn tail left by a killed sweep
     write_text_atomic(store.dir / SWEEP_FILE, json.dumps(sweep, indent=1, sort_keys=True) + "\n")
-    if isinstance(dask, str):
-        # The runner's as_completed() needs a current client; open it here (same one-line error if
-        # the scheduler is unreachable), make it current for this sweep and close it afterwards.
-        from simcomm.sweep.runner import _dask_client
-
-        client = _dask_client(dask)
-        try:
-            with client.as_current():
-                records = run_sweep(evaluate, grid, store, base=sweep["base"], dask=client, progress=progress)
-        finally:
-            client.close()
-    else:
-        records = run_sweep(evaluate, grid, store, base=sweep["base"], executor=executor, workers=workers,
-                            dask=dask, progress=progress)
+    records = run_sweep(evaluate, grid, store, base=sweep["base"], executor=executor, workers=workers,
+                        dask=dask, progress=progress)
     rows = rows_from_records(records)
     write_results(store.dir, sweep, rows)
     return rows

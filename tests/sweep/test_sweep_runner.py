@@ -51,6 +51,10 @@ def test_rerun_skips_finished_points_and_ignores_torn_line(tmp_path):
         fh.write('{"index": 9, "key": "torn')  # a write cut off by a kill
     recs = run_sweep(sweep_points.slow_logged, grid, store, base={"log": str(log)}, executor="sequential")
     assert log.read_text().split() == ["1", "2", "3"]
+    # A point appended after the torn line must survive the next resume.
+    run_sweep(sweep_points.slow_logged, parse_vary(["x=1..4"]), store, base={"log": str(log)}, executor="sequential")
+    run_sweep(sweep_points.slow_logged, parse_vary(["x=1..4"]), store, base={"log": str(log)}, executor="sequential")
+    assert log.read_text().split() == ["1", "2", "3", "4"]
     assert [r.result["y"] for r in recs] == [10, 20, 30]
 
 
@@ -80,6 +84,15 @@ run_sweep(sweep_points.slow_logged, parse_vary(["x=1..8"]), ResultStore({str(out
     # Every stored point ran exactly once; only the unfinished ones ran again.
     assert all(runs.count(x) == 1 for x in stored)
     assert sorted(set(runs)) == list(range(1, 9)) and [r.result["y"] for r in recs] == [10 * x for x in range(1, 9)]
+
+
+def test_dask_by_scheduler_address(tmp_path):
+    distributed = pytest.importorskip("dask.distributed")
+    grid = parse_vary(["x=1..3"])
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        recs = run_sweep(sweep_points.square, grid, ResultStore(tmp_path), dask=cluster.scheduler_address)
+    assert [r.result["y"] for r in recs] == [1, 4, 9]
 
 
 def test_unreachable_dask_scheduler_is_a_config_error(tmp_path):
