@@ -2,8 +2,11 @@
 
 What one run measures, every rank taking part in every collective:
 
-* ping-pong between rank 0 and one rank on the same node (``intra``) and one
-  on another node (``inter``), where such ranks exist; one-way time = RTT/2;
+* ping-pong between rank 0 and one rank on the same node (``intra``), one
+  on another node under the same switch (``inter``) and, where
+  ``$SIMCOMM_LEAF`` tells the switches apart, one under another leaf switch
+  (``cross``: its goodput is the leaf-spine trunk's), where such ranks exist;
+  one-way time = RTT/2;
 * ``allreduce`` (sum, float32), ``allgather`` (``nbytes`` = gathered total),
   ``broadcast`` from rank 0;
 * parameter-server ``ps_push`` (every other rank sends ``nbytes`` to rank 0 at
@@ -143,15 +146,19 @@ def _collective(kind: str, nbytes: int, spec: BenchSpec) -> list[float]:
     return _timed(op, spec.repeats, spec.warmup)
 
 
-def _pairs(nodes: list[str]) -> dict[str, int]:
-    """Peers of rank 0 for the intra-node and inter-node ping-pong."""
+def _pairs(nodes: list[str], leaves: list | None = None) -> dict[str, int]:
+    """Peers of rank 0 for the intra-node, inter-node and (if leaves are known) cross-leaf ping-pong."""
     out = {}
+    leaves = leaves or [None] * len(nodes)
     same = [r for r in range(1, len(nodes)) if nodes[r] == nodes[0]]
-    other = [r for r in range(1, len(nodes)) if nodes[r] != nodes[0]]
+    other = [r for r in range(1, len(nodes)) if nodes[r] != nodes[0] and leaves[r] == leaves[0]]
+    cross = [r for r in range(1, len(nodes)) if leaves[r] != leaves[0]]
     if same:
         out["intra"] = same[0]
     if other:
         out["inter"] = other[0]
+    if cross:
+        out["cross"] = cross[0]
     return out
 
 
@@ -162,9 +169,11 @@ def run_benchmarks(spec: BenchSpec) -> dict | None:
     rank, world = dist.get_rank(), dist.get_world_size()
     nodes: list = [None] * world
     dist.all_gather_object(nodes, node_name())
+    leaves: list = [None] * world  # $SIMCOMM_LEAF: the switch a node hangs off, where known (emulator)
+    dist.all_gather_object(leaves, os.environ.get("SIMCOMM_LEAF"))
     rec: dict = {"version": 1, "backend": dist.get_backend(), "world": world, "nodes": nodes,
                  "spec": spec.to_json(), "p2p": {}, "collectives": []}
-    for cls, peer in _pairs(nodes).items():
+    for cls, peer in _pairs(nodes, leaves).items():
         sizes, times, medians, samples = [], [], [], []
         for n in spec.p2p_sizes:
             s = _pingpong(peer, int(n), spec)

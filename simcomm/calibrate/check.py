@@ -52,8 +52,12 @@ def load_record(path: str | Path) -> dict:
     return rec
 
 
-def topology_for(rec: dict, alpha: float, bandwidth: float):
-    """The recorded cluster as a simcomm Topology carrying the fitted link (see predict.py)."""
+def topology_for(rec: dict, alpha: float, bandwidth: float, trunk_bandwidth: float | None = None):
+    """The recorded cluster as a simcomm Topology carrying the fitted link (see predict.py).
+
+    ``trunk_bandwidth`` is the cross-leaf ping-pong's fitted goodput where the
+    record has one; else the trunks get the recorded shaped rate ratio.
+    """
     nodes = rec.get("nodes") or ["n0"] * int(rec.get("world", 2))
     order = list(dict.fromkeys(nodes))
     rank_host = tuple(order.index(n) for n in nodes)
@@ -62,6 +66,8 @@ def topology_for(rec: dict, alpha: float, bandwidth: float):
     leaves = int(cl.get("leaves", 1)) if cl.get("topology") == "two-tier" else 1
     per_leaf = -(-hosts // leaves)
     ratio = float(cl.get("trunk_rate_Bps", 1.0)) / float(cl.get("rate_Bps", 1.0))
+    if trunk_bandwidth is not None:
+        ratio = min(1.0, trunk_bandwidth / bandwidth)  # a cross-leaf path is never faster than a host link
     # emulated hosts are named h<i>; map them to their real index so leaves are right
     if all(isinstance(n, str) and n[:1] == "h" and n[1:].isdigit() for n in order):
         rank_host = tuple(int(n[1:]) for n in nodes)
@@ -72,7 +78,8 @@ def topology_for(rec: dict, alpha: float, bandwidth: float):
 def check_record(rec: dict) -> list[CheckRow]:
     fits, _ = fit_record(rec)
     f = fits.get("inter") or fits["intra"]
-    topo = topology_for(rec, f.alpha, f.bandwidth)
+    cross = fits.get("cross") if "inter" in fits else None
+    topo = topology_for(rec, f.alpha, f.bandwidth, cross.bandwidth if cross else None)
     rows = []
     for c in rec["collectives"]:
         p, n = int(c["ranks"]), int(c["nbytes"])

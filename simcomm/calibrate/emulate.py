@@ -14,9 +14,10 @@ one IPv4 subnet (10.200.0.0/16), one L2 domain, so no routing is involved.
 Shaping: ``tc qdisc … tbf`` on the egress of *both* ends of every veth, so
 each direction of each link is limited independently (a veth end's egress is
 exactly one direction of the link; no ifb/ingress policing is needed).
-The default ``qdisc="ackprio"`` is an htb class at the link rate with two
-leaves: pure TCP ACKs (IP packets under 64 bytes, matched with u32) are
-served before data, data waits in a FIFO.  That is what a real host's
+The default ``qdisc="ackprio"`` puts a strict-priority htb (rates far above
+the link, so it only orders packets) inside the tbf: pure TCP ACKs (IP
+packets under 64 bytes, matched with u32) leave before data, data waits in
+a FIFO.  That is what a real host's
 flow-queueing qdisc (fq_codel, the Linux default, missing from this kernel)
 does for a sparse ACK flow; with one plain tbf FIFO (``qdisc="tbf"``) the
 ACKs of an incoming flow wait behind up to 50 ms of outgoing data, which
@@ -183,22 +184,22 @@ class EmulatedCluster:
             self._tc(ns, "qdisc", "replace", "dev", dev, "root", "tbf", "rate", f"{bits}bit",
                      "burst", str(burst), "limit", str(limit))
             return
+        # tbf shapes exactly as above; inside it a strict-priority htb (rates far above the link,
+        # so it never limits) sends pure ACKs before data
         d = ("dev", dev)
-        self._tc(ns, "qdisc", "replace", *d, "root", "handle", "1:", "htb", "default", "20")
-        cls = ("htb", "burst", str(burst), "cburst", str(burst), "quantum", str(frame))
-        self._tc(ns, "class", "add", *d, "parent", "1:", "classid", "1:1", *cls[:1], "rate", f"{bits}bit",
-                 "ceil", f"{bits}bit", *cls[1:])
-        # ACKs get a guaranteed 5 % (they need ~2.2 %: 66 B per two 1514 B frames) and borrow first
-        self._tc(ns, "class", "add", *d, "parent", "1:1", "classid", "1:10", *cls[:1], "rate",
-                 f"{bits // 20}bit", "ceil", f"{bits}bit", "prio", "0", *cls[1:])
-        self._tc(ns, "class", "add", *d, "parent", "1:1", "classid", "1:20", *cls[:1], "rate",
-                 f"{bits - bits // 20}bit", "ceil", f"{bits}bit", "prio", "1", *cls[1:])
-        self._tc(ns, "qdisc", "add", *d, "parent", "1:20", "pfifo", "limit", str(max(2, limit // frame)))
-        self._tc(ns, "qdisc", "add", *d, "parent", "1:10", "pfifo", "limit", "1000")
+        self._tc(ns, "qdisc", "replace", *d, "root", "handle", "1:", "tbf", "rate", f"{bits}bit",
+                 "burst", str(burst), "limit", str(limit))
+        self._tc(ns, "qdisc", "add", *d, "parent", "1:1", "handle", "10:", "htb", "default", "20")
+        fast = ("rate", "10gbit", "ceil", "10gbit", "quantum", str(frame))
+        self._tc(ns, "class", "add", *d, "parent", "10:", "classid", "10:1", "htb", *fast)
+        self._tc(ns, "class", "add", *d, "parent", "10:1", "classid", "10:10", "htb", *fast, "prio", "0")
+        self._tc(ns, "class", "add", *d, "parent", "10:1", "classid", "10:20", "htb", *fast, "prio", "1")
+        self._tc(ns, "qdisc", "add", *d, "parent", "10:20", "pfifo", "limit", str(max(2, limit // frame)))
+        self._tc(ns, "qdisc", "add", *d, "parent", "10:10", "pfifo", "limit", "1000")
         # pure ACK: TCP, IP total length < 64 (20 B IP + 20..40 B TCP header, no payload)
-        self._tc(ns, "filter", "add", *d, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+        self._tc(ns, "filter", "add", *d, "parent", "10:", "protocol", "ip", "prio", "1", "u32",
                  "match", "ip", "protocol", "6", "0xff", "match", "u16", "0x0000", "0xffc0", "at", "2",
-                 "flowid", "1:10")
+                 "flowid", "10:10")
 
     def _link(self, ns_a: str, dev_a: str, ns_b: str, dev_b: str, rate: float) -> None:
         self._ip("link", "add", dev_a, "netns", ns_a, "type", "veth", "peer", "name", dev_b, "netns", ns_b)
@@ -243,6 +244,7 @@ class EmulatedCluster:
         h = self.hosts[host]
         full_env = dict(os.environ if env is None else env)
         full_env["SIMCOMM_NODE"] = f"h{h.index}"
+        full_env["SIMCOMM_LEAF"] = f"leaf{h.leaf}"
         # gloo advertises the address its host name resolves to, which lives outside the namespace
         full_env["GLOO_SOCKET_IFNAME"] = "eth0"
         p = subprocess.Popen(["ip", "netns", "exec", h.netns, *argv], env=full_env, **kw)

@@ -27,7 +27,7 @@ from simcomm.calibrate.linkfile import LinkEstimate
 __all__ = ["free_port", "launch_local", "launch_emulated", "run_from_env", "fit_record", "LINK_NAMES"]
 
 #: link-class names written for each ping-pong class
-LINK_NAMES = {"intra": "calib-intra", "inter": "calib-inter"}
+LINK_NAMES = {"intra": "calib-intra", "inter": "calib-inter", "cross": "calib-cross"}
 
 
 def free_port() -> int:
@@ -129,7 +129,7 @@ def fit_record(rec: dict) -> tuple[dict[str, Fit], list[LinkEstimate]]:
         f = fit_alpha_beta(d["sizes"], d["times"], name=f"ping-pong {cls}")
         fits[cls] = f
         # gloo between nodes is TCP over Ethernet; within a node it is loopback TCP (no preset family)
-        family = "ethernet" if cls == "inter" and rec.get("backend") == "gloo" else "custom"
+        family = "ethernet" if cls in ("inter", "cross") and rec.get("backend") == "gloo" else "custom"
         links.append(LinkEstimate(LINK_NAMES[cls], f, family,
                                   f"{rec.get('backend', '?')} ping-pong, {cls}-node: "
                                   f"{f.bandwidth / 1e6:.4g} MB/s, {f.alpha * 1e6:.4g} us"))

@@ -14,7 +14,8 @@ def simulate(plan, topology, *, fidelity: str = "flow", seed: int = 0, **options
     """Run ``plan`` on ``topology`` at ``fidelity`` (``flow`` or ``analytic``).
 
     Options: ``coalesce=True`` (exact shortcut for repeated steps; False runs the
-    plain flow model), ``ppn=None`` (override ranks-per-machine for two-level
+    plain flow model), ``incremental=True`` (exact incremental max-min
+    re-solves; False is the plain reference), ``ppn=None`` (override ranks-per-machine for two-level
     algorithms).  See docs/engine.md.
     """
     from simcomm.engine.executor import run

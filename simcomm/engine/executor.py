@@ -32,10 +32,12 @@ FIDELITIES = ("flow", "analytic")
 class Context:
     """What pricers share: the topology, per-rank gamma, per-link family, statistics."""
 
-    def __init__(self, env: simpy.Environment, topology: Topology, *, coalesce: bool, ppn: int | None):
+    def __init__(self, env: simpy.Environment, topology: Topology, *, coalesce: bool, ppn: int | None,
+                 incremental: bool = True):
         self.env = env
         self.topology = topology
         self.coalesce = coalesce
+        self.incremental = incremental
         self.ppn = ppn
         self.gamma = np.array([topology.gamma(r) for r in range(topology.n_ranks)], dtype=float)
         # Machine of each rank; a rank without one is alone on its own (negative) id.
@@ -56,9 +58,9 @@ class Context:
 def _check_options(fidelity: str, options: dict) -> None:
     if fidelity not in FIDELITIES:
         raise ConfigError(f"fidelity: unknown {fidelity!r}; valid choices: {', '.join(FIDELITIES)}")
-    unknown = sorted(set(options) - {"coalesce", "ppn"})
+    unknown = sorted(set(options) - {"coalesce", "ppn", "incremental"})
     if unknown:
-        raise ConfigError(f"engine option {unknown[0]!r} is unknown; valid choices: coalesce, ppn")
+        raise ConfigError(f"engine option {unknown[0]!r} is unknown; valid choices: coalesce, incremental, ppn")
     ppn = options.get("ppn")
     if ppn is not None and (not isinstance(ppn, int) or ppn < 1):
         raise ConfigError(f"ppn: {ppn!r} must be a positive integer")
@@ -69,6 +71,9 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
 
     Options: ``coalesce`` (default True) enables the exact shortcuts of the flow
     fidelity (False runs every repeat of every step as plain flows);
+    ``incremental`` (default True) re-solves max-min only for flows whose rate
+    can change, with the local-minimum solver (False: every flow at every
+    event with the textbook solver, the reference the tests compare against);
     ``ppn`` overrides the ranks-per-machine given to hierarchical algorithms.
     ``seed`` is recorded; the models are deterministic and draw no random numbers.
     """
@@ -77,7 +82,8 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
         raise PlanError(f"plan uses {plan.n_ranks} ranks but topology {topology.name!r} "
                         f"has only {topology.n_ranks}")
     env = simpy.Environment()
-    ctx = Context(env, topology, coalesce=bool(options.get("coalesce", True)), ppn=options.get("ppn"))
+    ctx = Context(env, topology, coalesce=bool(options.get("coalesce", True)), ppn=options.get("ppn"),
+                  incremental=bool(options.get("incremental", True)))
     if fidelity == "flow":
         from simcomm.engine.flow import FlowPricer
 

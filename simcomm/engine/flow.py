@@ -34,7 +34,8 @@ class FlowPricer:
     def __init__(self, ctx):
         self.ctx = ctx
         self.env = ctx.env
-        self.net = LiveNetwork(ctx.env, ctx.topology.capacity)
+        self.net = LiveNetwork(ctx.env, ctx.topology.capacity, ctx.incremental)
+        self._routes: dict = {}  # routes per (group, step pattern), see route_step
 
     def _finish_stats(self) -> None:
         st = self.ctx.stats
@@ -54,8 +55,9 @@ class FlowPricer:
     def collective(self, op, prep):
         ctx = self.ctx
         group = np.asarray(op.ranks, dtype=np.int64)
+        gkey = group.tobytes()
         for step in prep.steps:
-            routed = route_step(ctx.topology, group, step, ctx.gamma)
+            routed = route_step(ctx.topology, group, step, ctx.gamma, self._routes, gkey)
             ctx.count_bytes(routed, step.repeat)
             left = step.repeat
             period = None
@@ -82,7 +84,7 @@ class FlowPricer:
     # ---- steps -----------------------------------------------------------
     def _isolated_period(self, routed: RoutedStep) -> float:
         iso = run_isolated(self.net.core.capacity, routed.nbytes, routed.latency, routed.route_len,
-                           routed.links)
+                           routed.links, incremental=self.ctx.incremental)
         self.ctx.stats["isolated_runs"] += 1
         return routed.end_time(0.0, iso.finish)
 
@@ -97,7 +99,7 @@ class FlowPricer:
         else:
             t_start = now - resume
             st = run_isolated(self.net.core.capacity, routed.nbytes, routed.latency, routed.route_len,
-                              routed.links, until=resume)
+                              routed.links, until=resume, incremental=self.ctx.incremental)
             fin = t_start + st.finish
             if np.isnan(fin).any():
                 fin = yield self.net.add(st.rem, t_start + st.t_bw, routed.route_len, routed.links,

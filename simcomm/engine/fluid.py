@@ -21,8 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
-from simcomm.engine.maxmin import maxmin_rates
+from simcomm.engine.maxmin import maxmin_rates, maxmin_rates_global
 
 __all__ = ["FluidCore", "IsolatedState", "run_isolated", "TIME_TOL"]
 
@@ -30,25 +32,47 @@ __all__ = ["FluidCore", "IsolatedState", "run_isolated", "TIME_TOL"]
 #: absorbs floating-point rounding (``t + (u - t)`` need not equal ``u``).
 TIME_TOL = 1e-12
 
+#: Flow phases.
+LATENCY, BANDWIDTH, GONE = 0, 1, 2
+#: Every this many solves, all flows are re-solved and the link loads rebuilt
+#: from scratch, so incremental updates cannot accumulate rounding.
+_REFRESH = 64
+
 _EMPTY_F = np.zeros(0)
 _EMPTY_I = np.zeros(0, dtype=np.int64)
 
 
 class FluidCore:
-    """All active flows of one network, advanced event by event."""
+    """All active flows of one network, advanced event by event.
 
-    def __init__(self, capacity: np.ndarray):
+    Flows live in flat arrays indexed by *slot*; a finished flow's slot is
+    only marked gone and the arrays are compacted when most slots are gone,
+    so an event costs O(live flows) numpy work plus the incidence entries of
+    the flows whose rate may change.  Each flow keeps its bytes left ``rem`` as
+    of ``t_ref``, the time its rate last changed.
+    """
+
+    _FIELDS = ("rem", "t_ref", "rate", "t_bw", "t_next", "phase", "batch", "index", "e_start", "e_len")
+
+    def __init__(self, capacity: np.ndarray, incremental: bool = True):
         self.capacity = np.asarray(capacity, dtype=float)
+        self.incremental = incremental  # False: the plain reference (every flow, textbook solver, every event)
         self.t = 0.0
-        self.rem = _EMPTY_F      # bytes left as of self.t
+        self.rem = _EMPTY_F      # bytes left as of t_ref
+        self.t_ref = _EMPTY_F    # when rem was last brought up to date
+        self.rate = _EMPTY_F     # bytes/s (0 while in the latency phase or gone)
         self.t_bw = _EMPTY_F     # absolute start of the bandwidth phase
-        self.rate = _EMPTY_F     # bytes/s (0 while in the latency phase)
-        self.t_fin = _EMPTY_F    # projected finish (inf while in the latency phase)
-        self.in_bw = np.zeros(0, dtype=bool)
+        self.t_next = _EMPTY_F   # next phase change: t_bw, projected finish, or inf when gone
+        self.phase = np.zeros(0, dtype=np.int8)  # LATENCY, BANDWIDTH or GONE
         self.batch = _EMPTY_I    # owning batch id
         self.index = _EMPTY_I    # position inside its batch
-        self.nz_flow = _EMPTY_I  # incidence list, sorted by flow
-        self.nz_link = _EMPTY_I
+        self.e_start = _EMPTY_I  # first entry of the flow's route in e_link
+        self.e_len = _EMPTY_I
+        self.e_link = _EMPTY_I   # concatenated routes of all slots
+        n_links = len(self.capacity)
+        self.link_load = np.zeros(n_links)                 # sum of rates of bandwidth-phase flows
+        self.link_count = np.zeros(n_links, dtype=np.int64)  # bandwidth-phase flows per link
+        self.n_live = 0
         self._pending: list[tuple] = []
         self._finish: dict[int, np.ndarray] = {}
         self._left: dict[int, int] = {}
@@ -56,6 +80,7 @@ class FluidCore:
         self._born_done: list[int] = []
         self.solves = 0
         self.rounds = 0
+        self.full_solves = 0
 
     # ---- input -----------------------------------------------------------
     def add(self, rem: np.ndarray, t_bw: np.ndarray, route_len: np.ndarray, links: np.ndarray,
@@ -87,100 +112,187 @@ class FluidCore:
 
     @property
     def empty(self) -> bool:
-        return len(self.rem) == 0 and not self._pending and not self._born_done
+        return self.n_live == 0 and not self._pending and not self._born_done
 
     def next_time(self) -> float:
         """Absolute time of the next phase change, ``inf`` when nothing is active."""
-        if len(self.rem) == 0:
+        if self.n_live == 0:
             return self.t if (self._pending or self._born_done) else np.inf
-        return float(np.where(self.in_bw, self.t_fin, self.t_bw).min())
+        return float(self.t_next.min())
 
     # ---- progress --------------------------------------------------------
     def settle(self, now: float) -> list[tuple[int, np.ndarray]]:
         """Advance to ``now``; return ``(batch id, finish times)`` of batches that completed."""
         now = float(now)
         tol = TIME_TOL * max(abs(now), 1e-300)
-        dt = now - self.t
-        if len(self.rem) and dt > 0:
-            self.rem = np.where(self.in_bw, self.rem - self.rate * dt, self.rem)
         self.t = now
-        changed = False
         done_batches, self._born_done = self._born_done, []
-        while True:
-            due = self.in_bw & (self.t_fin <= now + tol)
-            if due.any():
-                self._retire(due, now, done_batches)
-                changed = True
-            if self._pending:
-                self._merge()
-            enter = ~self.in_bw & (self.t_bw <= now + tol)
-            if enter.any():
-                self.in_bw = self.in_bw | enter
-                changed = True
-            if not changed:
+        if self._pending:
+            self._merge()
+        while self.n_live:
+            due = np.flatnonzero(self.t_next <= now + tol)
+            if due.size == 0:
                 break
-            self._solve(now)
-            changed = False
-            if not (self.in_bw & (self.t_fin <= now + tol)).any():
-                break
+            ph = self.phase[due]
+            gone, enter = due[ph == BANDWIDTH], due[ph == LATENCY]
+            if gone.size:
+                self._retire(gone, now, done_batches)
+            if enter.size:
+                self.phase[enter] = BANDWIDTH
+                self.t_ref[enter] = now
+                self.t_next[enter] = np.inf
+            self._solve(now, gone, enter)
+        if self.n_live == 0 or 2 * self.n_live < len(self.rem) - 4096:
+            self._compact()
         return [(b, self._finish.pop(b)) for b in done_batches]
 
-    def _retire(self, due: np.ndarray, now: float, done_batches: list[int]) -> None:
-        for b in np.unique(self.batch[due]):
-            sel = due & (self.batch == b)
+    def _retire(self, gone: np.ndarray, now: float, done_batches: list[int]) -> None:
+        batches = self.batch[gone]
+        for b in np.unique(batches):
+            sel = gone[batches == b]
             b = int(b)
             self._finish[b][self.index[sel]] = now
-            self._left[b] -= int(sel.sum())
+            self._left[b] -= len(sel)
             if self._left[b] == 0:
                 del self._left[b]
                 done_batches.append(b)
-        keep = ~due
-        new_id = np.cumsum(keep) - 1
-        nz_keep = keep[self.nz_flow]
-        self.nz_flow = new_id[self.nz_flow[nz_keep]]
-        self.nz_link = self.nz_link[nz_keep]
-        for name in ("rem", "t_bw", "rate", "t_fin", "in_bw", "batch", "index"):
-            setattr(self, name, getattr(self, name)[keep])
+        self.phase[gone] = GONE
+        self.t_next[gone] = np.inf
+        self.n_live -= len(gone)
 
     def _merge(self) -> None:
-        n0 = len(self.rem)
-        parts = self._pending
-        self._pending = []
-        counts = [len(p[1]) for p in parts]
-        offs = n0 + np.concatenate(([0], np.cumsum(counts)[:-1]))
-        self.nz_flow = np.concatenate([self.nz_flow] + [np.repeat(np.arange(c) + o, p[4])
-                                                         for c, o, p in zip(counts, offs, parts)])
-        self.nz_link = np.concatenate([self.nz_link] + [np.asarray(p[5], dtype=np.int64) for p in parts])
-        total = sum(counts)
-        self.rem = np.concatenate([self.rem] + [np.asarray(p[2], dtype=float) for p in parts])
-        self.t_bw = np.concatenate([self.t_bw] + [np.asarray(p[3], dtype=float) for p in parts])
-        self.rate = np.concatenate([self.rate, np.zeros(total)])
-        self.t_fin = np.concatenate([self.t_fin, np.full(total, np.inf)])
-        self.in_bw = np.concatenate([self.in_bw, np.zeros(total, dtype=bool)])
-        self.batch = np.concatenate([self.batch] + [np.full(c, p[0], dtype=np.int64) for c, p in zip(counts, parts)])
-        self.index = np.concatenate([self.index] + [np.asarray(p[1], dtype=np.int64) for p in parts])
+        parts, self._pending = self._pending, []
+        n0, e0 = len(self.rem), len(self.e_link)
+        lens = np.concatenate([np.asarray(p[4], dtype=np.int64) for p in parts])
+        total = len(lens)
+        starts = e0 + np.concatenate(([0], np.cumsum(lens)[:-1]))
+        t_bw = np.concatenate([np.asarray(p[3], dtype=float) for p in parts])
+        new = {
+            "rem": np.concatenate([np.asarray(p[2], dtype=float) for p in parts]),
+            "t_ref": np.full(total, self.t), "rate": np.zeros(total), "t_bw": t_bw, "t_next": t_bw.copy(),
+            "phase": np.full(total, LATENCY, dtype=np.int8),
+            "batch": np.concatenate([np.full(len(p[1]), p[0], dtype=np.int64) for p in parts]),
+            "index": np.concatenate([np.asarray(p[1], dtype=np.int64) for p in parts]),
+            "e_start": starts, "e_len": lens,
+        }
+        for name in self._FIELDS:
+            setattr(self, name, np.concatenate((getattr(self, name), new[name])))
+        self.e_link = np.concatenate([self.e_link] + [np.asarray(p[5], dtype=np.int64) for p in parts])
+        self.n_live += total
+        assert len(self.rem) == n0 + total
 
-    def _solve(self, now: float) -> None:
-        """Max-min over the flows in their bandwidth phase; refresh finish times."""
-        bw = self.in_bw
-        ids = np.flatnonzero(bw)
-        local = np.full(len(bw), -1, dtype=np.int64)
-        local[ids] = np.arange(len(ids))
-        sel = bw[self.nz_flow]
-        rates, rounds = maxmin_rates(local[self.nz_flow[sel]], self.nz_link[sel], len(ids), self.capacity)
+    def _compact(self) -> None:
+        """Drop gone slots (and their entries); slot order is kept."""
+        keep = self.phase != GONE
+        ent = self._entries(np.flatnonzero(keep))
+        for name in self._FIELDS:
+            setattr(self, name, getattr(self, name)[keep])
+        self.e_link = self.e_link[ent]
+        self.e_start = np.cumsum(self.e_len) - self.e_len
+
+    def _entries(self, slots: np.ndarray) -> np.ndarray:
+        """Positions in e_link of the routes of ``slots``, concatenated in slot order."""
+        lens = self.e_len[slots]
+        if len(lens) == 0:
+            return _EMPTY_I
+        shift = np.repeat(self.e_start[slots] - (np.cumsum(lens) - lens), lens)
+        return shift + np.arange(int(lens.sum()))
+
+    def _solve(self, now: float, gone: np.ndarray, enter: np.ndarray) -> None:
+        """Re-solve max-min after ``gone`` left and ``enter`` began their bandwidth phase.
+
+        Only flows whose rate can change are re-solved.  Max-min fairness is
+        progressive filling, and removing or adding a flow of (final) rate r does
+        not change any freezing event below level r: every flow whose rate is
+        below ``T`` = min(rate of each flow that left, a lower bound of each new
+        flow's rate) keeps it.  The others are re-solved on the capacity those
+        fixed flows leave, which gives their exact max-min rates because fixed
+        flows already have their final rates (docs/engine.md, "Incremental
+        re-solves").  The lower bound for a new flow is the smallest
+        ``capacity / flows`` on its route: a link's fair share never decreases
+        while filling proceeds.
+        """
+        n_links = len(self.capacity)
+        cap = self.capacity
+        threshold = np.inf
+        eg = ee = _EMPTY_I
+        if gone.size:
+            threshold = float(self.rate[gone].min())
+            eg = self.e_link[self._entries(gone)]
+            self.link_count -= np.bincount(eg, minlength=n_links)
+            self.link_load -= np.bincount(eg, weights=np.repeat(self.rate[gone], self.e_len[gone]),
+                                          minlength=n_links)
+            self.rate[gone] = 0.0
+        if enter.size:
+            ee = self.e_link[self._entries(enter)]
+            self.link_count += np.bincount(ee, minlength=n_links)
+            if ee.size:
+                with np.errstate(divide="ignore"):
+                    threshold = min(threshold, float((cap[ee] / self.link_count[ee]).min()))
         self.solves += 1
+        live = self.phase == BANDWIDTH
+        refresh = self.solves % _REFRESH == 0 or not self.incremental
+        # A relative margin keeps flows whose rate equals the threshold up to rounding in the re-solve.
+        resolve = live & (self.rate >= threshold * (1.0 - 1e-9))
+        resolve[enter] = True
+        if refresh or resolve.sum() == live.sum():
+            resolve = live
+        slots = np.flatnonzero(resolve)
+        if slots.size == 0:
+            return
+        ent = self._entries(slots)
+        links = self.e_link[ent]
+        owner = np.repeat(np.arange(len(slots)), self.e_len[slots])
+        if resolve is not live:
+            changed = np.concatenate((eg, ee)) if gone.size and enter.size else (eg if gone.size else ee)
+            slots, links, owner = _touched_components(slots, links, owner, changed, n_links)
+            if slots.size == 0:
+                return
+        old = np.bincount(links, weights=self.rate[slots][owner], minlength=n_links)
+        full = resolve is live
+        if full:
+            self.full_solves += 1
+            residual = cap
+        else:
+            residual = cap - (self.link_load - old)
+        solver = maxmin_rates if self.incremental else maxmin_rates_global
+        rates, rounds = solver(owner, links, len(slots), residual)
         self.rounds += rounds
-        self.rate = np.zeros(len(bw))
-        self.rate[ids] = rates
+        new = np.bincount(links, weights=rates[owner], minlength=n_links)
+        self.link_load = new if full else self.link_load - old + new
+        rem = self.rem[slots] - self.rate[slots] * (now - self.t_ref[slots])
+        self.rem[slots] = rem
+        self.t_ref[slots] = now
+        self.rate[slots] = rates
         with np.errstate(divide="ignore", invalid="ignore"):
-            left = np.where(self.rem[ids] > 0, self.rem[ids] / rates, 0.0)
-        self.t_fin = np.full(len(bw), np.inf)
-        self.t_fin[ids] = now + left
+            self.t_next[slots] = now + np.where(rem > 0, rem / rates, 0.0)
 
     def snapshot(self, at: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``(index, rem, t_bw, in_bw)`` of live flows at ``at`` (between events, no settle)."""
-        rem = np.where(self.in_bw, self.rem - self.rate * (at - self.t), self.rem)
-        return self.index.copy(), np.maximum(rem, 0.0), self.t_bw.copy(), self.in_bw.copy()
+        live = self.phase != GONE
+        in_bw = self.phase[live] == BANDWIDTH
+        rem = self.rem[live] - np.where(in_bw, self.rate[live] * (at - self.t_ref[live]), 0.0)
+        return self.index[live].copy(), np.maximum(rem, 0.0), self.t_bw[live].copy(), in_bw
+
+
+def _touched_components(slots, links, owner, changed, n_links):
+    """Keep the re-solve candidates connected (through shared links) to a changed link.
+
+    A connected component of candidates that crosses no link of a flow that
+    left or entered sees the same flows on the same residual capacities as
+    before, so its rates cannot change.
+    """
+    m = len(slots)
+    graph = coo_matrix((np.ones(len(owner), dtype=np.int8), (owner, m + links)), shape=(m + n_links, m + n_links))
+    _, label = connected_components(graph, directed=False)
+    hit = np.zeros(label.max() + 1, dtype=bool)
+    hit[label[m + changed]] = True
+    keep = hit[label[:m]]
+    if keep.all():
+        return slots, links, owner
+    ent = keep[owner]
+    new_id = np.cumsum(keep) - 1
+    return slots[keep], links[ent], new_id[owner[ent]]
 
 
 @dataclass(frozen=True, eq=False)
@@ -196,13 +308,13 @@ class IsolatedState:
 
 
 def run_isolated(capacity: np.ndarray, nbytes: np.ndarray, latency: np.ndarray, route_len: np.ndarray,
-                 links: np.ndarray, until: float = np.inf) -> IsolatedState:
+                 links: np.ndarray, until: float = np.inf, incremental: bool = True) -> IsolatedState:
     """Run one batch of flows, started at time 0, alone on an empty network.
 
     Stops at ``until`` (events at exactly ``until`` are applied) and reports the
     state there; with the default it runs to completion.
     """
-    core = FluidCore(capacity)
+    core = FluidCore(capacity, incremental)
     core.add(np.asarray(nbytes, float), np.asarray(latency, float), route_len, links)
     done = core.settle(0.0)
     while not done:

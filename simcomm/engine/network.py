@@ -51,9 +51,9 @@ class Reservation:
 class LiveNetwork:
     """Flows and reservations on one topology's directed links."""
 
-    def __init__(self, env: simpy.Environment, capacity: np.ndarray):
+    def __init__(self, env: simpy.Environment, capacity: np.ndarray, incremental: bool = True):
         self.env = env
-        self.core = FluidCore(capacity)
+        self.core = FluidCore(capacity, incremental)
         self.reservation: Reservation | None = None
         self.interrupts = 0
         self.settles = 0

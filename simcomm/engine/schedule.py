@@ -143,15 +143,30 @@ class RoutedStep:
         return np.bincount(family_of_link[self.links], weights=per_link, minlength=n_families)
 
 
-def route_step(topology: Topology, group: np.ndarray, step: Step, gamma: np.ndarray) -> RoutedStep:
-    """Map a group-local step to global ranks and route every transfer."""
+def route_step(topology: Topology, group: np.ndarray, step: Step, gamma: np.ndarray,
+               cache: dict | None = None, group_key: bytes | None = None) -> RoutedStep:
+    """Map a group-local step to global ranks and route every transfer.
+
+    ``cache`` (a dict owned by the caller, one per topology) keeps the routes
+    of each (group, src, dst) pattern, so a pattern seen again with other byte
+    counts (the same all-to-all on another layer) is not routed again.
+    """
     src = group[step.src]
     dst = group[step.dst]
-    routes = [topology.route(a, b) for a, b in zip(src.tolist(), dst.tolist())]
-    route_len = np.fromiter(map(len, routes), dtype=np.int64, count=len(routes))
-    links = np.fromiter(chain.from_iterable(routes), dtype=np.int64, count=int(route_len.sum()))
-    owner = np.repeat(np.arange(len(routes)), route_len)
-    latency = np.bincount(owner, weights=topology.latency[links], minlength=len(routes))
+    key = None
+    if cache is not None:
+        key = (group.tobytes() if group_key is None else group_key, step.src.tobytes(), step.dst.tobytes())
+    hit = cache.get(key) if key is not None else None
+    if hit is None:
+        routes = [topology.route(a, b) for a, b in zip(src.tolist(), dst.tolist())]
+        route_len = np.fromiter(map(len, routes), dtype=np.int64, count=len(routes))
+        links = np.fromiter(chain.from_iterable(routes), dtype=np.int64, count=int(route_len.sum()))
+        owner = np.repeat(np.arange(len(routes)), route_len)
+        latency = np.bincount(owner, weights=topology.latency[links], minlength=len(routes))
+        if key is not None:
+            cache[key] = (latency, route_len, links)
+    else:
+        latency, route_len, links = hit
     red = step.reduce > 0
     if red.any():
         ranks, slot = np.unique(dst[red], return_inverse=True)

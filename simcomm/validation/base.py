@@ -81,6 +81,8 @@ class CaseResult:
     rows: tuple[Row, ...]
     findings: tuple[str, ...] = ()
     fidelity: str = "flow"
+    #: the model behind the predictions: equations and how reported numbers are derived
+    method: tuple[str, ...] = ()
     extra: dict = field(default_factory=dict, compare=False)
 
     def predictions(self) -> tuple[Row, ...]:
@@ -89,7 +91,7 @@ class CaseResult:
     def to_dict(self) -> dict:
         return {"name": self.name, "title": self.title, "paper": self.paper, "setup": list(self.setup),
                 "assumptions": list(self.assumptions), "calibrated": list(self.calibrated),
-                "fidelity": self.fidelity, "findings": list(self.findings),
+                "fidelity": self.fidelity, "findings": list(self.findings), "method": list(self.method),
                 "rows": [{"label": r.label, "reported": r.reported, "predicted": r.predicted, "unit": r.unit,
                           "role": r.role, "where": r.where, "error_pct": r.error_pct, "verdict": r.verdict,
                           "note": r.note} for r in self.rows]}

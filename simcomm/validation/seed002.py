@@ -70,4 +70,8 @@ def run() -> CaseResult:
         assumptions=(f"per-GPU batch {BATCH} (not stated)", "GTX 1080 Ti roofline compute (GPU not stated)",
                      "density k/d = 0.004 (the last warm-up density), 5-row sketches: strategy defaults",
                      "MPI over TCP stack (Horovod on 1 GbE)"),
+        method=("throughput = R B / T, T = t_host + t_fwd + t_bwd + T_compress + T_comm + t_update",
+                "gtopk: 2 log2(R) α + 4 k log2(R) β; gs-sgd: 2 ceil(log2 R)(α + sketch β) + second round "
+                "for the k exact values; sketched-sgd: sketches to a server and back (docs/strategies.md)",
+                "t_host: one fixed host cost per iteration (blocking data-loading term), fitted on gTop-k"),
         calibrated=tuple(cal), rows=tuple(rows), findings=tuple(find))

@@ -90,7 +90,13 @@ def run() -> CaseResult:
         assumptions=("one-core time = 32 x simulated one-node time (linear inside a node)",
                      "per-layer time from Haswell roofline synthesis at batches 1, 8, 32 (t0 + b t1)",
                      "MPI stack on Aries: 2 us per message; analytic fidelity (256 ranks)"),
-        calibrated=(f"network efficiency {eff:.3f} of Aries line rate, from the VGG-16 allreduce speedup",),
+method=("strong scaling: per-rank batch ceil(256 / P); per-layer t(b) = t0 + b t1 from the Haswell "
+                "roofline at batches 1, 8, 32",
+                "speedup(P) = 32 T(1 node) / T(P nodes), T from the analytic (closed-form) engine",
+                "allreduce: bucketed all-reduce of |θ| overlapped with backward and the next forward; pcnn: "
+                "FC all-to-all of activations + all-gather of errors, conv all-to-all slices (seed 003 Eq. 11)",
+                "FC1 volume ratio: N N' / (N' K / P + N K)"),
+                calibrated=(f"network efficiency {eff:.3f} of Aries line rate, from the VGG-16 allreduce speedup",),
         rows=tuple(rows),
         findings=(f"FC1 of VGG-16 (N'=25 088, N=4 096, K=256, 392 MB): all-reduce moves NN' words, PCNN "
                   f"N'K/P + NK; volume ratio {ratios}; Eq. 11 holds for every P, consistent with the "

@@ -133,4 +133,8 @@ def run() -> CaseResult:
                      f"drop ratio R = {DROP_RATIO} (not stated in the paper)",
                      "worker compute from the bundled roofline traces (1080 Ti, V100)",
                      "ideal stack with 40 us per message, scaled by the calibrated goodput factor"),
+        method=("iteration = worker compute + PS compute + communication (TF's synchronous PS)",
+                "PS compute = s_B (R + 1) |θ| (1 + server overhead), s_B the fitted reduce+update rate",
+                "communication = f x simulated push of R x |θ| into the server and pull back, f the fitted "
+                "goodput factor; with dropping, the pushed bytes are (1 - R_drop) |θ| per worker"),
         calibrated=tuple(cal), rows=tuple(rows), findings=tuple(find))
