@@ -27,7 +27,7 @@ from scipy.optimize import least_squares
 
 from simcomm.errors import ConfigError
 
-__all__ = ["CalibrationError", "Fit", "fit_alpha_beta", "fit_linear", "fit_gamma",
+__all__ = ["CalibrationError", "Fit", "fit_alpha_beta", "fit_bandwidth", "fit_linear", "fit_gamma",
            "check_monotone", "MIN_SIZES", "DIP_TOLERANCE"]
 
 #: fewest distinct message sizes a fit accepts (two points always fit a line exactly)
@@ -184,6 +184,30 @@ def fit_alpha_beta(sizes: Sequence[float], times: Sequence[float], name: str = "
     ss_tot = float(np.sum((t - t.mean()) ** 2))
     r2 = 1.0 - float(np.sum((t - pred) ** 2)) / ss_tot if ss_tot > 0 else 1.0
     return Fit(name, {"alpha": alpha, "beta": float(slope)}, joint.sizes, joint.times,
+               tuple(map(float, pred)), r2)
+
+
+def fit_bandwidth(sizes: Sequence[float], times: Sequence[float], name: str = "link",
+                  min_size: float = 262144) -> Fit:
+    """β alone from the bandwidth-dominated points (``n >= min_size``): ``t = c + n·β``.
+
+    For a path whose latency is known from another fit (the cross-leaf
+    ping-pong of a two-tier cluster, where only the trunk's rate is new); α is
+    reported as the intercept clipped at 0 and is not used.
+    """
+    n = np.asarray(sizes, float).ravel()
+    t = np.asarray(times, float).ravel()
+    big = n >= min_size
+    if len(np.unique(n[big])) < 2:
+        raise CalibrationError(f"{name}: needs at least 2 sizes >= {min_size:.0f} B to fit a bandwidth")
+    beta, c = np.polyfit(n[big], t[big], 1)
+    if not beta > 0:
+        raise CalibrationError(f"{name}: fitted beta = {beta:.3g} is not positive; the times do not grow with size")
+    alpha = max(float(c), 0.0)
+    pred = alpha + n * beta
+    ss_tot = float(np.sum((t - t.mean()) ** 2))
+    r2 = 1.0 - float(np.sum((t - pred) ** 2)) / ss_tot if ss_tot > 0 else 1.0
+    return Fit(name, {"alpha": alpha, "beta": float(beta)}, tuple(map(float, n)), tuple(map(float, t)),
                tuple(map(float, pred)), r2)
 
 

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from simcomm.calibrate.bench import BenchSpec
-from simcomm.calibrate.fit import CalibrationError, Fit, fit_alpha_beta
+from simcomm.calibrate.fit import CalibrationError, Fit, fit_alpha_beta, fit_bandwidth
 from simcomm.calibrate.linkfile import LinkEstimate
 
 __all__ = ["free_port", "launch_local", "launch_emulated", "run_from_env", "fit_record", "LINK_NAMES"]
@@ -126,7 +126,9 @@ def fit_record(rec: dict) -> tuple[dict[str, Fit], list[LinkEstimate]]:
     fits: dict[str, Fit] = {}
     links = []
     for cls, d in sorted(rec.get("p2p", {}).items()):
-        f = fit_alpha_beta(d["sizes"], d["times"], name=f"ping-pong {cls}")
+        # cross-leaf: only the trunk's rate is new (its latency is the inter one plus two bridges)
+        fitter = fit_bandwidth if cls == "cross" else fit_alpha_beta
+        f = fitter(d["sizes"], d["times"], name=f"ping-pong {cls}")
         fits[cls] = f
         # gloo between nodes is TCP over Ethernet; within a node it is loopback TCP (no preset family)
         family = "ethernet" if cls in ("inter", "cross") and rec.get("backend") == "gloo" else "custom"

@@ -21,8 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from simcomm.engine.maxmin import maxmin_rates, maxmin_rates_global
 
@@ -215,7 +213,6 @@ class FluidCore:
         n_links = len(self.capacity)
         cap = self.capacity
         threshold = np.inf
-        eg = ee = _EMPTY_I
         if gone.size:
             threshold = float(self.rate[gone].min())
             eg = self.e_link[self._entries(gone)]
@@ -243,11 +240,6 @@ class FluidCore:
         ent = self._entries(slots)
         links = self.e_link[ent]
         owner = np.repeat(np.arange(len(slots)), self.e_len[slots])
-        if resolve is not live:
-            changed = np.concatenate((eg, ee)) if gone.size and enter.size else (eg if gone.size else ee)
-            slots, links, owner = _touched_components(slots, links, owner, changed, n_links)
-            if slots.size == 0:
-                return
         old = np.bincount(links, weights=self.rate[slots][owner], minlength=n_links)
         full = resolve is live
         if full:
@@ -273,26 +265,6 @@ class FluidCore:
         in_bw = self.phase[live] == BANDWIDTH
         rem = self.rem[live] - np.where(in_bw, self.rate[live] * (at - self.t_ref[live]), 0.0)
         return self.index[live].copy(), np.maximum(rem, 0.0), self.t_bw[live].copy(), in_bw
-
-
-def _touched_components(slots, links, owner, changed, n_links):
-    """Keep the re-solve candidates connected (through shared links) to a changed link.
-
-    A connected component of candidates that crosses no link of a flow that
-    left or entered sees the same flows on the same residual capacities as
-    before, so its rates cannot change.
-    """
-    m = len(slots)
-    graph = coo_matrix((np.ones(len(owner), dtype=np.int8), (owner, m + links)), shape=(m + n_links, m + n_links))
-    _, label = connected_components(graph, directed=False)
-    hit = np.zeros(label.max() + 1, dtype=bool)
-    hit[label[m + changed]] = True
-    keep = hit[label[:m]]
-    if keep.all():
-        return slots, links, owner
-    ent = keep[owner]
-    new_id = np.cumsum(keep) - 1
-    return slots[keep], links[ent], new_id[owner[ent]]
 
 
 @dataclass(frozen=True, eq=False)

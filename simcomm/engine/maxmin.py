@@ -41,7 +41,6 @@ def maxmin_rates(nz_flow: np.ndarray, nz_link: np.ndarray, n_flows: int, capacit
     for m identical flows, each of which gets the returned rate.  A flow that
     crosses no link gets rate ``inf``.  Entries need not be sorted.
     """
-    n_links = len(capacity)
     rate = np.full(n_flows, np.inf)
     if n_flows == 0 or len(nz_flow) == 0:
         return rate, 0
@@ -49,32 +48,43 @@ def maxmin_rates(nz_flow: np.ndarray, nz_link: np.ndarray, n_flows: int, capacit
     if (np.diff(lf) < 0).any():  # reduceat below needs each flow's entries contiguous
         order = np.argsort(lf, kind="stable")
         lf, ll = lf[order], ll[order]
-    lw = np.ones(len(lf)) if weight is None else np.asarray(weight, float)[lf]
-    cap = np.array(capacity, dtype=float)
+    cap = np.asarray(capacity, dtype=float)
+    if 2 * len(ll) < len(cap):
+        # Work on the links actually crossed: every pass below is then O(entries).
+        used, ll = np.unique(ll, return_inverse=True)
+        cap = cap[used]
+    cap = np.maximum(cap, 0.0)
+    n_links = len(cap)
+    first = np.flatnonzero(np.concatenate(([True], lf[1:] != lf[:-1])))
+    fid = lf[first]                                   # flows still rising, in entry order
+    cnt = np.diff(np.append(first, len(lf)))          # their entry counts
+    lw = None if weight is None else np.asarray(weight, float)[lf]
     rounds = 0
-    while lf.size:
+    while len(fid):
         rounds += 1
+        starts = np.cumsum(cnt) - cnt
         load = np.bincount(ll, weights=lw, minlength=n_links)
         with np.errstate(divide="ignore", invalid="ignore"):
-            share = np.where(load > 0, np.maximum(cap, 0.0) / load, np.inf)
+            share = cap / load
         es = share[ll]
-        starts = np.flatnonzero(np.concatenate(([True], lf[1:] != lf[:-1])))
-        counts = np.diff(np.append(starts, len(lf)))
-        fmin = np.repeat(np.minimum.reduceat(es, starts), counts)
-        # A link is blocked when one of its flows crosses a link with a clearly smaller share.
+        fmin = np.minimum.reduceat(es, starts)        # each flow's smallest share
+        efmin = np.repeat(fmin, cnt)
+        # A link is blocked when one of its flows crosses a link with a clearly smaller share;
+        # every other link is a local minimum and saturates now, at its share.
         blocked = np.zeros(n_links, dtype=bool)
-        blocked[ll[fmin * (1.0 + REL_TOL) < es]] = True
+        blocked[ll[efmin * (1.0 + REL_TOL) < es]] = True
         hit = ~blocked[ll]
-        level = np.minimum.reduceat(np.where(hit, es, np.inf), starts)
         frozen = np.logical_or.reduceat(hit, starts)
-        took = np.repeat(frozen, counts)
-        rate[lf[starts[frozen]]] = level[frozen]
-        cap -= np.bincount(ll[took], weights=lw[took] * np.repeat(level, counts)[took], minlength=n_links)
-        full = np.zeros(n_links, dtype=bool)
-        full[ll[hit]] = True
-        cap[full] = 0.0  # saturated: exact zero, whatever the rounding
+        rate[fid[frozen]] = fmin[frozen]
+        took = np.repeat(frozen, cnt)
+        used_w = efmin[took] if lw is None else efmin[took] * lw[took]
+        cap = cap - np.bincount(ll[took], weights=used_w, minlength=n_links)
+        cap[ll[hit]] = 0.0  # saturated: exact zero, whatever the rounding
         keep = ~took
-        lf, ll, lw = lf[keep], ll[keep], lw[keep]
+        ll = ll[keep]
+        if lw is not None:
+            lw = lw[keep]
+        fid, cnt = fid[~frozen], cnt[~frozen]
     return rate, rounds
 
 

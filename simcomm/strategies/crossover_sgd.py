@@ -10,6 +10,13 @@ for them together; ``mode=serial`` (the published code) runs the segments one
 after another with a barrier between them.  Then each received segment is
 averaged into the model: x_s <- (x_s + x_s,recv)/2.
 
+``overlap=none`` (default) sends the freshly updated model and waits before
+the next iteration, as the published implementation does: the paper's
+conclusion lists overlapping the exchange with backward as future work.
+``overlap=compute`` posts the exchange at the start of the iteration (the
+parameters of the previous update) and averages before the update, as SGP
+does, hiding it behind forward and backward (Sec. 3.1 argues this is easy).
+
 Closed form (contention free): overlap ``T_comm = max_s(α + |θ_s|β)`` per rank
 with all S flows sharing its NIC, i.e. about ``α + |θ|β``; serial
 ``T_comm = Σ_s(α + |θ_s|β + T_barrier)``.  Per iteration a rank sends and
@@ -28,6 +35,7 @@ from simcomm.strategies.base import NotApplicable, Strategy, register
 from simcomm.strategies.common import check_choice, emit_forward_backward, emit_update
 
 MODES = ("overlap", "serial")
+OVERLAPS = ("none", "compute")
 
 
 @dataclass(frozen=True)
@@ -38,10 +46,12 @@ class CrossoverParams:
     mode: str = "overlap"
     interval: int = 1
     seed: int = 0
+    overlap: str = "none"
 
     def __post_init__(self):
         check_int("segments", self.segments, 0)
         check_choice("mode", self.mode, MODES)
+        check_choice("overlap", self.overlap, OVERLAPS)
         check_interval(self.interval)
         check_int("seed", self.seed, 0)
 
@@ -53,17 +63,20 @@ class CrossoverParams:
                        "else 18 of about equal bytes")
         if self.interval == 1:
             out.append("communication interval 1 (seed 001 used 42 to emulate a large batch)")
+        if self.overlap == "none":
+            out.append("exchange not overlapped with compute (published code; overlap=compute hides it)")
         out.append(f"peer tables drawn from seed {self.seed} per (iteration, segment); one representative iteration")
         return tuple(out)
 
 
-def emit_crossover(b: PlanBuilder, members: Sequence[int], ready: dict[int, int], seg_bytes: Sequence[float],
-                   mode: str, seed: int, iteration: int, gamma) -> dict[int, int]:
-    """Crossover exchange among ``members``; returns rank -> id of its averaging op.
+def emit_segment_exchange(b: PlanBuilder, members: Sequence[int], ready: dict[int, int | None],
+                          seg_bytes: Sequence[float], mode: str, seed: int,
+                          iteration: int) -> tuple[dict[int, list[int]], dict[int, float]]:
+    """The S segment transfers among ``members``: (rank -> transfer ids it waits for, rank -> bytes received).
 
-    ``ready[r]`` is the op after which rank r's parameters may be sent.
-    Destination tables index ``members``, so the same code serves leaders of
-    groups in the hierarchical variant.
+    ``ready[r]`` is the op after which rank r's parameters may be sent (None:
+    at once).  Destination tables index ``members``, so the same code serves
+    leaders of groups in the hierarchical variant.
     """
     g = len(members)
     done: dict[int, list[int]] = {r: [] for r in members}
@@ -75,7 +88,7 @@ def emit_crossover(b: PlanBuilder, members: Sequence[int], ready: dict[int, int]
         ids = []
         for i, r in enumerate(members):
             d = members[int(dest[i])]
-            after = [ready[r]] + ([barrier] if barrier is not None else [])
+            after = ([ready[r]] if ready[r] is not None else []) + ([barrier] if barrier is not None else [])
             t = b.transfer(r, d, nbytes, after=after, label=f"segment {s} {r}->{d}", stream=stream)
             done[r].append(t)
             done[d].append(t)
@@ -84,6 +97,13 @@ def emit_crossover(b: PlanBuilder, members: Sequence[int], ready: dict[int, int]
         if mode == "serial" and s < len(seg_bytes) - 1:
             # the published code waits for every rank's segment before the next one
             barrier = b.collective("allreduce", members, 0.0, after=ids, label=f"barrier {s}")
+    return done, recv_bytes
+
+
+def emit_crossover(b: PlanBuilder, members: Sequence[int], ready: dict[int, int], seg_bytes: Sequence[float],
+                   mode: str, seed: int, iteration: int, gamma) -> dict[int, int]:
+    """Crossover exchange among ``members`` then averaging; returns rank -> id of its averaging op."""
+    done, recv_bytes = emit_segment_exchange(b, members, ready, seg_bytes, mode, seed, iteration)
     return {r: b.compute(r, gamma(r) * recv_bytes[r], after=done[r], label="average segments",
                          category="update") for r in members}
 
@@ -105,12 +125,21 @@ class CrossoverSGD(Strategy):
         segs, how = model_segments(w, p.segments)
         seg_bytes = [sum(w.layers[i].grad_bytes for i in s) for s in segs]
         b = PlanBuilder(n)
-        ready = {}
-        for r in range(n):
-            emit_forward_backward(b, w, r, buckets=(tuple(w.ready_order),))
-            ready[r] = emit_update(b, w, r)
-        emit_crossover(b, range(n), ready, seg_bytes, p.mode, p.seed, 0, topology.gamma)
-        return b.build(kind=f"gossip ({len(segs)} segments, {p.mode})", segments=len(segs),
+        if p.overlap == "compute":
+            # Send the previous update's parameters at once; average before this update.
+            done, recv = emit_segment_exchange(b, range(n), dict.fromkeys(range(n)), seg_bytes, p.mode, p.seed, 0)
+            for r in range(n):
+                it = emit_forward_backward(b, w, r, buckets=(tuple(w.ready_order),))
+                avg = b.compute(r, topology.gamma(r) * recv[r], after=[it.backward_end, *done[r]],
+                                label="average segments", category="update")
+                emit_update(b, w, r, after=[avg])
+        else:
+            ready = {}
+            for r in range(n):
+                emit_forward_backward(b, w, r, buckets=(tuple(w.ready_order),))
+                ready[r] = emit_update(b, w, r)
+            emit_crossover(b, range(n), ready, seg_bytes, p.mode, p.seed, 0, topology.gamma)
+        return b.build(kind=f"gossip ({len(segs)} segments, {p.mode}, overlap {p.overlap})", segments=len(segs),
                        assumed=(f"segments: {how}",))
 
     def iterations(self, workload, topology) -> list:

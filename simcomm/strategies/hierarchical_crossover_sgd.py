@@ -32,6 +32,10 @@ class HierarchicalCrossoverParams(CrossoverParams):
     def __post_init__(self):
         super().__post_init__()
         check_int("groups", self.groups, 0)
+        if self.overlap != "none":
+            # Its leaders' gossip sits between the group reduce and broadcast of one iteration.
+            raise ConfigError(f"overlap: {self.overlap!r} is not supported by hierarchical-crossover-sgd; "
+                              "valid choices: none")
 
     @property
     def assumed(self) -> tuple[str, ...]:

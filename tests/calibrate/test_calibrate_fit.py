@@ -101,3 +101,25 @@ def test_a_bad_link_file_is_never_left_behind(tmp_path):
         write_link_file(target, [LinkEstimate("ib-edr", f)])  # a preset name: the loader refuses it
     assert target.read_text() == "# old file\n"
     assert [p.name for p in tmp_path.iterdir()] == ["links.toml"]
+
+
+def test_fit_bandwidth_uses_the_large_points_only():
+    from simcomm.calibrate.fit import fit_bandwidth
+
+    sizes = [1024, 65536, 262144, 1048576, 2097152]
+    # small sizes bent by a software latency the slope must ignore
+    times = [5e-3, 5e-3] + [2e-4 + n / 6e6 for n in sizes[2:]]
+    f = fit_bandwidth(sizes, times, name="cross")
+    assert f.bandwidth == pytest.approx(6e6, rel=1e-9)
+    assert f.alpha == pytest.approx(2e-4, rel=1e-6)
+    with pytest.raises(CalibrationError, match="cross: needs at least 2 sizes"):
+        fit_bandwidth([1024, 2048, 262144], [1e-3, 2e-3, 3e-3], name="cross")
+
+
+def test_cross_leaf_peer_is_chosen_only_when_leaves_differ():
+    from simcomm.calibrate.bench import _pairs
+
+    nodes = ["h0", "h0", "h1", "h2"]
+    assert _pairs(nodes) == {"intra": 1, "inter": 2}
+    assert _pairs(nodes, ["l0", "l0", "l0", "l1"]) == {"intra": 1, "inter": 2, "cross": 3}
+    assert _pairs(["h0", "h1"], ["l0", "l1"]) == {"cross": 1}

@@ -195,3 +195,26 @@ def test_gossip_plans_deterministic(make_workload, mesh):
         a = STRATEGIES.get(name)().plan(make_workload(7), mesh(7))
         b = STRATEGIES.get(name)().plan(make_workload(7), mesh(7))
         assert a.ops == b.ops
+
+
+def test_crossover_compute_overlap_hides_the_exchange():
+    """overlap=compute posts the segments at iteration start and averages before the update."""
+    from simcomm import engine
+    from simcomm.strategies.crossover_sgd import CrossoverParams, CrossoverSGD
+    from simcomm.topologies.star import star
+    from simcomm.traces.schema import Layer, Trace
+    from simcomm.workload import build_workload
+
+    layers = tuple(Layer(f"l{i}", "Linear", 250_000, 1_000_000, 0.01, 0.02, 0.001) for i in range(4))
+    tr = Trace("toy", 8, "fp32", "cpu", "cpu", "synthetic", layers, 0.124)
+    w = build_workload(tr, 4)
+    topo = star(4, "eth-1g")
+    t = {}
+    for ov in ("none", "compute"):
+        plan = CrossoverSGD(CrossoverParams(segments=2, overlap=ov)).plan(w, topo)
+        t[ov] = engine.simulate(plan, topo).makespan
+    compute = 4 * (0.01 + 0.02 + 0.001)
+    # 4 MB per rank over 1 Gb/s (125 MB/s): about 32 ms of exchange, longer than nothing but
+    # shorter than forward+backward (120 ms), so overlapping hides all of it.
+    assert t["none"] > compute + 0.03
+    assert t["compute"] == pytest.approx(compute, rel=1e-6)

@@ -164,7 +164,7 @@ def test_seed001_efficiency_composition_for_accumulation(monkeypatch):
 def test_seed001_has_no_calibration_and_reports_the_crossover_finding(results):
     res = next(r for r in results if r.name == "seed001-time-efficiency")
     assert res.calibrated == () and all(r.role == "prediction" for r in res.rows)
-    assert any("model finding" in f for f in res.findings)
+    assert any("overlap=compute" in f and "future work" in f for f in res.findings)
     rows = {r.label: r for r in res.rows}
     # SGP hides its exchange behind forward+backward, so at interval 1 it beats AllReduce
     assert rows["interval 1: SGP - AllReduce efficiency"].predicted > 0
