@@ -77,7 +77,7 @@ def topology_for(rec: dict, alpha: float, bandwidth: float, trunk_bandwidth: flo
 
 def check_record(rec: dict) -> list[CheckRow]:
     fits, _ = fit_record(rec)
-    f = fits.get("inter") or fits["intra"]
+    f = fits.get("inter") or fits.get("intra") or fits["cross"]
     cross = fits.get("cross") if "inter" in fits else None
     topo = topology_for(rec, f.alpha, f.bandwidth, cross.bandwidth if cross else None)
     rows = []

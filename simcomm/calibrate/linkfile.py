@@ -18,12 +18,11 @@ a failed or interrupted run never leaves a partial or unreadable link file.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from simcomm.fileio import write_text
 from simcomm.calibrate.fit import CalibrationError, Fit
 
 __all__ = ["LinkEstimate", "render_link_toml", "write_link_file", "write_json_atomic", "atomic_write"]
@@ -66,17 +65,7 @@ def atomic_write(path: str | Path, text: str, verify=None) -> Path:
     p = Path(path)
     if p.parent and not p.parent.exists():
         raise CalibrationError(f"out: directory {str(p.parent)!r} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        if verify is not None:
-            verify(Path(tmp))
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return p
+    return write_text(p, text, verify=verify)
 
 
 def write_link_file(path: str | Path, links: list[LinkEstimate], header: str = "") -> Path:

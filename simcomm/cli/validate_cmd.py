@@ -6,14 +6,13 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from simcomm.fileio import write_text
 from simcomm.cli.app import app
 from simcomm.cli.console import print_json, stderr, stdout, table
 
@@ -22,15 +21,7 @@ __all__ = ["validate_command", "write_atomic"]
 
 def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` via a temp file in the same folder, so no partial file is left."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text(path, text)
 
 
 def _print(results, console) -> None:

@@ -114,6 +114,11 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
             prepared[op.id] = prepared[key]
 
     def collective(op):
+        # Members arrive without waiting for the op's deps (one wait here instead of one
+        # per member and dep); the start is the same: last arrival and every dep done.
+        for d in op.deps:
+            if not done[d].processed:
+                yield done[d]
         start[op.id] = env.now
         yield from pricer.collective(op, prepared[op.id])
         finish(op.id)
@@ -121,9 +126,10 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     def stream(oids: list[int]):
         for oid in oids:
             op = ops[oid]
-            for d in op.deps:
-                if not done[d].processed:
-                    yield done[d]
+            if not isinstance(op, Collective):
+                for d in op.deps:
+                    if not done[d].processed:
+                        yield done[d]
             if isinstance(op, Compute):
                 start[oid] = env.now
                 if op.seconds > 0:

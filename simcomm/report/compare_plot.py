@@ -8,9 +8,9 @@ node count.  Not-applicable points are simply absent from the lines.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
+
+from simcomm.fileio import atomic_open
 
 __all__ = ["plot_compare"]
 
@@ -55,13 +55,9 @@ def plot_compare(results, path: str | Path) -> Path:
         ax3.legend(fontsize=7)
     fig.tight_layout()
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(suffix=".png", dir=path.parent or ".")
-    os.close(fd)
     try:
-        fig.savefig(tmp, dpi=110, metadata={"Software": None})
-        os.replace(tmp, path)
+        with atomic_open(path, "wb") as fh:
+            fig.savefig(fh, format="png", dpi=110, metadata={"Software": None})
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return path

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
+from simcomm.fileio import write_bytes
 from simcomm.report.html import CAPTIONS, _inputs
 from simcomm.whatif.results import input_columns, write_text_atomic
 from simcomm.whatif.summary import findings, ranked_table
@@ -46,10 +45,7 @@ def write_markdown(path: Path, sweep: dict, rows: list[dict], figs: dict[str, by
     images = {}
     for name, png in figs.items():
         rel = f"{path.stem}-{name}.png"
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(png)
-        os.replace(tmp, path.parent / rel)
+        write_bytes(path.parent / rel, png)
         images[name] = rel
     write_text_atomic(path, render_markdown(sweep, rows, images))
     return path

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Iterable
 
+from simcomm.fileio import atomic_open
 from simcomm.ops import Collective, CommPlan, Compute, Transfer
 
 __all__ = ["trace_events", "kinds_trace_events", "write_timeline", "validate_trace_events", "STREAM_TIDS"]
@@ -112,17 +112,8 @@ def kinds_trace_events(kinds: list[tuple[str, CommPlan, object]], *, machine_of=
 
 def write_timeline(path: str | os.PathLike, obj: dict) -> None:
     """Write atomically: a temp file in the same directory, then rename."""
-    path = os.fspath(path)
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".timeline-", suffix=".json", dir=d)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(obj, fh, separators=(",", ":"), sort_keys=True)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_open(path, "w") as fh:
+        json.dump(obj, fh, separators=(",", ":"), sort_keys=True)
 
 
 def validate_trace_events(obj: dict) -> list[str]:

@@ -9,8 +9,6 @@ a 16 384-rank cluster still gives a readable picture.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -19,6 +17,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from simcomm.fileio import atomic_open
 from simcomm.topologies.base import Topology  # noqa: E402
 
 __all__ = ["draw_topology"]
@@ -90,13 +89,7 @@ def draw_topology(topo: Topology, path: str | Path, *, max_nodes: int = 300) -> 
         ax.set_xticks([])
         ax.set_ylabel("layer (0 = ranks)")
         path = Path(path)
-        fd, tmp = tempfile.mkstemp(suffix=".png", dir=path.parent if str(path.parent) else ".")
-        os.close(fd)
-        try:
-            fig.savefig(tmp, dpi=100, metadata={"Software": None})
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_open(path, "wb") as fh:
+            fig.savefig(fh, format="png", dpi=100, metadata={"Software": None})
     finally:
         plt.close(fig)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
+from simcomm.fileio import atomic_open
 from simcomm.traces.schema import Trace
 
 __all__ = ["plot_trace"]
@@ -35,13 +35,9 @@ def plot_trace(trace: Trace, path: str | os.PathLike) -> Path:
     ax.legend()
     fig.tight_layout()
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".png", dir=path.parent or ".")
-    os.close(fd)
     try:
-        fig.savefig(tmp, format="png")
-        os.replace(tmp, path)
+        with atomic_open(path, "wb") as fh:
+            fig.savefig(fh, format="png")
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return path

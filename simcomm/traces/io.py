@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 
+from simcomm.fileio import write_text
 from simcomm.errors import TraceFormatError
 from simcomm.traces.schema import CAPTURE_METHODS, SCHEMA_VERSION, Layer, Trace
 
@@ -199,25 +199,8 @@ def save_trace(trace: Trace, path: str | os.PathLike) -> Path:
     text = dumps_trace(trace)
     trace_from_dict(json.loads(text))  # never write a file we could not read back
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a trace is an ordinary file
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_text(path, text)
     return path
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def load_trace(path: str | os.PathLike) -> Trace:

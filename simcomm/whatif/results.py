@@ -14,10 +14,9 @@ import csv
 import io
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 
+from simcomm.fileio import write_text
 from simcomm.errors import ConfigError
 
 __all__ = [
@@ -41,15 +40,7 @@ _JSON_ONLY = ("assumed", "kinds", "node_scales")
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temp file and a rename (never a partial file)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text(path, text)
 
 
 def _clean(v):

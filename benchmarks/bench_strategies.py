@@ -1,0 +1,144 @@
+"""Strategy speed: every registered strategy on ResNet-50 at 1 024 GPUs, and a full compare.
+
+Part 1 runs each strategy as ``simcomm run`` would (plan + flow simulation of
+the strategy, the allreduce baseline and the analytic estimate) on the
+``dgx-a100-hdr`` cluster, 128 nodes x 8 GPUs, with the bundled ResNet-50 trace.
+Each strategy runs in a fresh Python subprocess, so no cache (routes, trace)
+carries over from another strategy: the time is what a user waits for.
+Part 2 times ``run_compare`` (the body of ``simcomm compare``) for all
+strategies at nodes 8,16,32,64,128 x 8 GPUs in one process.
+
+The table is printed and written into docs/performance.md between the markers
+``<!-- bench_strategies:begin -->`` / ``<!-- bench_strategies:end -->``.
+
+    python benchmarks/bench_strategies.py                # everything, writes the docs
+    python benchmarks/bench_strategies.py --no-write --only pcnn,ok-topk --no-compare
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_engine import machine  # noqa: E402  (same machine line as the engine benchmark)
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "performance.md"
+BEGIN, END = "<!-- bench_strategies:begin -->", "<!-- bench_strategies:end -->"
+CLUSTER, NODES, GPN = "dgx-a100-hdr", 128, 8
+COMPARE_NODES = (8, 16, 32, 64, 128)
+TARGET_S, COMPARE_TARGET_S = 10.0, 120.0
+
+_RUN = r"""
+import json, sys, time
+t0 = time.perf_counter()
+from simcomm.pipeline import simulate
+from simcomm.scenario import Scenario
+import simcomm.engine.flow, simcomm.collectives  # time the work, not the importer
+t1 = time.perf_counter()
+scn = Scenario(strategy=sys.argv[1], cluster=sys.argv[2], nodes=int(sys.argv[3]),
+               gpus_per_node=int(sys.argv[4]))
+r = simulate(scn)
+t2 = time.perf_counter()
+print(json.dumps({"strategy": sys.argv[1], "import_s": t1 - t0, "run_s": t2 - t1,
+                  "mean_ms": None if r.not_applicable else r.mean_s * 1e3,
+                  "not_applicable": r.not_applicable}))
+"""
+
+_COMPARE = r"""
+import json, sys, time
+from simcomm.cli.compare_cmd import run_compare
+from simcomm.scenario import Scenario
+from simcomm.strategies.base import STRATEGIES
+import simcomm.strategies  # noqa: F401
+names = list(STRATEGIES.names())
+nodes = [int(n) for n in sys.argv[3].split(",")]
+t0 = time.perf_counter()
+rows = run_compare(Scenario(cluster=sys.argv[1], gpus_per_node=int(sys.argv[2])), names, nodes)
+print(json.dumps({"compare_s": time.perf_counter() - t0, "strategies": len(names), "runs": len(rows)}))
+"""
+
+
+def _child(code: str, *args: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+    if out.returncode != 0:
+        return {"error": (out.stderr.strip().splitlines() or ["failed"])[-1]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def strategies() -> list[str]:
+    import simcomm.strategies  # noqa: F401
+    from simcomm.strategies.base import STRATEGIES
+
+    return list(STRATEGIES.names())
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| strategy | run (s) | mean iteration (ms) | under 10 s |", "|---|---:|---:|:---:|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['strategy']} | – | error: {r['error']} | – |")
+            continue
+        mean = "n/a" if r["mean_ms"] is None else f"{r['mean_ms']:.2f}"
+        lines.append(f"| {r['strategy']} | {r['run_s']:.2f} | {mean} | {'yes' if r['run_s'] < TARGET_S else 'NO'} |")
+    return "\n".join(lines)
+
+
+def write_doc(section: str) -> None:
+    text = DOC.read_text() if DOC.exists() else "# Performance\n\nMeasured by the scripts in `benchmarks/`.\n"
+    block = f"{BEGIN}\n{section}\n{END}"
+    if BEGIN in text and END in text:
+        text = text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    tmp = DOC.with_suffix(".md.tmp")
+    tmp.write_text(text)
+    tmp.replace(DOC)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="", help="comma-separated strategies (default: all registered)")
+    ap.add_argument("--no-compare", action="store_true", help="skip the 5-scale compare")
+    ap.add_argument("--no-write", action="store_true", help="print only; leave docs/performance.md alone")
+    args = ap.parse_args(argv)
+    names = args.only.split(",") if args.only else strategies()
+    rows = []
+    for name in names:
+        r = {"strategy": name, **_child(_RUN, name, CLUSTER, str(NODES), str(GPN))}
+        rows.append(r)
+        print(f"{name:>28}: {r.get('run_s', float('nan')):.2f} s {r.get('error', '')}", flush=True)
+    cmp = None if args.no_compare else _child(_COMPARE, CLUSTER, str(GPN), ",".join(map(str, COMPARE_NODES)))
+    tab = table(rows)
+    print(tab)
+    parts = [
+        "## Strategies: ResNet-50 at 1 024 GPUs (`benchmarks/bench_strategies.py`)",
+        "",
+        f"Measured {_dt.date.today().isoformat()} on {machine()}.  Each row is one `simcomm run "
+        f"--strategy NAME --nodes {NODES} --gpus-per-node {GPN} --cluster {CLUSTER}` (the bundled default trace, ResNet-50) "
+        "done in a fresh process (flow fidelity, the default): plan, flow simulation of the strategy, "
+        "of the allreduce baseline and the analytic estimate, without imports.  Wall times on a shared "
+        "2-core machine vary by about 2x with the load of other processes.",
+        "",
+        tab,
+    ]
+    if cmp is not None:
+        ok = "error" not in cmp
+        line = (f"`run_compare` (the body of `simcomm compare`), all {cmp['strategies']} strategies at nodes "
+                f"{','.join(map(str, COMPARE_NODES))} x {GPN} GPUs in one process: **{cmp['compare_s']:.1f} s** "
+                f"(target {COMPARE_TARGET_S:.0f} s)." if ok else f"compare failed: {cmp['error']}")
+        print(line)
+        parts += ["", line]
+    parts += ["", "Target (issue 4): every strategy under 10 s at 1 024 GPUs with the flow fidelity."]
+    if not args.no_write:
+        write_doc("\n".join(parts))
+        print(f"wrote {DOC}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
