@@ -7,7 +7,9 @@ import pytest
 
 from simcomm.calibrate.emulate import EmulatedCluster, emulation_available, list_namespaces
 
-pytestmark = pytest.mark.skipif(emulation_available() is not None, reason=str(emulation_available()))
+# Real shaped links and real TCP: timing-sensitive, so these run in the serial pass.
+pytestmark = [pytest.mark.skipif(emulation_available() is not None, reason=str(emulation_available())),
+              pytest.mark.serial]
 
 #: TCP goodput per shaped byte: tbf counts 1514-byte frames carrying 1448 payload bytes
 GOODPUT = 1448 / 1514
@@ -39,10 +41,15 @@ def test_calibration_recovers_the_shaped_rate(mbit):
     from simcomm.calibrate.launch import fit_record, launch_emulated
 
     spec = BenchSpec(p2p_sizes=(1024, 16384, 65536, 262144, 1048576), coll_sizes=(), repeats=3, collectives=())
-    with EmulatedCluster(2, f"{mbit}Mb/s") as cl:
-        rec = launch_emulated(cl, spec, limit=120)
-    fit = fit_record(rec)[0]["inter"]
-    assert fit.bandwidth == pytest.approx(mbit * 1e6 / 8 * GOODPUT, rel=0.05)
-    times = rec["p2p"]["inter"]["samples"][0]  # the 1 KB one-way times: latency dominated
+    want = mbit * 1e6 / 8 * GOODPUT
+    # One re-measurement is allowed: a single run on a shared 2-core host can be preempted.
+    for _attempt in range(2):
+        with EmulatedCluster(2, f"{mbit}Mb/s") as cl:
+            rec = launch_emulated(cl, spec, limit=120)
+        fit = fit_record(rec)[0]["inter"]
+        times = rec["p2p"]["inter"]["samples"][0]  # the 1 KB one-way times: latency dominated
+        if abs(fit.bandwidth / want - 1) <= 0.05 and 0.2 * min(times) <= fit.alpha <= max(times):
+            break
+    assert fit.bandwidth == pytest.approx(want, rel=0.05)
     assert 0 < fit.alpha <= max(times)
     assert fit.alpha >= 0.2 * min(times)

@@ -25,6 +25,7 @@ def _importable(monkeypatch):
     monkeypatch.setenv("SIMCOMM_NO_PROGRESS", "1")
 
 
+@pytest.mark.serial  # compares measured wall times
 def test_cpu_capture_layer_sum_within_15_percent():
     t = capture_trace(CaptureConfig(model="resnet20-cifar", batches=(32,), iters=8, warmup=2, threads=1))
     spec = model_spec("resnet20-cifar")
@@ -78,6 +79,7 @@ def test_rank_suffix(monkeypatch):
         load_factory("bad")
 
 
+@pytest.mark.serial  # compares measured wall times
 def test_kineto_import_matches_direct_capture(tmp_path):
     """Profile a capture run with torch.profiler; importing the profile gives the same layers and times."""
     from torch.profiler import ProfilerActivity, profile, schedule
