@@ -128,8 +128,11 @@ def check_monotone(sizes: Sequence[float], times: Sequence[float], name: str = "
 
 
 def fit_linear(columns: dict[str, np.ndarray], times: Sequence[float], sizes: Sequence[float],
-               name: str) -> Fit:
-    """Fit ``t = Σ_k x_k · columns[k]`` in relative least squares; columns are per point."""
+               name: str, *, strict: bool = True) -> Fit:
+    """Fit ``t = Σ_k x_k · columns[k]`` in relative least squares; columns are per point.
+
+    ``strict`` refuses a non-positive unknown (callers that refine the fit pass False).
+    """
     n, t = _points(sizes, times, name)
     check_monotone(n, t, name)
     keys = list(columns)
@@ -143,7 +146,7 @@ def fit_linear(columns: dict[str, np.ndarray], times: Sequence[float], sizes: Se
     x = sol.x / scale
     params = {k: float(v) for k, v in zip(keys, x)}
     for k, v in params.items():
-        if not v > 0:
+        if strict and not v > 0:
             raise CalibrationError(
                 f"{name}: fitted {k} = {v:.3g} is not positive; the measurements do not follow "
                 f"t = alpha + n*beta (too noisy, or sizes too small to show bandwidth)")
@@ -162,19 +165,27 @@ def fit_alpha_beta(sizes: Sequence[float], times: Sequence[float], name: str = "
     bursts), and a joint fit then trades bandwidth for latency.  So when at
     least two points are bandwidth-dominated (``n·β ≥ α`` in the joint fit)
     and at least one is latency-dominated, β is re-fitted on the former
-    alone (plain least squares of ``t = c + n·β``: the slope is what matters
-    for big messages) and α on the latter with that β held fixed.
+    alone (relative least squares of ``t = c + n·β``: the slope is what
+    matters for big messages) and α on the latter with that β held fixed.
+    If that leaves α ≤ 0, the small messages went out faster than the
+    sustained rate (a token-bucket burst): α is then their smallest time.
     """
     n = np.asarray(sizes, dtype=float).ravel()
-    joint = fit_linear({"alpha": np.ones_like(n), "beta": n}, times, sizes, name)
+    joint = fit_linear({"alpha": np.ones_like(n), "beta": n}, times, sizes, name, strict=False)
     t = np.asarray(times, float).ravel()
-    big = n * joint.beta >= joint.alpha
-    if len(np.unique(n[big])) < 2 or not np.any(~big):
-        return joint
+    big = n * joint.beta >= max(joint.alpha, 0.0)
+    if not np.any(~big):  # no latency-dominated point: the smallest size stands for latency
+        big = n > n.min()
+    if len(np.unique(n[big])) < 2 or joint.beta <= 0:
+        return fit_linear({"alpha": np.ones_like(n), "beta": n}, times, sizes, name)
     slope = least_squares(lambda x: (x[0] + n[big] * x[1] * 1e-9) / t[big] - 1.0,
                           [joint.alpha, joint.beta * 1e9], method="lm").x[1] * 1e-9
     small = ~big
     alpha = float(np.sum((t[small] - n[small] * slope) / t[small] ** 2) / np.sum(1.0 / t[small] ** 2))
+    if slope > 0 and not alpha > 0:
+        # Small messages that fit a token-bucket burst (or NIC/driver buffers) leave at line rate,
+        # so n*beta at the sustained rate over-counts them: their time is latency alone.
+        alpha = float(np.min(t[small]))
     for k, v in (("beta", slope), ("alpha", alpha)):
         if not v > 0:
             raise CalibrationError(

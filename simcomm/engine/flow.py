@@ -13,7 +13,10 @@ model's answer.  If other traffic arrives during the reservation, the plain
 model is resumed exactly: the repeats already complete are kept, the current
 repeat's state at the interruption (bytes left and phase of every flow) is
 rebuilt by re-running it alone up to that offset, its live flows join the
-shared network, and the remaining repeats run plainly.
+shared network, and the remaining repeats run plainly.  A single *scalable*
+step (same bytes and route latency on every transfer, no reduction: the
+pairwise steps of an all-to-all) is reserved the same way, its isolated time
+scaled from one run of the same pattern at another size (see :func:`_scalable`).
 """
 
 from __future__ import annotations
@@ -28,6 +31,20 @@ from simcomm.engine.schedule import RoutedStep, route_step
 __all__ = ["FlowPricer"]
 
 
+def _scalable(routed: RoutedStep) -> bool:
+    """Same bytes and route latency on every transfer, positive bytes, no reduction.
+
+    Run alone, such a step's flows all enter their bandwidth phase together and
+    its max-min rates never depend on the byte count, so every finish time is
+    ``latency + bytes x (a pattern constant)``: one isolated run prices the
+    pattern for every size (an all-to-all's pairwise steps on every layer).
+    """
+    if len(routed) == 0 or len(routed.red_ranks):
+        return False
+    nb, lat = routed.nbytes, routed.latency
+    return bool(nb[0] > 0 and (nb == nb[0]).all() and (lat == lat[0]).all())
+
+
 class FlowPricer:
     """Prices Transfers and Collectives on a shared :class:`LiveNetwork`."""
 
@@ -36,6 +53,7 @@ class FlowPricer:
         self.env = ctx.env
         self.net = LiveNetwork(ctx.env, ctx.topology.capacity, ctx.incremental)
         self._routes: dict = {}  # routes per (group, step pattern), see route_step
+        self._periods: dict = {}  # isolated durations of scalable step patterns
 
     def _finish_stats(self) -> None:
         st = self.ctx.stats
@@ -61,10 +79,11 @@ class FlowPricer:
             ctx.count_bytes(routed, step.repeat)
             left = step.repeat
             period = None
+            skey = (gkey, step.src.tobytes(), step.dst.tobytes()) if _scalable(routed) else None
             while left > 0:
-                if ctx.coalesce and left > 1 and self.net.idle:
+                if ctx.coalesce and (left > 1 or skey is not None) and self.net.idle:
                     if period is None:
-                        period = self._isolated_period(routed)
+                        period = self._isolated_period(routed, skey)
                     if period <= 0.0:  # nothing to wait for in any repeat
                         ctx.stats["steps_coalesced"] += left
                         break
@@ -82,11 +101,27 @@ class FlowPricer:
         self._finish_stats()
 
     # ---- steps -----------------------------------------------------------
-    def _isolated_period(self, routed: RoutedStep) -> float:
+    def _isolated_period(self, routed: RoutedStep, skey=None) -> float:
+        """Duration of one run of ``routed`` alone on the network.
+
+        A *scalable* step (see :func:`_scalable`) seen before with another byte
+        count is not run again: alone, its rates do not depend on the bytes, so
+        its bandwidth phase lasts ``bytes / bytes0`` times as long.
+        """
+        n = float(routed.nbytes[0]) if len(routed) else 0.0
+        hit = self._periods.get(skey) if skey is not None else None
+        if hit is not None:
+            n0, lat, d0 = hit
+            self.ctx.stats["isolated_scaled"] += 1
+            return lat + (d0 - lat) * (n / n0)
         iso = run_isolated(self.net.core.capacity, routed.nbytes, routed.latency, routed.route_len,
                            routed.links, incremental=self.ctx.incremental)
         self.ctx.stats["isolated_runs"] += 1
-        return routed.end_time(0.0, iso.finish)
+        self.ctx.stats["isolated_solves"] += iso.solves
+        period = routed.end_time(0.0, iso.finish)
+        if skey is not None:
+            self._periods[skey] = (n, float(routed.latency[0]), period)
+        return period
 
     def _run_step(self, routed: RoutedStep, resume: float | None = None):
         """Run one repeat of ``routed`` on the shared network (``resume``: seconds already run)."""

@@ -5,7 +5,8 @@ route's summed per-hop latency in a *latency phase* (holding no bandwidth),
 then a *bandwidth phase* in which it drains at its max-min fair rate.  Rates
 are recomputed whenever the set of flows in the bandwidth phase changes, so
 between two events every rate is constant and every flow's finish time is
-``t + remaining / rate``.
+``t + remaining / rate``.  Only flows whose rate can change are re-solved at an
+event (:meth:`FluidCore._solve` explains why that is exact).
 
 :class:`FluidCore` keeps all flows in flat numpy arrays (structure of arrays)
 and is driven by two calls: :meth:`FluidCore.settle` brings the state to time

@@ -38,16 +38,23 @@ def test_namespaces_are_removed_when_setup_fails():
 @pytest.mark.parametrize("mbit", [100, 200])
 def test_calibration_recovers_the_shaped_rate(mbit):
     from simcomm.calibrate.bench import BenchSpec
+    from simcomm.calibrate.fit import CalibrationError
     from simcomm.calibrate.launch import fit_record, launch_emulated
 
     spec = BenchSpec(p2p_sizes=(1024, 16384, 65536, 262144, 1048576), coll_sizes=(), repeats=3, collectives=())
     want = mbit * 1e6 / 8 * GOODPUT
-    # One re-measurement is allowed: a single run on a shared 2-core host can be preempted.
-    for _attempt in range(2):
+    # Re-measurement is allowed: a single run on a shared 2-core host can be preempted, which shows
+    # as a bad fit or as a fit the calibrator itself refuses (e.g. a negative latency).
+    for attempt in range(3):
         with EmulatedCluster(2, f"{mbit}Mb/s") as cl:
             rec = launch_emulated(cl, spec, limit=120)
-        fit = fit_record(rec)[0]["inter"]
         times = rec["p2p"]["inter"]["samples"][0]  # the 1 KB one-way times: latency dominated
+        try:
+            fit = fit_record(rec)[0]["inter"]
+        except CalibrationError:
+            if attempt == 2:
+                raise
+            continue
         if abs(fit.bandwidth / want - 1) <= 0.05 and 0.2 * min(times) <= fit.alpha <= max(times):
             break
     assert fit.bandwidth == pytest.approx(want, rel=0.05)

@@ -71,6 +71,16 @@ def test_non_positive_fit_is_refused():
         fit_alpha_beta([1e3, 1e4, 1e5, 1e6], [1.0e-3, 0.98e-3, 0.96e-3, 0.9e-3])
 
 
+def test_burst_sized_messages_give_latency_alone():
+    # 100 Mb/s sustained (beta = 80 ns/B, alpha = 30 us), but 1 KB leaves in a burst in 40 us,
+    # less than alpha + n*beta = 112 us: t - n*beta < 0, so alpha is that smallest time.
+    sizes = [1024, 262144, 1048576, 4194304]
+    times = [40e-6] + [30e-6 + s * 8e-8 for s in sizes[1:]]
+    fit = fit_alpha_beta(sizes, times)
+    assert fit.beta == pytest.approx(8e-8, rel=1e-9)
+    assert fit.alpha == pytest.approx(40e-6, rel=1e-9)
+
+
 def test_nan_is_refused():
     with pytest.raises(CalibrationError, match="NaN"):
         fit_alpha_beta([1e3, 1e4, 1e5], [1e-4, float("nan"), 1e-2])

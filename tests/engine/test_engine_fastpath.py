@@ -135,3 +135,30 @@ def test_repeated_alltoalls_reuse_routing_and_match_the_reference():
     assert fast.link_class_bytes == pytest.approx(ref.link_class_bytes, rel=1e-12)
     # The third alltoall repeats the first one exactly; the second only its routes.
     assert fast.duration(2) == pytest.approx(fast.duration(0), rel=1e-12)
+
+
+@pytest.mark.parametrize("frac", [0.0, 0.3, 0.77, 1.0])
+def test_scaled_alltoall_steps_interrupted_by_a_transfer_match_the_reference(frac):
+    topo = fat_tree(4, link=LINK, levels=3)
+    b = PlanBuilder(16)
+    a1 = b.collective("alltoall", range(8), 1.6e5, algorithm="pairwise")
+    b.collective("alltoall", range(8), 4.8e5, algorithm="pairwise", after=[a1])
+    plan0 = b.build()
+    probe = simulate(plan0, topo)
+    assert probe.meta["isolated_scaled"] == 7  # the second all-to-all reuses the first's 7 patterns
+    # A transfer into rank 0 starting somewhere inside the second all-to-all.
+    t = probe.start[1] + frac * probe.duration(1)
+    b.compute(8, t)
+    b.transfer(8, 0, 3e5, after=[2])
+    plan = b.build()
+    fast = simulate(plan, topo)
+    ref = simulate(plan, topo, incremental=False, coalesce=False)
+    np.testing.assert_allclose(fast.start, ref.start, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(fast.end, ref.end, rtol=1e-12, atol=1e-15)
+    if 0.0 < frac < 1.0:
+        assert fast.meta["reservation_interrupts"] >= 1
+    # The scaled price of the second all-to-all alone equals running it plainly.
+    solo = PlanBuilder(16)
+    solo.collective("alltoall", range(8), 4.8e5, algorithm="pairwise")
+    plain = simulate(solo.build(), topo, incremental=False, coalesce=False)
+    assert probe.duration(1) == pytest.approx(plain.duration(0), rel=1e-12)
