@@ -25,23 +25,39 @@ def plot_compare(results, path: str | Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from matplotlib.ticker import FuncFormatter, ScalarFormatter
+
     ok = [r for r in results if not r.not_applicable]
     names = list(dict.fromkeys(r.strategy for r in results))
-    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(16, 5))
-    for name in names:
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(17, 5.5))
+    # Up to 17 strategies: 20 distinct colours, and markers/dashes cycle on a different period so
+    # no two lines look alike.
+    colours = plt.get_cmap("tab20").colors
+    markers, dashes = "os^vDP*Xph<>", ("-", "--", ":", "-.")
+    for i, name in enumerate(names):
         pts = sorted((r.nodes, r.mean_s, r.speedup) for r in ok if r.strategy == name)
         if not pts:
             continue
         xs = [p[0] for p in pts]
-        ax1.plot(xs, [p[1] for p in pts], marker="o", label=name)
-        ax2.plot(xs, [p[2] if p[2] is not None else float("nan") for p in pts], marker="o", label=name)
-    for ax, label in ((ax1, "mean iteration time (s)"), (ax2, "speedup vs allreduce")):
-        ax.set_xlabel("nodes")
+        style = {"color": colours[i % 20], "marker": markers[i % len(markers)],
+                 "linestyle": dashes[i % len(dashes)], "label": name}
+        ax1.plot(xs, [p[1] * 1e3 for p in pts], **style)
+        ax2.plot(xs, [p[2] if p[2] is not None else float("nan") for p in pts], **style)
+    for ax, label in ((ax1, "mean iteration time (ms)"), (ax2, "speedup vs allreduce (x)")):
+        ax.set_xlabel("nodes (log scale)")
         ax.set_ylabel(label)
         ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.grid(True, alpha=0.3)
     ax1.set_yscale("log")
-    ax1.legend(fontsize=7)
+    ax1.yaxis.set_major_formatter(ScalarFormatter())
+    ax1.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax1.set_title("iteration time")
+    ax2.set_title("speedup against allreduce")
+    # The legend sits below the line plots so it never hides a line.
+    handles, labels = ax1.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 9) or 1, fontsize=8,
+               bbox_to_anchor=(0.36, 0.0), frameon=False)
     if ok:
         top = max(r.nodes for r in ok)
         last = [r for r in ok if r.nodes == top]
@@ -51,9 +67,10 @@ def plot_compare(results, path: str | Path) -> Path:
             ax3.bar(range(len(last)), vals, bottom=bottom, label=label)
             bottom = [b + v for b, v in zip(bottom, vals)]
         ax3.set_xticks(range(len(last)), [r.strategy for r in last], rotation=60, ha="right", fontsize=7)
-        ax3.set_ylabel(f"seconds per iteration at {top} nodes")
-        ax3.legend(fontsize=7)
-    fig.tight_layout()
+        ax3.set_ylabel("seconds per iteration")
+        ax3.set_title(f"where the time goes at {top} nodes")
+        ax3.legend(fontsize=8)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
     path = Path(path)
     try:
         with atomic_open(path, "wb") as fh:
