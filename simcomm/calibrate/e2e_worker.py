@@ -1,0 +1,225 @@
+"""One rank of a real data-parallel training run: ``python -m simcomm.calibrate.e2e_worker ...``.
+
+Started by :func:`simcomm.calibrate.e2e.launch_e2e` inside an emulated
+cluster.  Every rank builds the same zoo model (seeded), trains on one fixed
+random batch (no data loading: the trace has none either) with plain SGD and
+the loss of trace capture (mean of squared outputs), and times each
+iteration with ``time.perf_counter`` (CLOCK_MONOTONIC, one clock for every
+namespace on the machine, so ends of different ranks compare directly).
+
+Strategies, each written with torch.distributed primitives only:
+
+* ``allreduce``: forward, backward, then ONE all-reduce of the flattened
+  gradients (plain after-backward, no DDP overlap; the model is one 25 MB
+  bucket), average, step;
+* ``node-based``: every iteration an all-reduce of the gradients inside the
+  host's group only; at iterations K', 2K', ... of an epoch and at its last
+  iteration, after that, an all-reduce of the *parameters* over all ranks
+  (averaged), then the step (seed 000 Alg. 2);
+* ``ps``: the last rank is the server; workers send their flattened gradient
+  to it, the server receives all at once, averages, steps its own copy and
+  sends the parameters back to every worker at once; workers copy them in;
+* ``sgp``: at the start of iteration t rank r posts a send of its parameters
+  plus the push-sum weight to r + 2^e (e cycling over 0..floor(log2(R-1)))
+  and a receive from r - 2^e, runs forward and backward, waits for both,
+  steps, then mixes: x <- (x + x_recv)/2.
+
+Before training, a compute probe runs forward+backward+step without any
+communication on every worker at the same time (after a barrier): the
+compute time under the same co-location as training, which is what the
+prediction needs as compute (see docs/accuracy.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+
+from simcomm.calibrate.bench import init_group
+from simcomm.calibrate.linkfile import write_json_atomic
+from simcomm.errors import SimcommError
+
+STRATEGIES = ("allreduce", "node-based", "ps", "sgp")
+
+
+def is_exchange(i: int, k_prime: int, epoch: int) -> bool:
+    """Iteration i (1-based) of node-based exchanges parameters across nodes (seed 000 Alg. 2)."""
+    j = (i - 1) % epoch + 1
+    return j % k_prime == 0 or j == epoch
+
+
+def _flat(torch, tensors):
+    return torch.cat([t.reshape(-1) for t in tensors])
+
+
+def _unflat_into(flat, tensors) -> None:
+    off = 0
+    for t in tensors:
+        n = t.numel()
+        t.copy_(flat[off:off + n].view_as(t))
+        off += n
+
+
+class Rank:
+    """State and one training step of one rank."""
+
+    def __init__(self, a, torch, dist):
+        from simcomm.traces.zoo import MODELS, build_model
+
+        self.a, self.torch, self.dist = a, torch, dist
+        torch.manual_seed(0)
+        self.model = build_model(a.model).train()
+        shape = MODELS.get(a.model).input_shape
+        self.x = torch.randn((a.batch, *shape), generator=torch.Generator().manual_seed(1 + a.rank))
+        self.params = [p for p in self.model.parameters()]
+        self.opt = torch.optim.SGD(self.params, lr=1e-3)
+        self.world = a.world
+        self.workers = a.world - 1 if a.strategy == "ps" else a.world
+        self.server = a.world - 1 if a.strategy == "ps" else None
+        # host groups for node-based: every rank must create every group, in the same order
+        self.host_group = None
+        if a.strategy == "node-based":
+            for h in range(a.world // a.per_host):
+                g = dist.new_group(list(range(h * a.per_host, (h + 1) * a.per_host)))
+                if a.rank // a.per_host == h:
+                    self.host_group = g
+        self.weight = 1.0  # push-sum weight (SGP)
+        if self.server is not None and a.rank == self.server:
+            for p in self.params:  # the server never runs backward; it steps with received gradients
+                p.grad = torch.zeros_like(p)
+
+    def compute(self) -> None:
+        self.opt.zero_grad(set_to_none=False)
+        self.model(self.x).square().mean().backward()
+
+    def grads(self):
+        return [p.grad for p in self.params]
+
+    def step(self, i: int) -> str:
+        """Run iteration ``i`` (1-based); returns its kind."""
+        a, torch, dist = self.a, self.torch, self.dist
+        if a.strategy == "allreduce":
+            self.compute()
+            flat = _flat(torch, self.grads())
+            dist.all_reduce(flat)
+            _unflat_into(flat / self.world, self.grads())
+            self.opt.step()
+            return "every iteration"
+        if a.strategy == "node-based":
+            self.compute()
+            if a.per_host > 1:
+                flat = _flat(torch, self.grads())
+                dist.all_reduce(flat, group=self.host_group)
+                _unflat_into(flat / a.per_host, self.grads())
+            if is_exchange(i, a.k_prime, a.epoch):
+                with torch.no_grad():
+                    flat = _flat(torch, self.params)
+                    dist.all_reduce(flat)
+                    _unflat_into(flat / self.world, self.params)
+                self.opt.step()
+                return "exchange"
+            self.opt.step()
+            return "local"
+        if a.strategy == "ps":
+            return self._ps()
+        return self._sgp(i)
+
+    def _ps(self) -> str:
+        torch, dist = self.torch, self.dist
+        if self.a.rank == self.server:
+            n = sum(p.numel() for p in self.params)
+            bufs = [torch.empty(n) for _ in range(self.workers)]
+            for w in [dist.irecv(bufs[r], src=r) for r in range(self.workers)]:
+                w.wait()
+            _unflat_into(torch.stack(bufs).sum(0) / self.workers, self.grads())
+            self.opt.step()
+            with torch.no_grad():
+                flat = _flat(torch, self.params)
+            for w in [dist.isend(flat, dst=r) for r in range(self.workers)]:
+                w.wait()
+            return "server"
+        self.compute()
+        dist.send(_flat(torch, self.grads()), dst=self.server)
+        with torch.no_grad():
+            flat = torch.empty(sum(p.numel() for p in self.params))
+            dist.recv(flat, src=self.server)
+            _unflat_into(flat, self.params)
+        return "every iteration"
+
+    def _sgp(self, i: int) -> str:
+        torch, dist = self.torch, self.dist
+        n = self.world
+        e = (i - 1) % (int(math.floor(math.log2(n - 1))) + 1)
+        with torch.no_grad():
+            out = torch.cat([_flat(torch, self.params), torch.tensor([self.weight])])
+        inbox = torch.empty_like(out)
+        reqs = [dist.isend(out, dst=(self.a.rank + 2 ** e) % n), dist.irecv(inbox, src=(self.a.rank - 2 ** e) % n)]
+        self.compute()
+        for r in reqs:
+            r.wait()
+        self.opt.step()
+        with torch.no_grad():
+            mixed = (_flat(torch, self.params) + inbox[:-1]) / 2
+            _unflat_into(mixed, self.params)
+        self.weight = (self.weight + float(inbox[-1])) / 2
+        return f"gossip (peer +2^{e})"
+
+
+def run(a) -> dict | None:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)  # as in the trace capture: one compute thread per rank
+    init_group("gloo", a.master, a.port, a.rank, a.world, a.timeout)
+    try:
+        me = Rank(a, torch, dist)
+        probe = []
+        dist.barrier()
+        if me.server is None or a.rank != me.server:
+            for k in range(a.probe_warmup + a.probe):
+                t0 = time.perf_counter()
+                me.compute()
+                me.opt.step()
+                if k >= a.probe_warmup:
+                    probe.append(time.perf_counter() - t0)
+        dist.barrier()
+        ends, kinds = [], []
+        ends.append(time.perf_counter())
+        for i in range(1, a.warmup + a.iters + 1):
+            kinds.append(me.step(i))
+            ends.append(time.perf_counter())
+        dist.barrier()
+        rows = [None] * a.world
+        dist.all_gather_object(rows, {"rank": a.rank, "ends": ends, "kinds": kinds, "probe": probe})
+    finally:
+        dist.destroy_process_group()
+    return {"ranks": rows} if a.rank == 0 else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="simcomm-e2e-worker")
+    for name, typ in (("rank", int), ("world", int), ("port", int), ("per-host", int), ("batch", int),
+                      ("iters", int), ("warmup", int), ("k-prime", int), ("epoch", int), ("probe", int),
+                      ("probe-warmup", int)):
+        ap.add_argument(f"--{name}", type=typ, required=True)
+    ap.add_argument("--master", required=True)
+    ap.add_argument("--strategy", choices=STRATEGIES, required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--timeout", type=float, default=30.0)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args(argv)
+    try:
+        rec = run(a)
+        if rec is not None:
+            write_json_atomic(a.out, rec)
+    except SimcommError as exc:
+        sys.stderr.write(f"error: {' '.join(str(exc).split())}\n")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
