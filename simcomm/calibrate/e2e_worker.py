@@ -94,6 +94,7 @@ class Rank:
     def compute(self) -> None:
         self.opt.zero_grad(set_to_none=False)
         self.model(self.x).square().mean().backward()
+        self.compute_end = time.perf_counter()  # for the record: where compute ended in this iteration
 
     def grads(self):
         return [p.grad for p in self.params]
@@ -186,14 +187,17 @@ def run(a) -> dict | None:
                 if k >= a.probe_warmup:
                     probe.append(time.perf_counter() - t0)
         dist.barrier()
-        ends, kinds = [], []
+        ends, kinds, computed = [], [], []
         ends.append(time.perf_counter())
         for i in range(1, a.warmup + a.iters + 1):
+            me.compute_end = None
             kinds.append(me.step(i))
             ends.append(time.perf_counter())
+            computed.append(me.compute_end)
         dist.barrier()
         rows = [None] * a.world
-        dist.all_gather_object(rows, {"rank": a.rank, "ends": ends, "kinds": kinds, "probe": probe})
+        dist.all_gather_object(rows, {"rank": a.rank, "ends": ends, "kinds": kinds, "probe": probe,
+                                      "compute_ends": computed})
     finally:
         dist.destroy_process_group()
     return {"ranks": rows} if a.rank == 0 else None

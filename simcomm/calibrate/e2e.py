@@ -1,0 +1,169 @@
+"""End-to-end training iterations on the emulated cluster, and simcomm's prediction of them.
+
+``launch_e2e`` runs :mod:`simcomm.calibrate.e2e_worker` ranks inside an
+:class:`~simcomm.calibrate.emulate.EmulatedCluster` (workers host-major,
+``per_host`` ranks per host; for ``ps`` one more host holds the server);
+``measure`` turns the record into mean iteration times; ``predict_e2e``
+runs ``simcomm.pipeline.simulate`` on the same setting: the emulated cluster
+as a Topology carrying the ping-pong fit (``cluster_topology``), the ``ideal``
+stack (the fit already is TCP goodput and latency; nothing is added), a trace
+captured on this machine and the strategy options the workers implement.
+
+Compute: the trace's layer times are scaled by one factor, the mean time of a
+forward+backward+step measured by every worker at once with no communication
+(the worker's probe, the same co-location as training) over the trace's own
+forward+backward+step sum.  That factor holds both the sharing of the cores
+by co-located ranks and the work hooks do not see; it comes from a
+compute-only microbenchmark, never from the training iterations.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from simcomm.calibrate.launch import _wait
+from simcomm.calibrate.predict import cluster_topology
+from simcomm.errors import ConfigError
+
+__all__ = ["E2ESpec", "Measured", "launch_e2e", "measure", "compute_scale", "trace_compute_s", "predict_e2e", "e2e_topology",
+           "STRATEGY_OPTIONS"]
+
+#: simcomm options that describe what e2e_worker does (see its docstring)
+STRATEGY_OPTIONS = {
+    "allreduce": {"algorithm": "ring", "overlap": "none"},
+    "node-based": {"algorithm": "ring", "intra_algorithm": "ring", "overlap": "none"},
+    "ps": {"servers": 1, "placement": "own"},
+    "sgp": {"interval": 1},
+}
+
+
+@dataclass(frozen=True)
+class E2ESpec:
+    """One end-to-end run: strategy, placement, model and how long to measure."""
+
+    strategy: str
+    workers: int = 4
+    per_host: int = 1
+    model: str = "resnet20-cifar"
+    batch: int = 32
+    iters: int = 20
+    warmup: int = 2
+    k_prime: int = 4  # node-based: iterations between internode exchanges
+    epoch: int = 10  # node-based: iterations per epoch (an exchange also ends each epoch)
+    probe: int = 8
+    probe_warmup: int = 2
+
+    def __post_init__(self):
+        if self.strategy not in STRATEGY_OPTIONS:
+            raise ConfigError(f"strategy: {self.strategy!r} is not one of {', '.join(STRATEGY_OPTIONS)}")
+        if self.workers < 2 or self.per_host < 1 or self.workers % self.per_host:
+            raise ConfigError(f"workers: {self.workers} must be >= 2 and a multiple of per_host {self.per_host}")
+
+    @property
+    def nodes(self) -> int:
+        return self.workers // self.per_host
+
+    @property
+    def hosts(self) -> int:
+        return self.nodes + (1 if self.strategy == "ps" else 0)
+
+    @property
+    def world(self) -> int:
+        return self.workers + (1 if self.strategy == "ps" else 0)
+
+    def host_of(self, rank: int) -> int:
+        return rank // self.per_host if rank < self.workers else self.nodes
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Mean iteration seconds per kind, their epoch-weighted mean, and the compute probe."""
+
+    kinds: dict
+    mean_s: float
+    probe_s: float
+    iterations: int
+
+
+def launch_e2e(cluster, spec: E2ESpec, *, limit: float = 300.0, timeout: float = 30.0) -> dict:
+    """Run ``spec`` on ``cluster`` (which must have ``spec.hosts`` hosts); return the record."""
+    if cluster.n_hosts != spec.hosts:
+        raise ConfigError(f"hosts: the cluster has {cluster.n_hosts}, {spec.strategy} needs {spec.hosts}")
+    master, port = cluster.hosts[0].ip, 29600
+    with tempfile.TemporaryDirectory(prefix="simcomm-e2e-") as tmp:
+        out = os.path.join(tmp, "rec.json")
+        common = ["--world", str(spec.world), "--master", master, "--port", str(port), "--strategy", spec.strategy,
+                  "--model", spec.model, "--per-host", str(spec.per_host), "--batch", str(spec.batch),
+                  "--iters", str(spec.iters), "--warmup", str(spec.warmup), "--k-prime", str(spec.k_prime),
+                  "--epoch", str(spec.epoch), "--probe", str(spec.probe), "--probe-warmup", str(spec.probe_warmup),
+                  "--timeout", f"{timeout:g}", "--out", out]
+        procs = [cluster.python(spec.host_of(r), "simcomm.calibrate.e2e_worker", ["--rank", str(r), *common],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                 for r in range(spec.world)]
+        _wait(procs, time.monotonic() + limit)
+        rec = json.loads(Path(out).read_text())
+    rec.update(spec=asdict(spec), cluster=cluster.describe(), load=os.getloadavg()[0])
+    return rec
+
+
+def measure(rec: dict) -> Measured:
+    """Iteration i ends when its slowest worker ends; its time is that end minus the previous one."""
+    spec = E2ESpec(**rec["spec"])
+    rows = [r for r in rec["ranks"] if r["rank"] < spec.workers]
+    ends = [max(r["ends"][i] for r in rows) for i in range(len(rows[0]["ends"]))]
+    kinds: dict[str, list[float]] = {}
+    for i in range(spec.warmup + 1, len(ends)):
+        kinds.setdefault(rows[0]["kinds"][i - 1], []).append(ends[i] - ends[i - 1])
+    means = {k: statistics.fmean(v) for k, v in kinds.items()}
+    if spec.strategy == "node-based":
+        from simcomm.strategies.node_based import exchanges_per_epoch
+
+        x = exchanges_per_epoch(spec.epoch, spec.k_prime)
+        mean = ((spec.epoch - x) * means.get("local", 0.0) + x * means["exchange"]) / spec.epoch
+    else:
+        mean = statistics.fmean(d for v in kinds.values() for d in v)
+    probe = statistics.fmean(t for r in rows for t in r["probe"])
+    return Measured(means, mean, probe, sum(len(v) for v in kinds.values()))
+
+
+def trace_compute_s(trace) -> float:
+    """Forward + backward + optimizer step of one rank as the trace's layers add up."""
+    return sum(l.forward_s + l.backward_s + l.update_s for l in trace.layers)
+
+
+def compute_scale(trace, probe_s: float) -> float:
+    """Co-located compute probe over the trace's compute (see the module docstring)."""
+    return probe_s / trace_compute_s(trace)
+
+
+def e2e_topology(spec: E2ESpec, cluster: dict, alpha: float, bandwidth: float, trunk_ratio: float):
+    """The emulated cluster of ``spec`` as a simcomm Topology (ranks in worker order, then the server)."""
+    hosts = int(cluster["hosts"])
+    leaves = int(cluster.get("leaves", 1)) if cluster.get("topology") == "two-tier" else 1
+    per_leaf = -(-hosts // leaves)
+    rank_host = tuple(spec.host_of(r) for r in range(spec.world))
+    return cluster_topology(rank_host, tuple(h // per_leaf for h in range(hosts)), alpha, bandwidth,
+                            trunk_ratio, name=f"emulated-{cluster.get('topology', 'star')}")
+
+
+def predict_e2e(spec: E2ESpec, topology, trace, scale: float):
+    """simcomm's Result for ``spec`` on ``topology`` with the trace scaled by ``scale``."""
+    from simcomm.pipeline import Context, simulate
+    from simcomm.scenario import Scenario, StackSpec, WorkloadSpec
+
+    options = dict(STRATEGY_OPTIONS[spec.strategy])
+    if spec.strategy == "node-based":
+        options["k_prime"] = spec.k_prime
+    scn = Scenario(strategy=spec.strategy, nodes=spec.nodes, gpus_per_node=spec.per_host, cluster="emulated",
+                   batch=spec.batch, dataset_size=spec.epoch * spec.workers * spec.batch, fidelity="flow",
+                   workload=WorkloadSpec(bucket_mb=25.0, compute_scale=(scale,) * spec.nodes),
+                   stack=StackSpec("ideal"), options=options)
+    return simulate(scn, ctx=Context(scn, given_trace=trace, given_topology=topology), baseline=False,
+                    analytic=False)
