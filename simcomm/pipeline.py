@@ -110,17 +110,19 @@ def _train_ranks(topo, nodes: int, extra: int) -> int:
 
 
 def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: bool = True,
-              on_timeline=None):
+              on_timeline=None, record_link_usage: bool = False):
     """Simulate each (weight, plan); returns IterationKinds.
 
     ``on_timeline(label, weight, plan, timeline, topology)`` is called for each
     kind as it is simulated (``simcomm run --timeline`` writes them out).
+    ``record_link_usage`` asks the engine for bytes/s per link family over time
+    (``timeline.meta["link_usage"]``).
     """
     from simcomm import engine
 
     out = []
     for weight, plan in kinds:
-        tl = engine.simulate(plan, topo, fidelity=fidelity, seed=seed)
+        tl = engine.simulate(plan, topo, fidelity=fidelity, seed=seed, record_link_usage=record_link_usage)
         if on_timeline is not None:
             on_timeline(str(plan.meta.get("kind", "every iteration")), float(weight), plan, tl, topo)
         t, window = iteration_time(plan, tl)
@@ -197,7 +199,8 @@ def simulate(scn: Scenario, *, ctx: Context | None = None, baseline: bool = True
         for line in plan.meta.get("assumed", ()):
             if line not in assumed:
                 assumed.append(line)
-    kinds = tuple(run_plans(plans, topo, n_train, scn.fidelity, scn.seed, analytic, on_timeline))
+    kinds = tuple(run_plans(plans, topo, n_train, scn.fidelity, scn.seed, analytic, on_timeline,
+                            record_link_usage=on_timeline is not None))
     mean, bd, lb, est = _mean(kinds)
     k = w.iterations_per_epoch
     base_s = speedup = None

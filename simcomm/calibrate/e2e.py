@@ -9,7 +9,7 @@ as a Topology carrying the ping-pong fit (``cluster_topology``), the ``ideal``
 stack (the fit already is TCP goodput and latency; nothing is added), a trace
 captured on this machine and the strategy options the workers implement.
 
-Compute: the trace's layer times are scaled by one factor, the mean time of a
+Compute: the trace's layer times are scaled by one factor, the median time of a
 forward+backward+step measured by every worker at once with no communication
 (the worker's probe, the same co-location as training) over the trace's own
 forward+backward+step sum.  That factor holds both the sharing of the cores
@@ -129,7 +129,7 @@ def measure(rec: dict) -> Measured:
         mean = ((spec.epoch - x) * means.get("local", 0.0) + x * means["exchange"]) / spec.epoch
     else:
         mean = statistics.fmean(d for v in kinds.values() for d in v)
-    probe = statistics.fmean(t for r in rows for t in r["probe"])
+    probe = statistics.median(t for r in rows for t in r["probe"])  # robust to a neighbour's burst
     return Measured(means, mean, probe, sum(len(v) for v in kinds.values()))
 
 

@@ -16,7 +16,8 @@ def simulate(plan, topology, *, fidelity: str = "flow", seed: int = 0, **options
     Options: ``coalesce=True`` (exact shortcut for repeated steps; False runs the
     plain flow model), ``incremental=True`` (exact incremental max-min
     re-solves; False is the plain reference), ``ppn=None`` (override ranks-per-machine for two-level
-    algorithms).  See docs/engine.md.
+    algorithms), ``record_link_usage=False`` (bytes/s per link family over time in
+    ``meta["link_usage"]``).  See docs/engine.md.
     """
     from simcomm.engine.executor import run
 

@@ -18,6 +18,7 @@ from collections import defaultdict
 import numpy as np
 import simpy
 
+from simcomm.engine.network import Environment
 from simcomm.engine.timeline import Timeline
 from simcomm.errors import ConfigError, PlanError, SimcommError
 from simcomm.engine.schedule import group_ppn, prepare
@@ -27,14 +28,16 @@ from simcomm.topologies.base import Topology
 __all__ = ["run", "FIDELITIES"]
 
 FIDELITIES = ("flow", "analytic")
+OPTIONS = ("coalesce", "incremental", "ppn", "record_link_usage")
 
 
 class Context:
     """What pricers share: the topology, per-rank gamma, per-link family, statistics."""
 
     def __init__(self, env: simpy.Environment, topology: Topology, *, coalesce: bool, ppn: int | None,
-                 incremental: bool = True):
+                 incremental: bool = True, record_usage: bool = False):
         self.env = env
+        self.record_usage = record_usage
         self.topology = topology
         self.coalesce = coalesce
         self.incremental = incremental
@@ -58,9 +61,9 @@ class Context:
 def _check_options(fidelity: str, options: dict) -> None:
     if fidelity not in FIDELITIES:
         raise ConfigError(f"fidelity: unknown {fidelity!r}; valid choices: {', '.join(FIDELITIES)}")
-    unknown = sorted(set(options) - {"coalesce", "ppn", "incremental"})
+    unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
-        raise ConfigError(f"engine option {unknown[0]!r} is unknown; valid choices: coalesce, incremental, ppn")
+        raise ConfigError(f"engine option {unknown[0]!r} is unknown; valid choices: {', '.join(OPTIONS)}")
     ppn = options.get("ppn")
     if ppn is not None and (not isinstance(ppn, int) or ppn < 1):
         raise ConfigError(f"ppn: {ppn!r} must be a positive integer")
@@ -74,16 +77,20 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     ``incremental`` (default True) re-solves max-min only for flows whose rate
     can change, with the local-minimum solver (False: every flow at every
     event with the textbook solver, the reference the tests compare against);
-    ``ppn`` overrides the ranks-per-machine given to hierarchical algorithms.
+    ``ppn`` overrides the ranks-per-machine given to hierarchical algorithms;
+    ``record_link_usage`` (default False) stores bytes/s per link family over
+    time in ``meta["link_usage"]`` as ``(time_s, family, bytes_per_s)`` rows,
+    one whenever a family's value changes (flow fidelity; empty for analytic).
     ``seed`` is recorded; the models are deterministic and draw no random numbers.
     """
     _check_options(fidelity, options)
     if plan.n_ranks > topology.n_ranks:
         raise PlanError(f"plan uses {plan.n_ranks} ranks but topology {topology.name!r} "
                         f"has only {topology.n_ranks}")
-    env = simpy.Environment()
+    env = Environment()
     ctx = Context(env, topology, coalesce=bool(options.get("coalesce", True)), ppn=options.get("ppn"),
-                  incremental=bool(options.get("incremental", True)))
+                  incremental=bool(options.get("incremental", True)),
+                  record_usage=bool(options.get("record_link_usage", False)))
     if fidelity == "flow":
         from simcomm.engine.flow import FlowPricer
 
@@ -168,6 +175,10 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
                         "or its group's stream order can never be satisfied")
     stats = dict(sorted(ctx.stats.items()))
     stats["seed"] = seed
+    if ctx.record_usage:
+        from simcomm.engine.fluid import merge_usage
+
+        stats["link_usage"] = merge_usage(getattr(pricer, "usage", []), ctx.families)
     return Timeline(start=start, end=end, makespan=float(end.max()) if n else 0.0,
                     link_class_bytes={f: float(b) for f, b in zip(ctx.families, ctx.family_bytes)},
                     fidelity=fidelity, meta=stats)

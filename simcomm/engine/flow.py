@@ -17,6 +17,11 @@ shared network, and the remaining repeats run plainly.  A single *scalable*
 step (same bytes and route latency on every transfer, no reduction: the
 pairwise steps of an all-to-all) is reserved the same way, its isolated time
 scaled from one run of the same pattern at another size (see :func:`_scalable`).
+
+Link usage (engine option ``record_link_usage``): the live network samples
+bytes/s per link family at every settle; a reservation has no live flows, so
+its isolated run's samples are replayed, shifted to each repeat, up to where
+the reservation ended or was interrupted.
 """
 
 from __future__ import annotations
@@ -51,9 +56,15 @@ class FlowPricer:
     def __init__(self, ctx):
         self.ctx = ctx
         self.env = ctx.env
-        self.net = LiveNetwork(ctx.env, ctx.topology.capacity, ctx.incremental)
+        self.fam = ctx.family_of_link if ctx.record_usage else None
+        self.net = LiveNetwork(ctx.env, ctx.topology.capacity, ctx.incremental, self.fam)
         self._routes: dict = {}  # routes per (group, step pattern), see route_step
-        self._periods: dict = {}  # isolated durations of scalable step patterns
+        self._periods: dict = {}  # isolated durations (and usage) of scalable step patterns
+
+    @property
+    def usage(self) -> list:
+        """Recorded link usage blocks (see :func:`simcomm.engine.fluid.merge_usage`)."""
+        return self.net.core.usage
 
     def _finish_stats(self) -> None:
         st = self.ctx.stats
@@ -78,16 +89,20 @@ class FlowPricer:
             routed = route_step(ctx.topology, group, step, ctx.gamma, self._routes, gkey)
             ctx.count_bytes(routed, step.repeat)
             left = step.repeat
-            period = None
+            period = profile = None
             skey = (gkey, step.src.tobytes(), step.dst.tobytes()) if _scalable(routed) else None
             while left > 0:
                 if ctx.coalesce and (left > 1 or skey is not None) and self.net.idle:
                     if period is None:
-                        period = self._isolated_period(routed, skey)
+                        period, profile = self._isolated_period(routed, skey)
                     if period <= 0.0:  # nothing to wait for in any repeat
                         ctx.stats["steps_coalesced"] += left
                         break
+                    t0 = self.env.now
                     outcome = yield self.net.reserve(period, left).event
+                    if profile is not None:
+                        self._replay(profile, t0, period, left if outcome is None else outcome[0],
+                                     None if outcome is None else outcome[1])
                     if outcome is None:
                         ctx.stats["steps_coalesced"] += left
                         break
@@ -101,27 +116,44 @@ class FlowPricer:
         self._finish_stats()
 
     # ---- steps -----------------------------------------------------------
-    def _isolated_period(self, routed: RoutedStep, skey=None) -> float:
-        """Duration of one run of ``routed`` alone on the network.
+    def _isolated_period(self, routed: RoutedStep, skey=None):
+        """``(duration, usage profile or None)`` of one run of ``routed`` alone on the network.
 
         A *scalable* step (see :func:`_scalable`) seen before with another byte
         count is not run again: alone, its rates do not depend on the bytes, so
-        its bandwidth phase lasts ``bytes / bytes0`` times as long.
+        its bandwidth phase lasts ``bytes / bytes0`` times as long (and so do the
+        instants of its usage profile after the latency; the rates are the same).
         """
         n = float(routed.nbytes[0]) if len(routed) else 0.0
         hit = self._periods.get(skey) if skey is not None else None
         if hit is not None:
-            n0, lat, d0 = hit
+            n0, lat, d0, prof = hit
             self.ctx.stats["isolated_scaled"] += 1
-            return lat + (d0 - lat) * (n / n0)
+            if prof is not None:
+                t, f = prof
+                prof = (np.where(t > lat, lat + (t - lat) * (n / n0), t), f)
+            return lat + (d0 - lat) * (n / n0), prof
         iso = run_isolated(self.net.core.capacity, routed.nbytes, routed.latency, routed.route_len,
-                           routed.links, incremental=self.ctx.incremental)
+                           routed.links, incremental=self.ctx.incremental, family_of_link=self.fam)
         self.ctx.stats["isolated_runs"] += 1
         self.ctx.stats["isolated_solves"] += iso.solves
         period = routed.end_time(0.0, iso.finish)
+        prof = None
+        if self.fam is not None:
+            prof = (np.concatenate([b[0] for b in iso.usage]), np.concatenate([b[1] for b in iso.usage]))
         if skey is not None:
-            self._periods[skey] = (n, float(routed.latency[0]), period)
-        return period
+            self._periods[skey] = (n, float(routed.latency[0]), period, prof)
+        return period, prof
+
+    def _replay(self, profile, t0: float, period: float, k: int, offset: float | None) -> None:
+        """Record the usage of ``k`` whole repeats from ``t0``, then of the next one up to ``offset``."""
+        t, f = profile
+        if k:
+            starts = t0 + period * np.arange(k)
+            self.usage.append(((starts[:, None] + t[None, :]).ravel(), np.tile(f, (k, 1))))
+        if offset is not None:
+            part = t < offset  # the live network records the interrupted repeat from the interruption on
+            self.usage.append((t0 + k * period + t[part], f[part]))
 
     def _run_step(self, routed: RoutedStep, resume: float | None = None):
         """Run one repeat of ``routed`` on the shared network (``resume``: seconds already run)."""

@@ -25,7 +25,7 @@ import numpy as np
 
 from simcomm.engine.maxmin import maxmin_rates, maxmin_rates_global
 
-__all__ = ["FluidCore", "IsolatedState", "run_isolated", "TIME_TOL"]
+__all__ = ["FluidCore", "IsolatedState", "run_isolated", "merge_usage", "TIME_TOL"]
 
 #: Two instants within this relative distance are the same event.  It only
 #: absorbs floating-point rounding (``t + (u - t)`` need not equal ``u``).
@@ -53,7 +53,7 @@ class FluidCore:
 
     _FIELDS = ("rem", "t_ref", "rate", "t_bw", "t_next", "phase", "batch", "index", "e_start", "e_len")
 
-    def __init__(self, capacity: np.ndarray, incremental: bool = True):
+    def __init__(self, capacity: np.ndarray, incremental: bool = True, family_of_link: np.ndarray | None = None):
         self.capacity = np.asarray(capacity, dtype=float)
         self.incremental = incremental  # False: the plain reference (every flow, textbook solver, every event)
         self.t = 0.0
@@ -71,6 +71,12 @@ class FluidCore:
         n_links = len(self.capacity)
         self.link_load = np.zeros(n_links)                 # sum of rates of bandwidth-phase flows
         self.link_count = np.zeros(n_links, dtype=np.int64)  # bandwidth-phase flows per link
+        # Link usage, recorded only when a family per link is given: blocks of samples
+        # (times, bytes/s per family), see :func:`merge_usage`.
+        self.family_of_link = None if family_of_link is None else np.asarray(family_of_link, dtype=np.int64)
+        self.n_families = int(self.family_of_link.max()) + 1 if self.family_of_link is not None \
+            and len(self.family_of_link) else 0
+        self.usage: list[tuple[np.ndarray, np.ndarray]] = []
         self.n_live = 0
         self._pending: list[tuple] = []
         self._finish: dict[int, np.ndarray] = {}
@@ -143,6 +149,8 @@ class FluidCore:
             self._solve(now, gone, enter)
         if self.n_live == 0 or 2 * self.n_live < len(self.rem) - 4096:
             self._compact()
+        if self.family_of_link is not None:
+            self._sample(now)
         return [(b, self._finish.pop(b)) for b in done_batches]
 
     def _retire(self, gone: np.ndarray, now: float, done_batches: list[int]) -> None:
@@ -189,6 +197,16 @@ class FluidCore:
         self.e_link = self.e_link[ent]
         self.e_start = np.cumsum(self.e_len) - self.e_len
 
+    def _sample(self, now: float) -> None:
+        """Record bytes/s per link family: each flow's rate times the links of that family it crosses."""
+        fam = np.zeros(self.n_families)
+        if self.n_live:
+            on = np.flatnonzero(self.phase == BANDWIDTH)
+            links = self.e_link[self._entries(on)]
+            fam = np.bincount(self.family_of_link[links], weights=np.repeat(self.rate[on], self.e_len[on]),
+                              minlength=self.n_families)
+        self.usage.append((np.array([now]), fam[None, :]))
+
     def _entries(self, slots: np.ndarray) -> np.ndarray:
         """Positions in e_link of the routes of ``slots``, concatenated in slot order."""
         lens = self.e_len[slots]
@@ -216,10 +234,10 @@ class FluidCore:
         threshold = np.inf
         if gone.size:
             threshold = float(self.rate[gone].min())
-            eg = self.e_link[self._entries(gone)]
-            self.link_count -= np.bincount(eg, minlength=n_links)
-            self.link_load -= np.bincount(eg, weights=np.repeat(self.rate[gone], self.e_len[gone]),
-                                          minlength=n_links)
+            gone_links = self.e_link[self._entries(gone)]
+            self.link_count -= np.bincount(gone_links, minlength=n_links)
+            self.link_load = self.link_load - np.bincount(
+                gone_links, weights=np.repeat(self.rate[gone], self.e_len[gone]), minlength=n_links)
             self.rate[gone] = 0.0
         if enter.size:
             ee = self.e_link[self._entries(enter)]
@@ -228,8 +246,8 @@ class FluidCore:
                 with np.errstate(divide="ignore"):
                     threshold = min(threshold, float((cap[ee] / self.link_count[ee]).min()))
         self.solves += 1
-        live = self.phase == BANDWIDTH
         refresh = self.solves % _REFRESH == 0 or not self.incremental
+        live = self.phase == BANDWIDTH
         # A relative margin keeps flows whose rate equals the threshold up to rounding in the re-solve.
         resolve = live & (self.rate >= threshold * (1.0 - 1e-9))
         resolve[enter] = True
@@ -253,6 +271,10 @@ class FluidCore:
         self.rounds += rounds
         new = np.bincount(links, weights=rates[owner], minlength=n_links)
         self.link_load = new if full else self.link_load - old + new
+        self._apply(slots, rates, now)
+
+    def _apply(self, slots: np.ndarray, rates: np.ndarray, now: float) -> None:
+        """Give ``slots`` their new ``rates`` from ``now`` (bytes left brought up to date first)."""
         rem = self.rem[slots] - self.rate[slots] * (now - self.t_ref[slots])
         self.rem[slots] = rem
         self.t_ref[slots] = now
@@ -278,16 +300,18 @@ class IsolatedState:
     rem: np.ndarray
     t_bw: np.ndarray
     solves: int
+    usage: tuple = ()  # link usage blocks when recorded (see FluidCore.usage)
 
 
 def run_isolated(capacity: np.ndarray, nbytes: np.ndarray, latency: np.ndarray, route_len: np.ndarray,
-                 links: np.ndarray, until: float = np.inf, incremental: bool = True) -> IsolatedState:
+                 links: np.ndarray, until: float = np.inf, incremental: bool = True,
+                 family_of_link: np.ndarray | None = None) -> IsolatedState:
     """Run one batch of flows, started at time 0, alone on an empty network.
 
     Stops at ``until`` (events at exactly ``until`` are applied) and reports the
     state there; with the default it runs to completion.
     """
-    core = FluidCore(capacity, incremental)
+    core = FluidCore(capacity, incremental, family_of_link)
     core.add(np.asarray(nbytes, float), np.asarray(latency, float), route_len, links)
     done = core.settle(0.0)
     while not done:
@@ -297,11 +321,31 @@ def run_isolated(capacity: np.ndarray, nbytes: np.ndarray, latency: np.ndarray, 
         done = core.settle(t)
     n = len(nbytes)
     if done:
-        return IsolatedState(core.t, done[0][1], np.zeros(n), np.zeros(n), core.solves)
+        return IsolatedState(core.t, done[0][1], np.zeros(n), np.zeros(n), core.solves, tuple(core.usage))
     idx, rem, t_bw, _ = core.snapshot(until)
     finish = core._finish[0].copy()
     r = np.zeros(n)
     tb = np.zeros(n)
     r[idx] = rem
     tb[idx] = t_bw
-    return IsolatedState(until, finish, r, tb, core.solves)
+    return IsolatedState(until, finish, r, tb, core.solves, tuple(core.usage))
+
+
+def merge_usage(blocks, families: tuple[str, ...]) -> list[tuple[float, str, float]]:
+    """Usage blocks -> ``(time_s, family, bytes_per_s)`` rows, one per family whenever its value changes.
+
+    Blocks are in the order they were recorded; at equal instants the sample
+    recorded last holds (it saw every change of that instant).  Rows are sorted
+    by time, then family.
+    """
+    if not blocks or not families:
+        return []
+    t = np.concatenate([b[0] for b in blocks])
+    f = np.concatenate([b[1] for b in blocks])
+    order = np.argsort(t, kind="stable")
+    t, f = t[order], f[order]
+    last = np.append(t[1:] != t[:-1], True)
+    t, f = t[last], f[last]
+    changed = np.vstack((np.ones((1, f.shape[1]), dtype=bool), f[1:] != f[:-1]))
+    rows, cols = np.nonzero(changed)  # row-major: by time, then family
+    return [(float(t[i]), families[j], float(f[i, j])) for i, j in zip(rows.tolist(), cols.tolist())]

@@ -6,7 +6,10 @@ single wake-up scheduled at the next phase change.  Its own events run at a
 priority *after* every ordinary event of the same instant, so all flows that
 start at one instant are merged before rates are recomputed (one max-min solve
 per instant, not per flow).  Ties among ordinary events follow SimPy's
-(time, priority, insertion sequence) order, which is deterministic.
+(time, priority, insertion sequence) order, which is deterministic.  The late
+priority is built from SimPy's public API: a :class:`LateEvent` is triggered
+with ``succeed()``, and the engine's :class:`Environment` overrides the public
+``schedule`` hook to queue such events at their delay and the late priority.
 
 Reservations implement coalesced repeats: a collective whose step repeats r
 times on an idle network holds the network for r x (isolated step time).  Any
@@ -25,10 +28,27 @@ import simpy
 
 from simcomm.engine.fluid import FluidCore
 
-__all__ = ["LiveNetwork", "Reservation"]
+__all__ = ["Environment", "LateEvent", "LiveNetwork", "Reservation"]
 
 #: Network bookkeeping runs after ordinary (priority 1) events of the same instant.
-_LATE = 2
+_LATE = simpy.events.NORMAL + 1
+
+
+class LateEvent(simpy.Event):
+    """An event that, once triggered, fires ``delay`` seconds later after the instant's ordinary events."""
+
+    def __init__(self, env: simpy.Environment, delay: float):
+        super().__init__(env)
+        self.delay = delay
+
+
+class Environment(simpy.Environment):
+    """The engine's SimPy environment: schedules :class:`LateEvent` at its delay and the late priority."""
+
+    def schedule(self, event: simpy.Event, priority=simpy.events.NORMAL, delay: float = 0) -> None:
+        if isinstance(event, LateEvent):
+            priority, delay = _LATE, event.delay
+        super().schedule(event, priority, delay)
 
 
 class Reservation:
@@ -51,9 +71,12 @@ class Reservation:
 class LiveNetwork:
     """Flows and reservations on one topology's directed links."""
 
-    def __init__(self, env: simpy.Environment, capacity: np.ndarray, incremental: bool = True):
+    def __init__(self, env: Environment, capacity: np.ndarray, incremental: bool = True,
+                 family_of_link: np.ndarray | None = None):
+        if not isinstance(env, Environment):
+            raise TypeError("LiveNetwork needs simcomm.engine.network.Environment (for its late events)")
         self.env = env
-        self.core = FluidCore(capacity, incremental)
+        self.core = FluidCore(capacity, incremental, family_of_link)
         self.reservation: Reservation | None = None
         self.interrupts = 0
         self.settles = 0
@@ -105,10 +128,9 @@ class LiveNetwork:
     def _kick(self) -> None:
         if not self._kicked:
             self._kicked = True
-            ev = simpy.Event(self.env)
+            ev = LateEvent(self.env, 0.0)
             ev.callbacks.append(self._on_kick)
-            ev._ok, ev._value = True, None
-            self.env.schedule(ev, _LATE, 0)
+            ev.succeed()
 
     def _on_kick(self, _ev) -> None:
         self._kicked = False
@@ -126,7 +148,6 @@ class LiveNetwork:
         self._gen += 1
         if nxt < math.inf:
             gen = self._gen
-            ev = simpy.Event(self.env)
+            ev = LateEvent(self.env, max(nxt - self.env.now, 0.0))
             ev.callbacks.append(lambda _ev, gen=gen: self._on_wake(gen))
-            ev._ok, ev._value = True, None
-            self.env.schedule(ev, _LATE, max(nxt - self.env.now, 0.0))
+            ev.succeed()
