@@ -43,6 +43,16 @@ else:  # pragma: no cover
 __all__ = ["Scenario", "WorkloadSpec", "StackSpec", "load_scenario", "FIDELITIES"]
 
 FIDELITIES = ("flow", "analytic")
+SCALINGS = ("weak", "strong")
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+
+
+def _need(ok: bool, field_: str, value, what: str) -> None:
+    if not ok:
+        raise ConfigError(f"{field_}: {value!r} must be {what}")
 
 
 @dataclass(frozen=True)
@@ -53,12 +63,31 @@ class WorkloadSpec:
     dataload_overlap: bool = False
     compute_scale: tuple[float, ...] = ()
 
+    def __post_init__(self) -> None:
+        if self.scaling not in SCALINGS:
+            raise ConfigError(f"workload.scaling: {self.scaling!r} is not valid; valid choices: weak, strong")
+        _need(_is_num(self.bucket_mb) and self.bucket_mb >= 0, "workload.bucket_mb", self.bucket_mb,
+              "a non-negative number (MB; 0 = one bucket)")
+        _need(_is_num(self.dataload_s) and self.dataload_s >= 0, "workload.dataload_s", self.dataload_s,
+              "a non-negative time")
+        _need(isinstance(self.dataload_overlap, bool), "workload.dataload_overlap", self.dataload_overlap,
+              "true or false")
+        _need(isinstance(self.compute_scale, tuple) and all(_is_num(x) and x > 0 for x in self.compute_scale),
+              "workload.compute_scale", self.compute_scale, "a list of positive numbers")
+
 
 @dataclass(frozen=True)
 class StackSpec:
     name: str = "nccl"
     efficiency: float | None = None
     overhead: float | None = None
+
+    def __post_init__(self) -> None:
+        _need(isinstance(self.name, str) and bool(self.name), "stack.name", self.name, "a stack name")
+        _need(self.efficiency is None or (_is_num(self.efficiency) and 0 < self.efficiency <= 1),
+              "stack.efficiency", self.efficiency, "a fraction in (0, 1]")
+        _need(self.overhead is None or (_is_num(self.overhead) and self.overhead >= 0), "stack.overhead",
+              self.overhead, "a non-negative time")
 
 
 @dataclass(frozen=True)
@@ -80,17 +109,29 @@ class Scenario:
     options: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
+        _need(isinstance(self.strategy, str) and bool(self.strategy), "strategy", self.strategy, "a strategy name")
+        _need(isinstance(self.cluster, str) and bool(self.cluster), "cluster", self.cluster,
+              "a preset name or a file")
+        for key in ("model", "trace"):
+            value = getattr(self, key)
+            _need(value is None or isinstance(value, str), key, value, "a name or a file path")
+        _need(isinstance(self.seed, int) and not isinstance(self.seed, bool) and self.seed >= 0, "seed", self.seed,
+              "a non-negative integer")
+        _need(isinstance(self.options, dict), "options", self.options, "a table")
         if isinstance(self.nodes, bool) or not isinstance(self.nodes, int) or self.nodes < 1:
             raise ConfigError(f"nodes: {self.nodes!r} must be a positive integer")
-        if self.gpus_per_node is not None and (not isinstance(self.gpus_per_node, int) or self.gpus_per_node < 1):
+        if self.gpus_per_node is not None and (isinstance(self.gpus_per_node, bool)
+                                               or not isinstance(self.gpus_per_node, int) or self.gpus_per_node < 1):
             raise ConfigError(f"gpus_per_node: {self.gpus_per_node!r} must be a positive integer")
         if self.fidelity not in FIDELITIES:
             raise ConfigError(f"fidelity: {self.fidelity!r} is not valid; valid choices: {', '.join(FIDELITIES)}")
         if self.model and self.trace:
             raise ConfigError("model and trace: give one of them, not both")
-        if self.batch is not None and (not isinstance(self.batch, int) or self.batch < 1):
+        if self.batch is not None and (isinstance(self.batch, bool) or not isinstance(self.batch, int)
+                                       or self.batch < 1):
             raise ConfigError(f"batch: {self.batch!r} must be a positive integer")
-        if self.dataset_size is not None and (not isinstance(self.dataset_size, int) or self.dataset_size < 1):
+        if self.dataset_size is not None and (isinstance(self.dataset_size, bool)
+                                              or not isinstance(self.dataset_size, int) or self.dataset_size < 1):
             raise ConfigError(f"dataset_size: {self.dataset_size!r} must be a positive integer")
 
     def with_(self, **changes) -> Scenario:
@@ -131,12 +172,15 @@ def load_scenario(path: str | Path) -> Scenario:
     if "dataload_s" in wl:
         wl["dataload_s"] = parse_time(wl["dataload_s"], "workload.dataload_s")
     if "compute_scale" in wl:
-        wl["compute_scale"] = tuple(float(x) for x in wl["compute_scale"])
+        cs = wl["compute_scale"]
+        wl["compute_scale"] = tuple(cs) if isinstance(cs, list) else cs
     if st.get("overhead") is not None:
         st["overhead"] = parse_time(st["overhead"], "stack.overhead")
     base = p.parent
-    if raw.get("trace") and not Path(raw["trace"]).is_absolute():
+    # Relative files are relative to the scenario file, not to where simcomm runs.
+    if isinstance(raw.get("trace"), str) and raw["trace"] and not Path(raw["trace"]).is_absolute():
         raw["trace"] = str(base / raw["trace"])
-    if raw.get("cluster", "").endswith(".toml") and not Path(raw["cluster"]).is_absolute():
-        raw["cluster"] = str(base / raw["cluster"])
+    cluster = raw.get("cluster")
+    if isinstance(cluster, str) and cluster.endswith((".toml", ".graphml")) and not Path(cluster).is_absolute():
+        raw["cluster"] = str(base / cluster)
     return Scenario(workload=WorkloadSpec(**wl), stack=StackSpec(**st), options=dict(options), **raw)

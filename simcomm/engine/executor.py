@@ -19,9 +19,9 @@ import numpy as np
 import simpy
 
 from simcomm.engine.network import Environment
+from simcomm.engine.schedule import group_ppn, prepare
 from simcomm.engine.timeline import Timeline
 from simcomm.errors import ConfigError, PlanError, SimcommError
-from simcomm.engine.schedule import group_ppn, prepare
 from simcomm.ops import Collective, CommPlan, Compute, Transfer
 from simcomm.topologies.base import Topology
 

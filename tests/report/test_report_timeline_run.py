@@ -63,3 +63,14 @@ def test_timeline_into_missing_directory_is_one_line(capsys, tmp_path):
     assert main(ARGS + ["--timeline", str(tmp_path / "nope" / "t.json")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --timeline: directory") and err.count("\n") == 1
+
+
+def test_timeline_has_link_usage_counters_that_integrate_to_the_link_bytes(capsys, tmp_path):
+    res, obj = _run(capsys, tmp_path, ["--opt", "overlap=none"])
+    counters = [e for e in obj["traceEvents"] if e["ph"] == "C"]
+    assert {e["name"] for e in counters} == {f"link {f} (B/s)" for f in res["link_bytes"]}
+    for fam, total in res["link_bytes"].items():
+        series = sorted((e["ts"] / 1e6, e["args"][fam]) for e in counters if fam in e["args"])
+        assert series[-1][1] == 0.0 and all(v >= 0 for _, v in series)
+        carried = sum(v * (series[i + 1][0] - t) for i, (t, v) in enumerate(series[:-1]))
+        assert carried == pytest.approx(total, rel=1e-9)
