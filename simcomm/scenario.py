@@ -40,7 +40,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["Scenario", "WorkloadSpec", "StackSpec", "load_scenario", "FIDELITIES"]
+__all__ = ["Scenario", "WorkloadSpec", "StackSpec", "load_scenario", "read_scenario_toml", "FIDELITIES"]
 
 FIDELITIES = ("flow", "analytic")
 SCALINGS = ("weak", "strong")
@@ -150,15 +150,21 @@ def _section(raw: dict, name: str, cls) -> dict:
     return sec
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Read a scenario TOML file; unknown keys are errors naming the valid ones."""
+def read_scenario_toml(path: str | Path) -> dict:
+    """The raw table of a scenario file; a missing or malformed file is a one-line ConfigError."""
     p = Path(path)
     try:
-        raw = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except (FileNotFoundError, IsADirectoryError):
         raise ConfigError(f"scenario: file {str(p)!r} does not exist") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"scenario: {str(p)!r} is not valid TOML ({exc})") from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read a scenario TOML file; unknown keys are errors naming the valid ones."""
+    p = Path(path)
+    raw = read_scenario_toml(p)
     wl = _section(raw, "workload", WorkloadSpec)
     st = _section(raw, "stack", StackSpec)
     options = raw.pop("options", {})

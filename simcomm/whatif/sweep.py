@@ -22,10 +22,10 @@ A ``[sweep]`` table in a scenario TOML holds the same as the flags::
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from simcomm.errors import ConfigError
+from simcomm.scenario import read_scenario_toml
 from simcomm.sweep import Grid, ResultStore, parse_values, parse_vary, run_sweep
 from simcomm.whatif.params import PARAMS, check_point, known_params, strategy_options
 from simcomm.whatif.results import (
@@ -34,11 +34,6 @@ from simcomm.whatif.results import (
     write_results,
     write_text_atomic,
 )
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 __all__ = ["ALWAYS", "describe", "load_sweep_toml", "run_whatif"]
 
@@ -117,12 +112,7 @@ def describe(vary: list[str], strategies: list[str], fixed: dict, *, axes: dict 
 def load_sweep_toml(path: Path) -> tuple[list[str], list[str], dict, dict, str | None]:
     """(vary, strategies, fixed, axes, question) from a scenario TOML with a ``[sweep]`` table."""
     p = Path(path)
-    try:
-        raw = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"scenario: file {str(p)!r} does not exist") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"scenario: {str(p)!r} is not valid TOML ({exc})") from None
+    raw = read_scenario_toml(p)
     sw = raw.pop("sweep", {})
     if not isinstance(sw, dict):
         raise ConfigError("scenario: [sweep] must be a table")
