@@ -43,7 +43,7 @@ class DeviceSpec:
         return self.peak_flops[dtype]
 
 
-DEVICES: Registry[DeviceSpec] = Registry("device")
+DEVICES: Registry[DeviceSpec] = Registry("device", "simcomm.devices")
 
 # GPU launch overhead ~5 us per kernel on CUDA (why: tiny layers are latency-bound, not roofline-bound)
 _GPU_LAUNCH = 5e-6

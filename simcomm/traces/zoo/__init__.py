@@ -31,7 +31,7 @@ class ZooModel:
     param_source: str
 
 
-MODELS: Registry[ZooModel] = Registry("model")
+MODELS: Registry[ZooModel] = Registry("model", "simcomm.models")
 
 
 def _add(name, arch, shape, published, source, summary, reference):
