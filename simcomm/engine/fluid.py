@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simcomm.engine.maxmin import maxmin_rates, maxmin_rates_global
+from simcomm.engine.prune import route_matrix
 
 __all__ = ["FluidCore", "IsolatedState", "run_isolated", "merge_usage", "TIME_TOL"]
 
@@ -68,7 +69,10 @@ class FluidCore:
         self.e_start = _EMPTY_I  # first entry of the flow's route in e_link
         self.e_len = _EMPTY_I
         self.e_link = _EMPTY_I   # concatenated routes of all slots
-        n_links = len(self.capacity)
+        # Incremental solves work on the route matrix (non-dominated links per slot, padded with
+        # the dummy link n_links; simcomm.engine.prune), so the per-link state has one more entry.
+        self.rows = np.zeros((0, 1), dtype=np.int64)
+        n_links = len(self.capacity) + (1 if incremental else 0)
         self.link_load = np.zeros(n_links)                 # sum of rates of bandwidth-phase flows
         self.link_count = np.zeros(n_links, dtype=np.int64)  # bandwidth-phase flows per link
         # Link usage, recorded only when a family per link is given: blocks of samples
@@ -187,6 +191,16 @@ class FluidCore:
         self.e_link = np.concatenate([self.e_link] + [np.asarray(p[5], dtype=np.int64) for p in parts])
         self.n_live += total
         assert len(self.rem) == n0 + total
+        if self.incremental:
+            # Dominance is recomputed over every slot present; containment of flow sets
+            # survives flows leaving, so it stays valid until the next merge.
+            self.rows = route_matrix(self.capacity, self.e_link, self.e_len)
+            # Links kept or dropped may differ from before: rebuild the per-link state on the new rows.
+            on = self.rows[self.phase == BANDWIDTH]
+            n_ext, width = len(self.link_load), self.rows.shape[1]
+            self.link_count = np.bincount(on.ravel(), minlength=n_ext)
+            self.link_load = np.bincount(on.ravel(), weights=np.repeat(self.rate[self.phase == BANDWIDTH], width),
+                                         minlength=n_ext)
 
     def _compact(self) -> None:
         """Drop gone slots (and their entries); slot order is kept."""
@@ -196,6 +210,8 @@ class FluidCore:
             setattr(self, name, getattr(self, name)[keep])
         self.e_link = self.e_link[ent]
         self.e_start = np.cumsum(self.e_len) - self.e_len
+        if self.incremental:
+            self.rows = self.rows[keep]
 
     def _sample(self, now: float) -> None:
         """Record bytes/s per link family: each flow's rate times the links of that family it crosses."""
@@ -227,50 +243,68 @@ class FluidCore:
         flows already have their final rates (docs/engine.md, "Incremental
         re-solves").  The lower bound for a new flow is the smallest
         ``capacity / flows`` on its route: a link's fair share never decreases
-        while filling proceeds.
+        while filling proceeds.  Routes are the rows of :attr:`rows` (dominated
+        links dropped, which leaves the allocation unchanged: simcomm.engine.prune).
         """
-        n_links = len(self.capacity)
-        cap = self.capacity
+        if not self.incremental:
+            self._solve_plain(now, gone)
+            return
+        n_ext = len(self.link_load)
+        width = self.rows.shape[1]
         threshold = np.inf
         if gone.size:
             threshold = float(self.rate[gone].min())
-            gone_links = self.e_link[self._entries(gone)]
-            self.link_count -= np.bincount(gone_links, minlength=n_links)
+            g = self.rows[gone].ravel()
+            self.link_count -= np.bincount(g, minlength=n_ext)
             self.link_load = self.link_load - np.bincount(
-                gone_links, weights=np.repeat(self.rate[gone], self.e_len[gone]), minlength=n_links)
+                g, weights=np.repeat(self.rate[gone], width), minlength=n_ext)
             self.rate[gone] = 0.0
         if enter.size:
-            ee = self.e_link[self._entries(enter)]
-            self.link_count += np.bincount(ee, minlength=n_links)
+            ee = self.rows[enter].ravel()
+            self.link_count += np.bincount(ee, minlength=n_ext)
+            ee = ee[ee < len(self.capacity)]
             if ee.size:
                 with np.errstate(divide="ignore"):
-                    threshold = min(threshold, float((cap[ee] / self.link_count[ee]).min()))
+                    threshold = min(threshold, float((self.capacity[ee] / self.link_count[ee]).min()))
         self.solves += 1
-        refresh = self.solves % _REFRESH == 0 or not self.incremental
         live = self.phase == BANDWIDTH
         # A relative margin keeps flows whose rate equals the threshold up to rounding in the re-solve.
         resolve = live & (self.rate >= threshold * (1.0 - 1e-9))
         resolve[enter] = True
-        if refresh or resolve.sum() == live.sum():
+        if self.solves % _REFRESH == 0 or resolve.sum() == live.sum():
             resolve = live
         slots = np.flatnonzero(resolve)
         if slots.size == 0:
             return
-        ent = self._entries(slots)
-        links = self.e_link[ent]
-        owner = np.repeat(np.arange(len(slots)), self.e_len[slots])
-        old = np.bincount(links, weights=self.rate[slots][owner], minlength=n_links)
+        rows = self.rows[slots]
+        flat = rows.ravel()
+        old = np.bincount(flat, weights=np.repeat(self.rate[slots], width), minlength=n_ext)
         full = resolve is live
         if full:
             self.full_solves += 1
-            residual = cap
+            residual = self.capacity
         else:
-            residual = cap - (self.link_load - old)
-        solver = maxmin_rates if self.incremental else maxmin_rates_global
-        rates, rounds = solver(owner, links, len(slots), residual)
+            residual = self.capacity - (self.link_load - old)[:-1]
+        real = rows != len(self.capacity)
+        owner = np.repeat(np.arange(len(slots)), width)[real.ravel()]
+        rates, rounds = maxmin_rates(owner, rows[real], len(slots), residual)
         self.rounds += rounds
-        new = np.bincount(links, weights=rates[owner], minlength=n_links)
+        new = np.bincount(flat, weights=np.repeat(rates, width), minlength=n_ext)
         self.link_load = new if full else self.link_load - old + new
+        self._apply(slots, rates, now)
+
+    def _solve_plain(self, now: float, gone: np.ndarray) -> None:
+        """The reference: every bandwidth-phase flow, full routes, the textbook solver."""
+        self.rate[gone] = 0.0
+        self.solves += 1
+        self.full_solves += 1
+        slots = np.flatnonzero(self.phase == BANDWIDTH)
+        if slots.size == 0:
+            return
+        links = self.e_link[self._entries(slots)]
+        owner = np.repeat(np.arange(len(slots)), self.e_len[slots])
+        rates, rounds = maxmin_rates_global(owner, links, len(slots), self.capacity)
+        self.rounds += rounds
         self._apply(slots, rates, now)
 
     def _apply(self, slots: np.ndarray, rates: np.ndarray, now: float) -> None:
