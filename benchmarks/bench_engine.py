@@ -87,11 +87,12 @@ def _same(a: dict, b: dict) -> str:
     return "yes" if math.isclose(a["makespan_s"], b["makespan_s"], rel_tol=1e-9) else "NO"
 
 
-def write_doc(section: str) -> None:
+def write_doc(section: str, begin: str = BEGIN, end: str = END) -> None:
+    """Replace the marked section of docs/performance.md (other benchmarks own other sections)."""
     text = DOC.read_text() if DOC.exists() else "# Performance\n\nMeasured by the scripts in `benchmarks/`.\n"
-    block = f"{BEGIN}\n{section}\n{END}"
-    if BEGIN in text and END in text:
-        text = text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]
+    block = f"{begin}\n{section}\n{end}"
+    if begin in text and end in text:
+        text = text[:text.index(begin)] + block + text[text.index(end) + len(end):]
     else:
         text = text.rstrip("\n") + "\n\n" + block + "\n"
     tmp = DOC.with_suffix(".md.tmp")

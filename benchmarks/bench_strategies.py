@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_engine import machine  # noqa: E402  (same machine line as the engine benchmark)
+from bench_engine import machine, write_doc  # noqa: E402  (same machine line and doc writer)
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "performance.md"
 BEGIN, END = "<!-- bench_strategies:begin -->", "<!-- bench_strategies:end -->"
@@ -89,18 +89,6 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def write_doc(section: str) -> None:
-    text = DOC.read_text() if DOC.exists() else "# Performance\n\nMeasured by the scripts in `benchmarks/`.\n"
-    block = f"{BEGIN}\n{section}\n{END}"
-    if BEGIN in text and END in text:
-        text = text[:text.index(BEGIN)] + block + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    tmp = DOC.with_suffix(".md.tmp")
-    tmp.write_text(text)
-    tmp.replace(DOC)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="", help="comma-separated strategies (default: all registered)")
@@ -136,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         parts += ["", line]
     parts += ["", "Target (issue 4): every strategy under 10 s at 1 024 GPUs with the flow fidelity.", "", NOTE]
     if not args.no_write:
-        write_doc("\n".join(parts))
+        write_doc("\n".join(parts), BEGIN, END)
         print(f"wrote {DOC}")
     return 0
 
