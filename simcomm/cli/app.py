@@ -28,8 +28,17 @@ app = typer.Typer(
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from simcomm import __version__
+
+        sys.stdout.write(f"simcomm {__version__}\n")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _root() -> None:
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
     """Predict distributed-training iteration time for every communication strategy."""
 
 

@@ -35,3 +35,10 @@ def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text()
     assert "<!-- test-command -->" in ci  # .ci/run extracts and runs that very block
     assert "pip install torch==2.13.0" in block.group(1).split("&&")[2]
+
+
+def test_version(capsys):
+    from simcomm import __version__
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"simcomm {__version__}\n"
