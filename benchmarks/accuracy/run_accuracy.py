@@ -54,6 +54,8 @@ def render_e2e(rows: list[dict]) -> str:
              "trace scaled by `scale` = co-located compute probe / trace compute (see below).", "",
              "| topology | rate | strategy | measured | predicted | error | per kind: measured / predicted | scale | load |",
              "|---|---|---|---|---|---|---|---|---|"]
+    failed = [r for r in rows if r.get("failed")]
+    rows = [r for r in rows if not r.get("failed")]
     errs = []
     for r in rows:
         m = r["measured"]
@@ -79,6 +81,11 @@ def render_e2e(rows: list[dict]) -> str:
         lines += ["", f"End-to-end: median |error| {statistics.median(errs):.1%}; worst {max(errs):.1%}; "
                       f"{sum(e <= 0.08 for e in errs)}/{len(errs)} within 8%; ranking preserved in "
                       f"{kept}/{len(settings)} settings.", ""]
+    for r in failed:
+        lines.append(f"Failed run (no row, not counted): {r['topology']} {r['mbit']} Mb/s {r['strategy']}: "
+                     f"{r['failed']}")
+    if failed:
+        lines.append("")
     return "\n".join(lines)
 
 

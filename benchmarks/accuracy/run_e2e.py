@@ -18,6 +18,7 @@ import os
 import sys
 from pathlib import Path
 
+from simcomm.calibrate.fit import CalibrationError
 from simcomm.calibrate.e2e import (E2ESpec, compute_scale, e2e_topology, launch_e2e, measure, predict_e2e,
                                    trace_compute_s)
 from simcomm.calibrate.emulate import EmulatedCluster
@@ -52,8 +53,13 @@ def run_setting(topo: str, mbit: int, specs=SPECS) -> list[dict]:
     for spec in specs:
         kw = {"topology": topo, "leaves": 2, "trunk_rate": mbit * 1e6 / 16} if topo == "two-tier" else {}
         load0 = os.getloadavg()[0]
-        with EmulatedCluster(spec.hosts, f"{mbit}Mb/s", **kw) as cl:
-            rec = launch_e2e(cl, spec, limit=300)
+        try:
+            with EmulatedCluster(spec.hosts, f"{mbit}Mb/s", **kw) as cl:
+                rec = launch_e2e(cl, spec, limit=300)
+        except CalibrationError as exc:
+            # A crashed run (e.g. gloo aborting) is recorded as failed; the suite goes on, and
+            # no stale measurement of this case survives to be rendered as if it were new.
+            rec = {"failed": " ".join(str(exc).split()), "spec": {"strategy": spec.strategy}}
         rec["load"] = [load0, os.getloadavg()[0]]
         (RESULTS / f"e2e-{topo}-{mbit}-{spec.strategy}.json").write_text(json.dumps(rec, indent=1, sort_keys=True))
         print(topo, mbit, spec.strategy, "done", file=sys.stderr)
@@ -69,6 +75,10 @@ def evaluate(trace) -> list[dict]:
             if not path.exists():
                 continue
             rec = json.loads(path.read_text())
+            if rec.get("failed"):
+                rows.append({"topology": topo, "mbit": mbit, "strategy": rec["spec"]["strategy"],
+                             "failed": rec["failed"], "load": rec["load"]})
+                continue
             spec = E2ESpec(**rec["spec"])
             m = measure(rec)
             scale = compute_scale(trace, m.probe_s)

@@ -3,7 +3,7 @@
 import pytest
 
 from simcomm.calibrate.check import CheckRow, check_record, summary, topology_for
-from simcomm.calibrate.predict import case_plan, closed_form, cluster_topology, predict
+from simcomm.calibrate.predict import ACK_SHARE, case_plan, closed_form, cluster_topology, predict
 from simcomm.errors import ConfigError
 
 B, A = 1e6, 1e-4  # 1 MB/s links, 100 us per message
@@ -25,12 +25,13 @@ def test_host_route_adds_up_to_the_fitted_alpha():
 
 def test_ring_allreduce_equals_closed_form():
     n = 4e6
-    assert predict("allreduce", 4, n, star(4)) == pytest.approx(2 * 3 * (A + n / 4 / B), rel=1e-12)
+    # rings carry data both ways, so TCP ACKs take 33 B per 1514 B of each direction (ACK_SHARE)
+    assert predict("allreduce", 4, n, star(4)) == pytest.approx(2 * 3 * (A + n / 4 / (B * ACK_SHARE)), rel=1e-12)
     assert closed_form("allreduce", 4, n, A, 1 / B) == pytest.approx(2 * 3 * (A + n / 4 / B), rel=1e-12)
 
 
 def test_ring_allgather_equals_closed_form():
-    assert predict("allgather", 4, 4e6, star(4)) == pytest.approx(3 * (A + 1e6 / B), rel=1e-12)
+    assert predict("allgather", 4, 4e6, star(4)) == pytest.approx(3 * (A + 1e6 / (B * ACK_SHARE)), rel=1e-12)
 
 
 def test_gloo_broadcast_root_feeds_children_at_once():
@@ -52,14 +53,20 @@ def test_oversubscribed_trunk_slows_the_cross_leaf_flows():
     # ranks 2,3 cross a B/2 trunk (B/4 each), rank 1 gets B/2, then the trunk flows keep B/4
     assert predict("ps_push", 4, 1e6, two_tier(4, 0.5)) == pytest.approx(4e6 / B + A, rel=1e-12)
     # every ring step moves 1 MB across each trunk direction at B/2
-    assert predict("allreduce", 4, 4e6, two_tier(4, 0.5)) == pytest.approx(6 * (A + 1e6 / (B / 2)), rel=1e-12)
-    assert predict("allreduce", 4, 4e6, two_tier(4, 1.0)) == pytest.approx(6 * (A + 1e6 / B), rel=1e-12)
+    assert predict("allreduce", 4, 4e6, two_tier(4, 0.5)) == pytest.approx(6 * (A + 1e6 / (B / 2 * ACK_SHARE)),
+                                                                       rel=1e-12)
+    assert predict("allreduce", 4, 4e6, two_tier(4, 1.0)) == pytest.approx(6 * (A + 1e6 / (B * ACK_SHARE)), rel=1e-12)
 
 
 def test_ranks_on_one_host_talk_for_free():
     # 2 hosts x 2 ranks: the ring crosses the network twice per step, each host link once per direction
-    assert predict("allgather", 4, 4e6, star(4, ppn=2)) == pytest.approx(3 * (A + 1e6 / B), rel=1e-9)
+    assert predict("allgather", 4, 4e6, star(4, ppn=2)) == pytest.approx(3 * (A + 1e6 / (B * ACK_SHARE)), rel=1e-9)
     assert predict("ps_push", 4, 1e6, star(4, ppn=2)) == pytest.approx(2e6 / B + A, rel=1e-9)
+
+
+def test_ack_share_is_derived_from_frame_sizes():
+    # one 66-byte delayed ACK per two 1514-byte data frames
+    assert ACK_SHARE == pytest.approx(1514 / 1547, rel=1e-15)
 
 
 def test_unknown_case_is_one_line():
