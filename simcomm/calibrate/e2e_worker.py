@@ -33,14 +33,12 @@ prediction needs as compute (see docs/accuracy.md).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
 
 from simcomm.calibrate.bench import init_group
-from simcomm.calibrate.linkfile import write_json_atomic
-from simcomm.errors import SimcommError
+from simcomm.calibrate.worker import run_and_save
 
 STRATEGIES = ("allreduce", "node-based", "ps", "sgp")
 
@@ -215,14 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=30.0)
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
-    try:
-        rec = run(a)
-        if rec is not None:
-            write_json_atomic(a.out, rec)
-    except SimcommError as exc:
-        sys.stderr.write(f"error: {' '.join(str(exc).split())}\n")
-        return 2
-    return 0
+    return run_and_save(lambda: run(a), a.out)
 
 
 if __name__ == "__main__":

@@ -28,18 +28,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spec", required=True, help="BenchSpec as JSON")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
-    try:
+
+    def body():
         import torch
         import torch.distributed as dist
 
         torch.set_num_threads(1)  # ranks share few cores; intra-op threads would fight the network threads
         init_group(a.backend, a.master, a.port, a.rank, a.world, a.timeout)
         try:
-            rec = run_benchmarks(BenchSpec.from_json(json.loads(a.spec)))
+            return run_benchmarks(BenchSpec.from_json(json.loads(a.spec)))
         finally:
             dist.destroy_process_group()
+
+    return run_and_save(body, a.out)
+
+
+def run_and_save(body, out: str) -> int:
+    """Run a rank's ``body``; the record it returns (rank 0's) is written atomically to ``out``.
+
+    A user error becomes one ``error:`` line and status 2, as in the CLI.
+    """
+    try:
+        rec = body()
         if rec is not None:
-            write_json_atomic(a.out, rec)
+            write_json_atomic(out, rec)
     except SimcommError as exc:
         sys.stderr.write(f"error: {' '.join(str(exc).split())}\n")
         return 2
