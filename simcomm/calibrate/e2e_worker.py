@@ -34,11 +34,10 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import time
 
 from simcomm.calibrate.bench import init_group
-from simcomm.calibrate.worker import run_and_save
+from simcomm.calibrate.worker import exit_now, run_and_save
 
 STRATEGIES = ("allreduce", "node-based", "ps", "sgp")
 
@@ -217,4 +216,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

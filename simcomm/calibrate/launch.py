@@ -12,6 +12,7 @@ be killed by its pid.
 from __future__ import annotations
 
 import json
+import signal
 import os
 import socket
 import subprocess
@@ -45,16 +46,22 @@ def _wait(procs: list[subprocess.Popen], deadline: float) -> None:
         if bad or all(s is not None for s in states) or time.monotonic() > deadline:
             break
         time.sleep(0.05)
+    killed = set()
     for i, p in enumerate(procs):
         if p.poll() is None:
             p.kill()
+            killed.add(i)
         _, err = p.communicate()
         lines = [ln for ln in (err or "").splitlines() if ln.startswith("error:")]
+        tail = ((err or "").strip().splitlines()[-1:] or ["no output"])[0][:200]
         if lines:
             errors.append(lines[-1][len("error:"):].strip())
-        elif p.returncode not in (0, None) and p.returncode > 0:
-            tail = (err or "").strip().splitlines()[-1:] or ["no output"]
-            errors.append(f"rank {i} failed with status {p.returncode}: {tail[0][:200]}")
+        elif p.returncode is not None and p.returncode > 0:
+            errors.append(f"rank {i} failed with status {p.returncode}: {tail}")
+        elif p.returncode is not None and p.returncode < 0 and i not in killed:
+            # Died of a signal we did not send (e.g. SIGABRT from inside gloo): say so, with its last words.
+            name = signal.Signals(-p.returncode).name if -p.returncode in signal.valid_signals() else "?"
+            errors.append(f"rank {i} died of signal {-p.returncode} ({name}): {tail}")
     if errors:
         raise CalibrationError(errors[0])
     if any(p.returncode != 0 for p in procs):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from simcomm.calibrate.bench import BenchSpec, init_group, run_benchmarks
@@ -43,6 +44,19 @@ def main(argv: list[str] | None = None) -> int:
     return run_and_save(body, a.out)
 
 
+def exit_now(status: int) -> None:
+    """Leave the rank process without running C++ static destructors.
+
+    gloo's background threads can still be joinable at interpreter shutdown, and
+    their destructors then abort the process ("terminate called without an active
+    exception", SIGABRT) after the work is done and the record is safely written.
+    The measurement is complete at this point, so skip that teardown.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
 def run_and_save(body, out: str) -> int:
     """Run a rank's ``body``; the record it returns (rank 0's) is written atomically to ``out``.
 
@@ -59,4 +73,4 @@ def run_and_save(body, out: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())
