@@ -46,13 +46,17 @@ class Context:
             self._trace = self.given_trace or load_trace_for(self.scenario, self.notes)
         return self._trace
 
+    def stack(self):
+        """The scenario's transport stack with its overrides."""
+        spec = self.scenario.stack
+        return get_stack(spec.name).with_overrides(spec.efficiency, spec.overhead, spec.cpu_per_byte)
+
     def cluster(self, nodes: int, extra: int):
         key = (nodes, extra)
         if key not in self._clusters:
             topo = self.given_topology or build_cluster(self.scenario, nodes + extra)
             spec = self.scenario.stack
-            stack = get_stack(spec.name).with_overrides(spec.efficiency, spec.overhead)
-            self._clusters[key] = (topo, apply_stack(topo, stack))
+            self._clusters[key] = (topo, apply_stack(topo, self.stack()))
         return self._clusters[key]
 
 
@@ -110,19 +114,22 @@ def _train_ranks(topo, nodes: int, extra: int) -> int:
 
 
 def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: bool = True,
-              on_timeline=None, record_link_usage: bool = False):
+              on_timeline=None, record_link_usage: bool = False, comm_cpu: float = 0.0):
     """Simulate each (weight, plan); returns IterationKinds.
 
     ``on_timeline(label, weight, plan, timeline, topology)`` is called for each
     kind as it is simulated (``simcomm run --timeline`` writes them out).
     ``record_link_usage`` asks the engine for bytes/s per link family over time
-    (``timeline.meta["link_usage"]``).
+    (``timeline.meta["link_usage"]``).  ``comm_cpu`` is the stack's host CPU cost
+    per byte (engine option ``comm_cpu``, flow fidelity).
     """
     from simcomm import engine
 
     out = []
     for weight, plan in kinds:
-        tl = engine.simulate(plan, topo, fidelity=fidelity, seed=seed, record_link_usage=record_link_usage)
+        extra = {"comm_cpu": comm_cpu} if comm_cpu and fidelity == "flow" else {}
+        tl = engine.simulate(plan, topo, fidelity=fidelity, seed=seed, record_link_usage=record_link_usage,
+                             **extra)
         if on_timeline is not None:
             on_timeline(str(plan.meta.get("kind", "every iteration")), float(weight), plan, tl, topo)
         t, window = iteration_time(plan, tl)
@@ -199,8 +206,14 @@ def simulate(scn: Scenario, *, ctx: Context | None = None, baseline: bool = True
         for line in plan.meta.get("assumed", ()):
             if line not in assumed:
                 assumed.append(line)
+    cpu = ctx.stack().cpu_per_byte
+    if cpu:
+        notes_cpu = (f"host CPU cost of communication {cpu * 1e9:.3g} ns per byte sent or received, "
+                     "charged to the compute it overlaps" + (" (the closed form omits it)" if scn.fidelity == "flow"
+                                                             else " (flow fidelity only: not applied)"))
+        assumed.append(notes_cpu)
     kinds = tuple(run_plans(plans, topo, n_train, scn.fidelity, scn.seed, analytic, on_timeline,
-                            record_link_usage=on_timeline is not None))
+                            record_link_usage=on_timeline is not None, comm_cpu=cpu))
     mean, bd, lb, est = _mean(kinds)
     k = w.iterations_per_epoch
     base_s = speedup = None
@@ -209,7 +222,8 @@ def simulate(scn: Scenario, *, ctx: Context | None = None, baseline: bool = True
             base_s = mean
         else:
             bcls = STRATEGIES.get(BASELINE)
-            bk = run_plans(bcls().iterations(w, topo), topo, n_train, scn.fidelity, scn.seed, analytic=False)
+            bk = run_plans(bcls().iterations(w, topo), topo, n_train, scn.fidelity, scn.seed, analytic=False,
+                           comm_cpu=cpu)
             base_s = _mean(bk)[0]
         speedup = base_s / mean if mean > 0 else math.inf
     return Result(**common, kinds=kinds, mean_s=mean, breakdown=bd, link_bytes=lb, analytic_mean_s=est,

@@ -81,9 +81,12 @@ class StackSpec:
     name: str = "nccl"
     efficiency: float | None = None
     overhead: float | None = None
+    cpu_per_byte: float | None = None  # host CPU s/byte charged to overlapping compute (None: the stack's)
 
     def __post_init__(self) -> None:
         _need(isinstance(self.name, str) and bool(self.name), "stack.name", self.name, "a stack name")
+        _need(self.cpu_per_byte is None or (_is_num(self.cpu_per_byte) and self.cpu_per_byte >= 0),
+              "stack.cpu_per_byte", self.cpu_per_byte, "a non-negative number of seconds per byte")
         _need(self.efficiency is None or (_is_num(self.efficiency) and 0 < self.efficiency <= 1),
               "stack.efficiency", self.efficiency, "a fraction in (0, 1]")
         _need(self.overhead is None or (_is_num(self.overhead) and self.overhead >= 0), "stack.overhead",
@@ -182,6 +185,8 @@ def load_scenario(path: str | Path) -> Scenario:
         wl["compute_scale"] = tuple(cs) if isinstance(cs, list) else cs
     if st.get("overhead") is not None:
         st["overhead"] = parse_time(st["overhead"], "stack.overhead")
+    if isinstance(st.get("cpu_per_byte"), str):  # "25ns" (per byte) as well as 2.5e-8
+        st["cpu_per_byte"] = parse_time(st["cpu_per_byte"], "stack.cpu_per_byte")
     base = p.parent
     # Relative files are relative to the scenario file, not to where simcomm runs.
     if isinstance(raw.get("trace"), str) and raw["trace"] and not Path(raw["trace"]).is_absolute():

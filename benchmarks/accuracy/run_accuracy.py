@@ -51,9 +51,11 @@ def render_e2e(rows: list[dict]) -> str:
              "`measured` is the mean iteration (end of the slowest worker to the next such end, after",
              "warm-up); node-based weights its two kinds by the epoch. `predicted` is",
              "`simcomm.pipeline.simulate` (ideal stack on the calibrated topology, flow engine) with the",
-             "trace scaled by `scale` = co-located compute probe / trace compute (see below).", "",
-             "| topology | rate | strategy | measured | predicted | error | per kind: measured / predicted | scale | load |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "trace scaled by `scale` = co-located compute probe / trace compute (see below) and the",
+             "stack's host CPU cost of communication `cpu` from the stream probe (see below).", "",
+             "| topology | rate | strategy | measured | predicted | error | per kind: measured / predicted | scale "
+             "| cpu (ns/B) | load |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     failed = [r for r in rows if r.get("failed")]
     rows = [r for r in rows if not r.get("failed")]
     errs = []
@@ -65,6 +67,7 @@ def render_e2e(rows: list[dict]) -> str:
                           for k in sorted(m.kinds)) if len(m.kinds) > 1 else "-"
         lines.append(f"| {r['topology']} | {r['mbit']} Mb/s | {r['strategy']} | {m.mean_s * 1e3:.0f} ms | "
                      f"{r['predicted'] * 1e3:.0f} ms | {err:+.1%} | {kinds} | {r['scale']:.2f} | "
+                     f"{r.get('cpu_per_byte', 0.0) * 1e9:.1f} | "
                      f"{r['load'][0]:.2f}/{r['load'][1]:.2f} |")
     lines += ["", "| topology | rate | measured ranking (fastest first) | predicted ranking | preserved |",
               "|---|---|---|---|---|"]

@@ -82,10 +82,11 @@ def evaluate(trace) -> list[dict]:
             spec = E2ESpec(**rec["spec"])
             m = measure(rec)
             scale = compute_scale(trace, m.probe_s)
-            res = predict_e2e(spec, e2e_topology(spec, rec["cluster"], alpha, bw, ratio), trace, scale)
+            res = predict_e2e(spec, e2e_topology(spec, rec["cluster"], alpha, bw, ratio), trace, scale,
+                              m.cpu_per_byte)
             rows.append({"topology": topo, "mbit": mbit, "strategy": spec.strategy, "spec": spec,
                          "measured": m, "predicted": res.mean_s, "kinds": {k.label: k.time_s for k in res.kinds},
-                         "scale": scale, "load": rec["load"]})
+                         "scale": scale, "cpu_per_byte": m.cpu_per_byte, "load": rec["load"]})
     return rows
 
 
@@ -99,7 +100,7 @@ def main() -> None:
     for r in evaluate(trace):
         print(f"{r['topology']:8} {r['mbit']} {r['strategy']:10} measured {r['measured'].mean_s * 1e3:7.1f} ms "
               f"predicted {r['predicted'] * 1e3:7.1f} ms error {(r['predicted'] / r['measured'].mean_s - 1):+.1%} "
-              f"scale {r['scale']:.2f} kinds {r['measured'].kinds} pred {r['kinds']}")
+              f"scale {r['scale']:.2f} cpu {r['cpu_per_byte'] * 1e9:.1f} ns/B kinds {r['measured'].kinds} pred {r['kinds']}")
     print("trace compute", trace_compute_s(trace))
 
 

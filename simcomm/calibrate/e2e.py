@@ -14,7 +14,10 @@ forward+backward+step measured by every worker at once with no communication
 (the worker's probe, the same co-location as training) over the trace's own
 forward+backward+step sum.  That factor holds both the sharing of the cores
 by co-located ranks and the work hooks do not see; it comes from a
-compute-only microbenchmark, never from the training iterations.
+compute-only microbenchmark, never from the training iterations.  A second
+microbenchmark runs the same compute while every worker streams 1 MiB to its
+ring neighbour: its slowdown per byte moved is the host CPU cost of
+communication, which the prediction's stack charges to overlapping compute.
 """
 
 from __future__ import annotations
@@ -90,6 +93,8 @@ class Measured:
     mean_s: float
     probe_s: float
     iterations: int
+    stream_probe_s: float | None = None  # the same compute while streaming (None: not recorded)
+    cpu_per_byte: float = 0.0  # host CPU s per byte moved, from the two probes
 
 
 def launch_e2e(cluster, spec: E2ESpec, *, limit: float = 300.0, timeout: float = 30.0) -> dict:
@@ -130,7 +135,12 @@ def measure(rec: dict) -> Measured:
     else:
         mean = statistics.fmean(d for v in kinds.values() for d in v)
     probe = statistics.median(t for r in rows for t in r["probe"])  # robust to a neighbour's burst
-    return Measured(means, mean, probe, sum(len(v) for v in kinds.values()))
+    stream = [t for r in rows for t in r.get("stream_probe", ())]
+    if not stream:
+        return Measured(means, mean, probe, sum(len(v) for v in kinds.values()))
+    streamed = statistics.median(stream)
+    cpu = max(0.0, streamed - probe) / float(rows[0]["stream_bytes"])
+    return Measured(means, mean, probe, sum(len(v) for v in kinds.values()), streamed, cpu)
 
 
 def trace_compute_s(trace) -> float:
@@ -153,8 +163,12 @@ def e2e_topology(spec: E2ESpec, cluster: dict, alpha: float, bandwidth: float, t
                             trunk_ratio, name=f"emulated-{cluster.get('topology', 'star')}")
 
 
-def predict_e2e(spec: E2ESpec, topology, trace, scale: float):
-    """simcomm's Result for ``spec`` on ``topology`` with the trace scaled by ``scale``."""
+def predict_e2e(spec: E2ESpec, topology, trace, scale: float, cpu_per_byte: float = 0.0):
+    """simcomm's Result for ``spec`` on ``topology`` with the trace scaled by ``scale``.
+
+    ``cpu_per_byte`` is the host CPU cost of communication from the stream probe
+    (:attr:`Measured.cpu_per_byte`), given to the stack.
+    """
     from simcomm.pipeline import Context, simulate
     from simcomm.scenario import Scenario, StackSpec, WorkloadSpec
 
@@ -164,6 +178,6 @@ def predict_e2e(spec: E2ESpec, topology, trace, scale: float):
     scn = Scenario(strategy=spec.strategy, nodes=spec.nodes, gpus_per_node=spec.per_host, cluster="emulated",
                    batch=spec.batch, dataset_size=spec.epoch * spec.workers * spec.batch, fidelity="flow",
                    workload=WorkloadSpec(bucket_mb=25.0, compute_scale=(scale,) * spec.nodes),
-                   stack=StackSpec("ideal"), options=options)
+                   stack=StackSpec("ideal", cpu_per_byte=cpu_per_byte), options=options)
     return simulate(scn, ctx=Context(scn, given_trace=trace, given_topology=topology), baseline=False,
                     analytic=False)

@@ -27,7 +27,10 @@ Strategies, each written with torch.distributed primitives only:
 Before training, a compute probe runs forward+backward+step without any
 communication on every worker at the same time (after a barrier): the
 compute time under the same co-location as training, which is what the
-prediction needs as compute (see docs/accuracy.md).
+prediction needs as compute (see docs/accuracy.md).  It runs again after a
+*stream probe*: the same compute while every worker sends 1 MiB to the next
+worker and receives 1 MiB from the previous one; the slowdown per byte moved
+is the host CPU cost of communication (``cpu_per_byte``).
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ from simcomm.calibrate.bench import init_group
 from simcomm.calibrate.worker import exit_now, run_and_save
 
 STRATEGIES = ("allreduce", "node-based", "ps", "sgp")
+#: Bytes each worker sends (and receives) per stream-probe iteration: small enough to
+#: finish inside one compute at the emulated rates, so all of it overlaps compute.
+STREAM_BYTES = 1 << 20
 
 
 def is_exchange(i: int, k_prime: int, epoch: int) -> bool:
@@ -166,6 +172,44 @@ class Rank:
         return f"gossip (peer +2^{e})"
 
 
+def _probe(me, a) -> list[float]:
+    """Forward+backward+step times with no communication (workers only)."""
+    out = []
+    if me.server is None or a.rank != me.server:
+        for k in range(a.probe_warmup + a.probe):
+            t0 = time.perf_counter()
+            me.compute()
+            me.opt.step()
+            if k >= a.probe_warmup:
+                out.append(time.perf_counter() - t0)
+    return out
+
+
+def _stream_probe(me, a, torch, dist) -> list[float]:
+    """The same compute while each worker sends STREAM_BYTES to the next worker and receives as much.
+
+    A microbenchmark of the host CPU cost of communication: its slowdown over
+    :func:`_probe`, per byte moved, is the stack's ``cpu_per_byte``.
+    """
+    out = []
+    if me.server is not None and a.rank == me.server:
+        return out
+    n = me.workers
+    send = torch.ones(STREAM_BYTES // 4)
+    recv = torch.empty_like(send)
+    for k in range(a.probe_warmup + a.probe):
+        t0 = time.perf_counter()
+        reqs = [dist.isend(send, dst=(a.rank + 1) % n), dist.irecv(recv, src=(a.rank - 1) % n)]
+        me.compute()
+        me.opt.step()
+        t1 = time.perf_counter()
+        for r in reqs:
+            r.wait()
+        if k >= a.probe_warmup:
+            out.append(t1 - t0)
+    return out
+
+
 def run(a) -> dict | None:
     import torch
     import torch.distributed as dist
@@ -174,15 +218,12 @@ def run(a) -> dict | None:
     init_group("gloo", a.master, a.port, a.rank, a.world, a.timeout)
     try:
         me = Rank(a, torch, dist)
-        probe = []
         dist.barrier()
-        if me.server is None or a.rank != me.server:
-            for k in range(a.probe_warmup + a.probe):
-                t0 = time.perf_counter()
-                me.compute()
-                me.opt.step()
-                if k >= a.probe_warmup:
-                    probe.append(time.perf_counter() - t0)
+        probe = _probe(me, a)
+        dist.barrier()
+        stream = _stream_probe(me, a, torch, dist)
+        dist.barrier()
+        probe += _probe(me, a)  # before and after: less drift with the neighbours' load
         dist.barrier()
         ends, kinds, computed = [], [], []
         ends.append(time.perf_counter())
@@ -194,6 +235,7 @@ def run(a) -> dict | None:
         dist.barrier()
         rows = [None] * a.world
         dist.all_gather_object(rows, {"rank": a.rank, "ends": ends, "kinds": kinds, "probe": probe,
+                                      "stream_probe": stream, "stream_bytes": 2 * STREAM_BYTES,
                                       "compute_ends": computed})
     finally:
         dist.destroy_process_group()

@@ -107,6 +107,7 @@ def compare_command(
     stack: Optional[str] = typer.Option(None, "--stack"),
     stack_efficiency: Optional[float] = typer.Option(None, "--stack-efficiency"),
     stack_overhead: Optional[str] = typer.Option(None, "--stack-overhead"),
+    stack_cpu: Optional[str] = typer.Option(None, "--stack-cpu", help="Host CPU time per byte moved, e.g. 25ns."),
     png: Optional[Path] = typer.Option(None, "--png", help="Write the comparison plot here."),
     as_json: bool = typer.Option(False, "--json"),
     as_csv: bool = typer.Option(False, "--csv"),
@@ -118,7 +119,7 @@ def compare_command(
     base = build_scenario(scenario, strategy=None, gpus_per_node=gpus_per_node, cluster=cluster, model=model,
                           trace=trace, batch=batch, dataset_size=dataset_size, fidelity=fidelity, seed=seed,
                           scaling=scaling, bucket_mb=bucket_mb, dataload=dataload, stack=stack,
-                          stack_efficiency=stack_efficiency, stack_overhead=stack_overhead)
+                          stack_efficiency=stack_efficiency, stack_overhead=stack_overhead, stack_cpu=stack_cpu)
     if quiet or as_json or as_csv:
         results = run_compare(base, names, counts)
     else:

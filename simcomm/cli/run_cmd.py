@@ -51,7 +51,8 @@ def _floats(text: str | None, field: str) -> tuple[float, ...] | None:
 def build_scenario(scenario: Optional[Path], *, strategy=None, nodes=None, gpus_per_node=None, cluster=None,
                    model=None, trace=None, batch=None, dataset_size=None, fidelity=None, seed=None,
                    scaling=None, bucket_mb=None, dataload=None, dataload_overlap=None, compute_scale=None,
-                   stack=None, stack_efficiency=None, stack_overhead=None, opts=None, typed=None) -> Scenario:
+                   stack=None, stack_efficiency=None, stack_overhead=None, stack_cpu=None, opts=None,
+                   typed=None) -> Scenario:
     """A Scenario from an optional TOML file with CLI values on top."""
     scn = load_scenario(scenario) if scenario is not None else Scenario(strategy=strategy or "allreduce")
     if model is not None or trace is not None:  # a flag replaces whatever the file chose
@@ -68,7 +69,8 @@ def build_scenario(scenario: Optional[Path], *, strategy=None, nodes=None, gpus_
     s = scn.stack
     scn = replace(scn, stack=StackSpec(
         name=stack or s.name, efficiency=s.efficiency if stack_efficiency is None else stack_efficiency,
-        overhead=s.overhead if stack_overhead is None else parse_time(stack_overhead, "--stack-overhead")))
+        overhead=s.overhead if stack_overhead is None else parse_time(stack_overhead, "--stack-overhead"),
+        cpu_per_byte=s.cpu_per_byte if stack_cpu is None else parse_time(stack_cpu, "--stack-cpu")))
     options = dict(scn.options)
     options.update({k: v for k, v in (typed or {}).items() if v is not None})
     options.update(parse_opts(opts))
@@ -148,6 +150,8 @@ def run_command(
     stack: Optional[str] = typer.Option(None, "--stack", help="Transport stack: nccl, mpi-tcp, gloo, cpu-ps, ideal."),
     stack_efficiency: Optional[float] = typer.Option(None, "--stack-efficiency", help="Fraction of line rate."),
     stack_overhead: Optional[str] = typer.Option(None, "--stack-overhead", help="Per-message overhead, e.g. 20us."),
+    stack_cpu: Optional[str] = typer.Option(None, "--stack-cpu", help="Host CPU time per byte sent or received, "
+                                            "charged to the compute it overlaps, e.g. 25ns (CPU training)."),
     opt: Optional[list[str]] = typer.Option(None, "--opt", help="Strategy option key=value (repeatable)."),
     k_prime: Optional[int] = typer.Option(None, "--k-prime", help="node-based: iterations between exchanges."),
     servers: Optional[int] = typer.Option(None, "--servers", help="ps: number of servers."),
@@ -172,7 +176,8 @@ def run_command(
                          model=model, trace=trace, batch=batch, dataset_size=dataset_size, fidelity=fidelity,
                          seed=seed, scaling=scaling, bucket_mb=bucket_mb, dataload=dataload,
                          dataload_overlap=dataload_overlap, compute_scale=compute_scale, stack=stack,
-                         stack_efficiency=stack_efficiency, stack_overhead=stack_overhead, opts=opt, typed=typed)
+                         stack_efficiency=stack_efficiency, stack_overhead=stack_overhead, stack_cpu=stack_cpu,
+                         opts=opt, typed=typed)
     if timeline is not None and not timeline.parent.resolve().is_dir():
         raise ConfigError(f"--timeline: directory {str(timeline.parent)!r} does not exist")
     kinds: list = []

@@ -28,7 +28,11 @@ from simcomm.topologies.base import Topology
 __all__ = ["run", "FIDELITIES"]
 
 FIDELITIES = ("flow", "analytic")
-OPTIONS = ("coalesce", "incremental", "ppn", "record_link_usage")
+OPTIONS = ("coalesce", "incremental", "ppn", "record_link_usage", "comm_cpu")
+#: Compute stretches stop once the CPU time still owed is below this (seconds).
+_CPU_TOL = 1e-12
+#: ... or after this many rounds (the CPU cost of communication would exceed the CPU).
+_CPU_ROUNDS = 200
 
 
 class Context:
@@ -64,6 +68,9 @@ def _check_options(fidelity: str, options: dict) -> None:
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         raise ConfigError(f"engine option {unknown[0]!r} is unknown; valid choices: {', '.join(OPTIONS)}")
+    cpu = options.get("comm_cpu", 0.0)
+    if not (isinstance(cpu, (int, float)) and np.isfinite(cpu) and cpu >= 0):
+        raise ConfigError(f"comm_cpu: {cpu!r} must be a non-negative number of seconds per byte")
     ppn = options.get("ppn")
     if ppn is not None and (not isinstance(ppn, int) or ppn < 1):
         raise ConfigError(f"ppn: {ppn!r} must be a positive integer")
@@ -81,6 +88,10 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     ``record_link_usage`` (default False) stores bytes/s per link family over
     time in ``meta["link_usage"]`` as ``(time_s, family, bytes_per_s)`` rows,
     one whenever a family's value changes (flow fidelity; empty for analytic).
+    ``comm_cpu`` (seconds per byte, default 0) is the host CPU a rank spends on
+    each byte it sends or receives: a Compute op is stretched by ``comm_cpu`` times
+    the bytes its rank moved while it ran (flow fidelity, transfers and steps on
+    the shared network; docs/engine.md, "CPU cost of communication").
     ``seed`` is recorded; the models are deterministic and draw no random numbers.
     """
     _check_options(fidelity, options)
@@ -130,6 +141,25 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
         yield from pricer.collective(op, prepared[op.id])
         finish(op.id)
 
+    cpu = float(options.get("comm_cpu", 0.0))
+    track = cpu > 0 and hasattr(pricer, "rank_bytes")
+    if track:
+        pricer.track_ranks()
+
+    def cpu_stretched(op):
+        # The rank's CPU also moved bytes while computing: owe comm_cpu per byte, and
+        # keep computing until the owed time (which itself overlaps more traffic) is paid.
+        b0 = pricer.rank_bytes(op.rank)
+        yield env.timeout(op.seconds)
+        paid = 0.0
+        for _ in range(_CPU_ROUNDS):
+            owed = cpu * (pricer.rank_bytes(op.rank) - b0) - paid
+            if owed <= _CPU_TOL:
+                break
+            paid += owed
+            ctx.stats["cpu_stretch_rounds"] += 1
+            yield env.timeout(owed)
+
     def stream(oids: list[int]):
         for oid in oids:
             op = ops[oid]
@@ -140,7 +170,10 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
             if isinstance(op, Compute):
                 start[oid] = env.now
                 if op.seconds > 0:
-                    yield env.timeout(op.seconds)
+                    if cpu and track:
+                        yield from cpu_stretched(op)
+                    else:
+                        yield env.timeout(op.seconds)
                 finish(oid)
             elif isinstance(op, Transfer):
                 start[oid] = env.now

@@ -60,6 +60,23 @@ class FlowPricer:
         self.net = LiveNetwork(ctx.env, ctx.topology.capacity, ctx.incremental, self.fam)
         self._routes: dict = {}  # routes per (group, step pattern), see route_step
         self._periods: dict = {}  # isolated durations (and usage) of scalable step patterns
+        self._moved: np.ndarray | None = None  # per-rank bytes of finished flows (comm_cpu only)
+        self._moving: dict[int, list] = {}  # rank -> [(batch id, index, bytes)] still in flight
+
+    def track_ranks(self) -> None:
+        """Count the bytes each rank sends or receives (for the ``comm_cpu`` option)."""
+        self._moved = np.zeros(self.ctx.topology.n_ranks)
+
+    def rank_bytes(self, rank: int) -> float:
+        """Bytes ``rank`` has sent plus received so far, on the shared network (exact, mid-flow too).
+
+        Coalesced repeats (reservations) are priced without live flows and are not
+        counted (docs/engine.md, "CPU cost of communication").
+        """
+        done = float(self._moved[rank])
+        for bid, idx, nbytes in self._moving.get(rank, ()):
+            done += nbytes - self.net.core.bytes_left(bid, idx, self.env.now)
+        return done
 
     @property
     def usage(self) -> list:
@@ -161,8 +178,11 @@ class FlowPricer:
         now = self.env.now
         if resume is None:
             t_start = now
-            fin = yield self.net.add(routed.nbytes.copy(), now + routed.latency, routed.route_len,
-                                     routed.links)
+            ev = self.net.add(routed.nbytes.copy(), now + routed.latency, routed.route_len, routed.links)
+            if self._moved is None:
+                fin = yield ev
+            else:
+                fin = yield from self._tracked(ev, routed)
         else:
             t_start = now - resume
             st = run_isolated(self.net.core.capacity, routed.nbytes, routed.latency, routed.route_len,
@@ -174,3 +194,16 @@ class FlowPricer:
         end = routed.end_time(t_start, fin)
         if end > self.env.now:
             yield self.env.timeout(end - self.env.now)
+
+    def _tracked(self, ev, routed: RoutedStep):
+        """Wait for batch ``ev`` while its transfers count toward their ranks' bytes."""
+        bid = self.net.last_batch
+        items = [(int(r), (bid, i, float(routed.nbytes[i]))) for i in range(len(routed))
+                 for r in {int(routed.src[i]), int(routed.dst[i])}]
+        for r, item in items:
+            self._moving.setdefault(r, []).append(item)
+        fin = yield ev
+        for r, item in items:
+            self._moving[r].remove(item)
+            self._moved[r] += item[2]
+        return fin

@@ -316,6 +316,20 @@ class FluidCore:
         with np.errstate(divide="ignore", invalid="ignore"):
             self.t_next[slots] = now + np.where(rem > 0, rem / rates, 0.0)
 
+    def bytes_left(self, bid: int, index: int, at: float) -> float:
+        """Bytes flow ``index`` of batch ``bid`` still has to send at ``at`` (0 once finished)."""
+        for p in self._pending:  # queued, not merged yet: nothing sent
+            if p[0] == bid:
+                hit = np.flatnonzero(np.asarray(p[1]) == index)
+                return float(np.asarray(p[2])[hit[0]]) if hit.size else 0.0
+        slot = np.flatnonzero((self.batch == bid) & (self.index == index) & (self.phase != GONE))
+        if slot.size == 0:
+            return 0.0
+        k = int(slot[0])
+        if self.phase[k] == BANDWIDTH:
+            return max(float(self.rem[k] - self.rate[k] * (at - self.t_ref[k])), 0.0)
+        return float(self.rem[k])
+
     def snapshot(self, at: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``(index, rem, t_bw, in_bw)`` of live flows at ``at`` (between events, no settle)."""
         live = self.phase != GONE

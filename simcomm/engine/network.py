@@ -83,6 +83,7 @@ class LiveNetwork:
         self._waiters: dict[int, simpy.Event] = {}
         self._gen = 0
         self._kicked = False
+        self.last_batch = -1
 
     @property
     def idle(self) -> bool:
@@ -95,6 +96,7 @@ class LiveNetwork:
         if self.reservation is not None:
             self._interrupt()
         bid = self.core.add(rem, t_bw, route_len, links, finish)
+        self.last_batch = bid  # callers that follow a batch's progress (FluidCore.bytes_left) read it
         ev = self.env.event()
         self._waiters[bid] = ev
         self._kick()

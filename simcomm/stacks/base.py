@@ -49,8 +49,13 @@ class Stack:
     cap: float | None = None
     summary: str = ""
     reference: str = ""
+    #: Host CPU seconds per byte a rank sends or receives; it stretches whatever compute
+    #: the transfer overlaps (0 for GPU stacks, whose compute does not share the host CPU).
+    cpu_per_byte: float = 0.0
 
     def __post_init__(self) -> None:
+        if not (math.isfinite(self.cpu_per_byte) and self.cpu_per_byte >= 0):
+            raise ConfigError(f"stack {self.name!r}: cpu-per-byte {self.cpu_per_byte!r} must be >= 0 seconds")
         for field in ("efficiency", "intra_efficiency"):
             v = getattr(self, field)
             if not (math.isfinite(v) and 0 < v <= 1):
@@ -62,9 +67,12 @@ class Stack:
         if self.cap is not None and not (math.isfinite(self.cap) and self.cap > 0):
             raise ConfigError(f"stack {self.name!r}: cap {self.cap!r} must be a positive bandwidth")
 
-    def with_overrides(self, efficiency: float | None = None, overhead: float | None = None) -> Stack:
-        """The ``--stack-efficiency`` / ``--stack-overhead`` overrides (network links)."""
+    def with_overrides(self, efficiency: float | None = None, overhead: float | None = None,
+                       cpu_per_byte: float | None = None) -> Stack:
+        """The ``--stack-efficiency`` / ``--stack-overhead`` overrides (network links), and ``cpu_per_byte``."""
         out = self
+        if cpu_per_byte is not None:
+            out = replace(out, cpu_per_byte=float(cpu_per_byte))
         if efficiency is not None:
             out = replace(out, efficiency=float(efficiency))
         if overhead is not None:
