@@ -81,9 +81,10 @@ def check_record(rec: dict) -> list[CheckRow]:
     cross = fits.get("cross") if "inter" in fits else None
     topo = topology_for(rec, f.alpha, f.bandwidth, cross.bandwidth if cross else None)
     rows = []
+    mtu = int((rec.get("cluster") or {}).get("mtu", 1500))
     for c in rec["collectives"]:
         p, n = int(c["ranks"]), int(c["nbytes"])
-        rows.append(CheckRow(c["kind"], p, n, float(c["time"]), predict(c["kind"], p, n, topo),
+        rows.append(CheckRow(c["kind"], p, n, float(c["time"]), predict(c["kind"], p, n, topo, mtu),
                              closed_form(c["kind"], p, n, f.alpha, f.beta)))
     if not rows:
         raise CalibrationError("check: the record holds no collective measurements")

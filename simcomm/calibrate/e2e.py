@@ -36,7 +36,10 @@ from simcomm.calibrate.predict import cluster_topology
 from simcomm.errors import ConfigError
 
 __all__ = ["E2ESpec", "Measured", "launch_e2e", "measure", "compute_scale", "trace_compute_s", "predict_e2e", "e2e_topology",
-           "STRATEGY_OPTIONS"]
+           "STRATEGY_OPTIONS", "compute_draws", "DRAWS"]
+
+#: Draws of per-rank compute from the probe samples averaged per prediction (compute_draws).
+DRAWS = 16
 
 #: simcomm options that describe what e2e_worker does (see its docstring)
 STRATEGY_OPTIONS = {
@@ -95,6 +98,7 @@ class Measured:
     iterations: int
     stream_probe_s: float | None = None  # the same compute while streaming (None: not recorded)
     cpu_per_byte: float = 0.0  # host CPU s per byte moved, from the two probes
+    probe_samples: tuple = ()  # every worker's compute-only probe times
 
 
 def launch_e2e(cluster, spec: E2ESpec, *, limit: float = 300.0, timeout: float = 30.0) -> dict:
@@ -134,13 +138,15 @@ def measure(rec: dict) -> Measured:
         mean = ((spec.epoch - x) * means.get("local", 0.0) + x * means["exchange"]) / spec.epoch
     else:
         mean = statistics.fmean(d for v in kinds.values() for d in v)
-    probe = statistics.median(t for r in rows for t in r["probe"])  # robust to a neighbour's burst
+    samples = tuple(float(t) for r in rows for t in r["probe"])
+    probe = statistics.median(samples)  # robust to a neighbour's burst
+    n_it = sum(len(v) for v in kinds.values())
     stream = [t for r in rows for t in r.get("stream_probe", ())]
     if not stream:
-        return Measured(means, mean, probe, sum(len(v) for v in kinds.values()))
+        return Measured(means, mean, probe, n_it, probe_samples=samples)
     streamed = statistics.median(stream)
     cpu = max(0.0, streamed - probe) / float(rows[0]["stream_bytes"])
-    return Measured(means, mean, probe, sum(len(v) for v in kinds.values()), streamed, cpu)
+    return Measured(means, mean, probe, n_it, streamed, cpu, samples)
 
 
 def trace_compute_s(trace) -> float:
@@ -163,9 +169,26 @@ def e2e_topology(spec: E2ESpec, cluster: dict, alpha: float, bandwidth: float, t
                             trunk_ratio, name=f"emulated-{cluster.get('topology', 'star')}")
 
 
-def predict_e2e(spec: E2ESpec, topology, trace, scale: float, cpu_per_byte: float = 0.0):
+def compute_draws(trace, samples, ranks: int, draws: int = DRAWS, seed: int = 0) -> list[tuple[float, ...]]:
+    """``draws`` per-rank compute-scale vectors, each rank's factor a probe sample over the trace's compute.
+
+    The probe's spread is real (4 ranks share 2 cores, so one rank's step takes
+    ±15 % of another's), and a synchronous iteration waits for its slowest
+    rank: predicting with the median alone under-states it.  Sampling each
+    rank's compute from the probe and averaging the predictions over draws
+    gives the expected iteration; the seed makes it reproducible.
+    """
+    import numpy as np
+
+    pool = np.asarray(samples, dtype=float) / trace_compute_s(trace)
+    rng = np.random.default_rng(seed)
+    return [tuple(float(x) for x in rng.choice(pool, size=ranks)) for _ in range(draws)]
+
+
+def predict_e2e(spec: E2ESpec, topology, trace, scale, cpu_per_byte: float = 0.0):
     """simcomm's Result for ``spec`` on ``topology`` with the trace scaled by ``scale``.
 
+    ``scale`` is one factor for every rank, or a per-rank tuple (:func:`compute_draws`).
     ``cpu_per_byte`` is the host CPU cost of communication from the stream probe
     (:attr:`Measured.cpu_per_byte`), given to the stack.
     """
@@ -177,7 +200,8 @@ def predict_e2e(spec: E2ESpec, topology, trace, scale: float, cpu_per_byte: floa
         options["k_prime"] = spec.k_prime
     scn = Scenario(strategy=spec.strategy, nodes=spec.nodes, gpus_per_node=spec.per_host, cluster="emulated",
                    batch=spec.batch, dataset_size=spec.epoch * spec.workers * spec.batch, fidelity="flow",
-                   workload=WorkloadSpec(bucket_mb=25.0, compute_scale=(scale,) * spec.nodes),
+                   workload=WorkloadSpec(bucket_mb=25.0, compute_scale=tuple(scale) if isinstance(scale, tuple)
+                                         else (float(scale),) * spec.nodes),
                    stack=StackSpec("ideal", cpu_per_byte=cpu_per_byte), options=options)
     return simulate(scn, ctx=Context(scn, given_trace=trace, given_topology=topology), baseline=False,
                     analytic=False)

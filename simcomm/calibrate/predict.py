@@ -30,8 +30,8 @@ from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
 from simcomm.topologies.base import Topology
 
-__all__ = ["CASES", "GLOO_ALGORITHMS", "ACK_SHARE", "cluster_topology", "case_plan", "predict", "closed_form",
-           "with_ack_share"]
+__all__ = ["CASES", "GLOO_ALGORITHMS", "ACK_SHARE", "ack_share", "cluster_topology", "case_plan", "predict",
+           "closed_form", "with_ack_share"]
 
 CASES = ("allreduce", "allgather", "broadcast", "ps_push", "ps_pull", "p2p")
 #: the catalogue algorithm each gloo collective runs (torch's ProcessGroupGloo defaults)
@@ -42,9 +42,18 @@ LOOPBACK = LinkClass("loopback", 1e11, 0.0, "shm", "same-host TCP loopback (not 
 #: and receives in every step).  Derived, not fitted: Linux TCP sends a delayed ACK every two
 #: full segments, a 66-byte frame (14 Ethernet + 20 IP + 32 TCP with timestamps) per two
 #: 1514-byte data frames, and those ACKs share the shaped direction with that direction's own
-#: data.  So data keeps 1514 / (1514 + 33) of the rate the one-way ping-pong fit measured.
+#: data.  So data keeps 1514 / (1514 + 33) of the rate the one-way ping-pong fit measured
+#: (with an MTU of m bytes, frames are m + 14 bytes: :func:`ack_share`).
 BIDIRECTIONAL = ("allreduce", "allgather")
-ACK_SHARE = 1514.0 / (1514.0 + 66.0 / 2.0)
+
+
+def ack_share(mtu: int = 1500) -> float:
+    """Share of a link direction left to data when it also carries the reverse flow's delayed ACKs."""
+    frame = float(mtu) + 14.0
+    return frame / (frame + 66.0 / 2.0)
+
+
+ACK_SHARE = ack_share(1500)
 
 
 def cluster_topology(rank_host: tuple[int, ...], leaf_of: tuple[int, ...], alpha: float, bandwidth: float,
@@ -95,20 +104,20 @@ def case_plan(case: str, p: int, nbytes: float):
     return b.build(case=case)
 
 
-def predict(case: str, p: int, nbytes: float, topology: Topology) -> float:
-    """Seconds the flow engine predicts for ``case`` on ``topology``."""
+def predict(case: str, p: int, nbytes: float, topology: Topology, mtu: int = 1500) -> float:
+    """Seconds the flow engine predicts for ``case`` on ``topology`` (``mtu``: of the links, for the ACK share)."""
     from simcomm.engine import simulate
 
     if p < 2:
         return 0.0
     if case in BIDIRECTIONAL:
-        topology = with_ack_share(topology)
+        topology = with_ack_share(topology, ack_share(mtu))
     return float(simulate(case_plan(case, p, nbytes), topology, fidelity="flow").makespan)
 
 
-def with_ack_share(topology: Topology) -> Topology:
-    """The same cluster with its calibrated links at ``ACK_SHARE`` of their rate (see BIDIRECTIONAL)."""
-    links = {k: (v.scaled(ACK_SHARE, suffix="") if k.startswith("calib-") else v)
+def with_ack_share(topology: Topology, share: float = ACK_SHARE) -> Topology:
+    """The same cluster with its calibrated links at ``share`` of their rate (see BIDIRECTIONAL)."""
+    links = {k: (v.scaled(share, suffix="") if k.startswith("calib-") else v)
              for k, v in topology.links.items()}
     return Topology(topology.name, topology.graph, links, topology.ranks, meta=dict(topology.meta))
 

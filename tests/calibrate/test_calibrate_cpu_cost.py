@@ -70,3 +70,38 @@ def test_cli_rejects_a_bad_cost_in_one_line(capsys, value, match):
     assert main(["run", "--strategy", "sgp", "--nodes", "4", "--stack-cpu", value]) == 2
     err = capsys.readouterr().err
     assert match in err and err.count("\n") == 1
+
+
+def test_compute_draws_sample_the_probe_per_rank_reproducibly():
+    from simcomm import traces
+    from simcomm.calibrate.e2e import compute_draws, trace_compute_s
+
+    trace = traces.default_trace()
+    t = trace_compute_s(trace)
+    samples = (t, 2 * t, 3 * t)
+    a = compute_draws(trace, samples, ranks=4, draws=8, seed=0)
+    assert a == compute_draws(trace, samples, ranks=4, draws=8, seed=0)  # same seed, same draws
+    assert len(a) == 8 and all(len(d) == 4 for d in a)
+    assert {round(x, 12) for d in a for x in d} <= {1.0, 2.0, 3.0}  # every factor is a probe sample
+    assert compute_draws(trace, samples, ranks=4, draws=8, seed=1) != a
+
+
+def test_slowest_rank_draw_raises_a_synchronous_prediction():
+    from simcomm import traces
+    from simcomm.calibrate.e2e import E2ESpec, e2e_topology, predict_e2e
+
+    trace = traces.default_trace()
+    spec = E2ESpec("allreduce", workers=2, batch=trace.batch)
+    topo = e2e_topology(spec, {"hosts": 2, "topology": "star"}, 1e-4, 1e7, 1.0)
+    even = predict_e2e(spec, topo, trace, (2.0, 2.0)).mean_s
+    uneven = predict_e2e(spec, topo, trace, (2.0, 3.0)).mean_s
+    # the all-reduce waits for the slower rank: one more trace compute
+    from simcomm.calibrate.e2e import trace_compute_s
+    assert uneven - even == pytest.approx(trace_compute_s(trace), rel=1e-6)
+
+
+def test_ack_share_follows_the_frame_size():
+    from simcomm.calibrate.predict import ACK_SHARE, ack_share
+
+    assert ack_share(1500) == ACK_SHARE == pytest.approx(1514 / 1547, rel=1e-15)
+    assert ack_share(9000) == pytest.approx(9014 / 9047, rel=1e-15)

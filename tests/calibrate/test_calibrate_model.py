@@ -34,6 +34,13 @@ def test_ring_allgather_equals_closed_form():
     assert predict("allgather", 4, 4e6, star(4)) == pytest.approx(3 * (A + 1e6 / (B * ACK_SHARE)), rel=1e-12)
 
 
+def test_ring_ack_share_uses_the_clusters_frame_size():
+    share = 9014 / 9047  # jumbo frames: one 66-byte ACK per two 9014-byte frames
+    assert predict("allgather", 4, 4e6, star(4), mtu=9000) == pytest.approx(3 * (A + 1e6 / (B * share)), rel=1e-12)
+    # one-way cases never carry the reverse ACKs
+    assert predict("ps_push", 4, 1e6, star(4), mtu=9000) == predict("ps_push", 4, 1e6, star(4))
+
+
 def test_gloo_broadcast_root_feeds_children_at_once():
     # p=4: 0 sends to 1 and 2 together (each at B/2), then 1 sends to 3
     n = 1e6
