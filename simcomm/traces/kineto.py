@@ -8,12 +8,14 @@ Record the profile with ``with_stack=True`` (torch.profiler then emits one
   order of their first call; a layer is named by its chain of module events,
   e.g. ``Sequential_0.Conv2d_0`` (the profile does not hold attribute names;
   with ``--model`` of a zoo model whose types match, the zoo's names are used);
-* forward time = the module event's duration, averaged over its calls;
+* forward time = the module event's duration, averaged over its calls in the
+  middle half of the ``ProfilerStep#N`` ranges ranked by duration (the direct
+  capture's rule: one preempted iteration must not move the layer times);
 * backward time = the summed durations of the
   ``autograd::engine::evaluate_function: *Backward*`` events whose
   ``Sequence number`` matches an op launched inside that module's forward
   range (autograd gives a forward op and its backward node the same number);
-* iteration time = mean ``ProfilerStep#N`` duration when ``prof.step()`` was
+* iteration time = mean duration of those steps when ``prof.step()`` was
   called, else the layer sum.
 
 GPU kernels are not re-attributed: on CUDA profiles these are host-side times
@@ -29,6 +31,7 @@ from pathlib import Path
 
 import simcomm
 from simcomm.errors import TraceFormatError
+from simcomm.traces.capture import _middle
 from simcomm.traces.io import DTYPE_BYTES, DTYPES
 from simcomm.traces.schema import Layer, Trace
 
@@ -103,9 +106,18 @@ def parse_profile(events: list[dict]) -> tuple[list[str], list[str], list[float]
     for e in events:
         if e.get("cat") == "cpu_op":
             all_ops[e.get("tid")].append(e)
+    step_evs = sorted((e for e in events if e["name"].startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    steps = [e["dur"] * 1e-6 for e in step_evs]
+    # Like a direct capture, average over the middle half of the steps by duration, so one
+    # preempted iteration does not move the layer times (capture._middle).
+    kept = [step_evs[k] for k in _middle(steps)] if steps else []
+
+    def in_kept(e) -> bool:
+        return not kept or any(k["ts"] <= e["ts"] <= k["ts"] + k["dur"] for k in kept)
+
     fwd, bwd = [], []
     for name in names:
-        evs = calls[name]
+        evs = [e for e in calls[name] if in_kept(e)] or calls[name]
         seqs, span = set(), 0.0
         for e in evs:
             t0, t1 = e["ts"], e["ts"] + e["dur"]
@@ -115,7 +127,8 @@ def parse_profile(events: list[dict]) -> tuple[list[str], list[str], list[float]
             span += (max(o["ts"] + o["dur"] for o in inner) - min(o["ts"] for o in inner)) if inner else e["dur"]
         fwd.append(span / len(evs) * 1e-6)
         bwd.append(sum(bwd_by_seq[s] for s in seqs) / len(evs) * 1e-6)
-    steps = [e["dur"] * 1e-6 for e in events if e["name"].startswith("ProfilerStep#")]
+    if kept:
+        steps = [k["dur"] * 1e-6 for k in kept]
     types = [n.rsplit(".", 1)[-1].rsplit("_", 1)[0] for n in names]
     return names, types, fwd, bwd, steps
 
@@ -154,5 +167,5 @@ def import_profile(path: str, model: str | None = None, batch: int = 1, dtype: s
         iteration_s=sum(steps) / len(steps) if steps else layer_sum, iters=len(steps),
         frameworks={"simcomm": simcomm.__version__},
         meta={"source": p.name, "params": "from zoo model" if specs else "unknown (profile holds no parameters)",
-              "iteration": "mean ProfilerStep duration" if steps else "layer sum (no ProfilerStep ranges)"},
+              "iteration": "mean of the middle half of ProfilerStep durations" if steps else "layer sum (no ProfilerStep ranges)"},
     )
