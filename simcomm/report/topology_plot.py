@@ -1,8 +1,10 @@
 """Draw a topology with matplotlib (Agg): every node for small graphs, aggregated for large.
 
 Small graphs (up to 300 nodes) are drawn node by node in layers (ranks at the
-bottom, NICs above them, switches above those), edges coloured by link
-family.  Larger graphs are aggregated: one box per (kind, machine-or-fabric)
+bottom, NICs above them, switches above those), each node above the mean
+position of what it connects below, edges coloured by link family; switches
+on no route between ranks (empty fat-tree pods) are left out and counted in
+the title.  Larger graphs are aggregated: one box per (kind, machine-or-fabric)
 level with the number of nodes and a line per link class between levels, so
 a 16 384-rank cluster still gives a readable picture.
 """
@@ -20,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from simcomm.fileio import atomic_open
 from simcomm.topologies.base import Topology  # noqa: E402
 
-__all__ = ["draw_topology"]
+__all__ = ["draw_topology", "layout"]
 
 _FAMILY_COLOR = {"nvlink": "tab:green", "nvswitch": "tab:green", "pcie": "tab:orange", "infiniband": "tab:blue",
                  "roce": "tab:cyan", "ethernet": "tab:red", "aries": "tab:purple", "shm": "tab:brown",
@@ -44,23 +46,66 @@ def _switch_depth(topo: Topology) -> dict:
     return depth
 
 
-def _draw_full(ax, topo: Topology) -> None:
+def _routed_nodes(topo: Topology, max_pairs: int = 4096) -> set:
+    """Nodes on the routes between ranks (every ordered pair, or a deterministic sample).
+
+    Switches on no route (e.g. the empty pods of a fat tree sized for more hosts)
+    carry no traffic, so the drawing leaves them out.
+    """
+    n = topo.n_ranks
+    pairs = [(a, b) for a in range(n) for b in range(n) if a != b]
+    if len(pairs) > max_pairs:  # every rank to a spread of others: still reaches every used switch in practice
+        step = max(1, len(pairs) // max_pairs)
+        pairs = pairs[::step]
+    used = set()
+    for a, b in pairs:
+        used.update(topo.path(a, b))
+    return used
+
+
+def layout(topo: Topology) -> tuple[dict, int]:
+    """``(node -> (x, layer), idle switches left out)`` for the node-by-node drawing.
+
+    Ranks sit evenly in rank order; every higher layer is ordered by the mean x of
+    each node's neighbours below (barycentre) and then spread evenly, so a node
+    sits roughly above what it connects and edges cross less than in insertion order.
+    """
     g, depth = topo.graph, _switch_depth(topo)
+    used = _routed_nodes(topo) if topo.n_ranks > 1 else set(g.nodes)
+    keep = [n for n in g.nodes if n in used or g.nodes[n].get("kind") != "switch"]
     rows = defaultdict(list)
-    for n in g.nodes:
+    for n in keep:
         rows[depth.get(n, 2)].append(n)
+    rank_at = {r: i for i, r in enumerate(topo.ranks)}
     pos = {}
-    for y, nodes in rows.items():
-        for i, n in enumerate(nodes):
-            pos[n] = ((i + 0.5) / len(nodes), y)
+    for y in sorted(rows):
+        if y == 0:
+            order = sorted(rows[y], key=lambda n: (rank_at.get(n, len(rank_at)), str(n)))
+        else:
+            def bary(n, y=y):
+                xs = [pos[m][0] for m in g.adj[n] if m in pos and pos[m][1] < y]
+                return (sum(xs) / len(xs) if xs else 0.5, str(n))
+            order = sorted(rows[y], key=bary)
+        for i, n in enumerate(order):
+            pos[n] = ((i + 0.5) / len(order), y)
+    return pos, g.number_of_nodes() - len(keep)
+
+
+def _draw_full(ax, topo: Topology) -> int:
+    """Draw every routed node in layers; returns how many idle switches were left out."""
+    g = topo.graph
+    pos, idle = layout(topo)
     for u, v, name in g.edges(data="link"):
-        (x0, y0), (x1, y1) = pos[u], pos[v]
-        ax.plot([x0, x1], [y0, y1], color=_FAMILY_COLOR.get(topo.links[name].family, "gray"), lw=0.6, alpha=0.6)
+        if u in pos and v in pos:
+            (x0, y0), (x1, y1) = pos[u], pos[v]
+            ax.plot([x0, x1], [y0, y1], color=_FAMILY_COLOR.get(topo.links[name].family, "gray"), lw=0.6, alpha=0.6)
     for kind, marker in (("rank", "o"), ("nic", "s"), ("switch", "D")):
-        pts = [pos[n] for n, k in g.nodes(data="kind") if k == kind]
+        pts = [pos[n] for n, k in g.nodes(data="kind") if k == kind and n in pos]
         if pts:
             ax.scatter(*zip(*pts), marker=marker, s=18, label=kind, zorder=3)
+    ax.set_yticks(sorted({y for _, y in pos.values()}))
     ax.legend(loc="upper right", fontsize=7)
+    return idle
 
 
 def _draw_aggregated(ax, topo: Topology) -> None:
@@ -84,8 +129,12 @@ def draw_topology(topo: Topology, path: str | Path, *, max_nodes: int = 300) -> 
     """Write a PNG of ``topo`` to ``path`` atomically (temp file, then rename)."""
     fig, ax = plt.subplots(figsize=(10, 5))
     try:
-        (_draw_full if topo.graph.number_of_nodes() <= max_nodes else _draw_aggregated)(ax, topo)
-        ax.set_title(f"{topo.name}: {topo.n_ranks} ranks")
+        idle = 0
+        if topo.graph.number_of_nodes() <= max_nodes:
+            idle = _draw_full(ax, topo)
+        else:
+            _draw_aggregated(ax, topo)
+        ax.set_title(f"{topo.name}: {topo.n_ranks} ranks" + (f" ({idle} idle switches not drawn)" if idle else ""))
         ax.set_xticks([])
         ax.set_ylabel("layer (0 = ranks)")
         path = Path(path)
