@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from simcomm.cli.app import main
-
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "cost"
 LINKS_TOML = """
 [links.test-100g]
@@ -37,12 +35,6 @@ def _golden(name: str, text: str) -> None:
     assert text == path.read_text(), f"{name} differs; rerun with SIMCOMM_UPDATE_GOLDEN=1 if intended"
 
 
-def _run(capsys, argv):
-    rc = main(argv)
-    out = capsys.readouterr()
-    return rc, out.out, out.err
-
-
 @pytest.mark.parametrize("case,argv", [
     ("allreduce_table.txt", ["cost", "allreduce", "--size", "100MB", "--ranks", "64", "--link", "test-100g"]),
     ("allreduce_hier_loggp.txt", ["cost", "allreduce", "--size", "64MiB", "--ranks", "48", "--link", "test-100g",
@@ -52,8 +44,8 @@ def _run(capsys, argv):
     ("alltoall_auto_json.json", ["cost", "alltoall", "--size", "1KB", "--ranks", "8", "--link", "test-100g",
                                  "--algo", "auto", "--json"]),
 ])
-def test_collectives_cost_cli_golden(capsys, links, case, argv):
-    rc, out, err = _run(capsys, argv + ["--links", links])
+def test_collectives_cost_cli_golden(capsys, links, case, argv, cli):
+    rc, out, err = cli(argv + ["--links", links])
     assert rc == 0, err
     _golden(case, out)
     if case.endswith(".json"):
@@ -61,9 +53,10 @@ def test_collectives_cost_cli_golden(capsys, links, case, argv):
         assert sum(a["fastest"] for a in data["algorithms"]) == 1
 
 
-def test_collectives_cost_cli_table_content(capsys, links):
-    rc, out, _ = _run(capsys, ["cost", "allreduce", "--size", "100MB", "--ranks", "64", "--link", "test-100g",
-                               "--links", links, "--json"])
+def test_collectives_cost_cli_table_content(capsys, links, cli):
+    rc, out, _ = cli(["cost", "allreduce", "--size", "100MB", "--ranks", "64", "--link", "test-100g",
+                      "--links", links, "--json"])
+    assert rc == 0
     data = json.loads(out)
     ring = next(a for a in data["algorithms"] if a["name"] == "ring")
     # 2·63 µs latency; 2·63/64·1e8 B / 12.5e9 B/s = 15.75 ms
@@ -72,18 +65,18 @@ def test_collectives_cost_cli_table_content(capsys, links):
     assert len(data["algorithms"]) == 7
 
 
-def test_collectives_cost_cli_flagship(capsys):
+def test_collectives_cost_cli_flagship(capsys, cli):
     pytest.importorskip("simcomm.links.infiniband")
-    rc, out, err = _run(capsys, ["cost", "allreduce", "--size", "100MB", "--ranks", "64", "--link", "ib-edr"])
+    rc, out, err = cli(["cost", "allreduce", "--size", "100MB", "--ranks", "64", "--link", "ib-edr"])
     assert rc == 0, err
     assert "<- fastest" in out and "auto (MPICH default selection) picks: rabenseifner" in out
     for name in ("ring", "recursive-doubling", "rabenseifner", "binomial", "binary-tree", "double-binary-tree"):
         assert name in out
 
 
-def test_collectives_cost_cli_hierarchical_skipped_when_ppn_mismatch(capsys, links):
-    rc, out, _ = _run(capsys, ["cost", "allreduce", "--size", "1MB", "--ranks", "7", "--link", "test-100g",
-                               "--links", links, "--json"])
+def test_collectives_cost_cli_hierarchical_skipped_when_ppn_mismatch(capsys, links, cli):
+    rc, out, _ = cli(["cost", "allreduce", "--size", "1MB", "--ranks", "7", "--link", "test-100g",
+                      "--links", links, "--json"])
     assert rc == 0
     assert "hierarchical" in [a["name"] for a in json.loads(out)["algorithms"]]  # ppn=1 divides 7
 
@@ -108,31 +101,31 @@ def test_collectives_cost_cli_hierarchical_skipped_when_ppn_mismatch(capsys, lin
     (["cost", "allreduce", "--size", "1MB", "--ranks", "4", "--link", "test-100g", "--overhead", "1us"],
      "overhead"),
 ])
-def test_collectives_cost_cli_bad_input(capsys, links, argv, needle):
-    rc, out, err = _run(capsys, argv + ["--links", links])
+def test_collectives_cost_cli_bad_input(capsys, links, argv, needle, cli):
+    rc, out, err = cli(argv + ["--links", links])
     assert rc == 2
     assert out == ""
     assert err.startswith("error: ") and err.count("\n") == 1 and needle in err
     assert "Traceback" not in err
 
 
-def test_collectives_cost_cli_bad_links_file(capsys, tmp_path):
+def test_collectives_cost_cli_bad_links_file(capsys, tmp_path, cli):
     bad = tmp_path / "bad.toml"
     bad.write_text("[links\n")
-    rc, _, err = _run(capsys, ["cost", "allreduce", "--size", "1MB", "--ranks", "4", "--link", "x",
-                               "--links", str(bad)])
+    rc, _, err = cli(["cost", "allreduce", "--size", "1MB", "--ranks", "4", "--link", "x",
+                      "--links", str(bad)])
     assert rc == 2 and "malformed TOML" in err
 
 
-def test_collectives_list_catalogues(capsys):
-    rc, out, _ = _run(capsys, ["list", "collectives", "--json"])
+def test_collectives_list_catalogues(capsys, cli):
+    rc, out, _ = cli(["list", "collectives", "--json"])
     names = [e["name"] for e in json.loads(out)]
     assert rc == 0 and "allreduce/double-binary-tree" in names and len(names) >= 24
-    rc, out, _ = _run(capsys, ["list", "cost-models", "--json"])
+    rc, out, _ = cli(["list", "cost-models", "--json"])
     assert rc == 0 and [e["name"] for e in json.loads(out)] == ["hockney", "loggp"]
 
 
-def test_collectives_cost_cli_deterministic(capsys, links):
+def test_collectives_cost_cli_deterministic(capsys, links, cli):
     argv = ["cost", "reduce_scatter", "--size", "10MB", "--ranks", "12", "--link", "test-100g", "--links", links,
             "--model", "loggp", "--json"]
-    assert _run(capsys, argv)[1] == _run(capsys, argv)[1]
+    assert cli(argv)[1] == cli(argv)[1]

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from simcomm.cli.app import main
 from simcomm.pipeline import simulate
 from simcomm.scenario import Scenario, WorkloadSpec
 from simcomm.traces.io import save_trace
@@ -34,47 +33,41 @@ def _golden(name: str, text: str) -> None:
     assert text == path.read_text()
 
 
-def _run(capsys, *args):
-    rc = main(list(args))
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def test_run_node_based_golden(tmp_path, capsys):
-    rc, out, err = _run(capsys, "run", "--strategy", "node-based", "--nodes", "4", "--gpus-per-node", "2",
-                        "--trace", _toy_trace(tmp_path), "--dataset-size", "1000", "--opt", "k_prime=3")
+def test_run_node_based_golden(tmp_path, capsys, cli):
+    rc, out, err = cli("run", "--strategy", "node-based", "--nodes", "4", "--gpus-per-node", "2",
+                       "--trace", _toy_trace(tmp_path), "--dataset-size", "1000", "--opt", "k_prime=3")
     assert rc == 0, err
     assert "local" in out and "exchange" in out and "speedup vs allreduce" in out
     _golden("node_based_4x2.txt", out.replace(str(tmp_path), "<tmp>"))
 
 
-def test_run_json_and_csv(tmp_path, capsys):
+def test_run_json_and_csv(tmp_path, capsys, cli):
     trace = _toy_trace(tmp_path)
-    rc, out, _ = _run(capsys, "run", "-s", "ps", "-n", "3", "--trace", trace, "--json")
+    rc, out, _ = cli("run", "-s", "ps", "-n", "3", "--trace", trace, "--json")
     assert rc == 0
     d = json.loads(out)
     assert d["strategy"] == "ps" and d["n_ranks"] == 3 and d["mean_s"] > 0
     bd = d["breakdown"]
     assert bd["compute"] + bd["dataload"] + bd["comm_exposed"] + bd["compression"] == pytest.approx(d["mean_s"])
-    rc, out, _ = _run(capsys, "run", "-s", "node-based", "-n", "2", "--trace", trace, "--csv", "--no-baseline")
+    rc, out, _ = cli("run", "-s", "node-based", "-n", "2", "--trace", trace, "--csv", "--no-baseline")
     lines = out.strip().splitlines()
     assert rc == 0 and lines[0].startswith("strategy,nodes,ranks,kind") and len(lines) == 4  # 2 kinds + mean
 
 
-def test_flagship_defaults(capsys):
-    rc, out, err = _run(capsys, "run", "--strategy", "node-based", "--nodes", "20")
+def test_flagship_defaults(capsys, cli):
+    rc, out, err = cli("run", "--strategy", "node-based", "--nodes", "20")
     assert rc == 0, err
     assert "20 ranks" in out and "exchange" in out and "assumed: K' = 50" in out
     assert "epoch:" in out and "samples/s" in out
 
 
-def test_scenario_file_matches_flags(tmp_path, capsys):
+def test_scenario_file_matches_flags(tmp_path, capsys, cli):
     trace = _toy_trace(tmp_path)
     (tmp_path / "s.toml").write_text(f'strategy = "allreduce"\nnodes = 2\ntrace = "{trace}"\n'
                                      '[workload]\nbucket_mb = 4.0\n[options]\noverlap = "none"\n')
-    rc, a, _ = _run(capsys, "run", str(tmp_path / "s.toml"), "--json")
-    rc2, b, _ = _run(capsys, "run", "-s", "allreduce", "-n", "2", "--trace", trace, "--bucket-mb", "4",
-                     "--overlap", "none", "--json")
+    rc, a, _ = cli("run", str(tmp_path / "s.toml"), "--json")
+    rc2, b, _ = cli("run", "-s", "allreduce", "-n", "2", "--trace", trace, "--bucket-mb", "4",
+                    "--overlap", "none", "--json")
     assert rc == rc2 == 0 and json.loads(a) == json.loads(b)
 
 
@@ -88,16 +81,16 @@ def test_scenario_file_matches_flags(tmp_path, capsys):
     (["compare", "--nodes", "0,x"], "--nodes"),
     (["run", "-s", "hierarchical-allreduce", "-n", "2"], "not applicable here: hierarchical-allreduce needs"),
 ])
-def test_bad_input_one_line_exit_2(capsys, args, words):
-    rc, out, err = _run(capsys, *args)
+def test_bad_input_one_line_exit_2(capsys, args, words, cli):
+    rc, out, err = cli(*args)
     assert rc == 2 and out == ""
     assert err.startswith("error: ") and err.count("\n") == 1 and words in err
 
 
-def test_compare_reports_not_applicable_and_plots(tmp_path, capsys):
+def test_compare_reports_not_applicable_and_plots(tmp_path, capsys, cli):
     png = tmp_path / "cmp.png"
-    rc, out, err = _run(capsys, "compare", "--strategies", "allreduce,hierarchical-allreduce,node-based",
-                        "--nodes", "2,4", "--trace", _toy_trace(tmp_path), "--quiet", "--png", str(png))
+    rc, out, err = cli("compare", "--strategies", "allreduce,hierarchical-allreduce,node-based",
+                       "--nodes", "2,4", "--trace", _toy_trace(tmp_path), "--quiet", "--png", str(png))
     assert rc == 0, err
     assert "n/a: hierarchical-allreduce at 2 nodes" in out and "(1.00x)" in out
     assert png.stat().st_size > 1000

@@ -7,20 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from simcomm.cli.app import main
-
 GOLDEN = Path(__file__).parents[1] / "golden" / "whatif"
 TINY = ["whatif", "--vary", "nodes=2,4", "--strategies", "allreduce,sgp", "--fidelity", "analytic"]
 
 
-def _run(capsys, args):
-    rc = main(args)
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def test_whatif_writes_results_with_every_input_column(tmp_path, capsys):
-    rc, out, _ = _run(capsys, [*TINY, "--sequential", "--out", str(tmp_path)])
+def test_whatif_writes_results_with_every_input_column(tmp_path, capsys, cli):
+    rc, out, _ = cli([*TINY, "--sequential", "--out", str(tmp_path)])
     assert rc == 0
     rows = list(csv.DictReader((tmp_path / "results.csv").open()))
     # Grid order: nodes outer, strategy inner (the last, fastest axis).
@@ -35,30 +27,30 @@ def test_whatif_writes_results_with_every_input_column(tmp_path, capsys):
     assert "best configurations" in out
 
 
-def test_whatif_sequential_processes_dask_identical(tmp_path, capsys):
+def test_whatif_sequential_processes_dask_identical(tmp_path, capsys, cli):
     distributed = pytest.importorskip("dask.distributed")
     outs = {}
     for name, extra in (("seq", ["--sequential"]), ("proc", ["--workers", "2"])):
-        assert _run(capsys, [*TINY, *extra, "--no-report", "--out", str(tmp_path / name)])[0] == 0
+        assert cli([*TINY, *extra, "--no-report", "--out", str(tmp_path / name)])[0] == 0
         outs[name] = (tmp_path / name / "results.csv").read_bytes()
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None,
                                   protocol="tcp://") as cluster:
-        rc = _run(capsys, [*TINY, "--dask", cluster.scheduler_address, "--no-report", "--out",
-                           str(tmp_path / "dask")])[0]
+        rc = cli([*TINY, "--dask", cluster.scheduler_address, "--no-report", "--out",
+                  str(tmp_path / "dask")])[0]
     assert rc == 0
     outs["dask"] = (tmp_path / "dask" / "results.csv").read_bytes()
     assert outs["seq"] == outs["proc"] == outs["dask"]
 
 
-def test_whatif_resume_skips_finished_points(tmp_path, capsys):
-    assert _run(capsys, [*TINY, "--sequential", "--no-report", "--out", str(tmp_path)])[0] == 0
+def test_whatif_resume_skips_finished_points(tmp_path, capsys, cli):
+    assert cli([*TINY, "--sequential", "--no-report", "--out", str(tmp_path)])[0] == 0
     full = (tmp_path / "results.csv").read_bytes()
     lines = (tmp_path / "points.jsonl").read_text().splitlines(keepends=True)
     # Simulate a kill: two points stored, a third torn mid-write, no results files.
     (tmp_path / "points.jsonl").write_text("".join(lines[:2]) + lines[2][:40])
     for f in ("results.csv", "results.json"):
         (tmp_path / f).unlink()
-    assert _run(capsys, [*TINY, "--sequential", "--no-report", "--out", str(tmp_path)])[0] == 0
+    assert cli([*TINY, "--sequential", "--no-report", "--out", str(tmp_path)])[0] == 0
     stored = [json.loads(x) for x in (tmp_path / "points.jsonl").read_text().splitlines() if x.endswith("}")]
     keys = [s["key"] for s in stored]
     assert len(keys) == 4 and len(set(keys)) == 4  # the two finished points were not run again
@@ -66,10 +58,10 @@ def test_whatif_resume_skips_finished_points(tmp_path, capsys):
     assert (tmp_path / "results.csv").read_bytes() == full
 
 
-def test_whatif_failed_point_is_reported_not_fatal(tmp_path, capsys):
-    rc, out, _ = _run(capsys, ["whatif", "--vary", "nodes=2,8", "--strategies", "allreduce", "--fidelity",
-                               "analytic", "--set", "straggler_node=4", "--set", "straggler_scale=1.5",
-                               "--sequential", "--out", str(tmp_path)])
+def test_whatif_failed_point_is_reported_not_fatal(tmp_path, capsys, cli):
+    rc, out, _ = cli(["whatif", "--vary", "nodes=2,8", "--strategies", "allreduce", "--fidelity",
+                      "analytic", "--set", "straggler_node=4", "--set", "straggler_scale=1.5",
+                      "--sequential", "--out", str(tmp_path)])
     assert rc == 0
     rows = list(csv.DictReader((tmp_path / "results.csv").open()))
     assert rows[0]["status"] == "failed" and "straggler_node: 4 is out of range" in rows[0]["error"]
@@ -88,20 +80,20 @@ def test_whatif_failed_point_is_reported_not_fatal(tmp_path, capsys):
     (["--vary", "k_prime=10,20", "--strategies", "allreduce"], "k_prime: option of node-based"),
     (["--vary", "nodes=2,4", "--dask", "tcp://127.0.0.1:9"], "cannot reach the Dask scheduler"),
 ])
-def test_whatif_bad_input_one_line_exit_2(tmp_path, capsys, args, message):
-    rc, _out, err = _run(capsys, ["whatif", *args, "--out", str(tmp_path / "o")])
+def test_whatif_bad_input_one_line_exit_2(tmp_path, capsys, args, message, cli):
+    rc, _out, err = cli(["whatif", *args, "--out", str(tmp_path / "o")])
     assert rc == 2
     last = err.strip().splitlines()[-1]
     assert last.startswith("error: ") and message in last
     assert not (tmp_path / "o" / "results.csv").exists()
 
 
-def test_whatif_toml_sweep_table(tmp_path, capsys):
+def test_whatif_toml_sweep_table(tmp_path, capsys, cli):
     toml = tmp_path / "s.toml"
     toml.write_text('cluster = "deep-est-esb"\nfidelity = "analytic"\n[sweep]\nquestion = "EDR or HDR?"\n'
                     'strategies = ["allreduce", "node-based"]\nvary = ["inter=ib-edr,ib-hdr"]\n'
                     '[sweep.axes]\nnodes = [2, 4]\n')
-    rc, _out, _ = _run(capsys, ["whatif", str(toml), "--sequential", "--no-html", "--out", str(tmp_path / "o")])
+    rc, _out, _ = cli(["whatif", str(toml), "--sequential", "--no-html", "--out", str(tmp_path / "o")])
     assert rc == 0
     rows = list(csv.DictReader((tmp_path / "o" / "results.csv").open()))
     assert len(rows) == 8 and {r["inter"] for r in rows} == {"ib-edr", "ib-hdr"}
@@ -109,15 +101,15 @@ def test_whatif_toml_sweep_table(tmp_path, capsys):
     assert not (tmp_path / "o" / "report.html").exists()
 
 
-def test_whatif_report_rebuilds_identically_and_matches_golden(tmp_path, capsys):
+def test_whatif_report_rebuilds_identically_and_matches_golden(tmp_path, capsys, cli):
     d = tmp_path / "o"
-    assert _run(capsys, [*TINY, "--sequential", "--question", "Tiny?", "--out", str(d)])[0] == 0
+    assert cli([*TINY, "--sequential", "--question", "Tiny?", "--out", str(d)])[0] == 0
     md = (d / "report.md").read_text()
     html = (d / "report.html").read_text()
     (d / "results.json").unlink()  # report falls back to sweep.json + points.jsonl
     for f in ("report.md", "report.html"):
         (d / f).unlink()
-    assert _run(capsys, ["report", str(d)])[0] == 0
+    assert cli(["report", str(d)])[0] == 0
     assert (d / "report.md").read_text() == md
     assert (d / "report.html").read_text() == html
     golden = GOLDEN / "tiny_report.md"
@@ -126,15 +118,15 @@ def test_whatif_report_rebuilds_identically_and_matches_golden(tmp_path, capsys)
     assert md == golden.read_text()
 
 
-def test_report_missing_dir_is_one_line(tmp_path, capsys):
-    rc, _, err = _run(capsys, ["report", str(tmp_path / "nothing")])
+def test_report_missing_dir_is_one_line(tmp_path, capsys, cli):
+    rc, _, err = cli(["report", str(tmp_path / "nothing")])
     assert rc == 2 and err.strip().startswith("error: RESULTS_DIR")
 
 
-def test_whatif_straggler_report_explains_gossip(tmp_path, capsys):
-    rc, _out, _ = _run(capsys, ["whatif", "--vary", "straggler_scale=1.0,1.5", "--strategies", "allreduce,sgp",
-                               "--nodes", "4", "--fidelity", "analytic", "--sequential", "--no-html",
-                               "--out", str(tmp_path)])
+def test_whatif_straggler_report_explains_gossip(tmp_path, capsys, cli):
+    rc, _out, _ = cli(["whatif", "--vary", "straggler_scale=1.0,1.5", "--strategies", "allreduce,sgp",
+                       "--nodes", "4", "--fidelity", "analytic", "--sequential", "--no-html",
+                       "--out", str(tmp_path)])
     assert rc == 0
     md = (tmp_path / "report.md").read_text()
     assert "gossip (SGP) waits only for one peer's message" in md
