@@ -19,16 +19,18 @@ import sys
 from pathlib import Path
 
 from simcomm.calibrate.fit import CalibrationError
-from simcomm.calibrate.e2e import (E2ESpec, compute_draws, compute_scale, e2e_topology, launch_e2e, measure,
-                                   predict_e2e, trace_compute_s)
+from simcomm.calibrate.e2e import (E2ESpec, compute_scale, e2e_topology, launch_e2e, measure, predict_e2e,
+                                   trace_compute_s)
 from simcomm.calibrate.emulate import EmulatedCluster
 from simcomm.calibrate.launch import fit_record
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks/accuracy/results"
 SETTINGS = [("star", 100), ("star", 200), ("two-tier", 100), ("two-tier", 200)]
-SPECS = [E2ESpec("allreduce", iters=12), E2ESpec("node-based", per_host=2, iters=20),
-         E2ESpec("ps", iters=10), E2ESpec("sgp", iters=12)]
+# Iteration counts long enough that one preempted iteration moves a mean by ~2 %, and a
+# 12-iteration probe on each side of the stream probe (the machine is shared by 4-5 ranks).
+SPECS = [E2ESpec("allreduce", iters=24, probe=12), E2ESpec("node-based", per_host=2, iters=40, probe=12),
+         E2ESpec("ps", iters=20, probe=12), E2ESpec("sgp", iters=24, probe=12)]
 MODEL, BATCH = "resnet20-cifar", 32
 MTU = 9000  # as the collective suite (run_accuracy.MTU): jumbo frames keep the emulation off the CPU limit
 
@@ -83,13 +85,10 @@ def evaluate(trace) -> list[dict]:
             spec = E2ESpec(**rec["spec"])
             m = measure(rec)
             scale = compute_scale(trace, m.probe_s)
-            topology = e2e_topology(spec, rec["cluster"], alpha, bw, ratio)
-            # Each rank's compute drawn from the probe's samples; the prediction is the mean over draws.
-            res = [predict_e2e(spec, topology, trace, draw, m.cpu_per_byte)
-                   for draw in compute_draws(trace, m.probe_samples, spec.workers)]
-            kinds = {k.label: sum(r.kinds[i].time_s for r in res) / len(res) for i, k in enumerate(res[0].kinds)}
+            res = predict_e2e(spec, e2e_topology(spec, rec["cluster"], alpha, bw, ratio), trace, scale,
+                              m.cpu_per_byte)
             rows.append({"topology": topo, "mbit": mbit, "strategy": spec.strategy, "spec": spec,
-                         "measured": m, "predicted": sum(r.mean_s for r in res) / len(res), "kinds": kinds,
+                         "measured": m, "predicted": res.mean_s, "kinds": {k.label: k.time_s for k in res.kinds},
                          "scale": scale, "cpu_per_byte": m.cpu_per_byte, "load": rec["load"]})
     return rows
 

@@ -36,10 +36,7 @@ from simcomm.calibrate.predict import cluster_topology
 from simcomm.errors import ConfigError
 
 __all__ = ["E2ESpec", "Measured", "launch_e2e", "measure", "compute_scale", "trace_compute_s", "predict_e2e", "e2e_topology",
-           "STRATEGY_OPTIONS", "compute_draws", "DRAWS"]
-
-#: Draws of per-rank compute from the probe samples averaged per prediction (compute_draws).
-DRAWS = 16
+           "STRATEGY_OPTIONS"]
 
 #: simcomm options that describe what e2e_worker does (see its docstring)
 STRATEGY_OPTIONS = {
@@ -169,26 +166,10 @@ def e2e_topology(spec: E2ESpec, cluster: dict, alpha: float, bandwidth: float, t
                             trunk_ratio, name=f"emulated-{cluster.get('topology', 'star')}")
 
 
-def compute_draws(trace, samples, ranks: int, draws: int = DRAWS, seed: int = 0) -> list[tuple[float, ...]]:
-    """``draws`` per-rank compute-scale vectors, each rank's factor a probe sample over the trace's compute.
-
-    The probe's spread is real (4 ranks share 2 cores, so one rank's step takes
-    ±15 % of another's), and a synchronous iteration waits for its slowest
-    rank: predicting with the median alone under-states it.  Sampling each
-    rank's compute from the probe and averaging the predictions over draws
-    gives the expected iteration; the seed makes it reproducible.
-    """
-    import numpy as np
-
-    pool = np.asarray(samples, dtype=float) / trace_compute_s(trace)
-    rng = np.random.default_rng(seed)
-    return [tuple(float(x) for x in rng.choice(pool, size=ranks)) for _ in range(draws)]
-
-
 def predict_e2e(spec: E2ESpec, topology, trace, scale, cpu_per_byte: float = 0.0):
     """simcomm's Result for ``spec`` on ``topology`` with the trace scaled by ``scale``.
 
-    ``scale`` is one factor for every rank, or a per-rank tuple (:func:`compute_draws`).
+    ``scale`` is one factor for every rank, or a per-rank tuple.
     ``cpu_per_byte`` is the host CPU cost of communication from the stream probe
     (:attr:`Measured.cpu_per_byte`), given to the stack.
     """

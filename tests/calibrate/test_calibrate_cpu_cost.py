@@ -72,21 +72,7 @@ def test_cli_rejects_a_bad_cost_in_one_line(capsys, value, match):
     assert match in err and err.count("\n") == 1
 
 
-def test_compute_draws_sample_the_probe_per_rank_reproducibly():
-    from simcomm import traces
-    from simcomm.calibrate.e2e import compute_draws, trace_compute_s
-
-    trace = traces.default_trace()
-    t = trace_compute_s(trace)
-    samples = (t, 2 * t, 3 * t)
-    a = compute_draws(trace, samples, ranks=4, draws=8, seed=0)
-    assert a == compute_draws(trace, samples, ranks=4, draws=8, seed=0)  # same seed, same draws
-    assert len(a) == 8 and all(len(d) == 4 for d in a)
-    assert {round(x, 12) for d in a for x in d} <= {1.0, 2.0, 3.0}  # every factor is a probe sample
-    assert compute_draws(trace, samples, ranks=4, draws=8, seed=1) != a
-
-
-def test_slowest_rank_draw_raises_a_synchronous_prediction():
+def test_per_rank_scales_make_a_synchronous_iteration_wait_for_the_slowest():
     from simcomm import traces
     from simcomm.calibrate.e2e import E2ESpec, e2e_topology, predict_e2e
 
