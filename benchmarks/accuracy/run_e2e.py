@@ -33,6 +33,7 @@ SPECS = [E2ESpec("allreduce", iters=24, probe=12), E2ESpec("node-based", per_hos
          E2ESpec("ps", iters=20, probe=12), E2ESpec("sgp", iters=24, probe=12)]
 MODEL, BATCH = "resnet20-cifar", 32
 MTU = 9000  # as the collective suite (run_accuracy.MTU): jumbo frames keep the emulation off the CPU limit
+QDISC = "fq"  # as the collective suite (run_accuracy.QDISC): per host-pair round robin, like fq_codel
 
 
 def capture():
@@ -57,7 +58,7 @@ def run_setting(topo: str, mbit: int, specs=SPECS) -> list[dict]:
         kw = {"topology": topo, "leaves": 2, "trunk_rate": mbit * 1e6 / 16} if topo == "two-tier" else {}
         load0 = os.getloadavg()[0]
         try:
-            with EmulatedCluster(spec.hosts, f"{mbit}Mb/s", mtu=MTU, **kw) as cl:
+            with EmulatedCluster(spec.hosts, f"{mbit}Mb/s", mtu=MTU, qdisc=QDISC, **kw) as cl:
                 rec = launch_e2e(cl, spec, limit=300)
         except CalibrationError as exc:
             # A crashed run (e.g. gloo aborting) is recorded as failed; the suite goes on, and

@@ -22,7 +22,9 @@ flow-queueing qdisc (fq_codel, the Linux default, missing from this kernel)
 does for a sparse ACK flow; with one plain tbf FIFO (``qdisc="tbf"``) the
 ACKs of an incoming flow wait behind up to 50 ms of outgoing data, which
 stalls every bidirectional pattern (rings) in a way no real NIC does
-(docs/accuracy.md).  Both count whole Ethernet frames, so TCP goodput is ``rate × 1448/1514`` ≈ 95.6 %
+(docs/accuracy.md).  ``qdisc="fq"`` (up to 16 hosts) adds one round-robin class per
+(source, destination) host pair, as fq_codel serves flows, so a small control message
+to one neighbour does not wait behind bulk data to another.  All count whole Ethernet frames, so TCP goodput is ``rate × 1448/1514`` ≈ 95.6 %
 of the shaped rate at MTU 1500 (see docs/calibration.md).
 
 Every veth is created with both ends directly inside namespaces this run
@@ -51,7 +53,7 @@ __all__ = ["EmulatedCluster", "Host", "emulation_available", "list_namespaces", 
 SUBNET = "10.200"
 TOPOLOGIES = ("star", "two-tier")
 #: ``tbf``: one FIFO per link direction; ``ackprio``: htb at the same rate, pure ACKs served first
-QDISCS = ("ackprio", "tbf")
+QDISCS = ("ackprio", "fq", "tbf")
 
 
 def emulation_available() -> str | None:
@@ -91,7 +93,7 @@ class EmulatedCluster:
     leaves: leaf switches for ``two-tier``; hosts fill leaf 0 first, then leaf 1, ...
     trunk_rate: leaf-spine rate per direction (default: ``rate``).
     burst: token bucket in bytes (default: 50 us of traffic, at least two frames).
-    qdisc: ``"ackprio"`` (default) or ``"tbf"``; see "Shaping" above.
+    qdisc: ``"ackprio"`` (default), ``"fq"`` or ``"tbf"``; see "Shaping" above.
     """
 
     def __init__(self, hosts: int = 2, rate: str | float = "200Mb/s", *, topology: str = "star",
@@ -104,6 +106,9 @@ class EmulatedCluster:
             raise ConfigError(f"topology: {topology!r} is not one of {', '.join(TOPOLOGIES)}")
         if not 1 <= hosts <= 200:
             raise ConfigError(f"hosts: {hosts} must be between 1 and 200")
+        if qdisc == "fq" and hosts > 16:
+            raise ConfigError(f"hosts: qdisc 'fq' keeps one class per host pair and supports up to 16 hosts, "
+                              f"not {hosts}")
         if topology == "two-tier" and not 1 <= leaves <= hosts:
             raise ConfigError(f"leaves: {leaves} must be between 1 and the number of hosts ({hosts})")
         self.n_hosts = hosts
@@ -200,6 +205,27 @@ class EmulatedCluster:
         self._tc(ns, "filter", "add", *d, "parent", "10:", "protocol", "ip", "prio", "1", "u32",
                  "match", "ip", "protocol", "6", "0xff", "match", "u16", "0x0000", "0xffc0", "at", "2",
                  "flowid", "10:10")
+        if self.qdisc == "fq":
+            self._fair_classes(ns, d, fast, frame, limit)
+
+    def _fair_classes(self, ns: str, d: tuple, fast: tuple, frame: int, limit: int) -> None:
+        """One round-robin data class per (source, destination) host pair, like a flow-queueing qdisc.
+
+        htb serves equal-priority classes in turn (a quantum of one frame each), so a
+        sparse pair (a receiver's small "ready" notice to its other neighbour) no longer
+        waits behind a bulk pair's queue.  Unmatched packets use the shared FIFO 10:20.
+        """
+        ips = [f"{SUBNET}.{i // 250}.{i % 250 + 1}" for i in range(self.n_hosts)]
+        for a, src in enumerate(ips):
+            for b, dst in enumerate(ips):
+                if a == b:
+                    continue
+                minor = f"{0x100 + a * 32 + b:x}"
+                self._tc(ns, "class", "add", *d, "parent", "10:1", "classid", f"10:{minor}", "htb", *fast, "prio", "1")
+                self._tc(ns, "qdisc", "add", *d, "parent", f"10:{minor}", "pfifo", "limit",
+                         str(max(2, limit // frame)))
+                self._tc(ns, "filter", "add", *d, "parent", "10:", "protocol", "ip", "prio", "2", "u32",
+                         "match", "ip", "src", f"{src}/32", "match", "ip", "dst", f"{dst}/32", "flowid", f"10:{minor}")
 
     def _link(self, ns_a: str, dev_a: str, ns_b: str, dev_b: str, rate: float) -> None:
         self._ip("link", "add", dev_a, "netns", ns_a, "type", "veth", "peer", "name", dev_b, "netns", ns_b)

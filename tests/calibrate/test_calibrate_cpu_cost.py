@@ -91,3 +91,12 @@ def test_ack_share_follows_the_frame_size():
 
     assert ack_share(1500) == ACK_SHARE == pytest.approx(1514 / 1547, rel=1e-15)
     assert ack_share(9000) == pytest.approx(9014 / 9047, rel=1e-15)
+
+
+def test_flow_queueing_is_limited_to_16_hosts():
+    from simcomm.calibrate.emulate import EmulatedCluster
+
+    with pytest.raises(ConfigError, match="up to 16 hosts"):
+        EmulatedCluster(17, "100Mb/s", qdisc="fq")
+    with pytest.raises(ConfigError, match="qdisc"):
+        EmulatedCluster(2, "100Mb/s", qdisc="fq_codel")

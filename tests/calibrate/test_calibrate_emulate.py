@@ -26,6 +26,19 @@ def test_namespaces_are_removed_when_the_body_raises():
     assert not [ns for ns in list_namespaces() if ns.startswith(cl.prefix)]
 
 
+def test_flow_queueing_builds_one_class_per_host_pair():
+    import subprocess
+
+    cl = EmulatedCluster(3, "200Mb/s", qdisc="fq", mtu=9000)
+    with cl:
+        assert cl.describe()["qdisc"].startswith("fq") and cl.describe()["mtu"] == 9000
+        out = subprocess.run(["ip", "netns", "exec", cl.hosts[0].netns, "tc", "class", "show", "dev", "eth0"],
+                             capture_output=True, text=True, check=True).stdout
+        # 3 hosts: 6 ordered pairs, plus the root, priority and shared-FIFO classes
+        assert out.count("class htb") == 6 + 3
+    assert not [ns for ns in list_namespaces() if ns.startswith(cl.prefix)]
+
+
 def test_namespaces_are_removed_when_setup_fails():
     cl = EmulatedCluster(2, "100Mb/s", burst=-5)  # tc refuses a negative bucket mid-build
     with pytest.raises(RuntimeError, match="tc "):
