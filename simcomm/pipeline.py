@@ -55,7 +55,6 @@ class Context:
         key = (nodes, extra)
         if key not in self._clusters:
             topo = self.given_topology or build_cluster(self.scenario, nodes + extra)
-            spec = self.scenario.stack
             self._clusters[key] = (topo, apply_stack(topo, self.stack()))
         return self._clusters[key]
 
@@ -208,10 +207,9 @@ def simulate(scn: Scenario, *, ctx: Context | None = None, baseline: bool = True
                 assumed.append(line)
     cpu = ctx.stack().cpu_per_byte
     if cpu:
-        notes_cpu = (f"host CPU cost of communication {cpu * 1e9:.3g} ns per byte sent or received, "
-                     "charged to the compute it overlaps" + (" (the closed form omits it)" if scn.fidelity == "flow"
-                                                             else " (flow fidelity only: not applied)"))
-        assumed.append(notes_cpu)
+        where = " (the closed form omits it)" if scn.fidelity == "flow" else " (flow fidelity only: not applied)"
+        assumed.append(f"host CPU cost of communication {cpu * 1e9:.3g} ns per byte sent or received, "
+                       f"charged to the compute it overlaps{where}")
     kinds = tuple(run_plans(plans, topo, n_train, scn.fidelity, scn.seed, analytic, on_timeline,
                             record_link_usage=on_timeline is not None, comm_cpu=cpu))
     mean, bd, lb, est = _mean(kinds)

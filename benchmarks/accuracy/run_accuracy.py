@@ -7,7 +7,7 @@ again; ``--no-e2e`` skips the end-to-end training runs (run_e2e.py).
 
 Settings: 4 hosts, one rank each, at 100 and 200 Mb/s, on a star (one switch)
 and on a two-tier network (2 leaves x 2 hosts, trunks at half the host rate),
-MTU 9000 (see MTU).
+MTU 9000 and per-host-pair queueing (see MTU, QDISC).
 Each setting calibrates α, β from its own ping-pong sweep, then predicts the
 collectives (never fitted to them).  Raw records go to benchmarks/accuracy/results/.
 """

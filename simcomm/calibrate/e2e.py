@@ -95,7 +95,6 @@ class Measured:
     iterations: int
     stream_probe_s: float | None = None  # the same compute while streaming (None: not recorded)
     cpu_per_byte: float = 0.0  # host CPU s per byte moved, from the two probes
-    probe_samples: tuple = ()  # every worker's compute-only probe times
 
 
 def launch_e2e(cluster, spec: E2ESpec, *, limit: float = 300.0, timeout: float = 30.0) -> dict:
@@ -135,15 +134,14 @@ def measure(rec: dict) -> Measured:
         mean = ((spec.epoch - x) * means.get("local", 0.0) + x * means["exchange"]) / spec.epoch
     else:
         mean = statistics.fmean(d for v in kinds.values() for d in v)
-    samples = tuple(float(t) for r in rows for t in r["probe"])
-    probe = statistics.median(samples)  # robust to a neighbour's burst
+    probe = statistics.median(t for r in rows for t in r["probe"])  # robust to a neighbour's burst
     n_it = sum(len(v) for v in kinds.values())
     stream = [t for r in rows for t in r.get("stream_probe", ())]
     if not stream:
-        return Measured(means, mean, probe, n_it, probe_samples=samples)
+        return Measured(means, mean, probe, n_it)
     streamed = statistics.median(stream)
     cpu = max(0.0, streamed - probe) / float(rows[0]["stream_bytes"])
-    return Measured(means, mean, probe, n_it, streamed, cpu, samples)
+    return Measured(means, mean, probe, n_it, streamed, cpu)
 
 
 def trace_compute_s(trace) -> float:
@@ -166,10 +164,9 @@ def e2e_topology(spec: E2ESpec, cluster: dict, alpha: float, bandwidth: float, t
                             trunk_ratio, name=f"emulated-{cluster.get('topology', 'star')}")
 
 
-def predict_e2e(spec: E2ESpec, topology, trace, scale, cpu_per_byte: float = 0.0):
+def predict_e2e(spec: E2ESpec, topology, trace, scale: float, cpu_per_byte: float = 0.0):
     """simcomm's Result for ``spec`` on ``topology`` with the trace scaled by ``scale``.
 
-    ``scale`` is one factor for every rank, or a per-rank tuple.
     ``cpu_per_byte`` is the host CPU cost of communication from the stream probe
     (:attr:`Measured.cpu_per_byte`), given to the stack.
     """
@@ -181,8 +178,7 @@ def predict_e2e(spec: E2ESpec, topology, trace, scale, cpu_per_byte: float = 0.0
         options["k_prime"] = spec.k_prime
     scn = Scenario(strategy=spec.strategy, nodes=spec.nodes, gpus_per_node=spec.per_host, cluster="emulated",
                    batch=spec.batch, dataset_size=spec.epoch * spec.workers * spec.batch, fidelity="flow",
-                   workload=WorkloadSpec(bucket_mb=25.0, compute_scale=tuple(scale) if isinstance(scale, tuple)
-                                         else (float(scale),) * spec.nodes),
+                   workload=WorkloadSpec(bucket_mb=25.0, compute_scale=(scale,) * spec.nodes),
                    stack=StackSpec("ideal", cpu_per_byte=cpu_per_byte), options=options)
     return simulate(scn, ctx=Context(scn, given_trace=trace, given_topology=topology), baseline=False,
                     analytic=False)

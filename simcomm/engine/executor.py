@@ -170,7 +170,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
             if isinstance(op, Compute):
                 start[oid] = env.now
                 if op.seconds > 0:
-                    if cpu and track:
+                    if track:
                         yield from cpu_stretched(op)
                     else:
                         yield env.timeout(op.seconds)

@@ -197,7 +197,7 @@ class FlowPricer:
 
     def _tracked(self, ev, routed: RoutedStep):
         """Wait for batch ``ev`` while its transfers count toward their ranks' bytes."""
-        bid = self.net.last_batch
+        bid = ev.batch
         items = [(int(r), (bid, i, float(routed.nbytes[i]))) for i in range(len(routed))
                  for r in {int(routed.src[i]), int(routed.dst[i])}]
         for r, item in items:

@@ -83,7 +83,6 @@ class LiveNetwork:
         self._waiters: dict[int, simpy.Event] = {}
         self._gen = 0
         self._kicked = False
-        self.last_batch = -1
 
     @property
     def idle(self) -> bool:
@@ -92,12 +91,12 @@ class LiveNetwork:
 
     def add(self, rem: np.ndarray, t_bw: np.ndarray, route_len: np.ndarray, links: np.ndarray,
             finish: np.ndarray | None = None) -> simpy.Event:
-        """Start a batch of flows now; the event's value is their finish times."""
+        """Start a batch of flows now; the event's value is their finish times, ``event.batch`` its id."""
         if self.reservation is not None:
             self._interrupt()
         bid = self.core.add(rem, t_bw, route_len, links, finish)
-        self.last_batch = bid  # callers that follow a batch's progress (FluidCore.bytes_left) read it
         ev = self.env.event()
+        ev.batch = bid  # lets a caller follow the batch's progress (FluidCore.bytes_left)
         self._waiters[bid] = ev
         self._kick()
         return ev

@@ -72,20 +72,6 @@ def test_cli_rejects_a_bad_cost_in_one_line(capsys, value, match):
     assert match in err and err.count("\n") == 1
 
 
-def test_per_rank_scales_make_a_synchronous_iteration_wait_for_the_slowest():
-    from simcomm import traces
-    from simcomm.calibrate.e2e import E2ESpec, e2e_topology, predict_e2e
-
-    trace = traces.default_trace()
-    spec = E2ESpec("allreduce", workers=2, batch=trace.batch)
-    topo = e2e_topology(spec, {"hosts": 2, "topology": "star"}, 1e-4, 1e7, 1.0)
-    even = predict_e2e(spec, topo, trace, (2.0, 2.0)).mean_s
-    uneven = predict_e2e(spec, topo, trace, (2.0, 3.0)).mean_s
-    # the all-reduce waits for the slower rank: one more trace compute
-    from simcomm.calibrate.e2e import trace_compute_s
-    assert uneven - even == pytest.approx(trace_compute_s(trace), rel=1e-6)
-
-
 def test_ack_share_follows_the_frame_size():
     from simcomm.calibrate.predict import ACK_SHARE, ack_share
 

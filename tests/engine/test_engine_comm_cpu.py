@@ -35,7 +35,7 @@ def test_transfer_inside_compute_adds_cpu_times_bytes():
 
 
 def test_receiver_pays_too():
-    plan, t, c = _plan(1, 1.0, 0.5e6)
+    plan, _, c = _plan(1, 1.0, 0.5e6)
     assert engine.simulate(plan, full_mesh(2, LINK), comm_cpu=CPU).end[c] == pytest.approx(1.05, abs=1e-12)
 
 
@@ -50,7 +50,7 @@ def test_transfer_outlasting_compute_gives_the_fixed_point():
 def test_compute_after_the_transfer_is_not_stretched():
     plan, t, c = _plan(0, 1.0, 0.5e6, after_transfer=True)
     tl = engine.simulate(plan, full_mesh(2, LINK), comm_cpu=CPU)
-    assert tl.end[c] == pytest.approx(1.5, abs=1e-12)
+    assert tl.end[t] == pytest.approx(0.5, abs=1e-12) and tl.end[c] == pytest.approx(1.5, abs=1e-12)
 
 
 def test_zero_cost_is_the_default_timeline():
