@@ -113,22 +113,29 @@ def _train_ranks(topo, nodes: int, extra: int) -> int:
 
 
 def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: bool = True,
-              on_timeline=None, record_link_usage: bool = False, comm_cpu: float = 0.0):
+              on_timeline=None, record_link_usage: bool = False, comm_cpu: float = 0.0,
+              resolution: float = 0.0, merged: list | None = None):
     """Simulate each (weight, plan); returns IterationKinds.
 
     ``on_timeline(label, weight, plan, timeline, topology)`` is called for each
     kind as it is simulated (``simcomm run --timeline`` writes them out).
     ``record_link_usage`` asks the engine for bytes/s per link family over time
     (``timeline.meta["link_usage"]``).  ``comm_cpu`` is the stack's host CPU cost
-    per byte (engine option ``comm_cpu``, flow fidelity).
+    per byte (engine option ``comm_cpu``, flow fidelity).  ``resolution`` is the
+    engine's event resolution (flow fidelity); when given, ``merged`` receives
+    the number of flows each simulation moved to a merged event.
     """
     from simcomm import engine
 
     out = []
     for weight, plan in kinds:
-        extra = {"comm_cpu": comm_cpu} if comm_cpu and fidelity == "flow" else {}
+        extra = {}
+        if fidelity == "flow":
+            extra = {k: v for k, v in (("comm_cpu", comm_cpu), ("resolution", resolution)) if v}
         tl = engine.simulate(plan, topo, fidelity=fidelity, seed=seed, record_link_usage=record_link_usage,
                              **extra)
+        if merged is not None:
+            merged.append(int(tl.meta.get("merged_flows", 0)))
         if on_timeline is not None:
             on_timeline(str(plan.meta.get("kind", "every iteration")), float(weight), plan, tl, topo)
         t, window = iteration_time(plan, tl)
@@ -210,8 +217,10 @@ def simulate(scn: Scenario, *, ctx: Context | None = None, baseline: bool = True
         where = " (the closed form omits it)" if scn.fidelity == "flow" else " (flow fidelity only: not applied)"
         assumed.append(f"host CPU cost of communication {cpu * 1e9:.3g} ns per byte sent or received, "
                        f"charged to the compute it overlaps{where}")
+    merged: list[int] = []
     kinds = tuple(run_plans(plans, topo, n_train, scn.fidelity, scn.seed, analytic, on_timeline,
-                            record_link_usage=on_timeline is not None, comm_cpu=cpu))
+                            record_link_usage=on_timeline is not None, comm_cpu=cpu,
+                            resolution=scn.resolution, merged=merged))
     mean, bd, lb, est = _mean(kinds)
     k = w.iterations_per_epoch
     base_s = speedup = None
@@ -221,9 +230,12 @@ def simulate(scn: Scenario, *, ctx: Context | None = None, baseline: bool = True
         else:
             bcls = STRATEGIES.get(BASELINE)
             bk = run_plans(bcls().iterations(w, topo), topo, n_train, scn.fidelity, scn.seed, analytic=False,
-                           comm_cpu=cpu)
+                           comm_cpu=cpu, resolution=scn.resolution, merged=merged)
             base_s = _mean(bk)[0]
         speedup = base_s / mean if mean > 0 else math.inf
+    if sum(merged):
+        assumed.append(f"flow completions within {scn.resolution * 100:.3g} % of their transfer time merged into one "
+                       f"event ({sum(merged):,} flows; resolution 0 is exact)")
     return Result(**common, kinds=kinds, mean_s=mean, breakdown=bd, link_bytes=lb, analytic_mean_s=est,
                   iterations_per_epoch=k, epoch_s=k * mean if k else None,
                   samples_per_s=w.global_batch / mean if mean > 0 else math.inf,

@@ -101,6 +101,8 @@ def compare_command(
     dataset_size: Optional[int] = typer.Option(None, "--dataset-size"),
     fidelity: Optional[str] = typer.Option(None, "--fidelity"),
     seed: Optional[int] = typer.Option(None, "--seed"),
+    resolution: Optional[float] = typer.Option(None, "--resolution",
+                                               help="Merge flow completions within this fraction (0 = exact)."),
     scaling: Optional[str] = typer.Option(None, "--scaling"),
     bucket_mb: Optional[float] = typer.Option(None, "--bucket-mb"),
     dataload: Optional[str] = typer.Option(None, "--dataload"),
@@ -118,7 +120,7 @@ def compare_command(
     counts = parse_nodes(nodes)
     base = build_scenario(scenario, strategy=None, gpus_per_node=gpus_per_node, cluster=cluster, model=model,
                           trace=trace, batch=batch, dataset_size=dataset_size, fidelity=fidelity, seed=seed,
-                          scaling=scaling, bucket_mb=bucket_mb, dataload=dataload, stack=stack,
+                          resolution=resolution, scaling=scaling, bucket_mb=bucket_mb, dataload=dataload, stack=stack,
                           stack_efficiency=stack_efficiency, stack_overhead=stack_overhead, stack_cpu=stack_cpu)
     if quiet or as_json or as_csv:
         results = run_compare(base, names, counts)

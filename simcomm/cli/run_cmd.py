@@ -50,7 +50,7 @@ def _floats(text: str | None, field: str) -> tuple[float, ...] | None:
 
 def build_scenario(scenario: Optional[Path], *, strategy=None, nodes=None, gpus_per_node=None, cluster=None,
                    model=None, trace=None, batch=None, dataset_size=None, fidelity=None, seed=None,
-                   scaling=None, bucket_mb=None, dataload=None, dataload_overlap=None, compute_scale=None,
+                   resolution=None, scaling=None, bucket_mb=None, dataload=None, dataload_overlap=None, compute_scale=None,
                    stack=None, stack_efficiency=None, stack_overhead=None, stack_cpu=None, opts=None,
                    typed=None) -> Scenario:
     """A Scenario from an optional TOML file with CLI values on top."""
@@ -59,7 +59,7 @@ def build_scenario(scenario: Optional[Path], *, strategy=None, nodes=None, gpus_
         scn = replace(scn, model=None, trace=None)
     scn = scn.with_(strategy=strategy, nodes=nodes, gpus_per_node=gpus_per_node, cluster=cluster, model=model,
                     trace=str(trace) if trace is not None else None, batch=batch, dataset_size=dataset_size,
-                    fidelity=fidelity, seed=seed)
+                    fidelity=fidelity, seed=seed, resolution=resolution)
     w = scn.workload
     scn = replace(scn, workload=WorkloadSpec(
         scaling=scaling or w.scaling, bucket_mb=w.bucket_mb if bucket_mb is None else bucket_mb,
@@ -142,6 +142,9 @@ def run_command(
     dataset_size: Optional[int] = typer.Option(None, "--dataset-size", help="Samples per epoch."),
     fidelity: Optional[str] = typer.Option(None, "--fidelity", help="flow or analytic."),
     seed: Optional[int] = typer.Option(None, "--seed"),
+    resolution: Optional[float] = typer.Option(None, "--resolution",
+                                               help="Merge flow completions within this fraction of their "
+                                                    "duration (default 0.01; 0 = exact)."),
     scaling: Optional[str] = typer.Option(None, "--scaling", help="weak or strong."),
     bucket_mb: Optional[float] = typer.Option(None, "--bucket-mb", help="DDP bucket size in MB (0 = one bucket)."),
     dataload: Optional[str] = typer.Option(None, "--dataload", help="Data loading time per iteration, e.g. 20ms."),
@@ -174,7 +177,7 @@ def run_command(
                  drop_ratio=drop_ratio)
     scn = build_scenario(scenario, strategy=strategy, nodes=nodes, gpus_per_node=gpus_per_node, cluster=cluster,
                          model=model, trace=trace, batch=batch, dataset_size=dataset_size, fidelity=fidelity,
-                         seed=seed, scaling=scaling, bucket_mb=bucket_mb, dataload=dataload,
+                         seed=seed, resolution=resolution, scaling=scaling, bucket_mb=bucket_mb, dataload=dataload,
                          dataload_overlap=dataload_overlap, compute_scale=compute_scale, stack=stack,
                          stack_efficiency=stack_efficiency, stack_overhead=stack_overhead, stack_cpu=stack_cpu,
                          opts=opt, typed=typed)

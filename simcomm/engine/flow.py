@@ -57,7 +57,7 @@ class FlowPricer:
         self.ctx = ctx
         self.env = ctx.env
         self.fam = ctx.family_of_link if ctx.record_usage else None
-        self.net = LiveNetwork(ctx.env, ctx.topology.capacity, ctx.incremental, self.fam)
+        self.net = LiveNetwork(ctx.env, ctx.topology.capacity, ctx.incremental, self.fam, ctx.resolution)
         self._routes: dict = {}  # routes per (group, step pattern), see route_step
         self._periods: dict = {}  # isolated durations (and usage) of scalable step patterns
         self._moved: np.ndarray | None = None  # per-rank bytes of finished flows (comm_cpu only)
@@ -151,9 +151,12 @@ class FlowPricer:
                 prof = (np.where(t > lat, lat + (t - lat) * (n / n0), t), f)
             return lat + (d0 - lat) * (n / n0), prof
         iso = run_isolated(self.net.core.capacity, routed.nbytes, routed.latency, routed.route_len,
-                           routed.links, incremental=self.ctx.incremental, family_of_link=self.fam)
+                           routed.links, incremental=self.ctx.incremental, family_of_link=self.fam,
+                           resolution=self.ctx.resolution)
         self.ctx.stats["isolated_runs"] += 1
         self.ctx.stats["isolated_solves"] += iso.solves
+        if iso.merged:
+            self.ctx.stats["merged_flows"] += iso.merged
         period = routed.end_time(0.0, iso.finish)
         prof = None
         if self.fam is not None:
@@ -186,8 +189,11 @@ class FlowPricer:
         else:
             t_start = now - resume
             st = run_isolated(self.net.core.capacity, routed.nbytes, routed.latency, routed.route_len,
-                              routed.links, until=resume, incremental=self.ctx.incremental)
+                              routed.links, until=resume, incremental=self.ctx.incremental,
+                              resolution=self.ctx.resolution)
             fin = t_start + st.finish
+            if st.merged:
+                self.ctx.stats["merged_flows"] += st.merged
             if np.isnan(fin).any():
                 fin = yield self.net.add(st.rem, t_start + st.t_bw, routed.route_len, routed.links,
                                          finish=fin)

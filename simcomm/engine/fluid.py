@@ -11,7 +11,10 @@ event (:meth:`FluidCore._solve` explains why that is exact).
 :class:`FluidCore` keeps all flows in flat numpy arrays (structure of arrays)
 and is driven by two calls: :meth:`FluidCore.settle` brings the state to time
 ``t`` and reports batches whose flows have all finished, and
-:meth:`FluidCore.next_time` says when the next flow changes phase.  The live
+:meth:`FluidCore.next_time` says when the next flow changes phase.  With a
+``resolution`` ε > 0, completions that lie within ε of the finishing flows' own
+transfer times are merged into one event at the middle of their span
+(:meth:`FluidCore.next_time`; docs/engine.md, "Event resolution").  The live
 engine (:mod:`simcomm.engine.network`) drives it from SimPy; :func:`run_isolated`
 drives it alone, to price a step pattern once or to rebuild the state of a
 partly run step (see docs/engine.md, "Coalesced repeats").
@@ -54,9 +57,11 @@ class FluidCore:
 
     _FIELDS = ("rem", "t_ref", "rate", "t_bw", "t_next", "phase", "batch", "index", "e_start", "e_len")
 
-    def __init__(self, capacity: np.ndarray, incremental: bool = True, family_of_link: np.ndarray | None = None):
+    def __init__(self, capacity: np.ndarray, incremental: bool = True, family_of_link: np.ndarray | None = None,
+                 resolution: float = 0.0):
         self.capacity = np.asarray(capacity, dtype=float)
         self.incremental = incremental  # False: the plain reference (every flow, textbook solver, every event)
+        self.resolution = float(resolution)  # 0: every completion is its own event (exact)
         self.t = 0.0
         self.rem = _EMPTY_F      # bytes left as of t_ref
         self.t_ref = _EMPTY_F    # when rem was last brought up to date
@@ -90,6 +95,7 @@ class FluidCore:
         self.solves = 0
         self.rounds = 0
         self.full_solves = 0
+        self.merged = 0  # flows retired at a merged event, not at their own finish instant
 
     # ---- input -----------------------------------------------------------
     def add(self, rem: np.ndarray, t_bw: np.ndarray, route_len: np.ndarray, links: np.ndarray,
@@ -127,7 +133,21 @@ class FluidCore:
         """Absolute time of the next phase change, ``inf`` when nothing is active."""
         if self.n_live == 0:
             return self.t if (self._pending or self._born_done) else np.inf
-        return float(self.t_next.min())
+        t_min = float(self.t_next.min())
+        if self.resolution <= 0:
+            return t_min
+        # Completions due within ε of their own bandwidth-phase duration after the first
+        # one form a group; one event at the middle of the group's span retires them all
+        # (settle), so finish times move by at most half the span, early or late.  A
+        # flow entering its bandwidth phase is never moved: the event stops at it.
+        group = (self.phase == BANDWIDTH) & (self.t_next - t_min <= self.resolution * (self.t_next - self.t_bw))
+        if not group.any():
+            return t_min
+        t_e = 0.5 * (t_min + float(self.t_next[group].max()))
+        lat = self.phase == LATENCY
+        if lat.any():
+            t_e = min(t_e, float(self.t_next[lat].min()))
+        return t_e
 
     # ---- progress --------------------------------------------------------
     def settle(self, now: float) -> list[tuple[int, np.ndarray]]:
@@ -138,8 +158,20 @@ class FluidCore:
         done_batches, self._born_done = self._born_done, []
         if self._pending:
             self._merge()
+        first = self.resolution > 0
         while self.n_live:
-            due = np.flatnonzero(self.t_next <= now + tol)
+            due = self.t_next <= now + tol
+            if first:
+                # The event's own group (see next_time): flows that would finish within ε of
+                # their duration after now finish now.  Only on the first pass: re-applying it
+                # after the re-solve below would chain early finishes within one instant.
+                first = False
+                early = (self.phase == BANDWIDTH) & ~due & \
+                    (self.t_next - now <= self.resolution * (self.t_next - self.t_bw))
+                late = (self.phase == BANDWIDTH) & (self.t_next < now - tol)
+                self.merged += int(early.sum() + late.sum())
+                due |= early
+            due = np.flatnonzero(due)
             if due.size == 0:
                 break
             ph = self.phase[due]
@@ -349,17 +381,18 @@ class IsolatedState:
     t_bw: np.ndarray
     solves: int
     usage: tuple = ()  # link usage blocks when recorded (see FluidCore.usage)
+    merged: int = 0    # flows retired at a merged event (FluidCore.merged)
 
 
 def run_isolated(capacity: np.ndarray, nbytes: np.ndarray, latency: np.ndarray, route_len: np.ndarray,
                  links: np.ndarray, until: float = np.inf, incremental: bool = True,
-                 family_of_link: np.ndarray | None = None) -> IsolatedState:
+                 family_of_link: np.ndarray | None = None, resolution: float = 0.0) -> IsolatedState:
     """Run one batch of flows, started at time 0, alone on an empty network.
 
     Stops at ``until`` (events at exactly ``until`` are applied) and reports the
     state there; with the default it runs to completion.
     """
-    core = FluidCore(capacity, incremental, family_of_link)
+    core = FluidCore(capacity, incremental, family_of_link, resolution)
     core.add(np.asarray(nbytes, float), np.asarray(latency, float), route_len, links)
     done = core.settle(0.0)
     while not done:
@@ -369,14 +402,15 @@ def run_isolated(capacity: np.ndarray, nbytes: np.ndarray, latency: np.ndarray, 
         done = core.settle(t)
     n = len(nbytes)
     if done:
-        return IsolatedState(core.t, done[0][1], np.zeros(n), np.zeros(n), core.solves, tuple(core.usage))
+        return IsolatedState(core.t, done[0][1], np.zeros(n), np.zeros(n), core.solves, tuple(core.usage),
+                             core.merged)
     idx, rem, t_bw, _ = core.snapshot(until)
     finish = core._finish[0].copy()
     r = np.zeros(n)
     tb = np.zeros(n)
     r[idx] = rem
     tb[idx] = t_bw
-    return IsolatedState(until, finish, r, tb, core.solves, tuple(core.usage))
+    return IsolatedState(until, finish, r, tb, core.solves, tuple(core.usage), core.merged)
 
 
 def merge_usage(blocks, families: tuple[str, ...]) -> list[tuple[float, str, float]]:

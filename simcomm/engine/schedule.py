@@ -17,7 +17,6 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import chain
 
 import numpy as np
 
@@ -158,11 +157,9 @@ def route_step(topology: Topology, group: np.ndarray, step: Step, gamma: np.ndar
         key = (group.tobytes() if group_key is None else group_key, step.src.tobytes(), step.dst.tobytes())
     hit = cache.get(key) if key is not None else None
     if hit is None:
-        routes = [topology.route(a, b) for a, b in zip(src.tolist(), dst.tolist())]
-        route_len = np.fromiter(map(len, routes), dtype=np.int64, count=len(routes))
-        links = np.fromiter(chain.from_iterable(routes), dtype=np.int64, count=int(route_len.sum()))
-        owner = np.repeat(np.arange(len(routes)), route_len)
-        latency = np.bincount(owner, weights=topology.latency[links], minlength=len(routes))
+        route_len, links = topology.routes(src, dst)
+        owner = np.repeat(np.arange(len(src)), route_len)
+        latency = np.bincount(owner, weights=topology.latency[links], minlength=len(src))
         if key is not None:
             cache[key] = (latency, route_len, links)
     else:

@@ -17,6 +17,7 @@ route of a pair is deterministic and different pairs spread evenly.
 from __future__ import annotations
 
 import networkx as nx
+import numpy as np
 
 from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
@@ -55,6 +56,36 @@ class FatTreeFabric:
         c = (key // h) % h
         return [hosts[i], self.edge[ei], self.agg[pi * h + a], self.core[a * h + c],
                 self.agg[pj * h + a], self.edge[ej], hosts[j]]
+
+    @property
+    def max_nodes(self) -> int:
+        """Nodes on the longest host-to-host path."""
+        return 7 if self.levels == 3 else 5
+
+    def paths_many(self, i: np.ndarray, j: np.ndarray, key: np.ndarray, idx: dict) -> np.ndarray:
+        """:meth:`path` of many host pairs as node index rows (``idx``: node -> index), padded with -1."""
+        h = self.half
+        host, edge, agg, core = (np.array([idx[n] for n in names], dtype=np.int64)
+                                 for names in (self.hosts, self.edge, self.agg, self.core))
+        ei, ej, a = i // h, j // h, key % h
+        out = np.full((len(i), self.max_nodes), -1, dtype=np.int64)
+        out[:, 0], out[:, 1] = host[i], edge[ei]
+        near = ei == ej  # same edge switch: host, edge, host
+        out[near, 2] = host[j[near]]
+        up = ~near
+        if self.levels == 2:
+            out[up, 2], out[up, 3], out[up, 4] = agg[a[up]], edge[ej[up]], host[j[up]]
+            return out
+        pi, pj = ei // h, ej // h
+        pod = up & (pi == pj)  # same pod: up to an aggregation switch and down
+        out[pod, 2], out[pod, 3], out[pod, 4] = agg[pi[pod] * h + a[pod]], edge[ej[pod]], host[j[pod]]
+        far = up & (pi != pj)
+        c = (key[far] // h) % h
+        out[far, 2] = agg[pi[far] * h + a[far]]
+        out[far, 3] = core[a[far] * h + c]
+        out[far, 4] = agg[pj[far] * h + a[far]]
+        out[far, 5], out[far, 6] = edge[ej[far]], host[j[far]]
+        return out
 
 
 def add_fat_tree(g: nx.Graph, hosts: list, host_link: LinkClass, links: dict, *, k: int | None = None,

@@ -27,10 +27,11 @@ import math
 from collections.abc import Sequence
 
 import networkx as nx
+import numpy as np
 
 from simcomm.errors import ConfigError, UnknownNameError
 from simcomm.links.base import LinkClass, link_class
-from simcomm.topologies.base import DEFAULT_GAMMA, Topology, ecmp_hash
+from simcomm.topologies.base import DEFAULT_GAMMA, Topology, ecmp_hash, ecmp_hash_many
 from simcomm.topologies.devices import device_gamma
 from simcomm.topologies.dragonfly import add_dragonfly
 from simcomm.topologies.fabric import add_link, positive_int
@@ -62,6 +63,33 @@ class TwoLevelRouter:
             return [src, dst] if self.mesh else [src, self.hub[self.machine[a]], dst]
         ni, nj = self.nic_of[a], self.nic_of[b]
         return [src, *self.fabric.path(ni, nj, ecmp_hash(a, b)), dst]
+
+    def paths_many(self, topo, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+        """:meth:`path` of many rank pairs as node index rows padded with -1 (see Router)."""
+        fab_many = getattr(self.fabric, "paths_many", None)
+        if self.fabric is not None and fab_many is None:
+            return None
+        idx = topo.node_index
+        rank = np.array([idx[n] for n in self.rank_names], dtype=np.int64)
+        machine = np.asarray(self.machine, dtype=np.int64)
+        hub = np.array([-1 if h is None else idx[h] for h in self.hub], dtype=np.int64)
+        width = 3 if self.fabric is None else 2 + self.fabric.max_nodes
+        out = np.full((len(a), width), -1, dtype=np.int64)
+        out[:, 0] = rank[a]
+        same = a == b
+        local = (machine[a] == machine[b]) & ~same
+        if self.mesh:
+            out[local, 1] = rank[b[local]]
+        else:
+            out[local, 1] = hub[machine[a[local]]]
+            out[local, 2] = rank[b[local]]
+        far = np.flatnonzero(~local & ~same)
+        if far.size:
+            nic_of = np.asarray(self.nic_of, dtype=np.int64)
+            fab = fab_many(nic_of[a[far]], nic_of[b[far]], ecmp_hash_many(a[far], b[far]), idx)
+            out[far, 1:1 + fab.shape[1]] = fab
+            out[far, 1 + (fab >= 0).sum(axis=1)] = rank[b[far]]
+        return out
 
 
 def _counts(nodes: int, gpus_per_node) -> list[int]:

@@ -1,0 +1,66 @@
+"""Batch routing (``Topology.routes``) gives exactly the routes of ``route(a, b)``.
+
+The array path (two-level clusters over fat-trees, ``paths_many``) must agree
+with the pair-by-pair router on every pair: same links, same order.  Fabrics
+without an array path fall back to the pair-by-pair router.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simcomm.errors import TopologyError
+from simcomm.topologies.base import ecmp_hash, ecmp_hash_many
+from simcomm.topologies.two_level import two_level
+
+
+@given(st.lists(st.tuples(st.integers(0, 2**20), st.integers(0, 2**20), st.integers(0, 2**20)),
+                min_size=1, max_size=50))
+def test_hash_many_is_the_scalar_hash_bit_for_bit(keys):
+    cols = [np.array(c) for c in zip(*keys)]
+    assert ecmp_hash_many(*cols).tolist() == [ecmp_hash(*k) for k in keys]
+
+
+def _pairs(topo, n, seed):
+    rng = np.random.default_rng(seed)
+    p = topo.n_ranks
+    src, dst = rng.integers(0, p, n), rng.integers(0, p, n)
+    src[:p], dst[:p] = np.arange(p) % p, np.arange(p)[::-1] % p  # self pairs and neighbours too
+    return src, dst
+
+
+def _one_by_one(topo, src, dst):
+    routes = [topo.route(a, b) for a, b in zip(src.tolist(), dst.tolist())]
+    return [len(r) for r in routes], [x for r in routes for x in r]
+
+
+@settings(max_examples=25, deadline=None)
+@given(nodes=st.integers(2, 40), gpn=st.integers(1, 8), nics=st.sampled_from([1, 2, 8]),
+       intra=st.sampled_from(["nvswitch", "nvlink-mesh", "pcie"]), levels=st.sampled_from([2, 3]),
+       seed=st.integers(0, 100))
+def test_fat_tree_clusters_route_in_arrays_as_pair_by_pair(nodes, gpn, nics, intra, levels, seed):
+    nics = min(nics, gpn)
+    topo = two_level(nodes, gpn, intra=intra, nics_per_node=nics, inter="fat-tree",
+                     inter_options={"levels": levels})
+    src, dst = _pairs(topo, 600, seed)
+    want_lens, want_links = _one_by_one(topo, src, dst)
+    topo._routes_one_by_one = None  # the array path must not fall back
+    lens, links = topo.routes(src, dst)
+    assert lens.tolist() == want_lens and links.tolist() == want_links
+
+
+@pytest.mark.parametrize("inter", ["switch", "dragonfly", "torus"])
+def test_other_fabrics_fall_back_to_pair_by_pair(inter):
+    topo = two_level(8, 2, inter=inter)
+    src, dst = _pairs(topo, 400, 1)
+    lens, links = topo.routes(src, dst)
+    want_lens, want_links = _one_by_one(topo, src, dst)
+    assert lens.tolist() == want_lens and links.tolist() == want_links
+
+
+def test_a_router_returning_a_non_edge_is_an_error():
+    topo = two_level(4, 2, inter="fat-tree")
+    nodes = np.array([[0, 1, -1]] * 2)  # ranks 0 and 1 of machine 0 are not adjacent with a hub
+    with pytest.raises(TopologyError, match="non-edge"):
+        topo._links_of_paths(nodes)
