@@ -59,22 +59,29 @@ def _mtu(rec: dict) -> int:
     return int((rec.get("cluster") or {}).get("mtu", 1500))
 
 
+def _overlap(a: tuple, b: tuple) -> bool:
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
 def render_e2e(rows: list[dict]) -> str:
     """The end-to-end table: per strategy and setting, and whether each setting keeps the ranking."""
+    failed = [r for r in rows if r.get("failed")]
+    rows = [r for r in rows if not r.get("failed")]
+    cpu = rows[0]["cpu_per_byte"] if rows else 0.0
     lines = ["", "## End-to-end training iterations", "",
              "resnet20-cifar (0.27 M parameters, 1.08 MB of fp32 gradients), batch 32 per rank, SGD, one",
              "compute thread per rank, 4 workers: one per host for allreduce, ps (+1 server host) and sgp,",
              "2 hosts x 2 ranks for node-based (K' = 4, epoch of 10 iterations: 3 exchange + 7 local).",
-             "`measured` is the mean iteration (end of the slowest worker to the next such end, after",
-             "warm-up); node-based weights its two kinds by the epoch. `predicted` is",
-             "`simcomm.pipeline.simulate` (ideal stack on the calibrated topology, flow engine) with the",
-             "trace scaled by `scale` = co-located compute probe / trace compute (see below) and the",
-             "stack's host CPU cost of communication `cpu` from the stream probe (see below).", "",
-             "| topology | rate | strategy | measured | predicted | error | per kind: measured / predicted | scale "
-             "| cpu (ns/B) | load |",
+             "Each case ran `runs` times (round-robin over the strategies of a setting). `measured` is the",
+             "median over the runs of the mean iteration (end of the slowest worker to the next such end,",
+             "after warm-up; node-based weights its two kinds by the epoch), with the runs' range. `predicted`",
+             "is the median over the runs of `simcomm.pipeline.simulate` (ideal stack on the calibrated",
+             "topology, flow engine) with the trace scaled by that run's `scale` = co-located compute probe /",
+             "trace compute (see below) and the stack's host CPU cost of communication, "
+             f"{cpu * 1e9:.1f} ns/B: the median of every run's stream probe in this suite (see below).", "",
+             "| topology | rate | strategy | measured (range) | predicted | error | per kind: measured / predicted "
+             "| scale | runs | load |",
              "|---|---|---|---|---|---|---|---|---|---|"]
-    failed = [r for r in rows if r.get("failed")]
-    rows = [r for r in rows if not r.get("failed")]
     errs = []
     for r in rows:
         m = r["measured"]
@@ -82,28 +89,33 @@ def render_e2e(rows: list[dict]) -> str:
         errs.append(abs(err))
         kinds = "; ".join(f"{k} {m.kinds[k] * 1e3:.0f} / {r['kinds'].get(k, float('nan')) * 1e3:.0f} ms"
                           for k in sorted(m.kinds)) if len(m.kinds) > 1 else "-"
-        lines.append(f"| {r['topology']} | {r['mbit']} Mb/s | {r['strategy']} | {m.mean_s * 1e3:.0f} ms | "
-                     f"{r['predicted'] * 1e3:.0f} ms | {err:+.1%} | {kinds} | {r['scale']:.2f} | "
-                     f"{r.get('cpu_per_byte', 0.0) * 1e9:.1f} | "
-                     f"{r['load'][0]:.2f}/{r['load'][1]:.2f} |")
-    lines += ["", "| topology | rate | measured ranking (fastest first) | predicted ranking | preserved |",
-              "|---|---|---|---|---|"]
+        lo, hi = r.get("spread", (m.mean_s, m.mean_s))
+        runs = f"{r.get('runs', 1)}" + (f" (+{len(r['failed_runs'])} failed)" if r.get("failed_runs") else "")
+        lines.append(f"| {r['topology']} | {r['mbit']} Mb/s | {r['strategy']} | {m.mean_s * 1e3:.0f} ms "
+                     f"({lo * 1e3:.0f}–{hi * 1e3:.0f}) | {r['predicted'] * 1e3:.0f} ms | {err:+.1%} | {kinds} | "
+                     f"{r['scale']:.2f} | {runs} | {r['load'][0]:.2f}/{r['load'][1]:.2f} |")
+    lines += ["", "| topology | rate | measured ranking (fastest first) | predicted ranking | preserved "
+                  "| measured neighbours whose run ranges overlap |",
+              "|---|---|---|---|---|---|"]
     kept = 0
     settings = sorted({(r["topology"], r["mbit"]) for r in rows})
     for topo, mbit in settings:
-        rs = [r for r in rows if (r["topology"], r["mbit"]) == (topo, mbit)]
-        meas = [r["strategy"] for r in sorted(rs, key=lambda r: r["measured"].mean_s)]
+        rs = sorted((r for r in rows if (r["topology"], r["mbit"]) == (topo, mbit)),
+                    key=lambda r: r["measured"].mean_s)
+        meas = [r["strategy"] for r in rs]
         pred = [r["strategy"] for r in sorted(rs, key=lambda r: r["predicted"])]
         kept += meas == pred
+        close = [f"{a['strategy']} / {b['strategy']}" for a, b in zip(rs, rs[1:])
+                 if _overlap(a.get("spread", (0, 0)), b.get("spread", (1, 1)))]
         lines.append(f"| {topo} | {mbit} Mb/s | {' < '.join(meas)} | {' < '.join(pred)} | "
-                     f"{'yes' if meas == pred else 'no'} |")
+                     f"{'yes' if meas == pred else 'no'} | {', '.join(close) or '-'} |")
     if errs:
         lines += ["", f"End-to-end: median |error| {statistics.median(errs):.1%}; worst {max(errs):.1%}; "
                       f"{sum(e <= 0.08 for e in errs)}/{len(errs)} within 8%; ranking preserved in "
                       f"{kept}/{len(settings)} settings.", ""]
     for r in failed:
-        lines.append(f"Failed run (no row, not counted): {r['topology']} {r['mbit']} Mb/s {r['strategy']}: "
-                     f"{r['failed']}")
+        lines.append(f"Failed case (every run failed; no row, not counted): {r['topology']} {r['mbit']} Mb/s "
+                     f"{r['strategy']}: {r['failed']}")
     if failed:
         lines.append("")
     return "\n".join(lines)

@@ -4,18 +4,25 @@
 
 For each setting of run_accuracy.py (star / two-tier, 100 / 200 Mb/s) it runs
 allreduce, sgp and ps with 4 workers, one per host (ps: a fifth host holds the
-server), and node-based on 2 hosts x 2 ranks; then predicts each with
-``simcomm.pipeline.simulate`` on the emulated topology carrying that setting's
-ping-pong fit (benchmarks/accuracy/results/<topology>-<rate>.json, written by
-the collective suite) and a trace of the same model and batch captured here
-with one thread.  Raw records: results/e2e-<topology>-<rate>-<strategy>.json.
+server), and node-based on 2 hosts x 2 ranks, REPEATS times each (round-robin
+over the strategies, so each strategy samples the machine's state alike); then
+predicts each run with ``simcomm.pipeline.simulate`` on the emulated topology
+carrying that setting's ping-pong fit (benchmarks/accuracy/results/<topology>-<rate>.json,
+written by the collective suite) and a trace of the same model and batch
+captured here with one thread.  A case reports the median of its runs, measured
+and predicted.  The stack's host CPU cost of communication is one number for the
+whole suite: the median over every run's stream probe (a property of the host
+and the stack, and one probe alone is noisy).  Raw records:
+results/e2e-<topology>-<rate>-<strategy>-r<k>.json.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from simcomm.calibrate.fit import CalibrationError
@@ -31,6 +38,9 @@ SETTINGS = [("star", 100), ("star", 200), ("two-tier", 100), ("two-tier", 200)]
 # 12-iteration probe on each side of the stream probe (the machine is shared by 4-5 ranks).
 SPECS = [E2ESpec("allreduce", iters=24, probe=12), E2ESpec("node-based", per_host=2, iters=40, probe=12),
          E2ESpec("ps", iters=20, probe=12), E2ESpec("sgp", iters=24, probe=12)]
+#: Runs per case: a case moves by several percent between runs on this shared 2-vCPU machine,
+#: as much as the gaps between some strategies, so each case is the median of its runs.
+REPEATS = 3
 MODEL, BATCH = "resnet20-cifar", 32
 MTU = 9000  # as the collective suite (run_accuracy.MTU): jumbo frames keep the emulation off the CPU limit
 QDISC = "fq"  # as the collective suite (run_accuracy.QDISC): per host-pair round robin, like fq_codel
@@ -53,44 +63,78 @@ def link_fit(topo: str, mbit: int):
     return f.alpha, f.bandwidth, ratio
 
 
-def run_setting(topo: str, mbit: int, specs=SPECS) -> list[dict]:
-    for spec in specs:
-        kw = {"topology": topo, "leaves": 2, "trunk_rate": mbit * 1e6 / 16} if topo == "two-tier" else {}
-        load0 = os.getloadavg()[0]
-        try:
-            with EmulatedCluster(spec.hosts, f"{mbit}Mb/s", mtu=MTU, qdisc=QDISC, **kw) as cl:
-                rec = launch_e2e(cl, spec, limit=300)
-        except CalibrationError as exc:
-            # A crashed run (e.g. gloo aborting) is recorded as failed; the suite goes on, and
-            # no stale measurement of this case survives to be rendered as if it were new.
-            rec = {"failed": " ".join(str(exc).split()), "spec": {"strategy": spec.strategy}}
-        rec["load"] = [load0, os.getloadavg()[0]]
-        (RESULTS / f"e2e-{topo}-{mbit}-{spec.strategy}.json").write_text(json.dumps(rec, indent=1, sort_keys=True))
-        print(topo, mbit, spec.strategy, "done", file=sys.stderr)
+def records(topo: str, mbit: int, strategy: str) -> list[Path]:
+    """Saved runs of one case, in run order (a record from before repeats counts as one run)."""
+    runs = sorted(RESULTS.glob(f"e2e-{topo}-{mbit}-{strategy}-r*.json"), key=lambda p: int(p.stem.rsplit("-r", 1)[1]))
+    legacy = RESULTS / f"e2e-{topo}-{mbit}-{strategy}.json"
+    return runs or ([legacy] if legacy.exists() else [])
+
+
+def run_setting(topo: str, mbit: int, specs=SPECS, repeats: int = REPEATS) -> None:
+    for spec in specs:  # no stale run of an earlier suite may be mixed with these
+        for old in records(topo, mbit, spec.strategy):
+            old.unlink()
+    for k in range(repeats):
+        for spec in specs:
+            kw = {"topology": topo, "leaves": 2, "trunk_rate": mbit * 1e6 / 16} if topo == "two-tier" else {}
+            load0 = os.getloadavg()[0]
+            try:
+                with EmulatedCluster(spec.hosts, f"{mbit}Mb/s", mtu=MTU, qdisc=QDISC, **kw) as cl:
+                    rec = launch_e2e(cl, spec, limit=300)
+            except CalibrationError as exc:
+                # A crashed run (e.g. gloo aborting) is recorded as failed; the suite goes on.
+                rec = {"failed": " ".join(str(exc).split()), "spec": {"strategy": spec.strategy}}
+            rec["load"] = [load0, os.getloadavg()[0]]
+            path = RESULTS / f"e2e-{topo}-{mbit}-{spec.strategy}-r{k}.json"
+            path.write_text(json.dumps(rec, indent=1, sort_keys=True))
+            print(topo, mbit, spec.strategy, f"run {k + 1}/{repeats}", "done", file=sys.stderr)
+
+
+def _median_kinds(ms) -> dict:
+    names = sorted({k for m in ms for k in m.kinds})
+    return {k: statistics.median(m.kinds[k] for m in ms if k in m.kinds) for k in names}
 
 
 def evaluate(trace) -> list[dict]:
-    """Prediction vs measurement for every saved e2e record."""
-    rows = []
+    """Prediction vs measurement for every saved case (the median of its runs)."""
+    cases = []
     for topo, mbit in SETTINGS:
-        alpha, bw, ratio = link_fit(topo, mbit)
         for spec in SPECS:
-            path = RESULTS / f"e2e-{topo}-{mbit}-{spec.strategy}.json"
-            if not path.exists():
-                continue
-            rec = json.loads(path.read_text())
-            if rec.get("failed"):
-                rows.append({"topology": topo, "mbit": mbit, "strategy": rec["spec"]["strategy"],
-                             "failed": rec["failed"], "load": rec["load"]})
-                continue
+            recs = [json.loads(p.read_text()) for p in records(topo, mbit, spec.strategy)]
+            if recs:
+                cases.append((topo, mbit, spec.strategy, recs))
+    probes = [measure(rec) for *_, recs in cases for rec in recs if not rec.get("failed")]
+    probed = [m.cpu_per_byte for m in probes if m.stream_probe_s is not None]
+    cpu = statistics.median(probed) if probed else 0.0
+    rows = []
+    for topo, mbit, strategy, recs in cases:
+        ok = [r for r in recs if not r.get("failed")]
+        failed = [r["failed"] for r in recs if r.get("failed")]
+        if not ok:
+            rows.append({"topology": topo, "mbit": mbit, "strategy": strategy, "failed": failed[0],
+                         "load": recs[0]["load"]})
+            continue
+        alpha, bw, ratio = link_fit(topo, mbit)
+        ms, preds, kinds, scales = [], [], [], []
+        for rec in ok:
             spec = E2ESpec(**rec["spec"])
             m = measure(rec)
             scale = compute_scale(trace, m.probe_s)
-            res = predict_e2e(spec, e2e_topology(spec, rec["cluster"], alpha, bw, ratio), trace, scale,
-                              m.cpu_per_byte)
-            rows.append({"topology": topo, "mbit": mbit, "strategy": spec.strategy, "spec": spec,
-                         "measured": m, "predicted": res.mean_s, "kinds": {k.label: k.time_s for k in res.kinds},
-                         "scale": scale, "cpu_per_byte": m.cpu_per_byte, "load": rec["load"]})
+            res = predict_e2e(spec, e2e_topology(spec, rec["cluster"], alpha, bw, ratio), trace, scale, cpu)
+            ms.append(m)
+            preds.append(res.mean_s)
+            kinds.append({k.label: k.time_s for k in res.kinds})
+            scales.append(scale)
+        means = [m.mean_s for m in ms]
+        summary = replace(ms[0], kinds=_median_kinds(ms), mean_s=statistics.median(means),
+                          probe_s=statistics.median(m.probe_s for m in ms), cpu_per_byte=cpu)
+        pred_kinds = {k: statistics.median(d[k] for d in kinds if k in d) for k in kinds[0]}
+        rows.append({"topology": topo, "mbit": mbit, "strategy": strategy, "spec": E2ESpec(**ok[0]["spec"]),
+                     "measured": summary, "predicted": statistics.median(preds), "kinds": pred_kinds,
+                     "scale": statistics.median(scales), "cpu_per_byte": cpu, "runs": len(ok),
+                     "failed_runs": failed, "spread": (min(means), max(means)),
+                     "pred_spread": (min(preds), max(preds)),
+                     "load": [min(r["load"][0] for r in ok), max(r["load"][1] for r in ok)]})
     return rows
 
 
@@ -102,6 +146,9 @@ def main() -> None:
             run_setting(topo, mbit)
     trace = capture()
     for r in evaluate(trace):
+        if r.get("failed"):
+            print(r["topology"], r["mbit"], r["strategy"], "failed:", r["failed"])
+            continue
         print(f"{r['topology']:8} {r['mbit']} {r['strategy']:10} measured {r['measured'].mean_s * 1e3:7.1f} ms "
               f"predicted {r['predicted'] * 1e3:7.1f} ms error {(r['predicted'] / r['measured'].mean_s - 1):+.1%} "
               f"scale {r['scale']:.2f} cpu {r['cpu_per_byte'] * 1e9:.1f} ns/B kinds {r['measured'].kinds} pred {r['kinds']}")
