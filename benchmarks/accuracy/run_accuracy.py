@@ -78,7 +78,8 @@ def render_e2e(rows: list[dict]) -> str:
              "is the median over the runs of `simcomm.pipeline.simulate` (ideal stack on the calibrated",
              "topology, flow engine) with the trace scaled by that run's `scale` = co-located compute probe /",
              "trace compute (see below) and the stack's host CPU cost of communication, "
-             f"{cpu * 1e9:.1f} ns/B: the median of every run's stream probe in this suite (see below).", "",
+             f"{cpu * 1e9:.1f} ns/B: the median of the stream probes of this suite's runs with one rank per host",
+             "(see below).", "",
              "| topology | rate | strategy | measured (range) | predicted | error | per kind: measured / predicted "
              "| scale | runs | load |",
              "|---|---|---|---|---|---|---|---|---|---|"]
