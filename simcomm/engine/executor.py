@@ -215,9 +215,8 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
         op = ops[int(missing[0])]
         raise PlanError(f"op {op.id} ({op.label or type(op).__name__}) never ran: its dependencies "
                         "or its group's stream order can never be satisfied")
-    net = getattr(pricer, "net", None)
-    if net is not None and net.core.merged:
-        ctx.stats["merged_flows"] += net.core.merged
+    if getattr(pricer, "live_merged", 0):  # the shared network's merges (isolated runs count their own)
+        ctx.stats["merged_flows"] += pricer.live_merged
     stats = dict(sorted(ctx.stats.items()))
     stats["seed"] = seed
     if ctx.record_usage:

@@ -63,6 +63,11 @@ class FlowPricer:
         self._moved: np.ndarray | None = None  # per-rank bytes of finished flows (comm_cpu only)
         self._moving: dict[int, list] = {}  # rank -> [(batch id, index, bytes)] still in flight
 
+    @property
+    def live_merged(self) -> int:
+        """Flows the shared network retired at a merged event (engine option ``resolution``)."""
+        return self.net.core.merged
+
     def track_ranks(self) -> None:
         """Count the bytes each rank sends or receives (for the ``comm_cpu`` option)."""
         self._moved = np.zeros(self.ctx.topology.n_ranks)

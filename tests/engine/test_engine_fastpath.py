@@ -4,6 +4,7 @@ flow at every event, and cached step routing against fresh routing."""
 
 import numpy as np
 import pytest
+from flowcases import coo, flow_instances, gossip_plan
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,28 +19,17 @@ from simcomm.topologies.two_level import two_level
 LINK = LinkClass("fp-link", 1e9, 1e-6, "custom")
 
 
-def _coo(routes):
-    flow = np.concatenate([np.full(len(r), i) for i, r in enumerate(routes)]).astype(np.int64)
-    link = np.concatenate([np.asarray(r, dtype=np.int64) for r in routes])
-    return flow, link
-
-
-@st.composite
-def instances(draw, max_flows=30):
-    n_links = draw(st.integers(1, 10))
+def instances(max_flows=30):
     # Few distinct capacities make ties (equal shares along different paths) common.
-    caps = draw(st.lists(st.sampled_from([1.0, 2.0, 3.0, 7.5, 10.0, 0.25]) | st.floats(0.1, 100.0),
-                         min_size=n_links, max_size=n_links))
-    routes = draw(st.lists(st.lists(st.integers(0, n_links - 1), min_size=1, max_size=4, unique=True),
-                           min_size=1, max_size=max_flows))
-    return np.array(caps), routes
+    caps = st.sampled_from([1.0, 2.0, 3.0, 7.5, 10.0, 0.25]) | st.floats(0.1, 100.0)
+    return flow_instances(max_links=10, caps=caps, max_route=4, max_flows=max_flows)
 
 
 @settings(max_examples=300, deadline=None)
 @given(instances(), st.data())
 def test_local_minimum_rounds_equal_the_textbook_solver(case, data):
     caps, routes = case
-    flow, link = _coo(routes)
+    flow, link = coo(routes)
     weight = None
     if data.draw(st.booleans()):
         weight = np.array(data.draw(st.lists(st.integers(1, 4), min_size=len(routes), max_size=len(routes))), float)
@@ -56,8 +46,8 @@ def test_independent_bottlenecks_freeze_in_one_round():
     # Five links of different capacity, one flow each: five levels, one dependency level.
     routes = [[i] for i in range(5)]
     caps = np.array([5.0, 1.0, 4.0, 2.0, 3.0])
-    fast, rounds = maxmin_rates(*_coo(routes), 5, caps)
-    ref, ref_rounds = maxmin_rates_global(*_coo(routes), 5, caps)
+    fast, rounds = maxmin_rates(*coo(routes), 5, caps)
+    ref, ref_rounds = maxmin_rates_global(*coo(routes), 5, caps)
     assert fast.tolist() == caps.tolist() and rounds == 1 and ref_rounds == 5
 
 
@@ -65,7 +55,7 @@ def test_a_chain_of_bottlenecks_needs_one_round_per_link():
     # Flow i crosses links i and i+1; shares rise along the chain, so each link
     # waits for the previous one: 0 (cap 1, 2 flows) -> 0.5 each, and so on.
     routes = [[0], [0, 1], [1, 2], [2]]
-    rates, rounds = maxmin_rates(*_coo(routes), 4, np.array([1.0, 2.0, 4.0]))
+    rates, rounds = maxmin_rates(*coo(routes), 4, np.array([1.0, 2.0, 4.0]))
     assert rates.tolist() == [0.5, 0.5, 1.5, 2.5] and rounds == 3
 
 
@@ -77,7 +67,7 @@ def test_incremental_fluid_run_equals_full_re_solves(case, sizes, lats):
     caps, routes = case
     f = len(routes)
     nbytes, lat = np.array(sizes[:f]), np.array(lats[:f])
-    flow, link = _coo(routes)
+    flow, link = coo(routes)
     lens = np.array([len(r) for r in routes])
     fast = run_isolated(caps, nbytes, lat, lens, link)
     plain = run_isolated(caps, nbytes, lat, lens, link, incremental=False)
@@ -96,25 +86,12 @@ def test_a_finishing_flow_only_re_solves_faster_flows():
     assert fast.finish.tolist() == [1.0, 10.0]
 
 
-def _gossip_plan(n, seed):
-    """Staggered transfers of assorted sizes to assorted peers (crossover-like traffic)."""
-    rng = np.random.default_rng(seed)
-    b = PlanBuilder(n)
-    for r in range(n):
-        prev = b.compute(r, float(rng.uniform(0, 2e-3)))
-        for _ in range(3):
-            peer = int((r + rng.integers(1, n)) % n)
-            prev = b.transfer(r, peer, float(rng.choice([1e5, 4e5, 2e6])), after=[prev])
-    b.collective("allreduce", range(n), 3e6, algorithm="ring")
-    return b.build()
-
-
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_engine_incremental_equals_reference_on_contended_traffic(seed):
     topo = two_level(4, 4, nic_link="ib-edr", inter="fat-tree") \
         if seed == 2 else fat_tree(4, link=LINK, levels=2, oversubscription=2)
     n = topo.n_ranks
-    plan = _gossip_plan(n, seed)
+    plan = gossip_plan(n, seed, stagger=2e-3, per_rank=3, sizes=[1e5, 4e5, 2e6], ring_bytes=3e6)
     fast = simulate(plan, topo)
     ref = simulate(plan, topo, incremental=False, coalesce=False)
     np.testing.assert_allclose(fast.start, ref.start, rtol=1e-12, atol=1e-15)

@@ -1,6 +1,7 @@
 """Max-min fair shares: hand-computed cases and invariants on random flow sets."""
 
 import numpy as np
+from flowcases import coo, flow_instances
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -8,23 +9,17 @@ from simcomm.engine.fluid import run_isolated
 from simcomm.engine.maxmin import maxmin_rates
 
 
-def _coo(routes):
-    flow = np.concatenate([np.full(len(r), i) for i, r in enumerate(routes)]).astype(np.int64)
-    link = np.concatenate([np.asarray(r, dtype=np.int64) for r in routes])
-    return flow, link
-
-
 def test_textbook_example():
     # Links: 0 (cap 10) shared by flows A, B, C; link 1 (cap 4) carries C and D.
     # C and D split link 1 at 2 each; A and B then share the 8 left on link 0.
     routes = [[0], [0], [0, 1], [1]]
-    rates, rounds = maxmin_rates(*_coo(routes), 4, np.array([10.0, 4.0]))
+    rates, rounds = maxmin_rates(*coo(routes), 4, np.array([10.0, 4.0]))
     assert rates.tolist() == [4.0, 4.0, 2.0, 2.0]
     assert rounds == 2
 
 
 def test_weights_count_as_identical_flows():
-    rates, _ = maxmin_rates(*_coo([[0], [0]]), 2, np.array([9.0]), weight=np.array([2.0, 1.0]))
+    rates, _ = maxmin_rates(*coo([[0], [0]]), 2, np.array([9.0]), weight=np.array([2.0, 1.0]))
     assert rates.tolist() == [3.0, 3.0]
 
 
@@ -35,20 +30,15 @@ def test_empty_and_linkless_flows():
     assert np.isinf(rates).all()
 
 
-@st.composite
-def flow_sets(draw):
-    n_links = draw(st.integers(1, 8))
-    caps = draw(st.lists(st.floats(0.5, 100.0), min_size=n_links, max_size=n_links))
-    routes = draw(st.lists(st.lists(st.integers(0, n_links - 1), min_size=1, max_size=4, unique=True),
-                           min_size=1, max_size=12))
-    return np.array(caps), routes
+def flow_sets():
+    return flow_instances(max_links=8, caps=st.floats(0.5, 100.0), max_route=4, max_flows=12)
 
 
 @settings(max_examples=200, deadline=None)
 @given(flow_sets())
 def test_maxmin_invariants(case):
     caps, routes = case
-    flow, link = _coo(routes)
+    flow, link = coo(routes)
     rates, _ = maxmin_rates(flow, link, len(routes), caps)
     assert (rates > 0).all() and np.isfinite(rates).all()
     load = np.bincount(link, weights=rates[flow], minlength=len(caps))
@@ -67,7 +57,7 @@ def test_fluid_run_conserves_bytes_and_respects_capacity(case, sizes, lats):
     caps, routes = case
     f = len(routes)
     nbytes, lat = np.array(sizes[:f]), np.array(lats[:f])
-    flow, link = _coo(routes)
+    flow, link = coo(routes)
     lens = np.array([len(r) for r in routes])
     done = run_isolated(caps, nbytes, lat, lens, link)
     assert not np.isnan(done.finish).any()

@@ -13,6 +13,7 @@ import json
 
 import numpy as np
 import pytest
+from flowcases import flat, flow_instances
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,31 +27,31 @@ from simcomm.topologies.star import star
 ONE = np.array([1.0])
 
 
-def _one_link(sizes, latency=None, caps=ONE, routes=None, **kw):
+def _run(sizes, latency=None, caps=ONE, routes=None, **kw):
+    """run_isolated of flows of ``sizes`` (default: all on link 0 of ``caps``)."""
     sizes = np.asarray(sizes, float)
-    routes = routes or [[0]] * len(sizes)
+    links, lens = flat(routes or [[0]] * len(sizes))
     lat = np.zeros(len(sizes)) if latency is None else np.asarray(latency, float)
-    links = np.concatenate([np.asarray(r, dtype=np.int64) for r in routes])
-    return run_isolated(caps, sizes, lat, np.array([len(r) for r in routes]), links, **kw)
+    return run_isolated(caps, sizes, lat, lens, links, **kw)
 
 
 def test_exact_engine_ends_each_flow_at_its_own_instant():
-    done = _one_link([100.0, 100.5])
+    done = _run([100.0, 100.5])
     assert done.finish.tolist() == [200.0, 200.5]
     assert done.merged == 0
 
 
 def test_close_completions_share_the_middle_of_their_span():
-    done = _one_link([100.0, 100.5], resolution=0.01)
+    done = _run([100.0, 100.5], resolution=0.01)
     # group [200, 201] (201 at the shared rate) -> one event at 200.5 retires both
     assert done.finish.tolist() == [200.5, 200.5]
     assert done.merged == 2
-    assert done.solves < _one_link([100.0, 100.5]).solves
+    assert done.solves < _run([100.0, 100.5]).solves
 
 
 def test_far_completions_are_not_merged():
     # 100 B ends at 200 s; 150 B would end at 300 s at the shared rate: 100 s > 1 % of 300 s.
-    done = _one_link([100.0, 150.0], resolution=0.01)
+    done = _run([100.0, 150.0], resolution=0.01)
     assert done.finish.tolist() == [200.0, 250.0]
     assert done.merged == 0
 
@@ -59,7 +60,7 @@ def test_a_flow_entering_its_bandwidth_phase_stops_the_merge():
     # A third flow on its own link starts sending at 200.2 s: the event lands there,
     # not at 200.5 s; the 100.5 B flow (0.8 s from its end of 201 s) finishes with it.
     caps = np.array([1.0, 2.0])
-    done = _one_link([100.0, 100.5, 10.0], latency=[0, 0, 200.2], caps=caps, routes=[[0], [0], [1]],
+    done = _run([100.0, 100.5, 10.0], latency=[0, 0, 200.2], caps=caps, routes=[[0], [0], [1]],
                      resolution=0.01)
     assert done.finish[:2].tolist() == [200.2, 200.2]
     assert done.finish[2] == pytest.approx(200.2 + 10.0 / 2.0, rel=1e-15)
@@ -67,20 +68,16 @@ def test_a_flow_entering_its_bandwidth_phase_stops_the_merge():
 
 @st.composite
 def _instances(draw):
-    n_links = draw(st.integers(1, 4))
-    caps = np.array(draw(st.lists(st.floats(0.5, 3.0), min_size=n_links, max_size=n_links)))
-    n = draw(st.integers(1, 12))
-    routes = [sorted(draw(st.sets(st.integers(0, n_links - 1), min_size=1, max_size=n_links))) for _ in range(n)]
-    sizes = draw(st.lists(st.floats(1.0, 100.0), min_size=n, max_size=n))
-    return caps, routes, sizes
+    caps, routes = draw(flow_instances(max_links=4, caps=st.floats(0.5, 3.0), max_route=4, max_flows=12))
+    return caps, routes, draw(st.lists(st.floats(1.0, 100.0), min_size=len(routes), max_size=len(routes)))
 
 
 @settings(max_examples=150, deadline=None)
 @given(_instances(), st.sampled_from([0.001, 0.01, 0.05]))
 def test_makespan_stays_within_the_resolution(inst, eps):
     caps, routes, sizes = inst
-    exact = _one_link(sizes, caps=caps, routes=routes)
-    merged = _one_link(sizes, caps=caps, routes=routes, resolution=eps)
+    exact = _run(sizes, caps=caps, routes=routes)
+    merged = _run(sizes, caps=caps, routes=routes, resolution=eps)
     assert not np.isnan(merged.finish).any()
     assert abs(merged.finish.max() - exact.finish.max()) <= eps * exact.finish.max()
     assert merged.solves <= exact.solves
@@ -92,8 +89,8 @@ def test_merging_is_scale_free(inst, k):
     # The rule compares times with durations, so scaling every size by 2^k (exact in
     # floating point) scales every finish time by 2^k: no absolute time scale hides in it.
     caps, routes, sizes = inst
-    a = _one_link(sizes, caps=caps, routes=routes, resolution=0.01)
-    b = _one_link(np.asarray(sizes) * 2.0**k, caps=caps, routes=routes, resolution=0.01)
+    a = _run(sizes, caps=caps, routes=routes, resolution=0.01)
+    b = _run(np.asarray(sizes) * 2.0**k, caps=caps, routes=routes, resolution=0.01)
     assert np.allclose(b.finish, a.finish * 2.0**k, rtol=1e-12, atol=0)
 
 

@@ -1,0 +1,53 @@
+"""Shared builders of engine test cases: random flow sets for the max-min and fluid
+tests, and staggered gossip plans for the engine-against-reference tests.
+
+Not a test module (no ``test_`` prefix); pytest puts ``tests/`` on the path
+(``pythonpath`` in pyproject.toml), so test modules import it by name.
+"""
+
+import numpy as np
+from hypothesis import strategies as st
+
+from simcomm.ops import PlanBuilder
+
+__all__ = ["coo", "flat", "flow_instances", "gossip_plan"]
+
+
+def coo(routes):
+    """Routes (lists of link ids) as the coordinate incidence list ``(flow, link)``."""
+    flow = np.concatenate([np.full(len(r), i) for i, r in enumerate(routes)]).astype(np.int64)
+    link = np.concatenate([np.asarray(r, dtype=np.int64) for r in routes])
+    return flow, link
+
+
+def flat(routes):
+    """Routes as ``(concatenated links, route lengths)``, the fluid core's input."""
+    lens = np.array([len(r) for r in routes], dtype=np.int64)
+    return np.concatenate([np.asarray(r, dtype=np.int64) for r in routes]), lens
+
+
+@st.composite
+def flow_instances(draw, max_links: int, caps, max_route: int, max_flows: int):
+    """``(capacities, routes)``: up to ``max_flows`` flows, each over 1..``max_route``
+    distinct links of ``1..max_links`` links whose capacities are drawn from ``caps``."""
+    n_links = draw(st.integers(1, max_links))
+    capacity = draw(st.lists(caps, min_size=n_links, max_size=n_links))
+    routes = draw(st.lists(st.lists(st.integers(0, n_links - 1), min_size=1, max_size=max_route, unique=True),
+                           min_size=1, max_size=max_flows))
+    return np.array(capacity), routes
+
+
+def gossip_plan(n: int, seed: int, *, stagger: float, per_rank: int, sizes, ring_bytes: float | None = None):
+    """Each rank computes for up to ``stagger`` s, then sends ``per_rank`` transfers in a chain,
+    each to a random other rank with a size drawn from ``sizes`` (crossover-like traffic);
+    optionally a ring all-reduce of ``ring_bytes`` over every rank at the end."""
+    rng = np.random.default_rng(seed)
+    b = PlanBuilder(n)
+    for r in range(n):
+        prev = b.compute(r, float(rng.uniform(0, stagger)))
+        for _ in range(per_rank):
+            peer = int((r + rng.integers(1, n)) % n)
+            prev = b.transfer(r, peer, float(rng.choice(sizes)), after=[prev])
+    if ring_bytes is not None:
+        b.collective("allreduce", range(n), ring_bytes, algorithm="ring")
+    return b.build()
