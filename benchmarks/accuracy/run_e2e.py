@@ -1,6 +1,9 @@
 """End-to-end training iterations on the emulated cluster vs simcomm's pipeline (issue 6, item 3).
 
-    sudo .venv/bin/python benchmarks/accuracy/run_e2e.py        # used by run_accuracy.py
+    sudo .venv/bin/python benchmarks/accuracy/run_e2e.py [--more] [topology-rate ...]
+
+``--more`` adds REPEATS runs to each case's saved ones instead of starting over (only
+runs of the same SUITE are ever combined).
 
 For each setting of run_accuracy.py (star / two-tier, 100 / 200 Mb/s) it runs
 allreduce, sgp and ps with 4 workers, one per host (ps: a fifth host holds the
@@ -25,10 +28,17 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from simcomm.calibrate.fit import CalibrationError
-from simcomm.calibrate.e2e import (E2ESpec, compute_scale, e2e_topology, launch_e2e, measure, predict_e2e,
-                                   trace_compute_s)
+from simcomm.calibrate.e2e import (
+    E2ESpec,
+    compute_scale,
+    e2e_topology,
+    launch_e2e,
+    measure,
+    predict_e2e,
+    trace_compute_s,
+)
 from simcomm.calibrate.emulate import EmulatedCluster
+from simcomm.calibrate.fit import CalibrationError
 from simcomm.calibrate.launch import fit_record
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,6 +51,9 @@ SPECS = [E2ESpec("allreduce", iters=24, probe=12), E2ESpec("node-based", per_hos
 #: Runs per case: a case moves by several percent between runs on this shared 2-vCPU machine,
 #: as much as the gaps between some strategies, so each case is the median of its runs.
 REPEATS = 3
+#: Stamped on every record; runs of another suite (another worker schedule) are never mixed in.
+#: "recv-first": the SGP worker posts its receive before its send (docs/calibration.md).
+SUITE = "2026-11-22 recv-first"
 MODEL, BATCH = "resnet20-cifar", 32
 MTU = 9000  # as the collective suite (run_accuracy.MTU): jumbo frames keep the emulation off the CPU limit
 QDISC = "fq"  # as the collective suite (run_accuracy.QDISC): per host-pair round robin, like fq_codel
@@ -64,16 +77,31 @@ def link_fit(topo: str, mbit: int):
 
 
 def records(topo: str, mbit: int, strategy: str) -> list[Path]:
-    """Saved runs of one case, in run order (a record from before repeats counts as one run)."""
-    runs = sorted(RESULTS.glob(f"e2e-{topo}-{mbit}-{strategy}-r*.json"), key=lambda p: int(p.stem.rsplit("-r", 1)[1]))
-    legacy = RESULTS / f"e2e-{topo}-{mbit}-{strategy}.json"
-    return runs or ([legacy] if legacy.exists() else [])
+    """Saved runs of one case, in run order."""
+    return sorted(RESULTS.glob(f"e2e-{topo}-{mbit}-{strategy}-r*.json"), key=lambda p: int(p.stem.rsplit("-r", 1)[1]))
 
 
-def run_setting(topo: str, mbit: int, specs=SPECS, repeats: int = REPEATS) -> None:
-    for spec in specs:  # no stale run of an earlier suite may be mixed with these
-        for old in records(topo, mbit, spec.strategy):
+def load_runs(topo: str, mbit: int, strategy: str) -> list[dict]:
+    """The saved records of one case; a record of another suite is an error, never mixed in."""
+    out = []
+    for p in records(topo, mbit, strategy):
+        rec = json.loads(p.read_text())
+        if rec.get("suite") != SUITE:
+            sys.exit(f"error: {p.name} is from suite {rec.get('suite')!r}, not {SUITE!r}; "
+                     f"rerun run_e2e.py without --more")
+        out.append(rec)
+    return out
+
+
+def run_setting(topo: str, mbit: int, specs=SPECS, repeats: int = REPEATS, more: bool = False) -> None:
+    first = {}
+    for spec in specs:
+        if more:  # go on after the saved runs, which must be of this suite
+            first[spec.strategy] = len(load_runs(topo, mbit, spec.strategy))
+            continue
+        for old in records(topo, mbit, spec.strategy):  # no stale run may be mixed with these
             old.unlink()
+        first[spec.strategy] = 0
     for k in range(repeats):
         for spec in specs:
             kw = {"topology": topo, "leaves": 2, "trunk_rate": mbit * 1e6 / 16} if topo == "two-tier" else {}
@@ -85,7 +113,8 @@ def run_setting(topo: str, mbit: int, specs=SPECS, repeats: int = REPEATS) -> No
                 # A crashed run (e.g. gloo aborting) is recorded as failed; the suite goes on.
                 rec = {"failed": " ".join(str(exc).split()), "spec": {"strategy": spec.strategy}}
             rec["load"] = [load0, os.getloadavg()[0]]
-            path = RESULTS / f"e2e-{topo}-{mbit}-{spec.strategy}-r{k}.json"
+            rec["suite"] = SUITE
+            path = RESULTS / f"e2e-{topo}-{mbit}-{spec.strategy}-r{first[spec.strategy] + k}.json"
             path.write_text(json.dumps(rec, indent=1, sort_keys=True))
             print(topo, mbit, spec.strategy, f"run {k + 1}/{repeats}", "done", file=sys.stderr)
 
@@ -100,7 +129,7 @@ def evaluate(trace) -> list[dict]:
     cases = []
     for topo, mbit in SETTINGS:
         for spec in SPECS:
-            recs = [json.loads(p.read_text()) for p in records(topo, mbit, spec.strategy)]
+            recs = load_runs(topo, mbit, spec.strategy)
             if recs:
                 cases.append((topo, mbit, spec.strategy, recs))
     # The stream probe streams to the ring neighbour; with two ranks per host (node-based)
@@ -144,10 +173,11 @@ def evaluate(trace) -> list[dict]:
 
 def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
-    only = sys.argv[1:]  # optional "topology-rate" filters, e.g. star-100
+    more = "--more" in sys.argv[1:]
+    only = [a for a in sys.argv[1:] if a != "--more"]  # optional "topology-rate" filters, e.g. star-100
     for topo, mbit in SETTINGS:
         if not only or f"{topo}-{mbit}" in only:
-            run_setting(topo, mbit)
+            run_setting(topo, mbit, more=more)
     trace = capture()
     for r in evaluate(trace):
         if r.get("failed"):

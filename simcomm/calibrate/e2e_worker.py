@@ -19,9 +19,10 @@ Strategies, each written with torch.distributed primitives only:
 * ``ps``: the last rank is the server; workers send their flattened gradient
   to it, the server receives all at once, averages, steps its own copy and
   sends the parameters back to every worker at once; workers copy them in;
-* ``sgp``: at the start of iteration t rank r posts a send of its parameters
-  plus the push-sum weight to r + 2^e (e cycling over 0..floor(log2(R-1)))
-  and a receive from r - 2^e, runs forward and backward, waits for both,
+* ``sgp``: at the start of iteration t rank r posts a receive from r - 2^e
+  and a send of its parameters plus the push-sum weight to r + 2^e (e
+  cycling over 0..floor(log2(R-1))), in that order (see ``_sgp``), runs
+  forward and backward, waits for both,
   steps, then mixes: x <- (x + x_recv)/2.
 
 Before training, a compute probe runs forward+backward+step without any
@@ -160,7 +161,11 @@ class Rank:
         with torch.no_grad():
             out = torch.cat([_flat(torch, self.params), torch.tensor([self.weight])])
         inbox = torch.empty_like(out)
-        reqs = [dist.isend(out, dst=(self.a.rank + 2 ** e) % n), dist.irecv(inbox, src=(self.a.rank - 2 ** e) % n)]
+        # Receive first: gloo sends only after the peer's "recv ready" notice, and a notice
+        # posted after this rank's own send waits behind that send's bytes on the pair's one
+        # TCP connection; with a symmetric peer (r + 2^e = r - 2^e mod n) the two directions
+        # then run one after the other (docs/accuracy.md, "gloo serialises ...").
+        reqs = [dist.irecv(inbox, src=(self.a.rank - 2 ** e) % n), dist.isend(out, dst=(self.a.rank + 2 ** e) % n)]
         self.compute()
         for r in reqs:
             r.wait()
