@@ -114,7 +114,7 @@ def _train_ranks(topo, nodes: int, extra: int) -> int:
 
 def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: bool = True,
               on_timeline=None, record_link_usage: bool = False, comm_cpu: float = 0.0,
-              resolution: float = 0.0, merged: list | None = None):
+              resolution: float = 0.0, merged: list | None = None, jitter: float = 0.0):
     """Simulate each (weight, plan); returns IterationKinds.
 
     ``on_timeline(label, weight, plan, timeline, topology)`` is called for each
@@ -123,23 +123,34 @@ def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: boo
     (``timeline.meta["link_usage"]``).  ``comm_cpu`` is the stack's host CPU cost
     per byte (engine option ``comm_cpu``, flow fidelity).  ``resolution`` is the
     engine's event resolution (flow fidelity); when given, ``merged`` receives
-    the number of flows each simulation moved to a merged event.
+    the number of flows each simulation moved to a merged event.  ``jitter`` > 0
+    (coefficient of variation of every rank's compute, drawn afresh each
+    iteration) simulates each kind as :data:`simcomm.jitter.ITERATIONS` chained
+    copies and reports their mean spacing (:mod:`simcomm.jitter`).
     """
     from simcomm import engine
+    from simcomm import jitter as jit
 
     out = []
-    for weight, plan in kinds:
+    for n_kind, (weight, plan) in enumerate(kinds):
         extra = {}
         if fidelity == "flow":
             extra = {k: v for k, v in (("comm_cpu", comm_cpu), ("resolution", resolution)) if v}
-        tl = engine.simulate(plan, topo, fidelity=fidelity, seed=seed, record_link_usage=record_link_usage,
+        run_plan, copies = plan, None
+        if jitter:
+            run_plan, copies = jit.chain(plan, jit.draw(jitter, jit.ITERATIONS, plan.n_ranks, (seed, n_kind)))
+        tl = engine.simulate(run_plan, topo, fidelity=fidelity, seed=seed, record_link_usage=record_link_usage,
                              **extra)
         if merged is not None:
             merged.append(int(tl.meta.get("merged_flows", 0)))
         if on_timeline is not None:
-            on_timeline(str(plan.meta.get("kind", "every iteration")), float(weight), plan, tl, topo)
-        t, window = iteration_time(plan, tl)
-        per = max(1, int(plan.meta.get("iterations_in_plan", 1)))
+            on_timeline(str(plan.meta.get("kind", "every iteration")), float(weight), run_plan, tl, topo)
+        if copies is None:
+            t, window = iteration_time(plan, tl)
+            per = max(1, int(plan.meta.get("iterations_in_plan", 1)))
+        else:
+            t, window = jit.per_iteration(tl.end, copies)
+            per = len(copies)
         lb = {k: float(v) / per for k, v in sorted(tl.link_class_bytes.items())}
         est = t if fidelity == "analytic" else None
         if analytic and fidelity != "analytic":
@@ -147,8 +158,10 @@ def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: boo
                 est = iteration_time(plan, engine.simulate(plan, topo, fidelity="analytic", seed=seed))[0]
             except (NotImplementedError, SimcommError):
                 est = None
-        out.append(IterationKind(str(plan.meta.get("kind", "every iteration")), float(weight), t,
-                                 breakdown(plan, tl, n_train, window), lb, est))
+        bd = breakdown(run_plan, tl, n_train, window)
+        if copies is not None:  # the window spans len(copies) - 1 iterations
+            bd = bd.scaled(1.0 / max(1, len(copies) - 1))
+        out.append(IterationKind(str(plan.meta.get("kind", "every iteration")), float(weight), t, bd, lb, est))
     return out
 
 
@@ -217,10 +230,15 @@ def simulate(scn: Scenario, *, ctx: Context | None = None, baseline: bool = True
         where = " (the closed form omits it)" if scn.fidelity == "flow" else " (flow fidelity only: not applied)"
         assumed.append(f"host CPU cost of communication {cpu * 1e9:.3g} ns per byte sent or received, "
                        f"charged to the compute it overlaps{where}")
+    if wl.compute_jitter:
+        from simcomm.jitter import ITERATIONS
+
+        assumed.append(f"compute jitter: every rank's compute drawn afresh each iteration (normal, cv "
+                       f"{wl.compute_jitter:.3g}); each kind is the mean of {ITERATIONS} chained iterations")
     merged: list[int] = []
     kinds = tuple(run_plans(plans, topo, n_train, scn.fidelity, scn.seed, analytic, on_timeline,
                             record_link_usage=on_timeline is not None, comm_cpu=cpu,
-                            resolution=scn.resolution, merged=merged))
+                            resolution=scn.resolution, merged=merged, jitter=wl.compute_jitter))
     mean, bd, lb, est = _mean(kinds)
     k = w.iterations_per_epoch
     base_s = speedup = None
@@ -230,7 +248,7 @@ def simulate(scn: Scenario, *, ctx: Context | None = None, baseline: bool = True
         else:
             bcls = STRATEGIES.get(BASELINE)
             bk = run_plans(bcls().iterations(w, topo), topo, n_train, scn.fidelity, scn.seed, analytic=False,
-                           comm_cpu=cpu, resolution=scn.resolution, merged=merged)
+                           comm_cpu=cpu, resolution=scn.resolution, merged=merged, jitter=wl.compute_jitter)
             base_s = _mean(bk)[0]
         speedup = base_s / mean if mean > 0 else math.inf
     if sum(merged):

@@ -19,6 +19,7 @@ TOML layout (every key optional; CLI flags override the file)::
     dataload_s = 0.0              # or "12ms"
     dataload_overlap = false
     compute_scale = [1.0, 1.3]    # per node (or per rank)
+    compute_jitter = 0.0          # cv of each rank's compute, drawn afresh every iteration
     [stack]
     name = "nccl"
     efficiency = 0.9
@@ -67,6 +68,7 @@ class WorkloadSpec:
     dataload_s: float = 0.0
     dataload_overlap: bool = False
     compute_scale: tuple[float, ...] = ()
+    compute_jitter: float = 0.0  # coefficient of variation per rank and iteration (simcomm.jitter)
 
     def __post_init__(self) -> None:
         if self.scaling not in SCALINGS:
@@ -79,6 +81,8 @@ class WorkloadSpec:
               "true or false")
         _need(isinstance(self.compute_scale, tuple) and all(_is_num(x) and x > 0 for x in self.compute_scale),
               "workload.compute_scale", self.compute_scale, "a list of positive numbers")
+        _need(_is_num(self.compute_jitter) and 0 <= self.compute_jitter < 1, "workload.compute_jitter",
+              self.compute_jitter, "a coefficient of variation in [0, 1) (0 = every rank computes alike)")
 
 
 @dataclass(frozen=True)

@@ -77,12 +77,13 @@ def render_e2e(rows: list[dict]) -> str:
              "after warm-up; node-based weights its two kinds by the epoch), with the runs' range. `predicted`",
              "is the median over the runs of `simcomm.pipeline.simulate` (ideal stack on the calibrated",
              "topology, flow engine) with the trace scaled by that run's `scale` = co-located compute probe /",
-             "trace compute (see below) and the stack's host CPU cost of communication, "
-             f"{cpu * 1e9:.1f} ns/B: the median of the stream probes of this suite's runs with one rank per host",
-             "(see below).", "",
+             "trace compute (see below), that run's compute jitter `cv` (the probe's within-rank spread over",
+             "its median; 16 chained iterations with fresh per-rank draws, docs/workload.md) and the stack's",
+             f"host CPU cost of communication, {cpu * 1e9:.1f} ns/B: the median of the stream probes of this suite's",
+             "runs with one rank per host (see below). `scale` and `cv` are medians over the runs.", "",
              "| topology | rate | strategy | measured (range) | predicted | error | per kind: measured / predicted "
-             "| scale | runs | load |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| scale | cv | runs | load |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     errs = []
     for r in rows:
         m = r["measured"]
@@ -94,7 +95,7 @@ def render_e2e(rows: list[dict]) -> str:
         runs = f"{r.get('runs', 1)}" + (f" (+{len(r['failed_runs'])} failed)" if r.get("failed_runs") else "")
         lines.append(f"| {r['topology']} | {r['mbit']} Mb/s | {r['strategy']} | {m.mean_s * 1e3:.0f} ms "
                      f"({lo * 1e3:.0f}–{hi * 1e3:.0f}) | {r['predicted'] * 1e3:.0f} ms | {err:+.1%} | {kinds} | "
-                     f"{r['scale']:.2f} | {runs} | {r['load'][0]:.2f}/{r['load'][1]:.2f} |")
+                     f"{r['scale']:.2f} | {r.get('jitter', 0.0):.3f} | {runs} | {r['load'][0]:.2f}/{r['load'][1]:.2f} |")
     lines += ["", "| topology | rate | measured ranking (fastest first) | predicted ranking | preserved "
                   "| measured neighbours whose run ranges overlap |",
               "|---|---|---|---|---|---|"]

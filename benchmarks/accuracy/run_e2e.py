@@ -15,7 +15,9 @@ written by the collective suite) and a trace of the same model and batch
 captured here with one thread.  A case reports the median of its runs, measured
 and predicted.  The stack's host CPU cost of communication is one number for the
 whole suite: the median over every run's stream probe (a property of the host
-and the stack, and one probe alone is noisy).  Raw records:
+and the stack, and one probe alone is noisy).  Each run is predicted with its own compute
+jitter, the spread of its compute probe (``Measured.jitter``; ``SIMCOMM_E2E_JITTER=0``
+predicts without it, for comparison).  Raw records:
 results/e2e-<topology>-<rate>-<strategy>-r<k>.json.
 """
 
@@ -49,11 +51,15 @@ SETTINGS = [("star", 100), ("star", 200), ("two-tier", 100), ("two-tier", 200)]
 SPECS = [E2ESpec("allreduce", iters=24, probe=12), E2ESpec("node-based", per_host=2, iters=40, probe=12),
          E2ESpec("ps", iters=20, probe=12), E2ESpec("sgp", iters=24, probe=12)]
 #: Runs per case: a case moves by several percent between runs on this shared 2-vCPU machine,
-#: as much as the gaps between some strategies, so each case is the median of its runs.
-REPEATS = 3
+#: as much as the gaps between some strategies, so each case is the median of its runs (3 runs
+#: per case left the SGP/node-based order to chance: the two halves of a 6-run pass disagreed).
+REPEATS = 6
 #: Stamped on every record; runs of another suite (another worker schedule) are never mixed in.
 #: "recv-first": the SGP worker posts its receive before its send (docs/calibration.md).
 SUITE = "2026-11-22 recv-first"
+#: Predict with each run's compute jitter (its compute probe's spread; simcomm.jitter), so that a
+#: step waiting for k ranks pays for the slowest of them.
+JITTER = os.environ.get("SIMCOMM_E2E_JITTER", "1") != "0"
 MODEL, BATCH = "resnet20-cifar", 32
 MTU = 9000  # as the collective suite (run_accuracy.MTU): jumbo frames keep the emulation off the CPU limit
 QDISC = "fq"  # as the collective suite (run_accuracy.QDISC): per host-pair round robin, like fq_codel
@@ -148,12 +154,14 @@ def evaluate(trace) -> list[dict]:
                          "load": recs[0]["load"]})
             continue
         alpha, bw, ratio = link_fit(topo, mbit)
-        ms, preds, kinds, scales = [], [], [], []
+        ms, preds, kinds, scales, cvs = [], [], [], [], []
         for rec in ok:
             spec = E2ESpec(**rec["spec"])
             m = measure(rec)
             scale = compute_scale(trace, m.probe_s)
-            res = predict_e2e(spec, e2e_topology(spec, rec["cluster"], alpha, bw, ratio), trace, scale, cpu)
+            cv = m.jitter if JITTER else 0.0
+            res = predict_e2e(spec, e2e_topology(spec, rec["cluster"], alpha, bw, ratio), trace, scale, cpu, cv)
+            cvs.append(cv)
             ms.append(m)
             preds.append(res.mean_s)
             kinds.append({k.label: k.time_s for k in res.kinds})
@@ -164,7 +172,8 @@ def evaluate(trace) -> list[dict]:
         pred_kinds = {k: statistics.median(d[k] for d in kinds if k in d) for k in kinds[0]}
         rows.append({"topology": topo, "mbit": mbit, "strategy": strategy, "spec": E2ESpec(**ok[0]["spec"]),
                      "measured": summary, "predicted": statistics.median(preds), "kinds": pred_kinds,
-                     "scale": statistics.median(scales), "cpu_per_byte": cpu, "runs": len(ok),
+                     "scale": statistics.median(scales), "jitter": statistics.median(cvs), "cpu_per_byte": cpu,
+                     "runs": len(ok),
                      "failed_runs": failed, "spread": (min(means), max(means)),
                      "pred_spread": (min(preds), max(preds)),
                      "load": [min(r["load"][0] for r in ok), max(r["load"][1] for r in ok)]})

@@ -95,6 +95,7 @@ class Measured:
     iterations: int
     stream_probe_s: float | None = None  # the same compute while streaming (None: not recorded)
     cpu_per_byte: float = 0.0  # host CPU s per byte moved, from the two probes
+    jitter: float = 0.0  # compute's coefficient of variation within a rank, from the compute probe
 
 
 def launch_e2e(cluster, spec: E2ESpec, *, limit: float = 300.0, timeout: float = 30.0) -> dict:
@@ -135,13 +136,30 @@ def measure(rec: dict) -> Measured:
     else:
         mean = statistics.fmean(d for v in kinds.values() for d in v)
     probe = statistics.median(t for r in rows for t in r["probe"])  # robust to a neighbour's burst
+    jitter = probe_jitter(rows, probe)
     n_it = sum(len(v) for v in kinds.values())
     stream = [t for r in rows for t in r.get("stream_probe", ())]
     if not stream:
-        return Measured(means, mean, probe, n_it)
+        return Measured(means, mean, probe, n_it, jitter=jitter)
     streamed = statistics.median(stream)
     cpu = max(0.0, streamed - probe) / float(rows[0]["stream_bytes"])
-    return Measured(means, mean, probe, n_it, streamed, cpu)
+    return Measured(means, mean, probe, n_it, streamed, cpu, jitter)
+
+
+def probe_jitter(rows: list[dict], probe_s: float) -> float:
+    """Median over ranks and probe halves of the spread of one rank's compute, over the median.
+
+    Within one rank and one half (the probe runs before and after the stream
+    probe), so neither differences between ranks nor drift between the halves
+    count as iteration-to-iteration variation.
+    """
+    spreads = []
+    for r in rows:
+        p = list(r["probe"])
+        for half in (p[:len(p) // 2], p[len(p) // 2:]):
+            if len(half) >= 2:
+                spreads.append(statistics.pstdev(half))
+    return min(0.5, statistics.median(spreads) / probe_s) if spreads and probe_s > 0 else 0.0
 
 
 def trace_compute_s(trace) -> float:
@@ -164,11 +182,12 @@ def e2e_topology(spec: E2ESpec, cluster: dict, alpha: float, bandwidth: float, t
                             trunk_ratio, name=f"emulated-{cluster.get('topology', 'star')}")
 
 
-def predict_e2e(spec: E2ESpec, topology, trace, scale: float, cpu_per_byte: float = 0.0):
+def predict_e2e(spec: E2ESpec, topology, trace, scale: float, cpu_per_byte: float = 0.0, jitter: float = 0.0):
     """simcomm's Result for ``spec`` on ``topology`` with the trace scaled by ``scale``.
 
     ``cpu_per_byte`` is the host CPU cost of communication from the stream probe
-    (:attr:`Measured.cpu_per_byte`), given to the stack.
+    (:attr:`Measured.cpu_per_byte`), given to the stack; ``jitter`` the compute's
+    coefficient of variation from the compute probe (:attr:`Measured.jitter`).
     """
     from simcomm.pipeline import Context, simulate
     from simcomm.scenario import Scenario, StackSpec, WorkloadSpec
@@ -178,7 +197,7 @@ def predict_e2e(spec: E2ESpec, topology, trace, scale: float, cpu_per_byte: floa
         options["k_prime"] = spec.k_prime
     scn = Scenario(strategy=spec.strategy, nodes=spec.nodes, gpus_per_node=spec.per_host, cluster="emulated",
                    batch=spec.batch, dataset_size=spec.epoch * spec.workers * spec.batch, fidelity="flow",
-                   workload=WorkloadSpec(bucket_mb=25.0, compute_scale=(scale,) * spec.nodes),
+                   workload=WorkloadSpec(bucket_mb=25.0, compute_scale=(scale,) * spec.nodes, compute_jitter=jitter),
                    stack=StackSpec("ideal", cpu_per_byte=cpu_per_byte), options=options)
     return simulate(scn, ctx=Context(scn, given_trace=trace, given_topology=topology), baseline=False,
                     analytic=False)

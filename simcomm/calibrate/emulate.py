@@ -40,8 +40,10 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -122,12 +124,14 @@ class EmulatedCluster:
         self.hosts: tuple[Host, ...] = ()
         self._created: list[str] = []
         self._procs: list[subprocess.Popen] = []
+        self._old_term = None
 
     # ---- lifecycle -----------------------------------------------------
     def __enter__(self) -> EmulatedCluster:
         why = emulation_available()
         if why:
             raise ConfigError(f"emulated cluster: {why}")
+        self._trap_sigterm()
         try:
             self._build()
         except BaseException:
@@ -154,8 +158,23 @@ class EmulatedCluster:
             if r.returncode != 0 and ns in list_namespaces():
                 errors.append(f"{ns}: {r.stderr.strip()}")
         self._created.clear()
+        if self._old_term is not None:
+            signal.signal(signal.SIGTERM, self._old_term)
+            self._old_term = None
         if errors:
             raise RuntimeError("could not delete namespaces: " + "; ".join(errors))
+
+    def _trap_sigterm(self) -> None:
+        # SIGTERM (``timeout``, a cancelled CI job) ends Python without unwinding ``with``
+        # blocks, which would leave the namespaces behind; raising SystemExit instead runs
+        # close().  Only the main thread may set handlers; the previous one is restored.
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def _exit(signum, frame):
+            raise SystemExit(128 + signum)
+
+        self._old_term = signal.signal(signal.SIGTERM, _exit)
 
     # ---- building ------------------------------------------------------
     def _ip(self, *args: str) -> None:

@@ -51,7 +51,7 @@ def _floats(text: str | None, field: str) -> tuple[float, ...] | None:
 def build_scenario(scenario: Optional[Path], *, strategy=None, nodes=None, gpus_per_node=None, cluster=None,
                    model=None, trace=None, batch=None, dataset_size=None, fidelity=None, seed=None,
                    resolution=None, scaling=None, bucket_mb=None, dataload=None, dataload_overlap=None, compute_scale=None,
-                   stack=None, stack_efficiency=None, stack_overhead=None, stack_cpu=None, opts=None,
+                   compute_jitter=None, stack=None, stack_efficiency=None, stack_overhead=None, stack_cpu=None, opts=None,
                    typed=None) -> Scenario:
     """A Scenario from an optional TOML file with CLI values on top."""
     scn = load_scenario(scenario) if scenario is not None else Scenario(strategy=strategy or "allreduce")
@@ -65,7 +65,8 @@ def build_scenario(scenario: Optional[Path], *, strategy=None, nodes=None, gpus_
         scaling=scaling or w.scaling, bucket_mb=w.bucket_mb if bucket_mb is None else bucket_mb,
         dataload_s=w.dataload_s if dataload is None else parse_time(dataload, "--dataload"),
         dataload_overlap=w.dataload_overlap if dataload_overlap is None else dataload_overlap,
-        compute_scale=_floats(compute_scale, "--compute-scale") or w.compute_scale))
+        compute_scale=_floats(compute_scale, "--compute-scale") or w.compute_scale,
+        compute_jitter=w.compute_jitter if compute_jitter is None else compute_jitter))
     s = scn.stack
     scn = replace(scn, stack=StackSpec(
         name=stack or s.name, efficiency=s.efficiency if stack_efficiency is None else stack_efficiency,
@@ -150,6 +151,9 @@ def run_command(
     dataload: Optional[str] = typer.Option(None, "--dataload", help="Data loading time per iteration, e.g. 20ms."),
     dataload_overlap: Optional[bool] = typer.Option(None, "--dataload-overlap/--dataload-blocking"),
     compute_scale: Optional[str] = typer.Option(None, "--compute-scale", help="Per-node (or per-rank) factors, a,b,..."),
+    compute_jitter: Optional[float] = typer.Option(None, "--compute-jitter",
+                                                   help="Coefficient of variation of each rank's compute, drawn "
+                                                        "afresh every iteration (0 = none; e.g. 0.05)."),
     stack: Optional[str] = typer.Option(None, "--stack", help="Transport stack: nccl, mpi-tcp, gloo, cpu-ps, ideal."),
     stack_efficiency: Optional[float] = typer.Option(None, "--stack-efficiency", help="Fraction of line rate."),
     stack_overhead: Optional[str] = typer.Option(None, "--stack-overhead", help="Per-message overhead, e.g. 20us."),
@@ -178,7 +182,8 @@ def run_command(
     scn = build_scenario(scenario, strategy=strategy, nodes=nodes, gpus_per_node=gpus_per_node, cluster=cluster,
                          model=model, trace=trace, batch=batch, dataset_size=dataset_size, fidelity=fidelity,
                          seed=seed, resolution=resolution, scaling=scaling, bucket_mb=bucket_mb, dataload=dataload,
-                         dataload_overlap=dataload_overlap, compute_scale=compute_scale, stack=stack,
+                         dataload_overlap=dataload_overlap, compute_scale=compute_scale,
+                         compute_jitter=compute_jitter, stack=stack,
                          stack_efficiency=stack_efficiency, stack_overhead=stack_overhead, stack_cpu=stack_cpu,
                          opts=opt, typed=typed)
     if timeline is not None and not timeline.parent.resolve().is_dir():

@@ -7,6 +7,9 @@ understands (with its help text); strategy options (``k_prime``,
 have them.  Everything is validated here, at the edge, so a bad key or value
 fails the whole sweep with one line before any point runs.
 
+``compute_jitter`` is the workload's per-iteration jitter (simcomm.jitter): every rank's
+compute drawn afresh each iteration, unlike the static per-node draws below.
+
 Straggler and heterogeneity knobs turn into per-node compute scale factors:
 ``straggler_scale`` multiplies node ``straggler_node``'s compute; ``jitter``
 draws every node's factor from ``jitter_dist`` (``normal``: 1 + j·z,
@@ -65,11 +68,12 @@ PARAMS: dict[str, str] = {
     "jitter": "spread of per-node compute scale (0 = none)",
     "jitter_dist": "normal, uniform or lognormal",
     "jitter_seed": "seed of the per-node jitter draw",
+    "compute_jitter": "per-iteration jitter: cv of each rank's compute, drawn afresh every iteration (0 = none)",
 }
 TOPOLOGY_KEYS = ("inter", "intra", "nic", "nics_per_node", "topology", "oversubscription")
 JITTER_DISTS = ("normal", "uniform", "lognormal")
 _INT = {"nodes", "gpus_per_node", "nics_per_node", "batch", "dataset_size", "seed", "straggler_node", "jitter_seed"}
-_FLOAT = {"oversubscription", "bucket_mb", "stack_efficiency", "straggler_scale", "jitter"}
+_FLOAT = {"oversubscription", "bucket_mb", "stack_efficiency", "straggler_scale", "jitter", "compute_jitter"}
 
 
 def strategy_options() -> dict[str, tuple[str, ...]]:
@@ -127,6 +131,8 @@ def check_point(point: dict) -> dict:
                           f"{', '.join(JITTER_DISTS)}")
     if out.get("jitter") is not None and out["jitter"] < 0:
         raise ConfigError(f"jitter: {out['jitter']!r} must be >= 0")
+    if out.get("compute_jitter") is not None and not 0 <= out["compute_jitter"] < 1:
+        raise ConfigError(f"compute_jitter: {out['compute_jitter']!r} must be a coefficient of variation in [0, 1)")
     if out.get("straggler_scale") is not None and not out["straggler_scale"] > 0:
         raise ConfigError(f"straggler_scale: {out['straggler_scale']!r} must be > 0")
     return out
@@ -190,7 +196,8 @@ def to_scenario(point: dict) -> tuple[Scenario, Overrides]:
                 bucket_mb=w.bucket_mb if p.get("bucket_mb") is None else p["bucket_mb"],
                 dataload_s=w.dataload_s if dl is None else parse_time(dl, "dataload"),
                 dataload_overlap=bool(p.get("dataload_overlap") or False),
-                compute_scale=node_scales(p, scn.nodes))
+                compute_scale=node_scales(p, scn.nodes),
+                compute_jitter=p.get("compute_jitter") or 0.0)
     ov = p.get("stack_overhead")
     stack = StackSpec(name=p.get("stack") or "nccl", efficiency=p.get("stack_efficiency"),
                       overhead=None if ov is None else parse_time(ov, "stack_overhead"))

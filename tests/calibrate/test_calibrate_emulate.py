@@ -26,6 +26,34 @@ def test_namespaces_are_removed_when_the_body_raises():
     assert not [ns for ns in list_namespaces() if ns.startswith(cl.prefix)]
 
 
+def test_namespaces_are_removed_when_the_run_is_terminated():
+    # SIGTERM (timeout, a cancelled CI job) must unwind like an exception, not leave namespaces
+    import signal
+    import subprocess
+    import sys
+
+    code = ("import sys, time\n"
+            "from simcomm.calibrate.emulate import EmulatedCluster\n"
+            "with EmulatedCluster(2, '100Mb/s') as cl:\n"
+            "    print(cl.prefix, flush=True)\n"
+            "    time.sleep(60)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    prefix = ""
+    try:
+        prefix = p.stdout.readline().strip()
+        assert prefix.startswith("sc-") and [ns for ns in list_namespaces() if ns.startswith(prefix)]
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=30) == 128 + signal.SIGTERM
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        left = [ns for ns in list_namespaces() if prefix and ns.startswith(prefix)]
+        for ns in left:  # the test itself never leaves any behind, even when it fails
+            subprocess.run(["ip", "netns", "del", ns], check=False)
+    assert not left
+
+
 def test_flow_queueing_builds_one_class_per_host_pair():
     import subprocess
 
