@@ -234,7 +234,8 @@ def simulate(scn: Scenario, *, ctx: Context | None = None, baseline: bool = True
         from simcomm.jitter import ITERATIONS
 
         assumed.append(f"compute jitter: every rank's compute drawn afresh each iteration (normal, cv "
-                       f"{wl.compute_jitter:.3g}); each kind is the mean of {ITERATIONS} chained iterations")
+                       f"{wl.compute_jitter:.3g}); each kind is the mean of {ITERATIONS} chained iterations "
+                       f"(the closed form omits it)")
     merged: list[int] = []
     kinds = tuple(run_plans(plans, topo, n_train, scn.fidelity, scn.seed, analytic, on_timeline,
                             record_link_usage=on_timeline is not None, comm_cpu=cpu,

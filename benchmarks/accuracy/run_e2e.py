@@ -184,6 +184,10 @@ def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     more = "--more" in sys.argv[1:]
     only = [a for a in sys.argv[1:] if a != "--more"]  # optional "topology-rate" filters, e.g. star-100
+    names = [f"{t}-{m}" for t, m in SETTINGS]
+    if any(a not in names for a in only):
+        sys.exit(f"error: unknown setting {next(a for a in only if a not in names)!r}; valid choices: "
+                 f"{', '.join(names)}, --more")
     for topo, mbit in SETTINGS:
         if not only or f"{topo}-{mbit}" in only:
             run_setting(topo, mbit, more=more)

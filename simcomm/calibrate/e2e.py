@@ -18,6 +18,10 @@ compute-only microbenchmark, never from the training iterations.  A second
 microbenchmark runs the same compute while every worker streams 1 MiB to its
 ring neighbour: its slowdown per byte moved is the host CPU cost of
 communication, which the prediction's stack charges to overlapping compute.
+The compute probe's spread within each rank (:func:`probe_jitter`) is the
+compute's iteration-to-iteration jitter, given to the workload as
+``compute_jitter`` (simcomm.jitter), so a step that waits for several ranks
+waits for the slowest.
 """
 
 from __future__ import annotations

@@ -106,6 +106,8 @@ def compare_command(
     scaling: Optional[str] = typer.Option(None, "--scaling"),
     bucket_mb: Optional[float] = typer.Option(None, "--bucket-mb"),
     dataload: Optional[str] = typer.Option(None, "--dataload"),
+    compute_jitter: Optional[float] = typer.Option(None, "--compute-jitter",
+                                                   help="cv of each rank's compute, drawn afresh every iteration."),
     stack: Optional[str] = typer.Option(None, "--stack"),
     stack_efficiency: Optional[float] = typer.Option(None, "--stack-efficiency"),
     stack_overhead: Optional[str] = typer.Option(None, "--stack-overhead"),
@@ -120,7 +122,8 @@ def compare_command(
     counts = parse_nodes(nodes)
     base = build_scenario(scenario, strategy=None, gpus_per_node=gpus_per_node, cluster=cluster, model=model,
                           trace=trace, batch=batch, dataset_size=dataset_size, fidelity=fidelity, seed=seed,
-                          resolution=resolution, scaling=scaling, bucket_mb=bucket_mb, dataload=dataload, stack=stack,
+                          resolution=resolution, scaling=scaling, bucket_mb=bucket_mb, dataload=dataload,
+                          compute_jitter=compute_jitter, stack=stack,
                           stack_efficiency=stack_efficiency, stack_overhead=stack_overhead, stack_cpu=stack_cpu)
     if quiet or as_json or as_csv:
         results = run_compare(base, names, counts)

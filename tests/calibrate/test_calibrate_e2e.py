@@ -51,6 +51,19 @@ def test_measure_uses_the_slowest_rank_and_epoch_weights():
     x = exchanges_per_epoch(3, 2)  # 2 of 3 iterations exchange
     assert m.mean_s == pytest.approx(((3 - x) * 1.0 + x * 5 / 3) / 3)
     assert m.probe_s == pytest.approx(0.6) and m.iterations == 4
+    assert m.jitter == 0.0  # one sample per probe half: no spread to measure
+
+
+def test_jitter_is_the_within_rank_spread_of_each_probe_half_over_the_median():
+    from simcomm.calibrate.e2e import probe_jitter
+
+    # halves [9, 11] and [9, 11]: spread 1 each; [10, 10]: 0; [8, 12]: 2 -> median 1; median probe 10
+    rows = [{"probe": [9.0, 11.0, 9.0, 11.0]}, {"probe": [10.0, 10.0, 8.0, 12.0]}]
+    assert probe_jitter(rows, 10.0) == pytest.approx(0.1)
+    # drift between the halves and a rank that is always slower are not iteration-to-iteration spread
+    assert probe_jitter([{"probe": [10.0, 10.0, 20.0, 20.0]}, {"probe": [30.0, 30.0, 30.0, 30.0]}], 20.0) == 0.0
+    assert probe_jitter([{"probe": [1.0, 5.0, 1.0, 5.0]}], 3.0) == 0.5  # capped
+    assert probe_jitter([{"probe": [1.0]}], 1.0) == 0.0  # no half with two samples
 
 
 def test_prediction_of_plain_allreduce_is_compute_plus_ring():

@@ -149,6 +149,17 @@ def test_cli_flag_and_bad_value(cli):
     code, out, _ = cli("run", "--strategy", "allreduce", "--nodes", "4", "--opt", "overlap=none",
                        "--compute-jitter", "0.05")
     assert code == 0 and "compute jitter" in out
+    import json
+
+    runs = {}
+    for cv in ("0", "0.05"):
+        code, out, _ = cli("compare", "--strategies", "allreduce,sgp", "--nodes", "4", "--json",
+                           "--compute-jitter", cv)
+        assert code == 0
+        runs[cv] = {r["strategy"]: r["mean_s"] for r in json.loads(out)}
+    # compare passes it on: the synchronous step slows, and more than gossip does
+    d_ar = runs["0.05"]["allreduce"] - runs["0"]["allreduce"]
+    assert d_ar > 0 and runs["0.05"]["sgp"] - runs["0"]["sgp"] < d_ar
     code, out, err = cli("run", "--strategy", "allreduce", "--nodes", "4", "--compute-jitter", "2")
     assert code == 2 and "workload.compute_jitter" in (out + err) and "Traceback" not in (out + err)
 
