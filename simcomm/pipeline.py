@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from simcomm.engine.schedule import Runtime
 from simcomm.errors import ConfigError, SimcommError
 from simcomm.result import Breakdown, IterationKind, Result, breakdown, iteration_time
 from simcomm.scenario import Scenario
@@ -18,7 +19,8 @@ from simcomm.stacks import apply_stack, get_stack
 from simcomm.strategies.base import STRATEGIES, NotApplicable, make_params
 from simcomm.workload import build_workload
 
-__all__ = ["simulate", "Context", "DATASETS", "run_plans", "BASELINE"]
+__all__ = ["simulate", "Context", "DATASETS", "run_plans", "BASELINE", "make_strategy", "baseline_choice",
+           "resolve_precision"]
 
 #: dataset name -> samples per epoch (seed 000 Sec. V)
 DATASETS = {"cifar10": 50_000, "cifar100": 50_000, "imagenet": 1_281_167, "mnist": 60_000}
@@ -43,56 +45,172 @@ class Context:
 
     def trace(self):
         if self._trace is None:
-            self._trace = self.given_trace or load_trace_for(self.scenario, self.notes)
+            self._trace = self.given_trace or load_trace_for(self.scenario, self.notes, self.device())
         return self._trace
+
+    def device(self) -> str | None:
+        """The cluster's GPU (or CPU) device name from its topology, None when it declares none."""
+        if self.given_topology is not None:
+            return self.given_topology.meta.get("device")
+        return self.cluster(self.scenario.nodes, 0)[0].meta.get("device")
+
+    def stack_choice(self) -> tuple[str, str | None]:
+        """(stack name, why) : the user's, else the cluster preset's own (docs/strategies.md, "Stacks")."""
+        if self.scenario.stack.name:
+            return self.scenario.stack.name, None
+        from simcomm.topologies.presets import default_stack
+
+        if self.given_topology is not None or _is_file(self.scenario.cluster):
+            return "nccl", "GPU clusters run NCCL unless told otherwise"
+        return default_stack(self.scenario.cluster)
 
     def stack(self):
         """The scenario's transport stack with its overrides."""
         spec = self.scenario.stack
-        return get_stack(spec.name).with_overrides(spec.efficiency, spec.overhead, spec.cpu_per_byte)
+        return get_stack(self.stack_choice()[0]).with_overrides(spec.efficiency, spec.overhead, spec.cpu_per_byte,
+                                                               spec.collectives)
+
+    def runtime(self) -> Runtime:
+        """How the engine runs collectives on this stack (its rules and NCCL overrides)."""
+        spec = self.scenario.stack
+        return Runtime(self.stack().collectives, spec.nccl_algo, spec.nccl_proto)
 
     def cluster(self, nodes: int, extra: int):
+        """(raw, stack-applied) topology of ``nodes`` training nodes plus ``extra`` server nodes."""
         key = (nodes, extra)
         if key not in self._clusters:
-            topo = self.given_topology or build_cluster(self.scenario, nodes + extra)
+            topo = build_cluster(self.scenario, nodes, extra, base=self.given_topology)
             self._clusters[key] = (topo, apply_stack(topo, self.stack()))
         return self._clusters[key]
 
 
-def load_trace_for(scn: Scenario, notes: list):
-    """The trace named by ``--trace FILE``, ``--model NAME`` or the bundled default."""
+def load_trace_for(scn: Scenario, notes: list, device: str | None = None):
+    """The trace of ``--trace FILE``, a bundled trace name, or the model on the cluster's own device.
+
+    With no ``--trace``, the model (``--model``, default ResNet-50) is the bundled
+    trace for the cluster's device or a calibrated roofline synthesis on it
+    (:func:`simcomm.traces.trace_for`), computing in the precision's dtype; a
+    cluster that names no device known to the trace catalogue gets the V100 trace,
+    said so.  The choice is printed as an ``assumed:`` line.
+    """
     from simcomm import traces
+    from simcomm.errors import UnknownNameError
+    from simcomm.precision import PRECISIONS
 
     if scn.trace:
         if not Path(scn.trace).exists():
             raise ConfigError(f"trace: file {scn.trace!r} does not exist")
         return traces.load_trace(scn.trace)
-    if scn.model:
-        if scn.model in traces.BUNDLED:
-            return traces.load_bundled(scn.model)
-        if scn.model in traces.MODELS:
-            from simcomm.traces.synth import synth_trace
-
-            base = traces.default_trace()
-            notes.append(f"trace: roofline synthesis of {scn.model} on {base.device} (no bundled trace)")
-            return synth_trace(scn.model, base.device, scn.batch or base.batch)
-        from simcomm.errors import UnknownNameError
-
-        raise UnknownNameError("model", scn.model, set(traces.BUNDLED.names()) | set(traces.MODELS.names()))
-    trace = traces.default_trace()
-    notes.append(f"trace: bundled default {trace.model} ({trace.device}, batch {trace.batch})")
+    if scn.model and scn.model in traces.BUNDLED and scn.model not in traces.MODELS:
+        notes.append(f"trace: bundled {scn.model} (named with --model)")
+        return traces.load_bundled(scn.model)
+    model = scn.model or "resnet50"
+    if model not in traces.MODELS:
+        raise UnknownNameError("model", model, set(traces.BUNDLED.names()) | set(traces.MODELS.names()))
+    dtype = PRECISIONS[scn.workload.precision].compute if scn.workload.precision else "fp32"
+    batch = scn.batch if scn.workload.scaling == "weak" else None
+    if device is not None:
+        try:
+            traces.device_for_cluster(device)
+        except UnknownNameError:
+            notes.append(f"trace: the cluster's device {device!r} has no compute model; using the V100's")
+            device = None
+    trace, note = traces.trace_for(model, device or "v100", batch, dtype)
+    notes.append(note + ("" if scn.model else " (the default model; --model to change)"))
     return trace
 
 
-def build_cluster(scn: Scenario, nodes: int):
-    """A topology from a preset name or a cluster TOML file."""
+def _is_file(cluster: str) -> bool:
+    return cluster.endswith((".toml", ".graphml")) or Path(cluster).is_file()
+
+
+def build_cluster(scn: Scenario, nodes: int, extra: int = 0, base=None):
+    """A topology from a preset name or a cluster file (or ``base``), with ``extra`` server nodes.
+
+    Server nodes (a parameter server's ``placement own``) are listed in
+    ``meta["server_ranks"]``, after every training rank:
+
+    * a preset that declares its own (``seed004-ps``) keeps them;
+    * other presets are built with ``extra`` more machines, whose first ranks serve;
+    * a cluster file (or ``base``) gets each missing server as a new machine
+      with one CPU rank (Haswell-class γ) wired to the network exactly as
+      training rank 0 is: rank 0's shortest path to the first switch it reaches
+      over a network link (through intranode links and NICs, never other ranks)
+      is copied and joined to that switch with the same link classes.  A file
+      whose rank 0 reaches no such switch (ranks wired only to each other) is
+      refused in one line.  Routing becomes minimum-hop ECMP on the grown graph.
+
+    ``extra = 0`` with a preset gives ``nodes`` machines as before.
+    """
     from simcomm.topologies import presets
 
-    if scn.cluster.endswith((".toml", ".graphml")) or Path(scn.cluster).is_file():
+    if base is not None:
+        topo = base
+    elif _is_file(scn.cluster):
         from simcomm.topologies.custom import load_topology_file
 
-        return load_topology_file(scn.cluster)  # the file fixes nodes and ranks itself
-    return presets.preset(scn.cluster, nodes=nodes, gpus_per_node=scn.gpus_per_node)
+        topo = load_topology_file(scn.cluster)  # the file fixes nodes and ranks itself
+    else:
+        topo = presets.preset(scn.cluster, nodes=nodes, gpus_per_node=scn.gpus_per_node)
+        if extra and not topo.meta.get("server_ranks"):
+            n0 = topo.n_ranks
+            topo = presets.preset(scn.cluster, nodes=nodes + extra, gpus_per_node=scn.gpus_per_node)
+            firsts: dict = {}
+            for r in range(n0, topo.n_ranks):
+                firsts.setdefault(topo.machine_of(r) if topo.machine_of(r) is not None else ("r", r), r)
+            topo.meta["server_ranks"] = tuple(firsts.values())[:extra]
+            return topo
+    need = extra - len(topo.meta.get("server_ranks", ()))
+    if need <= 0:
+        return topo
+
+    from simcomm.stacks.base import INTRANODE_FAMILIES
+    from simcomm.topologies.base import ShortestPathRouter, Topology
+    from simcomm.topologies.devices import device_gamma
+
+    g0, r0 = topo.graph, topo.ranks[0]
+    idx = topo.node_index
+    net = {name: lc.family not in INTRANODE_FAMILIES for name, lc in topo.links.items()}
+    parent, queue, hit = {r0: None}, [r0], None
+    while queue and hit is None:  # BFS from rank 0 over its intranode links to the first network switch
+        here = queue.pop(0)
+        for n in sorted(g0.adj[here], key=idx.__getitem__):
+            kind, link = g0.nodes[n]["kind"], g0.edges[here, n]["link"]
+            if n in parent or kind == "rank":
+                continue
+            if net[link] and kind == "switch":
+                parent[n], hit = here, n
+                break
+            if not net[link] or kind == "nic":
+                parent[n] = here
+                queue.append(n)
+    if hit is None:
+        raise ConfigError(f"cluster {topo.name!r}: placement 'own' needs a network switch to attach a "
+                          f"parameter-server node to, and rank 0 ({r0!r}) reaches none without crossing another "
+                          "rank; add a switch or use --placement colocated")
+    path = [hit]
+    while parent[path[-1]] is not None:
+        path.append(parent[path[-1]])
+    path.reverse()  # r0, ..., hit
+    g = g0.copy()
+    machines = [d.get("machine") for _, d in g.nodes(data=True) if isinstance(d.get("machine"), int)]
+    new_m = max(machines, default=-1) + 1
+    servers = list(topo.meta.get("server_ranks", ()))
+    ranks = list(topo.ranks)
+    for k in range(need):
+        tag = f"ps-server{k}"
+        while any(n == tag or str(n).startswith(tag + "/") for n in g):
+            tag += "'"
+        names = [tag] + [f"{tag}/{n}" for n in path[1:-1]]
+        g.add_node(tag, kind="rank", machine=new_m + k, gamma=device_gamma("haswell", 1))
+        for src, copy in zip(path[1:-1], names[1:]):
+            g.add_node(copy, kind=g0.nodes[src]["kind"], machine=new_m + k)
+        for a, b2, (u, v) in zip(names, names[1:] + [hit], zip(path, path[1:])):
+            g.add_edge(a, b2, link=g0.edges[u, v]["link"])
+        servers.append(len(ranks))
+        ranks.append(tag)
+    return Topology(topo.name, g, dict(topo.links), tuple(ranks), router=ShortestPathRouter(),
+                    meta={**topo.meta, "server_ranks": tuple(servers), "servers_attached": need})
 
 
 def dataset_size_for(scn: Scenario, trace, notes: list) -> int:
@@ -107,14 +225,19 @@ def dataset_size_for(scn: Scenario, trace, notes: list) -> int:
 
 
 def _train_ranks(topo, nodes: int, extra: int) -> int:
-    if not extra or topo.meta.get("builder") == "custom":
+    """Training ranks (they come first): all but server nodes' ranks and, on presets, machines past ``nodes``."""
+    servers = set(topo.meta.get("server_ranks", ()))
+    custom = topo.meta.get("builder") == "custom"
+    if not servers and (not extra or custom):
         return topo.n_ranks
-    return sum(1 for r in range(topo.n_ranks) if (topo.machine_of(r) or 0) < nodes)
+    return sum(1 for r in range(topo.n_ranks)
+               if r not in servers and (custom or topo.machine_of(r) is None or topo.machine_of(r) < nodes))
 
 
 def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: bool = True,
               on_timeline=None, record_link_usage: bool = False, comm_cpu: float = 0.0,
-              resolution: float = 0.0, merged: list | None = None, jitter: float = 0.0):
+              resolution: float = 0.0, merged: list | None = None, jitter: float = 0.0,
+              runtime: Runtime | None = None, ran: dict | None = None):
     """Simulate each (weight, plan); returns IterationKinds.
 
     ``on_timeline(label, weight, plan, timeline, topology)`` is called for each
@@ -126,16 +249,18 @@ def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: boo
     the number of flows each simulation moved to a merged event.  ``jitter`` > 0
     (coefficient of variation of every rank's compute, drawn afresh each
     iteration) simulates each kind as :data:`simcomm.jitter.ITERATIONS` chained
-    copies and reports their mean spacing (:mod:`simcomm.jitter`).
+    copies and reports their mean spacing (:mod:`simcomm.jitter`).  ``runtime`` is how
+    collectives run on the stack (:class:`~simcomm.engine.schedule.Runtime`); ``ran``
+    receives, per (collective, algorithm asked), what the engine ran and how often.
     """
     from simcomm import engine
     from simcomm import jitter as jit
 
     out = []
     for n_kind, (weight, plan) in enumerate(kinds):
-        extra = {}
+        extra = {"runtime": runtime} if runtime is not None else {}
         if fidelity == "flow":
-            extra = {k: v for k, v in (("comm_cpu", comm_cpu), ("resolution", resolution)) if v}
+            extra.update({k: v for k, v in (("comm_cpu", comm_cpu), ("resolution", resolution)) if v})
         run_plan, copies = plan, None
         if jitter:
             run_plan, copies = jit.chain(plan, jit.draw(jitter, jit.ITERATIONS, plan.n_ranks, (seed, n_kind)))
@@ -143,6 +268,10 @@ def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: boo
                              **extra)
         if merged is not None:
             merged.append(int(tl.meta.get("merged_flows", 0)))
+        if ran is not None:
+            for kind, asked, what, count in tl.meta.get("algorithms", ()):
+                ran.setdefault((kind, asked), {}).setdefault(what, 0)
+                ran[(kind, asked)][what] += count
         if on_timeline is not None:
             on_timeline(str(plan.meta.get("kind", "every iteration")), float(weight), run_plan, tl, topo)
         if copies is None:
@@ -155,7 +284,8 @@ def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: boo
         est = t if fidelity == "analytic" else None
         if analytic and fidelity != "analytic":
             try:
-                est = iteration_time(plan, engine.simulate(plan, topo, fidelity="analytic", seed=seed))[0]
+                est = iteration_time(plan, engine.simulate(plan, topo, fidelity="analytic", seed=seed,
+                                                           **({"runtime": runtime} if runtime else {})))[0]
             except (NotImplementedError, SimcommError):
                 est = None
         bd = breakdown(run_plan, tl, n_train, window)
@@ -180,16 +310,105 @@ def _mean(kinds) -> tuple[float, Breakdown, dict, float | None]:
     return mean, bd, lb, est
 
 
+def resolve_precision(scn: Scenario, trace, notes: list) -> str | None:
+    """The wire dtype the workload uses (None: the trace's own), with an assumed line saying why."""
+    from simcomm.precision import PRECISIONS
+
+    wl = scn.workload
+    prec = PRECISIONS[wl.precision] if wl.precision else None
+    if prec is not None and prec.compute != trace.dtype and trace.dtype in ("fp32", "fp16", "bf16"):
+        notes.append(f"precision {prec.name}: the trace computes in {trace.dtype} and is used as given "
+                     f"(synthesise one with --model to compute in {prec.compute})")
+    wire = wl.wire_dtype or (prec.wire if prec else None)
+    if wl.wire_dtype:
+        notes.append(f"wire dtype {wl.wire_dtype} (given)")
+    elif prec is not None:
+        notes.append(f"precision {prec.name}: {prec.summary}")
+    else:
+        notes.append(f"wire dtype {trace.dtype} (the trace's dtype; set --precision or --wire-dtype for mixed "
+                     f"precision)")
+    return wire
+
+
+def memory_check(trace, batch: int, device: str | None, cluster: str, notes: list) -> None:
+    """Refuse a per-GPU batch that cannot fit in the device's memory (simcomm.memory); note the estimate.
+
+    Data-parallel replicas hold the whole model; strategies that shard state
+    (PCNN's update, a parameter server's) need less, so this is an upper bound.
+    """
+    from simcomm import memory, traces
+    from simcomm.errors import UnknownNameError
+
+    if device is None:
+        return
+    try:
+        spec = traces.get_device(traces.device_for_cluster(device))
+    except UnknownNameError:
+        return
+    if spec.kind != "gpu" or not spec.memory:
+        return
+    try:
+        est = memory.estimate(trace, batch, optimizer=str(trace.meta.get("optimizer", "sgd")))
+    except SimcommError:
+        notes.append("memory: no estimate (the trace lacks layer shapes)")
+        return
+    label = getattr(spec, "label", spec.name)
+    memory.check_fits(est, spec.memory, f"a {label}")
+    notes.append(f"memory: {est.total / 1e9:.3g} GB of the {spec.memory / 1e9:.3g} GB of a {label} per GPU "
+                 f"({est.breakdown()})")
+
+
+def make_strategy(name: str, options: dict):
+    cls = STRATEGIES.get(name)
+    return cls(make_params(cls, options))
+
+
+def baseline_choice(scn: Scenario, strategy) -> tuple[object | None, str]:
+    """(baseline strategy or None, why): the user's ``--baseline``, else the strategy's paper baseline."""
+    spec = scn.baseline
+    if spec is not None and spec.none:
+        return None, "no baseline (--baseline none)"
+    if spec is not None:
+        try:
+            return make_strategy(spec.strategy, spec.option_dict()), "chosen with --baseline"
+        except ConfigError as exc:
+            raise ConfigError(f"baseline: {exc}") from None
+    name, options, why = strategy.paper_baseline
+    return make_strategy(name, dict(options)), why
+
+
+def _check_wire(strategy, wire: str | None, trace) -> None:
+    allowed = type(strategy).wire_dtypes
+    dtype = wire or trace.dtype
+    if allowed is not None and dtype not in allowed:
+        raise ConfigError(f"wire_dtype: {dtype} is narrower than strategy {strategy.name!r} allows; valid "
+                          f"choices: {', '.join(allowed)}")
+
+
+def _ran_lines(ran: dict, rules: str) -> list[str]:
+    """One assumed line per (collective, algorithm asked) saying what ran, e.g. NCCL's choices."""
+    out = []
+    for (kind, asked), what in sorted(ran.items()):
+        runs = ", ".join(f"{w} x{n}" if len(what) > 1 else w for w, n in sorted(what.items()))
+        how = {"nccl": "NCCL's tuning model", "openmpi": "Open MPI's coll/tuned rules",
+               "mpich": "MPICH's rules", "gloo": "gloo's fixed algorithms"}.get(rules, rules)
+        if asked == "auto":
+            out.append(f"{kind} algorithm auto -> {runs} ({how})")
+        elif runs != asked:
+            out.append(f"{kind} algorithm {asked} -> {runs}")
+    return out
+
+
 def simulate(scn: Scenario, *, ctx: Context | None = None, baseline: bool = True,
              analytic: bool = True, on_timeline=None) -> Result:
     """Simulate ``scn`` and return its Result (NotApplicable is reported in the Result).
 
-    ``on_timeline`` receives each simulated kind of iteration of the chosen
-    strategy (not of the baseline), see :func:`run_plans`.
+    ``baseline=False`` skips the "speedup vs" run.  ``on_timeline`` receives each
+    simulated kind of iteration of the chosen strategy (not of the baseline), see
+    :func:`run_plans`.
     """
     ctx = ctx or Context(scn)
-    cls = STRATEGIES.get(scn.strategy)
-    strategy = cls(make_params(cls, scn.options))
+    strategy = make_strategy(scn.strategy, scn.options)
     trace = ctx.trace()
     extra = strategy.extra_nodes()
     raw, topo = ctx.cluster(scn.nodes, extra)
@@ -198,24 +417,31 @@ def simulate(scn: Scenario, *, ctx: Context | None = None, baseline: bool = True
     notes = list(ctx.notes)
     if scn.gpus_per_node is None:
         notes.append(f"{gpn} GPU(s) per node ({scn.cluster} preset)")
+    stack_name, why = ctx.stack_choice()
+    stack = ctx.stack()
     spec = scn.stack
-    if spec.name == "nccl" and spec.efficiency is None and spec.overhead is None:
+    if why is not None:
+        notes.append(f"transport stack {stack_name}: {why} ({stack.summary})")
+    elif spec.name == "nccl" and spec.efficiency is None and spec.overhead is None:
         notes.append("transport stack nccl (96 % of network line rate, 3 us per message)")
     wl = scn.workload
     scale = wl.compute_scale
     if scale and len(scale) == scn.nodes and gpn > 1:
         scale = tuple(s for s in scale for _ in range(gpn))
     dataset = dataset_size_for(scn, trace, notes)
+    wire = resolve_precision(scn, trace, notes)
+    _check_wire(strategy, wire, trace)
     strong = wl.scaling == "strong"
     w = build_workload(trace, n_train, batch=None if strong else scn.batch,
                        global_batch=scn.batch if strong else None, scaling=wl.scaling,
                        bucket_mb=wl.bucket_mb, dataload_s=wl.dataload_s, dataload_overlap=wl.dataload_overlap,
-                       compute_scale=scale or None, dataset_size=dataset)
+                       compute_scale=scale or None, dataset_size=dataset, wire_dtype=wire)
     if scn.batch is None:
         notes.append(f"per-rank batch {w.batch} (the trace's)")
+    memory_check(trace, w.batch, ctx.device(), scn.cluster, notes)
     common = dict(strategy=scn.strategy, options=dict(scn.options), nodes=scn.nodes, gpus_per_node=gpn,
                   n_ranks=n_train, cluster=scn.cluster, model=trace.model, batch=w.batch,
-                  fidelity=scn.fidelity, stack=spec.name)
+                  fidelity=scn.fidelity, stack=stack_name)
     try:
         plans = strategy.iterations(w, topo)
     except NotApplicable as exc:
@@ -225,7 +451,7 @@ def simulate(scn: Scenario, *, ctx: Context | None = None, baseline: bool = True
         for line in plan.meta.get("assumed", ()):
             if line not in assumed:
                 assumed.append(line)
-    cpu = ctx.stack().cpu_per_byte
+    cpu = stack.cpu_per_byte
     if cpu:
         where = " (the closed form omits it)" if scn.fidelity == "flow" else " (flow fidelity only: not applied)"
         assumed.append(f"host CPU cost of communication {cpu * 1e9:.3g} ns per byte sent or received, "
@@ -237,25 +463,40 @@ def simulate(scn: Scenario, *, ctx: Context | None = None, baseline: bool = True
                        f"{wl.compute_jitter:.3g}); each kind is the mean of {ITERATIONS} chained iterations "
                        f"(the closed form omits it)")
     merged: list[int] = []
+    ran: dict = {}
+    runtime = ctx.runtime()
     kinds = tuple(run_plans(plans, topo, n_train, scn.fidelity, scn.seed, analytic, on_timeline,
                             record_link_usage=on_timeline is not None, comm_cpu=cpu,
-                            resolution=scn.resolution, merged=merged, jitter=wl.compute_jitter))
+                            resolution=scn.resolution, merged=merged, jitter=wl.compute_jitter,
+                            runtime=runtime, ran=ran))
+    assumed += _ran_lines(ran, runtime.rules)
     mean, bd, lb, est = _mean(kinds)
     k = w.iterations_per_epoch
-    base_s = speedup = None
+    base_s = speedup = base_desc = None
     if baseline:
-        if scn.strategy == BASELINE and not scn.options:
-            base_s = mean
-        else:
-            bcls = STRATEGIES.get(BASELINE)
-            bk = run_plans(bcls().iterations(w, topo), topo, n_train, scn.fidelity, scn.seed, analytic=False,
-                           comm_cpu=cpu, resolution=scn.resolution, merged=merged, jitter=wl.compute_jitter)
-            base_s = _mean(bk)[0]
-        speedup = base_s / mean if mean > 0 else math.inf
+        ref, why = baseline_choice(scn, strategy)
+        if ref is not None:
+            base_desc = f"{ref.describe()} on stack {stack_name}"
+            if ref.name == strategy.name and ref.params == strategy.params:
+                base_s = mean
+            else:
+                bran: dict = {}
+                try:
+                    bplans = ref.iterations(w, topo)
+                except NotApplicable as exc:
+                    raise ConfigError(f"baseline: {ref.name!r} does not apply here ({exc}); choose another with "
+                                      f"--baseline, or --baseline none") from None
+                bk = run_plans(bplans, topo, n_train, scn.fidelity, scn.seed, analytic=False,
+                               comm_cpu=cpu, resolution=scn.resolution, merged=merged, jitter=wl.compute_jitter,
+                               runtime=runtime, ran=bran)
+                base_s = _mean(bk)[0]
+                base_desc += "".join(f"; {x}" for x in _ran_lines(bran, runtime.rules))
+            speedup = base_s / mean if mean > 0 else math.inf
+            assumed.append(f"baseline: {base_desc}: {why} (--baseline to change, --baseline none to drop)")
     if sum(merged):
         assumed.append(f"flow completions within {scn.resolution * 100:.3g} % of their transfer time merged into one "
                        f"event ({sum(merged):,} flows; resolution 0 is exact)")
     return Result(**common, kinds=kinds, mean_s=mean, breakdown=bd, link_bytes=lb, analytic_mean_s=est,
                   iterations_per_epoch=k, epoch_s=k * mean if k else None,
                   samples_per_s=w.global_batch / mean if mean > 0 else math.inf,
-                  baseline_s=base_s, speedup=speedup, assumed=tuple(assumed))
+                  baseline_s=base_s, speedup=speedup, baseline=base_desc, assumed=tuple(assumed))

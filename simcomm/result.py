@@ -7,11 +7,15 @@ most local compute, i.e. the straggler that sets a synchronous step):
   server work);
 * ``compression``: compression/sketching/selection work not overlapping compute;
 * ``dataload``: data loading not overlapping either;
+* ``server``: time the rank waits while a parameter server computes
+  (server reduce and update, ops of category ``server`` on any rank), not
+  overlapping the rank's own work;
 * ``comm_exposed``: the rest of the iteration, i.e. time the rank spends
   communicating or waiting for others with nothing to compute;
 * ``comm_hidden``: time its communication overlaps its own local work.
 
-The first four add up to the iteration time exactly; ``comm_hidden`` is extra.
+compute + compression + dataload + server + comm_exposed is the iteration time
+exactly; ``comm_hidden`` is extra.
 """
 
 from __future__ import annotations
@@ -36,10 +40,11 @@ class Breakdown:
     comm_exposed: float = 0.0
     comm_hidden: float = 0.0
     compression: float = 0.0
+    server: float = 0.0
 
     @property
     def total(self) -> float:
-        return self.compute + self.dataload + self.comm_exposed + self.compression
+        return self.compute + self.dataload + self.comm_exposed + self.compression + self.server
 
     def scaled(self, k: float) -> Breakdown:
         return Breakdown(*(k * v for v in asdict(self).values()))
@@ -84,6 +89,7 @@ class Result:
     samples_per_s: float = float("nan")
     baseline_s: float | None = None
     speedup: float | None = None
+    baseline: str | None = None  # what "speedup vs" compares with, in words
     assumed: tuple[str, ...] = ()
     not_applicable: str | None = None
 
@@ -154,13 +160,16 @@ def breakdown(plan, timeline, n_train: int, window: tuple[float, float] | None =
     """Breakdown of one iteration on the critical rank (see the module docstring)."""
     r = critical_rank(plan, n_train)
     lo, hi = window if window is not None else (0.0, float(timeline.makespan))
-    groups: dict[str, list] = {"c": [], "z": [], "d": [], "m": []}
+    groups: dict[str, list] = {"c": [], "z": [], "d": [], "m": [], "s": []}
     start, end = np.asarray(timeline.start), np.asarray(timeline.end)
     for op in plan.ops:
         if isinstance(op, Compute):
-            if op.rank != r:
+            if op.category == "server" and op.rank != r:
+                key = "s"  # a server's work the rank waits on (its own server work is its compute)
+            elif op.rank != r:
                 continue
-            key = "d" if op.category == "dataload" else "z" if op.category in _COMPRESSION else "c"
+            else:
+                key = "d" if op.category == "dataload" else "z" if op.category in _COMPRESSION else "c"
         elif isinstance(op, (Collective, Transfer)):
             if r not in op.ranks:
                 continue
@@ -176,6 +185,8 @@ def breakdown(plan, timeline, n_train: int, window: tuple[float, float] | None =
     compute = _measure(u["c"])
     compression = _measure(cz) - compute
     dataload = _measure(czd) - _measure(cz)
-    exposed = max(0.0, (hi - lo) - _measure(czd))
+    server = _measure(_union(np.vstack([czd, u["s"]]))) - _measure(czd)
+    exposed = max(0.0, (hi - lo) - _measure(czd) - server)
     hidden = _intersect(u["m"], czd)
-    return Breakdown(float(compute), float(dataload), float(exposed), float(hidden), float(compression))
+    return Breakdown(float(compute), float(dataload), float(exposed), float(hidden), float(compression),
+                     float(server))

@@ -20,10 +20,19 @@ TOML layout (every key optional; CLI flags override the file)::
     dataload_overlap = false
     compute_scale = [1.0, 1.3]    # per node (or per rank)
     compute_jitter = 0.0          # cv of each rank's compute, drawn afresh every iteration
+    precision = "amp-fp16"        # fp32, amp-fp16, amp-bf16, fp16, bf16 (simcomm.precision)
+    wire_dtype = "fp32"           # what gradients/models travel in (default: the precision's)
     [stack]
-    name = "nccl"
+    name = "nccl"                 # default: the cluster preset's own stack
+    collectives = "openmpi"       # how `auto` picks algorithms: nccl, openmpi, mpich, gloo
+    nccl_algo = "ring"            # like NCCL_ALGO (nccl rules): ring, tree, nvls, nvls-tree, collnet-*, pat
+    nccl_proto = "simple"         # like NCCL_PROTO: ll, ll128, simple
     efficiency = 0.9
     overhead = "5us"
+    [baseline]                    # what "speedup vs" compares with; baseline = "none" drops it
+    strategy = "allreduce"
+    overlap = "none"
+    bucket_mb = 0
     [options]                     # the strategy's own options
     k_prime = 50
 """
@@ -35,6 +44,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from simcomm.errors import ConfigError
+from simcomm.precision import check_wire_dtype, get_precision
+from simcomm.stacks.base import COLLECTIVE_RULES, NCCL_ALGOS, NCCL_PROTOS, nccl_name
 from simcomm.units import parse_time
 
 if sys.version_info >= (3, 11):
@@ -42,7 +53,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["Scenario", "WorkloadSpec", "StackSpec", "load_scenario", "read_scenario_toml", "FIDELITIES"]
+__all__ = ["Scenario", "WorkloadSpec", "StackSpec", "BaselineSpec", "NO_BASELINE", "parse_baseline", "load_scenario",
+           "read_scenario_toml", "FIDELITIES", "COLLECTIVE_RULES"]
 
 FIDELITIES = ("flow", "analytic")
 #: Flow completions within this fraction of the finishing transfers' own durations share
@@ -69,6 +81,8 @@ class WorkloadSpec:
     dataload_overlap: bool = False
     compute_scale: tuple[float, ...] = ()
     compute_jitter: float = 0.0  # coefficient of variation per rank and iteration (simcomm.jitter)
+    precision: str | None = None  # a simcomm.precision preset; None: the trace's own dtype
+    wire_dtype: str | None = None  # None: the precision's wire dtype (or the trace's dtype)
 
     def __post_init__(self) -> None:
         if self.scaling not in SCALINGS:
@@ -83,23 +97,90 @@ class WorkloadSpec:
               "workload.compute_scale", self.compute_scale, "a list of positive numbers")
         _need(_is_num(self.compute_jitter) and 0 <= self.compute_jitter < 1, "workload.compute_jitter",
               self.compute_jitter, "a coefficient of variation in [0, 1) (0 = every rank computes alike)")
+        if self.precision is not None:
+            get_precision(self.precision)
+        if self.wire_dtype is not None:
+            check_wire_dtype(self.wire_dtype, "workload.wire_dtype")
 
 
 @dataclass(frozen=True)
 class StackSpec:
-    name: str = "nccl"
+    name: str | None = None  # None: the cluster preset's stack (nccl for clusters without one)
     efficiency: float | None = None
     overhead: float | None = None
     cpu_per_byte: float | None = None  # host CPU s/byte charged to overlapping compute (None: the stack's)
+    collectives: str | None = None  # None: the stack's own rules (nccl -> nccl, mpi-tcp -> openmpi, ...)
+    nccl_algo: str | None = None  # like NCCL_ALGO: force one NCCL algorithm (nccl rules only)
+    nccl_proto: str | None = None  # like NCCL_PROTO: force one protocol
 
     def __post_init__(self) -> None:
-        _need(isinstance(self.name, str) and bool(self.name), "stack.name", self.name, "a stack name")
+        object.__setattr__(self, "nccl_algo", nccl_name(self.nccl_algo, "stack.nccl_algo", NCCL_ALGOS))
+        object.__setattr__(self, "nccl_proto", nccl_name(self.nccl_proto, "stack.nccl_proto", NCCL_PROTOS))
+        _need(self.name is None or (isinstance(self.name, str) and bool(self.name)), "stack.name", self.name,
+              "a stack name")
+        if self.collectives is not None and self.collectives not in COLLECTIVE_RULES:
+            raise ConfigError(f"stack.collectives: {self.collectives!r} is not valid; valid choices: "
+                              f"{', '.join(COLLECTIVE_RULES)}")
         _need(self.cpu_per_byte is None or (_is_num(self.cpu_per_byte) and self.cpu_per_byte >= 0),
               "stack.cpu_per_byte", self.cpu_per_byte, "a non-negative number of seconds per byte")
         _need(self.efficiency is None or (_is_num(self.efficiency) and 0 < self.efficiency <= 1),
               "stack.efficiency", self.efficiency, "a fraction in (0, 1]")
         _need(self.overhead is None or (_is_num(self.overhead) and self.overhead >= 0), "stack.overhead",
               self.overhead, "a non-negative time")
+
+
+@dataclass(frozen=True)
+class BaselineSpec:
+    """What "speedup vs" compares with: a strategy and its options (``strategy = "none"``: no baseline)."""
+
+    strategy: str = "allreduce"
+    options: tuple[tuple[str, object], ...] = ()
+
+    def __post_init__(self) -> None:
+        _need(isinstance(self.strategy, str) and bool(self.strategy), "baseline.strategy", self.strategy,
+              "a strategy name or none")
+        _need(isinstance(self.options, tuple) and all(isinstance(k, str) for k, _ in self.options),
+              "baseline options", self.options, "key=value pairs")
+
+    @property
+    def none(self) -> bool:
+        return self.strategy == "none"
+
+    def option_dict(self) -> dict:
+        return dict(self.options)
+
+
+NO_BASELINE = BaselineSpec("none")
+
+
+def parse_baseline(value) -> BaselineSpec:
+    """A baseline from ``"none"``, ``"allreduce"``, ``"allreduce:overlap=none,bucket_mb=0"`` or a table.
+
+    Option values stay strings (or TOML values); the strategy converts them by type.
+    """
+    if isinstance(value, BaselineSpec):
+        return value
+    if isinstance(value, dict):
+        table = dict(value)
+        name = table.pop("strategy", "allreduce")
+        opts = table.pop("options", {})
+        if not isinstance(opts, dict):
+            raise ConfigError("baseline.options: must be a table of the baseline strategy's options")
+        table.update(opts)
+        return BaselineSpec(name, tuple(sorted((str(k).replace("-", "_"), v) for k, v in table.items())))
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"baseline: {value!r} must be 'none', a strategy name, or NAME:key=value,...")
+    text = value.strip()
+    name, _, rest = text.partition(":")
+    opts = []
+    for item in filter(None, (x.strip() for x in rest.split(","))):
+        if "=" not in item:
+            raise ConfigError(f"baseline: {item!r} must look like key=value (e.g. allreduce:overlap=none)")
+        k, v = item.split("=", 1)
+        opts.append((k.strip().replace("-", "_"), v.strip()))
+    if name.strip() == "none" and opts:
+        raise ConfigError("baseline: 'none' takes no options")
+    return BaselineSpec(name.strip(), tuple(sorted(opts)))
 
 
 @dataclass(frozen=True)
@@ -120,6 +201,7 @@ class Scenario:
     workload: WorkloadSpec = WorkloadSpec()
     stack: StackSpec = StackSpec()
     options: dict = field(default_factory=dict, compare=False)
+    baseline: BaselineSpec | None = None  # None: the strategy's paper baseline (Strategy.paper_baseline)
 
     def __post_init__(self) -> None:
         _need(isinstance(self.strategy, str) and bool(self.strategy), "strategy", self.strategy, "a strategy name")
@@ -183,14 +265,15 @@ def load_scenario(path: str | Path) -> Scenario:
     raw = read_scenario_toml(p)
     wl = _section(raw, "workload", WorkloadSpec)
     st = _section(raw, "stack", StackSpec)
+    baseline = parse_baseline(raw.pop("baseline")) if "baseline" in raw else None
     options = raw.pop("options", {})
     if not isinstance(options, dict):
         raise ConfigError("scenario: [options] must be a table")
-    valid = {f.name for f in fields(Scenario)} - {"workload", "stack", "options"}
+    valid = {f.name for f in fields(Scenario)} - {"workload", "stack", "options", "baseline"}
     for key in raw:
         if key not in valid:
             raise ConfigError(f"scenario: unknown key {key!r}; valid keys: {', '.join(sorted(valid))}, "
-                              "[workload], [stack], [options]")
+                              "[workload], [stack], [baseline], [options]")
     if "dataload_s" in wl:
         wl["dataload_s"] = parse_time(wl["dataload_s"], "workload.dataload_s")
     if "compute_scale" in wl:
@@ -207,4 +290,5 @@ def load_scenario(path: str | Path) -> Scenario:
     cluster = raw.get("cluster")
     if isinstance(cluster, str) and cluster.endswith((".toml", ".graphml")) and not Path(cluster).is_absolute():
         raw["cluster"] = str(base / cluster)
-    return Scenario(workload=WorkloadSpec(**wl), stack=StackSpec(**st), options=dict(options), **raw)
+    return Scenario(workload=WorkloadSpec(**wl), stack=StackSpec(**st), options=dict(options), baseline=baseline,
+                    **raw)

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from simcomm.errors import ConfigError
+from simcomm.precision import DTYPE_BYTES
+from simcomm.precision import dtype_bytes as dtype_bytes_of
 from simcomm.traces.schema import Layer, Trace
 
 __all__ = ["LayerWork", "Workload", "build_workload", "layer_times", "make_buckets", "SCALINGS"]
@@ -55,6 +57,7 @@ class Workload:
     compute_scale: per-rank multiplier on every compute time (1.0 = nominal).
     dataset_size: samples in one epoch (None if unknown).
     scaling: ``weak`` or ``strong``.
+    dtype_bytes: bytes per element on the wire (what ``grad_bytes`` counts).
     """
 
     trace: Trace
@@ -172,8 +175,12 @@ def _positive_int(value, field: str) -> int:
 def build_workload(trace: Trace, n_ranks: int, *, batch: int | None = None, global_batch: int | None = None,
                    scaling: str = "weak", bucket_mb: float = 25.0, dataload_s: float = 0.0,
                    dataload_overlap: bool = False, compute_scale: Sequence[float] | None = None,
-                   dataset_size: int | None = None) -> Workload:
+                   dataset_size: int | None = None, wire_dtype: str | None = None) -> Workload:
     """Turn a one-rank trace into the per-rank work of one iteration on ``n_ranks`` ranks.
+
+    ``wire_dtype`` (default: the trace's dtype) is what gradients and models
+    travel in: every layer's ``grad_bytes`` is rescaled to it (mixed precision
+    computes in fp16 but sends fp32 gradients; simcomm.precision).
 
     weak scaling: the per-rank batch is ``batch`` (default: the trace's).
     strong scaling: ``global_batch`` (default: ``batch`` or the trace's batch) is
@@ -209,15 +216,17 @@ def build_workload(trace: Trace, n_ranks: int, *, batch: int | None = None, glob
     if dataset_size is not None:
         _positive_int(dataset_size, "dataset_size")
 
+    trace_bytes = DTYPE_BYTES.get(trace.dtype, 4)
+    dtype_bytes = trace_bytes if wire_dtype is None else dtype_bytes_of(wire_dtype)
+    wire = dtype_bytes / trace_bytes
     layers = []
     for layer in trace.layers:
         fwd, bwd = layer_times(layer, trace.batch, per_rank)
-        layers.append(LayerWork(layer.name, layer.module_type, layer.params, float(layer.grad_bytes), fwd, bwd,
+        layers.append(LayerWork(layer.name, layer.module_type, layer.params, float(layer.grad_bytes) * wire, fwd, bwd,
                                 layer.update_s, layer.input_shape, layer.output_shape, layer.grad_l1))
     order = trace.ready_order()
     if sorted(order) != list(range(len(layers))):
         raise ConfigError(f"trace {trace.model!r}: backward_order is not a permutation of its layers")
-    dtype_bytes = {"float16": 2, "fp16": 2, "bfloat16": 2, "bf16": 2, "float64": 8, "fp64": 8}.get(trace.dtype, 4)
     return Workload(trace, n_ranks, per_rank, tuple(layers), tuple(order),
                     make_buckets(layers, order, float(bucket_mb) * 1e6), float(dataload_s), bool(dataload_overlap),
                     scale, dataset_size, scaling, dtype_bytes)

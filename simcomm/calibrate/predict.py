@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import networkx as nx
 
+from simcomm.collectives.auto import GLOO
 from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
@@ -35,7 +36,7 @@ __all__ = ["CASES", "GLOO_ALGORITHMS", "ACK_SHARE", "ack_share", "cluster_topolo
 
 CASES = ("allreduce", "allgather", "broadcast", "ps_push", "ps_pull", "p2p")
 #: the catalogue algorithm each gloo collective runs (torch's ProcessGroupGloo defaults)
-GLOO_ALGORITHMS = {"allreduce": "ring", "allgather": "ring", "broadcast": "gloo"}
+GLOO_ALGORITHMS = {k: GLOO[k] for k in ("allreduce", "allgather", "broadcast")}
 LOOPBACK = LinkClass("loopback", 1e11, 0.0, "shm", "same-host TCP loopback (not a bottleneck here)")
 
 #: Cases whose host links carry data in both directions at once (every rank of a ring sends

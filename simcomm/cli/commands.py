@@ -10,3 +10,4 @@ from simcomm.cli import calibrate_cmd  # noqa: F401
 from simcomm.cli import whatif_cmd  # noqa: F401
 from simcomm.cli import report_cmd  # noqa: F401
 from simcomm.cli import validate_cmd  # noqa: F401
+from simcomm.cli import bench_cmd  # noqa: F401

@@ -2,7 +2,9 @@
 
 Strategies that do not apply to a setting (hierarchical all-reduce with one
 GPU per node, ...) appear as ``n/a`` with the reason, never silently dropped.
-Speedups are against ``allreduce`` at the same node count and inputs.
+Speedups are against one common baseline at the same node count and inputs:
+``allreduce`` with its defaults unless ``--baseline`` (or the scenario's
+``[baseline]``) names another; the table, ``--json`` and ``--csv`` say which.
 """
 
 from __future__ import annotations
@@ -47,19 +49,42 @@ def parse_strategies(text: str) -> list[str]:
     return names
 
 
+def baseline_of(base):
+    """(strategy name, options, description) of the comparison's common baseline, or None for --baseline none."""
+    from simcomm.pipeline import BASELINE, make_strategy
+
+    spec = base.baseline
+    if spec is not None and spec.none:
+        return None
+    name, opts = (BASELINE, {}) if spec is None else (spec.strategy, spec.option_dict())
+    try:
+        ref = make_strategy(name, opts)
+    except ConfigError as exc:
+        raise ConfigError(f"baseline: {exc}") from None
+    return name, opts, ref.describe()
+
+
 def run_compare(base, strategies: list[str], nodes: list[int], progress=None) -> list:
-    """Results for every (nodes, strategy); speedup against allreduce at the same nodes."""
-    from simcomm.pipeline import BASELINE, Context, simulate
+    """Results for every (nodes, strategy); speedup against the common baseline at the same nodes."""
+    from simcomm.pipeline import Context, simulate
 
     ctx = Context(base)
     ctx.trace()  # a bad trace or cluster is the user's error for every strategy: fail once, here
+    ref_spec = baseline_of(base)
+    desc = None if ref_spec is None else f"{ref_spec[2]} on stack {ctx.stack_choice()[0]}"
     out = []
     for n in nodes:
         ctx.cluster(n, 0)
         ref = None
-        order = [BASELINE] + [s for s in strategies if s != BASELINE]
-        row = {}
-        for name in order:
+        if ref_spec is not None:
+            name, opts, _ = ref_spec
+            res = simulate(replace(base, strategy=name, nodes=n, options=opts), ctx=ctx, baseline=False,
+                           analytic=False)
+            if res.not_applicable:
+                raise ConfigError(f"baseline: {name!r} does not apply at {n} nodes ({res.not_applicable}); choose "
+                                  "another with --baseline, or --baseline none")
+            ref = res.mean_s
+        for name in strategies:
             opts = base.options if name == base.strategy else {}
             scn = replace(base, strategy=name, nodes=n, options=opts)
             try:
@@ -68,14 +93,11 @@ def run_compare(base, strategies: list[str], nodes: list[int], progress=None) ->
                 if name == base.strategy and base.options:
                     raise  # the user's own options for this strategy are wrong
                 res = _unusable(scn, str(exc))
-            if name == BASELINE:
-                ref = res.mean_s
             if not res.not_applicable and ref:
-                res = replace(res, baseline_s=ref, speedup=ref / res.mean_s)
-            row[name] = res
-            if progress is not None and name in strategies:
+                res = replace(res, baseline_s=ref, speedup=ref / res.mean_s, baseline=desc)
+            out.append(res)
+            if progress is not None:
                 progress()
-        out += [row[s] for s in strategies]
     return out
 
 
@@ -112,6 +134,13 @@ def compare_command(
     stack_efficiency: Optional[float] = typer.Option(None, "--stack-efficiency"),
     stack_overhead: Optional[str] = typer.Option(None, "--stack-overhead"),
     stack_cpu: Optional[str] = typer.Option(None, "--stack-cpu", help="Host CPU time per byte moved, e.g. 25ns."),
+    collectives: Optional[str] = typer.Option(None, "--collectives", help="nccl, openmpi, openmpi-3.1, mpich, gloo."),
+    nccl_algo: Optional[str] = typer.Option(None, "--nccl-algo", help="Like NCCL_ALGO."),
+    nccl_proto: Optional[str] = typer.Option(None, "--nccl-proto", help="Like NCCL_PROTO."),
+    precision: Optional[str] = typer.Option(None, "--precision", help="fp32, amp-fp16, amp-bf16, fp16, bf16."),
+    wire_dtype: Optional[str] = typer.Option(None, "--wire-dtype", help="fp32, fp16, bf16, fp64."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="Common baseline: a strategy, NAME:key=value,..."
+                                           " or none (default: allreduce with its defaults)."),
     png: Optional[Path] = typer.Option(None, "--png", help="Write the comparison plot here."),
     as_json: bool = typer.Option(False, "--json"),
     as_csv: bool = typer.Option(False, "--csv"),
@@ -124,7 +153,9 @@ def compare_command(
                           trace=trace, batch=batch, dataset_size=dataset_size, fidelity=fidelity, seed=seed,
                           resolution=resolution, scaling=scaling, bucket_mb=bucket_mb, dataload=dataload,
                           compute_jitter=compute_jitter, stack=stack,
-                          stack_efficiency=stack_efficiency, stack_overhead=stack_overhead, stack_cpu=stack_cpu)
+                          stack_efficiency=stack_efficiency, stack_overhead=stack_overhead, stack_cpu=stack_cpu,
+                          collectives=collectives, nccl_algo=nccl_algo, nccl_proto=nccl_proto, precision=precision,
+                          wire_dtype=wire_dtype, baseline=baseline)
     if quiet or as_json or as_csv:
         results = run_compare(base, names, counts)
     else:
@@ -136,10 +167,11 @@ def compare_command(
         from simcomm.report.compare_plot import plot_compare
 
         plot_compare(results, png)
+    ref = baseline_of(base)
     rows = [{"strategy": r.strategy, "nodes": r.nodes, "ranks": r.n_ranks,
              "mean_s": None if r.not_applicable else r.mean_s,
              "speedup": None if r.not_applicable else r.speedup,
-             "not_applicable": r.not_applicable or ""} for r in results]
+             "baseline": r.baseline or "", "not_applicable": r.not_applicable or ""} for r in results]
     if as_json:
         print_json(rows)
         return
@@ -158,11 +190,14 @@ def compare_command(
         cells = []
         for n in counts:
             r = next(x for x in results if x.strategy == name and x.nodes == n)
-            cells.append("n/a" if r.not_applicable else f"{format_time(r.mean_s)} ({r.speedup:.2f}x)")
+            cells.append("n/a" if r.not_applicable else format_time(r.mean_s) if r.speedup is None
+                         else f"{format_time(r.mean_s)} ({r.speedup:.2f}x)")
         t.add_row(name, *cells)
     con = stdout()
     con.print(t)
-    con.print("cells: mean iteration time (speedup vs allreduce at the same nodes)")
+    base_line = next((r.baseline for r in results if r.baseline), None)
+    con.print("cells: mean iteration time" + ("" if ref is None else
+                                             f" (speedup vs the baseline at the same nodes: {base_line})"))
     for r in results:
         if r.not_applicable:
             con.print(f"n/a: {r.strategy} at {r.nodes} nodes: {r.not_applicable}")

@@ -57,8 +57,14 @@ def _params(link) -> dict:
 
 
 def compute(collective: str, size: float, ranks: int, link, *, algo: str = "all", model: str = "hockney",
-            gamma: float = 0.0, ppn: int = 1, intra=None, overhead: float | None = None) -> dict:
-    """Price the algorithms; returns the JSON-ready result (SI units)."""
+            gamma: float = 0.0, ppn: int = 1, intra=None, overhead: float | None = None, rules: str = "mpich") -> dict:
+    """Price the algorithms; returns the JSON-ready result (SI units).
+
+    ``busbw`` is nccl-tests' bus bandwidth, ``algbw x`` the collective's factor
+    (2(n-1)/n for all-reduce, (n-1)/n for all-gather, reduce-scatter, all-to-all).
+    ``rules`` chooses whose ``auto`` is shown: mpich, openmpi, openmpi-3.1 or gloo.
+    """
+    from simcomm.bench import busbw_factor
     from simcomm.collectives import algorithms_for, resolve, select
     from simcomm.cost_models import COST_MODELS
 
@@ -72,22 +78,24 @@ def compute(collective: str, size: float, ranks: int, link, *, algo: str = "all"
     if ppn < 1 or ranks % ppn:
         raise ConfigError(f"ppn: {ppn} must be at least 1 and divide ranks ({ranks})")
     if algo == "all":
-        algs = [a for a in algorithms_for(collective) if a.supports(ranks, ppn)]
+        algs = [a for a in algorithms_for(collective, rules) if a.supports(ranks, ppn)]
     else:
-        algs = [resolve(collective, algo, ranks, size)]
+        algs = [resolve(collective, algo, ranks, size, rules)]
+    factor = busbw_factor(collective, ranks)
     rows = []
     for a in algs:
         t = cm.price(a, ranks, size, link, gamma=gamma, ppn=ppn, intra=intra)
         rows.append({"name": a.name, "latency_s": t.latency, "bandwidth_s": t.bandwidth,
                      "reduction_s": t.reduction, "total_s": t.total,
-                     "algbw_Bps": size / t.total if t.total > 0 else None})
+                     "algbw_Bps": size / t.total if t.total > 0 else None,
+                     "busbw_Bps": size / t.total * factor if t.total > 0 else None})
     best = min(rows, key=lambda r: r["total_s"])["name"]
     for r in rows:
         r["fastest"] = r["name"] == best
     return {"collective": collective, "size_bytes": size, "ranks": ranks, "ppn": ppn, "model": model,
             "gamma_s_per_byte": gamma, "link": _params(link),
             "intra_link": _params(intra) if intra is not None else None,
-            "algorithms": rows, "fastest": best, "auto": select(collective, ranks, size)}
+            "algorithms": rows, "fastest": best, "rules": rules, "auto": select(collective, ranks, size, rules)}
 
 
 def _render(res: dict) -> None:
@@ -101,18 +109,25 @@ def _render(res: dict) -> None:
         notes.append(f"{res['ppn']} ranks per node (node-major), intranode link {intra['name']}: "
                      f"{format_bandwidth(intra['bandwidth_Bps'])}, {format_time(intra['latency_s'])}")
     t = table(title, [("algorithm", "left"), ("latency", "right"), ("bandwidth", "right"),
-                      ("reduction", "right"), ("total", "right"), ("algbw", "right"), ("", "left")])
+                      ("reduction", "right"), ("total", "right"), ("algbw", "right"), ("busbw", "right"),
+                      ("", "left")])
     for r in res["algorithms"]:
         algbw = format_bandwidth(r["algbw_Bps"]) if r["algbw_Bps"] else "-"
+        busbw = format_bandwidth(r["busbw_Bps"]) if r["busbw_Bps"] else "-"
         t.add_row(r["name"], format_time(r["latency_s"]), format_time(r["bandwidth_s"]),
-                  format_time(r["reduction_s"]), format_time(r["total_s"]), algbw,
+                  format_time(r["reduction_s"]), format_time(r["total_s"]), algbw, busbw,
                   "<- fastest" if r["fastest"] else "")
     out = stdout()
     for line in notes:
         out.print(line)
     out.print(t)
     out.print(f"fastest: {res['fastest']}")
-    out.print(f"auto (MPICH default selection) picks: {res['auto']}")
+    who = {"mpich": "MPICH default selection", "openmpi": "Open MPI 4.1 coll/tuned rules",
+           "openmpi-3.1": "Open MPI 3.1 coll/tuned rules", "gloo": "gloo's fixed algorithms"}[res["rules"]]
+    out.print(f"auto ({who}) picks: {res['auto']}")
+    out.print("busbw = algbw x " + ("2(n-1)/n" if res["collective"] == "allreduce" else "(n-1)/n" if
+                                    res["collective"] in ("allgather", "reduce_scatter", "alltoall") else "1")
+              + " (nccl-tests' bus bandwidth); for NCCL's own algorithms on a cluster: simcomm bench")
 
 
 @app.command("cost")
@@ -130,6 +145,8 @@ def cost_command(
     intra_link: str = typer.Option(None, "--intra-link", help="Link class inside a node (default: --link)."),
     links_file: Path = typer.Option(None, "--links", help="TOML file with extra link classes."),
     overhead: str = typer.Option(None, "--overhead", help="LogGP per-message overhead o (default α/4)."),
+    rules: str = typer.Option("mpich", "--rules", help="Whose auto choice to show and whose algorithms to list: "
+                                                     "mpich, openmpi, openmpi-3.1, gloo."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Closed-form time of each algorithm of COLLECTIVE; the fastest is marked."""
@@ -146,7 +163,7 @@ def cost_command(
     intra = _link(intra_link, user, "--intra-link") if intra_link else None
     o = parse_time(overhead, "overhead") if overhead is not None else None
     res = compute(collective, nbytes, ranks, lk, algo=algo, model=model, gamma=parse_gamma(gamma), ppn=ppn,
-                  intra=intra, overhead=o)
+                  intra=intra, overhead=o, rules=rules)
     if as_json:
         print_json(res)
     else:

@@ -20,6 +20,8 @@ CATALOGUES: dict[str, str] = {
     "traces": "simcomm.traces:BUNDLED",
     "devices": "simcomm.traces:DEVICES",
     "models": "simcomm.traces:MODELS",
+    "stacks": "simcomm.stacks:STACKS",
+    "nccl-algorithms": "simcomm.nccl.algorithms:NCCL_ALGORITHMS",
 }
 
 

@@ -19,7 +19,7 @@ import typer
 from simcomm.cli.app import app
 from simcomm.cli.console import stderr, print_json, stdout, table
 from simcomm.errors import ConfigError
-from simcomm.scenario import Scenario, StackSpec, WorkloadSpec, load_scenario
+from simcomm.scenario import Scenario, StackSpec, WorkloadSpec, load_scenario, parse_baseline
 from simcomm.units import format_size, format_time, parse_time
 
 __all__ = ["run_command", "build_scenario", "parse_opts", "render_result", "result_rows"]
@@ -52,8 +52,13 @@ def build_scenario(scenario: Optional[Path], *, strategy=None, nodes=None, gpus_
                    model=None, trace=None, batch=None, dataset_size=None, fidelity=None, seed=None,
                    resolution=None, scaling=None, bucket_mb=None, dataload=None, dataload_overlap=None, compute_scale=None,
                    compute_jitter=None, stack=None, stack_efficiency=None, stack_overhead=None, stack_cpu=None, opts=None,
-                   typed=None) -> Scenario:
-    """A Scenario from an optional TOML file with CLI values on top."""
+                   typed=None, precision=None, wire_dtype=None, collectives=None, nccl_algo=None, nccl_proto=None,
+                   baseline=None) -> Scenario:
+    """A Scenario from an optional TOML file with CLI values on top.
+
+    ``--opt nccl_algo=...`` / ``--opt nccl_proto=...`` are accepted for any strategy
+    (they are stack settings, like the NCCL_ALGO/NCCL_PROTO environment variables).
+    """
     scn = load_scenario(scenario) if scenario is not None else Scenario(strategy=strategy or "allreduce")
     if model is not None or trace is not None:  # a flag replaces whatever the file chose
         scn = replace(scn, model=None, trace=None)
@@ -66,15 +71,22 @@ def build_scenario(scenario: Optional[Path], *, strategy=None, nodes=None, gpus_
         dataload_s=w.dataload_s if dataload is None else parse_time(dataload, "--dataload"),
         dataload_overlap=w.dataload_overlap if dataload_overlap is None else dataload_overlap,
         compute_scale=_floats(compute_scale, "--compute-scale") or w.compute_scale,
-        compute_jitter=w.compute_jitter if compute_jitter is None else compute_jitter))
+        compute_jitter=w.compute_jitter if compute_jitter is None else compute_jitter,
+        precision=precision or w.precision, wire_dtype=wire_dtype or w.wire_dtype))
+    options = dict(scn.options)
+    options.update({k: v for k, v in (typed or {}).items() if v is not None})
+    options.update(parse_opts(opts))
+    nccl_algo = options.pop("nccl_algo", None) or nccl_algo
+    nccl_proto = options.pop("nccl_proto", None) or nccl_proto
     s = scn.stack
     scn = replace(scn, stack=StackSpec(
         name=stack or s.name, efficiency=s.efficiency if stack_efficiency is None else stack_efficiency,
         overhead=s.overhead if stack_overhead is None else parse_time(stack_overhead, "--stack-overhead"),
-        cpu_per_byte=s.cpu_per_byte if stack_cpu is None else parse_time(stack_cpu, "--stack-cpu")))
-    options = dict(scn.options)
-    options.update({k: v for k, v in (typed or {}).items() if v is not None})
-    options.update(parse_opts(opts))
+        cpu_per_byte=s.cpu_per_byte if stack_cpu is None else parse_time(stack_cpu, "--stack-cpu"),
+        collectives=collectives or s.collectives, nccl_algo=nccl_algo or s.nccl_algo,
+        nccl_proto=nccl_proto or s.nccl_proto))
+    if baseline is not None:
+        scn = replace(scn, baseline=parse_baseline(baseline))
     return replace(scn, options=options)
 
 
@@ -93,7 +105,7 @@ def result_rows(res) -> list[dict]:
                      "time_s": k.time_s if k else res.mean_s,
                      "closed_form_s": (k.analytic_s if k else res.analytic_mean_s),
                      "compute_s": bd.compute, "dataload_s": bd.dataload, "comm_exposed_s": bd.comm_exposed,
-                     "comm_hidden_s": bd.comm_hidden, "compression_s": bd.compression})
+                     "comm_hidden_s": bd.comm_hidden, "compression_s": bd.compression, "server_s": bd.server})
     return rows
 
 
@@ -105,15 +117,17 @@ def render_result(res, console) -> None:
         console.print(head)
         console.print(f"not applicable: {res.not_applicable}")
         return
-    t = table(head, [("iteration", "left"), ("per epoch", "right"), ("simulated", "right"),
-                     ("closed form", "right"), ("compute", "right"), ("data loading", "right"),
-                     ("comm exposed", "right"), ("comm hidden", "right"), ("compression", "right")])
+    server = any(k.breakdown.server for k in res.kinds)
+    cols = [("iteration", "left"), ("per epoch", "right"), ("simulated", "right"), ("closed form", "right"),
+            ("compute", "right"), ("data loading", "right"), ("comm exposed", "right"), ("comm hidden", "right"),
+            ("compression", "right")] + ([("server", "right")] if server else [])
+    t = table(head, cols)
     for row in result_rows(res):
         if row["kind"] == "mean" and len(res.kinds) == 1:
             continue
         t.add_row(row["kind"], f"{row['weight']:g}", _t(row["time_s"]), _t(row["closed_form_s"]),
                   _t(row["compute_s"]), _t(row["dataload_s"]), _t(row["comm_exposed_s"]),
-                  _t(row["comm_hidden_s"]), _t(row["compression_s"]))
+                  _t(row["comm_hidden_s"]), _t(row["compression_s"]), *([_t(row["server_s"])] if server else []))
     console.print(t)
     tr = table("traffic per iteration", [("link family", "left"),
                                                                               ("bytes", "right")])
@@ -125,7 +139,7 @@ def render_result(res, console) -> None:
         console.print(f"epoch: {_t(res.epoch_s)} ({res.iterations_per_epoch} iterations)")
     console.print(f"throughput: {res.samples_per_s:,.1f} samples/s (global batch {res.global_batch})")
     if res.speedup is not None:
-        console.print(f"speedup vs allreduce: {res.speedup:.3f}x (allreduce {_t(res.baseline_s)})")
+        console.print(f"speedup vs baseline: {res.speedup:.3f}x (baseline {_t(res.baseline_s)}: {res.baseline})")
     for line in res.assumed:
         console.print(f"assumed: {line}")
 
@@ -154,7 +168,17 @@ def run_command(
     compute_jitter: Optional[float] = typer.Option(None, "--compute-jitter",
                                                    help="Coefficient of variation of each rank's compute, drawn "
                                                         "afresh every iteration (0 = none; e.g. 0.05)."),
-    stack: Optional[str] = typer.Option(None, "--stack", help="Transport stack: nccl, mpi-tcp, gloo, cpu-ps, ideal."),
+    stack: Optional[str] = typer.Option(None, "--stack", help="Transport stack (simcomm list stacks); default: the "
+                                        "cluster preset's own."),
+    collectives: Optional[str] = typer.Option(None, "--collectives", help="How auto picks collective algorithms: "
+                                              "nccl, openmpi, mpich, gloo (default: the stack's)."),
+    nccl_algo: Optional[str] = typer.Option(None, "--nccl-algo", help="Like NCCL_ALGO: ring, tree, nvls, "
+                                            "nvls-tree, collnet-direct, collnet-chain, pat."),
+    nccl_proto: Optional[str] = typer.Option(None, "--nccl-proto", help="Like NCCL_PROTO: ll, ll128, simple."),
+    precision: Optional[str] = typer.Option(None, "--precision", help="fp32, amp-fp16, amp-bf16, fp16, bf16 "
+                                            "(compute and wire dtype)."),
+    wire_dtype: Optional[str] = typer.Option(None, "--wire-dtype", help="What gradients/models travel in: fp32, "
+                                             "fp16, bf16, fp64 (default: the precision's)."),
     stack_efficiency: Optional[float] = typer.Option(None, "--stack-efficiency", help="Fraction of line rate."),
     stack_overhead: Optional[str] = typer.Option(None, "--stack-overhead", help="Per-message overhead, e.g. 20us."),
     stack_cpu: Optional[str] = typer.Option(None, "--stack-cpu", help="Host CPU time per byte sent or received, "
@@ -166,7 +190,10 @@ def run_command(
     algorithm: Optional[str] = typer.Option(None, "--algorithm", help="all-reduce algorithm or auto."),
     overlap: Optional[str] = typer.Option(None, "--overlap", help="none, backward or backward+forward."),
     drop_ratio: Optional[float] = typer.Option(None, "--drop-ratio", help="ps-layer-drop: fraction dropped."),
-    baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="Also run allreduce for the speedup."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="What speedup compares with: none, a "
+                                           "strategy, or NAME:key=value,... (default: the strategy's paper "
+                                           "baseline)."),
+    no_baseline: bool = typer.Option(False, "--no-baseline", help="Same as --baseline none."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable JSON."),
     as_csv: bool = typer.Option(False, "--csv", help="CSV: one row per iteration kind and the mean."),
     timeline: Optional[Path] = typer.Option(None, "--timeline",
@@ -185,7 +212,8 @@ def run_command(
                          dataload_overlap=dataload_overlap, compute_scale=compute_scale,
                          compute_jitter=compute_jitter, stack=stack,
                          stack_efficiency=stack_efficiency, stack_overhead=stack_overhead, stack_cpu=stack_cpu,
-                         opts=opt, typed=typed)
+                         opts=opt, typed=typed, precision=precision, wire_dtype=wire_dtype, collectives=collectives,
+                         nccl_algo=nccl_algo, nccl_proto=nccl_proto, baseline="none" if no_baseline else baseline)
     if timeline is not None and not timeline.parent.resolve().is_dir():
         raise ConfigError(f"--timeline: directory {str(timeline.parent)!r} does not exist")
     kinds: list = []
@@ -195,7 +223,7 @@ def run_command(
         kinds.append((label, plan, tl))
         topo_box[:] = [topo]
 
-    res = simulate(scn, baseline=baseline, on_timeline=keep if timeline is not None else None)
+    res = simulate(scn, on_timeline=keep if timeline is not None else None)
     if res.not_applicable:
         raise ConfigError(f"strategy {res.strategy!r} is not applicable here: {res.not_applicable}")
     if timeline is not None:

@@ -1,4 +1,10 @@
-"""``auto``: pick an algorithm by message size and group size as MPICH does.
+"""``auto``: pick an algorithm by message size and group size as MPICH (or Open MPI) does.
+
+``rules`` selects whose choice: ``"mpich"`` (default, the table below),
+``"openmpi"`` (Open MPI 4.1's ``coll/tuned`` fixed rules) or
+``"openmpi-3.1"`` (the 3.1 rules; the Open MPI tables and their mapping to
+this catalogue are in :mod:`simcomm.collectives.auto_openmpi`) or ``"gloo"``
+(what torch's ProcessGroupGloo runs: :data:`GLOO`).
 
 The thresholds are MPICH's default CVARs and the branch order of its
 ``MPIR_<Coll>_intra_auto`` functions (src/mpi/coll/<coll>/<coll>.c, MPICH
@@ -28,10 +34,18 @@ gather, scatter binomial;  p2p: direct
 
 from __future__ import annotations
 
+from simcomm.collectives import auto_openmpi
 from simcomm.collectives.base import ALGORITHMS, COLLECTIVES, Algorithm
 from simcomm.errors import ConfigError, UnknownNameError
 
-__all__ = ["select", "resolve", "algorithms_for", "THRESHOLDS"]
+__all__ = ["select", "resolve", "algorithms_for", "THRESHOLDS", "RULES"]
+
+#: valid ``rules`` values -> Open MPI rules version (None: MPICH or gloo)
+RULES: dict[str, str | None] = {"mpich": None, "openmpi": "4.1", "openmpi-3.1": "3.1", "gloo": None}
+#: what gloo runs (torch's ProcessGroupGloo: gloo/allreduce.cc and allgather ring by default,
+#: gloo/broadcast.cc's binomial, linear gather/scatter, pairwise all-to-all); MPICH's choice otherwise
+GLOO = {"allreduce": "ring", "allgather": "ring", "broadcast": "gloo", "gather": "linear", "scatter": "linear",
+        "alltoall": "pairwise"}
 
 #: MPICH default CVAR values, in bytes.
 THRESHOLDS = {
@@ -53,9 +67,20 @@ def _check_collective(collective: str) -> None:
         raise UnknownNameError("collective", collective, COLLECTIVES)
 
 
-def select(collective: str, p: int, nbytes: float) -> str:
-    """The algorithm name MPICH's default selection would use."""
+def _check_rules(rules: str) -> str | None:
+    if rules not in RULES:
+        raise UnknownNameError("rules", rules, RULES)
+    return RULES[rules]
+
+
+def select(collective: str, p: int, nbytes: float, rules: str = "mpich") -> str:
+    """The algorithm name MPICH's default selection (or Open MPI's, by ``rules``) would use."""
     _check_collective(collective)
+    version = _check_rules(rules)
+    if version is not None:
+        return auto_openmpi.select(collective, p, nbytes, version)
+    if rules == "gloo" and collective in GLOO:
+        return GLOO[collective]
     t = THRESHOLDS
     pof2 = 1 << (max(int(p), 1).bit_length() - 1)
     is_pof2 = pof2 == p
@@ -81,20 +106,28 @@ def select(collective: str, p: int, nbytes: float) -> str:
     return {"gather": "binomial", "scatter": "binomial", "p2p": "direct"}[collective]
 
 
-def algorithms_for(collective: str) -> tuple[Algorithm, ...]:
-    """Every registered algorithm of one collective, in catalogue order."""
+def algorithms_for(collective: str, rules: str = "mpich") -> tuple[Algorithm, ...]:
+    """The registered algorithms of one collective, in catalogue order, that ``rules`` compares.
+
+    Open MPI's own implementations (``family == "openmpi"``) are listed only
+    for the Open MPI rules, so MPICH-rule comparisons keep their catalogue;
+    every algorithm stays resolvable by name either way.
+    """
     _check_collective(collective)
-    return tuple(e.obj for e in ALGORITHMS.entries() if e.obj.collective == collective)
+    ompi = _check_rules(rules) is not None or rules == "gloo"
+    return tuple(e.obj for e in ALGORITHMS.entries()
+                 if e.obj.collective == collective and (ompi or e.obj.family != "openmpi"))
 
 
-def resolve(collective: str, name: str, p: int, nbytes: float) -> Algorithm:
-    """The :class:`Algorithm` called ``name`` (or chosen by ``auto``) for ``collective``."""
+def resolve(collective: str, name: str, p: int, nbytes: float, rules: str = "mpich") -> Algorithm:
+    """The :class:`Algorithm` called ``name`` (or chosen by ``auto`` under ``rules``) for ``collective``."""
     _check_collective(collective)
+    _check_rules(rules)
     if name == "auto":
-        name = select(collective, p, nbytes)
+        name = select(collective, p, nbytes, rules)
     key = f"{collective}/{name}"
     if key not in ALGORITHMS:
-        names = [a.name for a in algorithms_for(collective)] + ["auto"]
+        names = [a.name for a in algorithms_for(collective, "openmpi")] + ["auto"]
         raise UnknownNameError(f"{collective} algorithm", name, names)
     if p < 1:
         raise ConfigError(f"ranks: {p} is impossible; a collective needs at least 1 rank")

@@ -35,6 +35,8 @@ alltoall: the total data one process sends.
 
 from __future__ import annotations
 
+import re
+import sys
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -43,7 +45,8 @@ import numpy as np
 from simcomm.errors import ConfigError
 from simcomm.registry import Registry
 
-__all__ = ["Step", "CostTerms", "Algorithm", "ALGORITHMS", "COLLECTIVES", "ideal_time", "default_ppn", "register"]
+__all__ = ["Step", "CostTerms", "Algorithm", "ALGORITHMS", "COLLECTIVES", "ideal_time", "default_ppn", "register",
+           "register_variant"]
 
 #: collective kind -> (one-line summary, nbytes convention)
 COLLECTIVES: dict[str, tuple[str, str]] = {
@@ -115,6 +118,11 @@ class Algorithm:
     #: True for algorithms whose schedule depends on ``ppn`` (two-level ones).
     hierarchical: ClassVar[bool] = False
 
+    #: ``"openmpi"`` for Open MPI's own implementations (added for ``rules="openmpi"``);
+    #: ``auto.algorithms_for`` lists them only for the Open MPI rules, so MPICH-rule
+    #: comparisons (``simcomm cost --algo all``) keep their catalogue.
+    family: ClassVar[str] = ""
+
     def supports(self, p: int, ppn: int = 1) -> bool:
         return p >= 1
 
@@ -177,6 +185,22 @@ def register(cls: type[Algorithm]) -> type[Algorithm]:
     inst = cls()
     ALGORITHMS.add(inst.key, inst, summary=cls.summary, reference=cls.reference)
     return cls
+
+
+def register_variant(cls: type[Algorithm], name: str, *, summary: str, **params) -> type[Algorithm]:
+    """Register a subclass of ``cls`` under ``name`` with other class-level parameters.
+
+    For one algorithm run with several settings (Open MPI's segment sizes):
+    the variant lives in ``cls``'s module, so it shares the schedule, the
+    closed form and the module docstring.  It is bound there under an
+    identifier so that its instances pickle (the sweep runner spawns workers).
+    """
+    module = sys.modules[cls.__module__]
+    clsname = cls.__name__ + "_" + re.sub(r"\W", "_", name)
+    attrs = {"name": name, "summary": summary, "__module__": cls.__module__, "__qualname__": clsname, **params}
+    sub = type(clsname, (cls,), attrs)
+    setattr(module, clsname, sub)
+    return register(sub)
 
 
 def default_ppn(p: int) -> int:

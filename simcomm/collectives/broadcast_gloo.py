@@ -17,6 +17,10 @@ form (every transfer on its own link) is one ``α + n·β`` per wave::
 
 (``D = lg p`` for a power of two; for p = 4, D = 2 like the binomial tree,
 but the root's two sends now share its link).
+
+Open MPI's binomial broadcast (``build_bmtree``: a rank's parent clears its
+highest set bit; ``bcast_intra_generic`` isends to all children at once) is
+the same schedule, so ``rules="openmpi"`` prices it with this module.
 """
 
 from __future__ import annotations

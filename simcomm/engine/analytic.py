@@ -77,6 +77,12 @@ class AnalyticPricer:
         p = len(op.ranks)
         group = np.asarray(op.ranks, dtype=np.int64)
         gamma = float(ctx.gamma[group].max())
+        if prep.closed_form is not None:  # NCCL: the pattern's own closed form (simcomm.nccl)
+            fam = np.zeros(len(ctx.families))
+            for s in steps:
+                fam += s.repeat * route_step(ctx.topology, group, s, ctx.gamma).family_bytes(
+                    ctx.family_of_link, len(ctx.families))
+            return float(prep.closed_form), fam
         if not steps:
             return algorithm_cost(alg, p, op.nbytes, 0.0, 0.0, gamma, ppn), None
         fam = np.zeros(len(ctx.families))

@@ -19,7 +19,7 @@ import numpy as np
 import simpy
 
 from simcomm.engine.network import Environment
-from simcomm.engine.schedule import group_ppn, prepare
+from simcomm.engine.schedule import Runtime, group_ppn, prepare
 from simcomm.engine.timeline import Timeline
 from simcomm.errors import ConfigError, PlanError, SimcommError
 from simcomm.ops import Collective, CommPlan, Compute, Transfer
@@ -28,7 +28,7 @@ from simcomm.topologies.base import Topology
 __all__ = ["run", "FIDELITIES"]
 
 FIDELITIES = ("flow", "analytic")
-OPTIONS = ("coalesce", "incremental", "ppn", "record_link_usage", "comm_cpu", "resolution")
+OPTIONS = ("coalesce", "incremental", "ppn", "record_link_usage", "comm_cpu", "resolution", "runtime")
 #: Compute stretches stop once the CPU time still owed is below this (seconds).
 _CPU_TOL = 1e-12
 #: ... or after this many rounds (the CPU cost of communication would exceed the CPU).
@@ -78,6 +78,9 @@ def _check_options(fidelity: str, options: dict) -> None:
     ppn = options.get("ppn")
     if ppn is not None and (not isinstance(ppn, int) or ppn < 1):
         raise ConfigError(f"ppn: {ppn!r} must be a positive integer")
+    rt = options.get("runtime")
+    if rt is not None and not isinstance(rt, Runtime):
+        raise ConfigError(f"runtime: {rt!r} must be a simcomm.engine.schedule.Runtime")
 
 
 def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int = 0, **options) -> Timeline:
@@ -132,13 +135,18 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
         done[oid].succeed()
 
     prepared = {}
+    runtime = options.get("runtime") or Runtime()
+    chosen: dict[tuple, int] = {}
     for op in ops:
         if isinstance(op, Collective):
-            key = (op.kind, op.algorithm, len(op.ranks), op.nbytes, op.root,
-                   ctx.ppn or group_ppn(topology, op.ranks))
+            # NCCL's schedule depends on where the members sit, not only on how many there are.
+            where = op.ranks if runtime.rules == "nccl" else ctx.ppn or group_ppn(topology, op.ranks)
+            key = (op.kind, op.algorithm, len(op.ranks), op.nbytes, op.root, where)
             if key not in prepared:
-                prepared[key] = prepare(op, topology, ctx.ppn)
+                prepared[key] = prepare(op, topology, ctx.ppn, runtime)
             prepared[op.id] = prepared[key]
+            label = (op.kind, op.algorithm, prepared[key].label or prepared[key].algorithm.name)
+            chosen[label] = chosen.get(label, 0) + 1
 
     def collective(op):
         # Members arrive without waiting for the op's deps (one wait here instead of one
@@ -219,6 +227,8 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
         ctx.stats["merged_flows"] += pricer.live_merged
     stats = dict(sorted(ctx.stats.items()))
     stats["seed"] = seed
+    # What each collective really ran: (kind, algorithm asked, what ran, how many ops).
+    stats["algorithms"] = [(k, a, ran, n) for (k, a, ran), n in sorted(chosen.items())]
     if ctx.record_usage:
         from simcomm.engine.fluid import merge_usage
 

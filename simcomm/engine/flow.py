@@ -26,6 +26,8 @@ the reservation ended or was interrupted.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from simcomm.collectives.base import Step
@@ -59,6 +61,7 @@ class FlowPricer:
         self.fam = ctx.family_of_link if ctx.record_usage else None
         self.net = LiveNetwork(ctx.env, ctx.topology.capacity, ctx.incremental, self.fam, ctx.resolution)
         self._routes: dict = {}  # routes per (group, step pattern), see route_step
+        self._pairs: dict = {}  # (src, dst) -> (latency, route length, links, bytes per family) of a message
         self._periods: dict = {}  # isolated durations (and usage) of scalable step patterns
         self._moved: np.ndarray | None = None  # per-rank bytes of finished flows (comm_cpu only)
         self._moving: dict[int, list] = {}  # rank -> [(batch id, index, bytes)] still in flight
@@ -97,22 +100,46 @@ class FlowPricer:
 
     # ---- ops -------------------------------------------------------------
     def transfer(self, op):
-        group = np.array([op.src, op.dst], dtype=np.int64)
-        routed = route_step(self.ctx.topology, group, Step.make([0], [1], op.nbytes), self.ctx.gamma)
-        self.ctx.count_bytes(routed, 1)
-        yield from self._run_step(routed)
+        ctx = self.ctx
+        if self._moved is not None:  # comm_cpu follows each rank's bytes: the general step path
+            group = np.array([op.src, op.dst], dtype=np.int64)
+            routed = route_step(ctx.topology, group, Step.make([0], [1], op.nbytes), ctx.gamma)
+            ctx.count_bytes(routed, 1)
+            yield from self._run_step(routed)
+            self._finish_stats()
+            return
+        # One message: the same flow as a one-transfer step, without building one per message
+        # (gossip plans hold tens of thousands); its route is looked up once per pair.
+        hit = self._pairs.get((op.src, op.dst))
+        if hit is None:
+            links = np.asarray(ctx.topology.route(op.src, op.dst), dtype=np.int64)
+            fam = (np.bincount(ctx.family_of_link[links], minlength=len(ctx.families)).astype(float)
+                   if len(ctx.families) else None)
+            hit = (float(ctx.topology.latency[links].sum()), np.array([len(links)], dtype=np.int64), links, fam)
+            self._pairs[(op.src, op.dst)] = hit
+        latency, route_len, links, fam = hit
+        if fam is not None:
+            ctx.family_bytes += op.nbytes * fam
+        ctx.stats["steps_simulated"] += 1
+        fin = yield self.net.add(np.array([float(op.nbytes)]), np.array([self.env.now + latency]), route_len, links)
+        if fin[0] > self.env.now:
+            yield self.env.timeout(float(fin[0]) - self.env.now)
         self._finish_stats()
 
     def collective(self, op, prep):
         ctx = self.ctx
         group = np.asarray(op.ranks, dtype=np.int64)
         gkey = group.tobytes()
-        for step in prep.steps:
+        for i, step in enumerate(prep.steps):
             routed = route_step(ctx.topology, group, step, ctx.gamma, self._routes, gkey)
+            if prep.latency is not None and prep.latency[i] is not None:
+                # NCCL's pipelined steps: every transfer waits the tuning model's latency, not the route's.
+                routed = replace(routed, latency=np.full(len(routed), float(prep.latency[i])))
             ctx.count_bytes(routed, step.repeat)
             left = step.repeat
             period = profile = None
-            skey = (gkey, step.src.tobytes(), step.dst.tobytes()) if _scalable(routed) else None
+            skey = ((gkey, step.src.tobytes(), step.dst.tobytes(), float(routed.latency[0]))
+                    if _scalable(routed) else None)
             while left > 0:
                 if ctx.coalesce and (left > 1 or skey is not None) and self.net.idle:
                     if period is None:

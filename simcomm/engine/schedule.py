@@ -23,18 +23,22 @@ import numpy as np
 from simcomm.collectives.base import ALGORITHMS, Algorithm, Step
 from simcomm.topologies.base import Topology
 
-__all__ = ["Prepared", "prepare", "resolve_algorithm", "group_ppn", "takes_ppn", "algorithm_steps", "algorithm_cost",
+__all__ = ["Prepared", "Runtime", "prepare", "resolve_algorithm", "group_ppn", "takes_ppn", "algorithm_steps", "algorithm_cost",
            "RoutedStep", "route_step"]
 
 
-def resolve_algorithm(kind: str, name: str, p: int, nbytes: float) -> Algorithm:
-    """The algorithm object that runs a ``kind`` collective; raises UnknownNameError."""
+def resolve_algorithm(kind: str, name: str, p: int, nbytes: float, rules: str = "mpich") -> Algorithm:
+    """The algorithm object that runs a ``kind`` collective; raises UnknownNameError.
+
+    ``rules`` is how ``auto`` chooses (the stack's :attr:`~simcomm.stacks.Stack.collectives`):
+    ``mpich``, ``openmpi`` or ``gloo`` here; ``nccl`` is handled by :mod:`simcomm.nccl`.
+    """
     import simcomm.collectives  # noqa: F401  (registers the catalogue)
 
     if name == "auto":
         from simcomm.collectives.auto import resolve
 
-        alg = resolve(kind, name, p, nbytes)
+        alg = resolve(kind, name, p, nbytes) if rules == "mpich" else resolve(kind, name, p, nbytes, rules=rules)
         return ALGORITHMS.get(alg) if isinstance(alg, str) else alg
     return ALGORITHMS.get(f"{kind}/{name}")
 
@@ -87,23 +91,51 @@ def algorithm_cost(alg: Algorithm, p: int, nbytes: float, alpha: float, beta: fl
 
 @dataclass(frozen=True)
 class Prepared:
-    """A collective op's resolved algorithm, ranks per machine and schedule."""
+    """A collective op's resolved algorithm, ranks per machine and schedule.
+
+    ``latency`` (one entry per step, or None) replaces the route latency of every
+    transfer of that step: NCCL's tuning-model latency for its pipelined steps
+    (docs/nccl.md).  ``closed_form`` (seconds), when set, is what the analytic
+    fidelity charges instead of ``algorithm.cost``.  ``label`` names what runs
+    (``ring``, ``NCCL Ring/LL128 x8 channels``) for reports and timelines.
+    """
 
     algorithm: Algorithm
     ppn: int
     steps: tuple[Step, ...]
+    latency: tuple[float | None, ...] | None = None
+    closed_form: float | None = None
+    label: str = ""
 
 
-def prepare(op, topology: Topology, ppn_override: int | None) -> Prepared:
+@dataclass(frozen=True)
+class Runtime:
+    """How collectives run: the stack's rule family and NCCL_ALGO/NCCL_PROTO-like overrides."""
+
+    rules: str = "mpich"
+    nccl_algo: str | None = None
+    nccl_proto: str | None = None
+
+
+def prepare(op, topology: Topology, ppn_override: int | None, runtime: Runtime | None = None) -> Prepared:
     """Resolve and validate a Collective op before the simulation starts.
 
     Doing this up front makes every user error (unknown algorithm, unsupported
     group size) a clean one-line error instead of a failure inside a process.
     """
+    runtime = runtime or Runtime()
+    if runtime.rules == "nccl":
+        from simcomm.nccl import prepare_nccl
+
+        nccl = prepare_nccl(op, topology, runtime)
+        if nccl is not None:
+            return nccl
     p = len(op.ranks)
-    alg = resolve_algorithm(op.kind, op.algorithm, p, op.nbytes)
+    rules = "mpich" if runtime.rules == "nccl" else runtime.rules
+    alg = resolve_algorithm(op.kind, op.algorithm, p, op.nbytes, rules)
     ppn = (ppn_override or group_ppn(topology, op.ranks)) if takes_ppn(alg) else 1
-    return Prepared(alg, ppn, tuple(s for s in algorithm_steps(alg, p, op.nbytes, op.root, ppn) if len(s)))
+    return Prepared(alg, ppn, tuple(s for s in algorithm_steps(alg, p, op.nbytes, op.root, ppn) if len(s)),
+                    label=alg.name)
 
 
 @dataclass(frozen=True, eq=False)

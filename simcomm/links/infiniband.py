@@ -20,10 +20,14 @@ define("ib-edr", bandwidth=12.5 * GB, latency=_LAT, family="infiniband",
 define("ib-hdr", bandwidth=25.0 * GB, latency=_LAT, family="infiniband",
        summary="InfiniBand HDR 4x: 200 Gb/s (25 GB/s) per direction", reference=_REF)
 define("ib-ndr", bandwidth=50.0 * GB, latency=_LAT, family="infiniband",
-       summary="InfiniBand NDR 4x: 400 Gb/s (50 GB/s) per direction", reference=_REF)
+       summary="InfiniBand NDR 4x (e.g. ConnectX-7): 400 Gb/s (50 GB/s) per direction", reference=_REF)
 
 _NREF = "NCCL per-NIC rule of thumb 12 GB/s per 100G, 24 GB/s per 200G [M4]; latency [OMPI-ML]"
 define("ib-edr-nccl", bandwidth=12.0 * GB, latency=_LAT, family="infiniband",
        summary="InfiniBand EDR at NCCL's measured per-NIC rate, 12 GB/s", reference=_NREF)
 define("ib-hdr-nccl", bandwidth=24.0 * GB, latency=_LAT, family="infiniband",
        summary="InfiniBand HDR at NCCL's measured per-NIC rate, 24 GB/s", reference=_NREF)
+define("ib-ndr-nccl", bandwidth=48.0 * GB, latency=_LAT, family="infiniband",
+       summary="InfiniBand NDR (ConnectX-7) at NCCL's measured per-NIC rate, 48 GB/s",
+       reference="NCCL busbw 46-49 GB/s per 400 Gb/s NDR NIC (nccl-tests #267, #290); 96 % of line rate as "
+                 "for EDR/HDR [M4]; latency [OMPI-ML]")

@@ -28,9 +28,15 @@ from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
 from simcomm.registry import Registry
 
-__all__ = ["Stack", "STACKS", "INTRANODE_FAMILIES", "apply_stack", "get_stack"]
+__all__ = ["Stack", "STACKS", "INTRANODE_FAMILIES", "COLLECTIVE_RULES", "NCCL_ALGOS", "NCCL_PROTOS", "apply_stack",
+           "get_stack", "nccl_name"]
 
 INTRANODE_FAMILIES = frozenset({"nvlink", "nvswitch", "pcie", "shm"})
+#: how ``auto`` collectives choose an algorithm (see :attr:`Stack.collectives`)
+COLLECTIVE_RULES = ("nccl", "openmpi", "openmpi-3.1", "mpich", "gloo")
+#: NCCL_ALGO / NCCL_PROTO values simcomm understands (lower case; docs/nccl.md)
+NCCL_ALGOS = ("ring", "tree", "nvls", "nvls-tree", "collnet-direct", "collnet-chain", "pat")
+NCCL_PROTOS = ("ll", "ll128", "simple")
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,15 @@ class Stack:
     #: Host CPU seconds per byte a rank sends or receives; it stretches whatever compute
     #: the transfer overlaps (0 for GPU stacks, whose compute does not share the host CPU).
     cpu_per_byte: float = 0.0
+    #: How ``auto`` collectives pick their algorithm on this stack: ``nccl`` (NCCL's tuning
+    #: model, docs/nccl.md), ``openmpi`` (Open MPI 4.1 coll/tuned fixed rules), ``openmpi-3.1``,
+    #: ``mpich`` or ``gloo`` (docs/cost-models.md).
+    collectives: str = "mpich"
+    #: NVLink and NVSwitch links run at NCCL's own per-link rate of the GPU generation
+    #: (20 GB/s of 25 on V100/A100, 20.6 on H100, 40.1 of 50 on B200: src/graph/topo.h; "with the
+    #: protocol overhead (~20%) NCCL can get an effective NVLink bandwidth of 370GB/s" on H100,
+    #: nccl-tests issue 212) instead of ``intra_efficiency``.
+    nccl_nvlink: bool = False
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.cpu_per_byte) and self.cpu_per_byte >= 0):
@@ -66,11 +81,17 @@ class Stack:
                 raise ConfigError(f"stack {self.name!r}: {field.replace('_', '-')} {v!r} must be >= 0 seconds")
         if self.cap is not None and not (math.isfinite(self.cap) and self.cap > 0):
             raise ConfigError(f"stack {self.name!r}: cap {self.cap!r} must be a positive bandwidth")
+        if self.collectives not in COLLECTIVE_RULES:
+            raise ConfigError(f"stack {self.name!r}: collectives {self.collectives!r} is not valid; valid "
+                              f"choices: {', '.join(COLLECTIVE_RULES)}")
 
     def with_overrides(self, efficiency: float | None = None, overhead: float | None = None,
-                       cpu_per_byte: float | None = None) -> Stack:
-        """The ``--stack-efficiency`` / ``--stack-overhead`` overrides (network links), and ``cpu_per_byte``."""
+                       cpu_per_byte: float | None = None, collectives: str | None = None) -> Stack:
+        """The ``--stack-efficiency`` / ``--stack-overhead`` overrides (network links), ``cpu_per_byte``
+        and the collective rules."""
         out = self
+        if collectives is not None:
+            out = replace(out, collectives=collectives)
         if cpu_per_byte is not None:
             out = replace(out, cpu_per_byte=float(cpu_per_byte))
         if efficiency is not None:
@@ -79,10 +100,17 @@ class Stack:
             out = replace(out, overhead=float(overhead))
         return out
 
-    def derive(self, lc: LinkClass, rank_ends: int) -> LinkClass:
-        """Effective link class for ``lc`` on an edge touching ``rank_ends`` (0-2) rank nodes."""
+    def derive(self, lc: LinkClass, rank_ends: int, arch: int = 0) -> LinkClass:
+        """Effective link class for ``lc`` on an edge touching ``rank_ends`` (0-2) rank nodes.
+
+        ``arch`` (the GPUs' SM version) sets NVLink's rate on ``nccl_nvlink`` stacks.
+        """
         intra = lc.family in INTRANODE_FAMILIES
         eff = self.intra_efficiency if intra else self.efficiency
+        if self.nccl_nvlink and lc.family in ("nvlink", "nvswitch") and arch:
+            from simcomm.nccl.layout import nvlink_bw
+
+            eff = nvlink_bw(arch) / (50.0 if arch >= 100 else 25.0)
         over = self.intra_overhead if intra else self.overhead
         bw = lc.bandwidth * eff
         if self.cap is not None and not intra:
@@ -90,6 +118,33 @@ class Stack:
         lat = lc.latency + over * rank_ends / 2.0
         return LinkClass(f"{lc.name}@{self.name}/{rank_ends}", bw, lat, lc.family,
                          f"{lc.summary} via {self.name}", lc.reference)
+
+
+def nccl_name(value: str | None, field: str, choices: tuple[str, ...]) -> str | None:
+    """``Ring``/``NVLSTree``/``LL128`` (NCCL's spelling) or simcomm's, normalised; None passes.
+
+    Like NCCL_ALGO/NCCL_PROTO, a value may list several (``ll,simple``) or exclude
+    with a leading ``^`` (``^ll128``); the result is the sorted list of what stays
+    enabled, comma-separated, or the single name.
+    """
+    if value is None:
+        return None
+    text = str(value).strip().lower().replace("_", "-")
+    negate = text.startswith("^")
+    names = []
+    for item in filter(None, (x.strip() for x in text.lstrip("^").split(","))):
+        item = {"nvlstree": "nvls-tree", "collnetdirect": "collnet-direct",
+                "collnetchain": "collnet-chain"}.get(item, item)
+        if item not in choices:
+            raise ConfigError(f"{field}: {value!r} is not valid; valid choices: {', '.join(choices)} "
+                              f"(one, a comma-separated list, or ^ to exclude)")
+        names.append(item)
+    if not names:
+        raise ConfigError(f"{field}: {value!r} names nothing; valid choices: {', '.join(choices)}")
+    kept = [c for c in choices if (c not in names) == negate]
+    if not kept:
+        raise ConfigError(f"{field}: {value!r} leaves nothing enabled")
+    return ",".join(kept)
 
 
 STACKS: Registry[Stack] = Registry("stack", "simcomm.stacks")
@@ -117,14 +172,22 @@ def apply_stack(topology, stack: Stack):
         return topology
     g = topology.graph.copy()
     links: dict[str, LinkClass] = {}
+    raw: dict[str, float] = dict(topology.meta.get("link_raw", {}))
+    arch = 0
+    if stack.nccl_nvlink:
+        from simcomm.nccl.layout import topology_arch
+
+        arch = topology_arch(topology)
     kinds = nx.get_node_attributes(g, "kind")
     for u, v, data in g.edges(data=True):
         lc = topology.links[data["link"]]
         end_kinds = ("rank",) if lc.family in INTRANODE_FAMILIES else ("rank", "nic")
         ends = (kinds.get(u) in end_kinds) + (kinds.get(v) in end_kinds)
-        eff = stack.derive(lc, ends)
+        eff = stack.derive(lc, ends, arch)
         links.setdefault(eff.name, eff)
+        raw.setdefault(eff.name, raw.get(lc.name, lc.bandwidth))
         data["link"] = eff.name
-    # Keep the router: it depends on graph structure only, which is unchanged.
+    # Keep the router: it depends on graph structure only, which is unchanged.  ``link_raw`` keeps
+    # each link's line rate: NCCL's own tuning model prices the hardware, not the stack's share.
     return Topology(topology.name, g, links, topology.ranks, router=topology.router,
-                    meta={**topology.meta, "stack": stack.name})
+                    meta={**topology.meta, "stack": stack.name, "link_raw": raw})

@@ -1,13 +1,20 @@
 """Shared pieces of the gossip strategies of seed 001 (SGP, D-PSGD, Crossover-SGD).
 
-* peer graphs: SGP's directed exponential graph and the ring of D-PSGD;
-* Crossover-SGD's random topology with fair peer selection (Alg. 2);
-* model segments (consecutive layers) for segment-wise gossip;
+* peer graphs: SGP's directed exponential graph (reference code), the
+  graphs seed 001's own code uses for SGP (1 peer at 2^i on AWS, 2 peers at
+  j·3^i on NEURON) and the ring of D-PSGD;
+* Crossover-SGD's random topology with fair peer selection (Alg. 2 and the
+  code's ``select_layer``);
+* model segments (consecutive layers) for segment-wise gossip, and the one
+  emitter that runs a gossip step segment by segment in the three ways seed
+  001's code and paper do (``blocking``, ``serial``, ``overlap``);
 * the options every gossip strategy shares (communication interval, seed) and
   the split of a period into "local" and "gossip" iterations.
 
 Everything is deterministic: random tables come from a numpy Generator seeded
-from (seed, iteration, segment), never from a global RNG.
+from (seed, iteration, segment), never from a global RNG.  Author-code
+citations (``imagenet_test.py:N``, ``aws:N`` = ``220606_aws/imagenet_test.py``)
+follow /work/shared/reference/seed-code-facts.md §A.2.
 """
 
 from __future__ import annotations
@@ -22,9 +29,10 @@ from simcomm.ops import CommPlan, PlanBuilder
 from simcomm.strategies.base import NotApplicable
 from simcomm.strategies.common import emit_forward_backward
 
-__all__ = ["exp_graph_exponents", "exp_graph_peer", "ring_neighbours", "fair_peer_table", "model_segments",
+__all__ = ["exp_graph_exponents", "exp_graph_peer", "ring_neighbours", "floor_log", "aws_exp_offsets",
+           "base3_offsets", "select_sources", "fair_peer_table", "model_segments", "segment_bytes",
            "split_segments", "check_interval", "check_int", "gossip_iterations", "push_sum_bytes",
-           "DEFAULT_MAX_SEGMENTS"]
+           "emit_segment_gossip", "DEFAULT_MAX_SEGMENTS"]
 
 #: generic default segment count when layer names reveal no block structure
 #: (seed 001 uses 18 for ResNet-50: stem + 16 bottleneck blocks + FC)
@@ -66,47 +74,101 @@ def ring_neighbours(rank: int, n_ranks: int) -> tuple[int, ...]:
     return tuple(sorted({(rank - 1) % n_ranks, (rank + 1) % n_ranks} - {rank}))
 
 
+def floor_log(n: int, base: int) -> int:
+    """floor(log_base(n)) for n >= 1, in exact integer arithmetic.
+
+    The seed code computes ``int(math.log(n, base))``, which rounds down one
+    too far for some exact powers (``math.log(243, 3)`` is 4.999...); the
+    exact value is what the code means.
+    """
+    k = 0
+    while base ** (k + 1) <= n:
+        k += 1
+    return k
+
+
+def aws_exp_offsets(n_ranks: int) -> tuple[int, ...]:
+    """Out-peer offsets of SGP in seed 001's AWS timing code: 2^i for i = 0..floor(log2 R)-1.
+
+    aws:311-318 builds ``send_to = rank + 2^(i mod log2 R)`` for
+    ``i in range(int(log2 R))`` and uses entry ``t mod len`` at iteration t;
+    the in-peer is rank - 2^i.  For a power of two this is the directed
+    exponential graph of SGP's graph manager; otherwise it has one exponent
+    fewer when floor(log2(R-1)) = floor(log2 R).
+    """
+    if n_ranks < 2:
+        return ()
+    return tuple(2 ** i for i in range(floor_log(n_ranks, 2)))
+
+
+def base3_offsets(n_ranks: int, iteration: int, peers: int = 2) -> tuple[int, ...]:
+    """Out-peer offsets of SGP in seed 001's NEURON training code: j·3^i for j = 1..peers.
+
+    imagenet_test.py:742-760: ``i = iter mod (floor(log3(R-1)) + 1)`` and
+    peer j at distance j·(peers+1)^i (peers = 2, base 3).
+    """
+    if n_ranks < 2:
+        return ()
+    base = peers + 1
+    i = iteration % (floor_log(n_ranks - 1, base) + 1)
+    return tuple(j * base ** i for j in range(1, peers + 1))
+
+
 def push_sum_bytes(dtype_bytes: int) -> int:
     """The push-sum weight travels as one extra element of the model tensor."""
     return dtype_bytes
 
 
-def fair_peer_table(n_ranks: int, seed: int, iteration: int, segment: int) -> np.ndarray:
-    """Destination of each rank for one segment: a derangement (seed 001, Alg. 2).
+def select_sources(n_ranks: int, seed: int, iteration: int, segment: int) -> np.ndarray:
+    """Seed 001's ``select_layer``: ``sel[i]`` is the rank that rank i receives from.
 
-    Ranks pick in order 0..R-1 from a roulette over the ranks nobody has
-    picked yet, excluding themselves; so no rank sends to itself and every
-    rank receives exactly one copy.  Alg. 2 can dead-end when the last rank
-    finds only itself left; we then swap its pick with a random earlier
-    rank's, which keeps both properties.  The table is a pure function of
-    (seed, iteration, segment): every rank computes the same one.
+    The code (imagenet_test.py:728-740; aws:651-663) walks sources i = 0..G-1
+    over a roulette whose diagonal is 0 and whose columns already chosen are
+    zeroed and renormalised, i.e. a uniform pick among the ranks nobody has
+    chosen yet, never i itself; at i = G-2, if G-1 is still unchosen it is
+    forced (otherwise G-1 could be left with only itself).  The result is a
+    derangement.  The code draws from one numpy RandomState(6) that every rank
+    advances in step; we draw from a generator seeded with (seed, iteration,
+    segment) instead, so a table is a pure function of those three (same
+    procedure and distribution, a different random stream).
     """
     if n_ranks < 2:
         raise NotApplicable("fair peer selection needs at least 2 ranks")
     rng = np.random.default_rng([int(seed), int(iteration), int(segment)])
-    u = rng.random(n_ranks + 1)
-    pool = list(range(n_ranks))
-    pos = list(range(n_ranks))  # pos[x] = index of x in pool, -1 once picked
-    dest = np.empty(n_ranks, dtype=np.int64)
+    u = rng.random(n_ranks)
+    pool = list(range(n_ranks))  # ranks nobody has chosen yet
+    pos = list(range(n_ranks))  # pos[x] = index of x in pool, -1 once chosen
+    sel = np.empty(n_ranks, dtype=np.int64)
     for i in range(n_ranks):
-        m = len(pool)
-        if pos[i] >= 0:
-            if m == 1:  # dead end: only ourselves left
-                j = int(u[n_ranks] * i)
-                dest[i], dest[j] = dest[j], i
-                break
-            k = int(u[i] * (m - 1))
+        if i == n_ranks - 2 and pos[n_ranks - 1] >= 0:
+            k = pos[n_ranks - 1]  # the forced choice of select_layer
+        elif pos[i] >= 0:  # uniform over the pool without i itself
+            k = int(u[i] * (len(pool) - 1))
             if k >= pos[i]:
                 k += 1
         else:
-            k = int(u[i] * m)
+            k = int(u[i] * len(pool))
         pick = pool[k]
         last = pool[-1]
         pool[k] = last
         pos[last] = k
         pool.pop()
         pos[pick] = -1
-        dest[i] = pick
+        sel[i] = pick
+    return sel
+
+
+def fair_peer_table(n_ranks: int, seed: int, iteration: int, segment: int) -> np.ndarray:
+    """Destination of each rank for one segment (seed 001, Alg. 2): ``dest[r]`` = where r sends.
+
+    Rank r receives from ``sel[r]`` and sends to ``sel.index(r)``
+    (imagenet_test.py:309-314, 872-874), so the destination table is the
+    inverse of :func:`select_sources`: a derangement in which every rank
+    sends one copy and receives one.
+    """
+    sel = select_sources(n_ranks, seed, iteration, segment)
+    dest = np.empty(n_ranks, dtype=np.int64)
+    dest[sel] = np.arange(n_ranks)
     return dest
 
 
@@ -171,6 +233,109 @@ def model_segments(workload, segments: int) -> tuple[list[tuple[int, ...]], str]
         how = f"{segments} segments of about equal bytes"
     runs = split_segments([workload.layers[i].grad_bytes for i in layers], segments)
     return [tuple(layers[j] for j in run) for run in runs], how
+
+
+def segment_bytes(workload, segments: int) -> tuple[list[float], str]:
+    """Bytes of each segment (wire dtype) and how the segments were chosen."""
+    segs, how = model_segments(workload, segments)
+    return [float(sum(workload.layers[i].grad_bytes for i in s)) for s in segs], how
+
+
+# ---- segment-wise exchange -----------------------------------------------------
+
+#: a barrier is a one-element all-reduce: torch.distributed's NCCL barrier all-reduces a 1-element
+#: tensor; an MPI barrier carries nothing, which 4 bytes does not measurably change
+BARRIER_BYTES = 4.0
+
+#: how the segments of one gossip step run (see emit_segment_gossip)
+SEGMENT_MODES = ("serial", "blocking", "overlap")
+
+
+def emit_segment_gossip(b: PlanBuilder, members: Sequence[int], ready: dict, seg_bytes: Sequence[float],
+                        rounds: Callable[[int], Sequence[dict]], *, mode: str, gamma,
+                        pair_allreduce: bool = False, average: str = "segment",
+                        barrier_ranks: Sequence[int] | None = None, after_segment=None,
+                        avg_stream: str = "compute", tag: str = "") -> dict[int, list[int]]:
+    """Emit one gossip step, segment by segment; returns rank -> op ids that end it.
+
+    ``rounds(s)`` lists the exchange rounds of segment s, each a dict
+    {rank: destinations}; a rank receives from whoever names it.
+    ``ready[r]`` is the op after which rank r may start (None: at once).
+
+    * ``blocking`` (seed 001's AWS timing code): a rank runs its rounds one
+      after another, each a send in a thread and a blocking receive
+      (aws:665-707, 796-831): the next round starts once its own sends and
+      receives are done; nobody waits for anybody else.
+    * ``serial`` (seed 001's training code): the same plus a barrier over
+      ``barrier_ranks`` (default ``members``) after every round
+      (imagenet_test.py:762-797, 840-857).
+    * ``overlap`` (seed 001 Alg. 1): every segment is posted at once on its
+      own stream and waited for together; averaging after the last.
+
+    ``pair_allreduce`` (the AWS code): when a rank's only destination sends
+    only to it (a 2-cycle), the pair runs one 2-rank all-reduce of the segment
+    instead of two messages (same bytes).  ``average`` is ``segment`` (a
+    γ-priced pass over the received bytes after each segment) or ``end`` (one
+    pass after the last).  ``after_segment(s, gate)`` may add ops after each
+    segment (the hierarchical variant's broadcast) and returns the new gate.
+    """
+    members = tuple(members)
+    gate = {r: ([ready[r]] if ready.get(r) is not None else []) for r in members}
+    posted = {r: [] for r in members}  # overlap mode: every op the final averaging waits for
+    total = dict.fromkeys(members, 0.0)
+    for s, nbytes in enumerate(seg_bytes):
+        recv = dict.fromkeys(members, 0.0)
+        for k, rnd in enumerate(rounds(s)):
+            done: dict[int, list[int]] = {r: [] for r in members}
+            paired: set[int] = set()
+            for r in members:
+                dests = tuple(rnd.get(r, ()))
+                for j, d in enumerate(dests):
+                    if d == r:
+                        continue  # a message to oneself is a local copy
+                    stream = (f"seg{s}" + (f".{k}" if k else "") if mode == "overlap" else "comm") + \
+                        (f"-{j}" if j else "")
+                    if pair_allreduce and len(dests) == 1 and tuple(rnd.get(d, ())) == (r,):
+                        if r in paired:
+                            continue
+                        paired.update((r, d))
+                        op = b.collective("allreduce", (min(r, d), max(r, d)), nbytes, after=gate[r] + gate[d],
+                                          label=f"{tag}segment {s} {min(r, d)}<->{max(r, d)}", stream=stream)
+                        done[r].append(op)
+                        done[d].append(op)
+                        recv[r] += nbytes
+                        recv[d] += nbytes
+                    else:
+                        op = b.transfer(r, d, nbytes, after=gate[r], label=f"{tag}segment {s} {r}->{d}",
+                                        stream=stream)
+                        done[r].append(op)
+                        done[d].append(op)
+                        recv[d] += nbytes
+            if mode == "overlap":
+                for r in members:
+                    posted[r] += done[r]
+            elif mode == "serial":
+                ids = sorted({i for v in done.values() for i in v})
+                bar = b.collective("allreduce", tuple(barrier_ranks or members), BARRIER_BYTES, after=ids,
+                                   label=f"{tag}barrier {s}.{k}")
+                gate = {r: [bar] for r in members}
+            else:
+                gate = {r: done[r] or gate[r] for r in members}
+        for r in members:
+            total[r] += recv[r]
+        if mode != "overlap":
+            if average == "segment":
+                gate = {r: [b.compute(r, gamma(r) * recv[r], after=gate[r], label=f"{tag}average segment {s}",
+                                      stream=avg_stream, category="update")] for r in members}
+            if after_segment is not None:
+                gate = after_segment(s, gate)
+    if mode == "overlap" or average == "end":
+        gate = {r: [b.compute(r, gamma(r) * total[r], after=gate[r] + posted[r], label=f"{tag}average segments",
+                              stream=avg_stream, category="update")] for r in members}
+        if mode == "overlap" and after_segment is not None:
+            for s in range(len(seg_bytes)):
+                gate = after_segment(s, gate)
+    return gate
 
 
 # ---- periods ---------------------------------------------------------------

@@ -45,8 +45,6 @@ class AllreduceParams:
     @property
     def assumed(self) -> tuple[str, ...]:
         out = []
-        if self.algorithm == "auto":
-            out.append("allreduce algorithm auto (MPICH-style choice by message size)")
         if self.overlap == "backward":
             out.append("overlap backward (wait-free backprop, as PyTorch DDP / Horovod)")
         return tuple(out)
@@ -77,6 +75,12 @@ class Allreduce(Strategy):
     reference = ("baseline of seeds 000-004; Sergeev & Del Balso 2018 (Horovod); "
                  "Li et al. 2020 (PyTorch DDP)")
     Params = AllreduceParams
+
+    def describe(self) -> str:
+        p = self.params
+        bucket = ("the workload's buckets" if p.bucket_mb is None else "one buffer after backward"
+                  if p.bucket_mb == 0 else f"{p.bucket_mb:g} MB buckets")
+        return f"allreduce (overlap {p.overlap}, {bucket}, algorithm {p.algorithm})"
 
     def _workload(self, w):
         return w.rebucketed(self.params.bucket_mb) if self.params.bucket_mb is not None else w

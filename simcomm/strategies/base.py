@@ -29,6 +29,13 @@ iteration (seed 003's backward+forward overlap).  It then sets
 ``meta["iterations_in_plan"]`` so traffic is divided per iteration.
 Without ``period`` the iteration time is the plan's makespan.
 
+Baselines
+---------
+``paper_baseline`` names what the strategy's paper compared against (a
+strategy, its options and why), so ``simcomm run`` reports "speedup vs" the
+baseline the seed ran unless the user picks another (``--baseline``).
+:meth:`Strategy.describe` prints a strategy with its options in words.
+
 Extra ranks
 -----------
 A strategy that needs ranks outside the training ranks (parameter servers on
@@ -61,6 +68,11 @@ class Strategy:
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
     reference: ClassVar[str] = ""
+    #: (strategy, options, why): what this strategy's paper measured it against
+    paper_baseline: ClassVar[tuple[str, tuple[tuple[str, Any], ...], str]] = (
+        "allreduce", (), "the DDP-style data-parallel default (no paper baseline of its own)")
+    #: wire dtypes the strategy's messages may travel in (None: any)
+    wire_dtypes: ClassVar[tuple[str, ...] | None] = None
 
     @dataclass(frozen=True)
     class Params:
@@ -83,6 +95,15 @@ class Strategy:
     def assumed(self) -> tuple[str, ...]:
         """Human lines for every default a paper leaves open (printed as ``assumed: ...``)."""
         return tuple(getattr(self.params, "assumed", ()) or ())
+
+    def describe(self) -> str:
+        """The strategy and every option value, e.g. ``allreduce (algorithm auto, overlap none)``."""
+        parts = []
+        for f in dataclasses.fields(self.params):
+            if f.init and f.name != "assumed":
+                v = getattr(self.params, f.name)
+                parts.append(f"{f.name.replace('_', '-')} {'default' if v is None else v}")
+        return f"{self.name} ({', '.join(parts)})" if parts else self.name
 
 
 _SKIP = {"base", "common"}

@@ -1,40 +1,48 @@
 """``crossover-sgd``: segment-wise gossip on fair random topologies (seed 001, Yeo et al.).
 
 Pattern: the model is cut into S segments of consecutive layers (default:
-ResNet blocks plus stem and FC, 18 for ResNet-50).  After the local update,
-for each segment a fresh destination table is drawn (Alg. 2: a derangement
-from a seed shared by all ranks, so no rank sends to itself and each
-receives exactly one copy); every rank sends segment s to dest_s[rank].
-``mode=overlap`` (Alg. 1) posts all S sends and receives at once and waits
-for them together; ``mode=serial`` (the published code) runs the segments one
-after another with a barrier between them.  Then each received segment is
-averaged into the model: x_s <- (x_s + x_s,recv)/2.
+ResNet blocks plus stem and FC, 18 for ResNet-50, seed 001 Table 1).  After
+the local update, for each segment a fresh destination table is drawn
+(Alg. 2 as the code's ``select_layer`` runs it: a derangement from a seed
+all ranks share, with the forced choice at G-2, see
+``_gossip.select_sources``); every rank sends segment s to dest_s[rank] and
+receives one segment.  Then the received segment is averaged in:
+x_s <- (x_s + x_s,recv)/2.  How the segments run (``mode``):
+
+* ``serial`` (default; the authors' training code, imagenet_test.py:840-857):
+  one segment at a time, isend + blocking recv + wait, then a barrier over
+  all ranks, then the 0.5/0.5 average; a 2-cycle is two messages (MPI).
+* ``blocking`` (the AWS timing code behind Fig. 11, aws:796-831): one
+  segment at a time per rank, a threaded send and a blocking recv, no
+  barrier; a 2-cycle (send_to = recv_from) runs a 2-rank all-reduce instead
+  of two messages (same bytes); one averaging pass after the last segment.
+* ``overlap`` (the paper's Alg. 1): every segment's isend/irecv posted at
+  once, one wait at the end, then averaging.  The code does not implement it.
 
 ``overlap=none`` (default) sends the freshly updated model and waits before
-the next iteration, as the published implementation does: the paper's
-conclusion lists overlapping the exchange with backward as future work.
-``overlap=compute`` posts the exchange at the start of the iteration (the
-parameters of the previous update) and averages before the update, as SGP
-does, hiding it behind forward and backward (Sec. 3.1 argues this is easy).
+the next iteration, as both code paths do (the paper's conclusion lists
+overlapping the exchange with backward as future work).  ``overlap=compute``
+posts the exchange at the start of the iteration (the parameters of the
+previous update) and averages before the update, hiding it behind forward
+and backward (Sec. 3.1 argues this is easy).
 
-Closed form (contention free): overlap ``T_comm = max_s(α + |θ_s|β)`` per rank
-with all S flows sharing its NIC, i.e. about ``α + |θ|β``; serial
-``T_comm = Σ_s(α + |θ_s|β + T_barrier)``.  Per iteration a rank sends and
-receives |θ| bytes, to and from up to S different peers.
+Closed form (contention free): overlap ``T_comm ≈ α + |θ|β`` per rank
+(all S flows share its NIC); blocking ``Σ_s(α + |θ_s|β)``; serial
+``Σ_s(α + |θ_s|β + T_barrier)``.  Per iteration a rank sends and receives
+|θ| bytes, to and from up to S different peers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from simcomm.ops import PlanBuilder
-from simcomm.strategies._gossip import check_int, check_interval, fair_peer_table, gossip_iterations, \
-    model_segments
+from simcomm.strategies._gossip import SEGMENT_MODES, check_int, check_interval, emit_segment_gossip, \
+    fair_peer_table, gossip_iterations, segment_bytes
 from simcomm.strategies.base import NotApplicable, Strategy, register
 from simcomm.strategies.common import check_choice, emit_forward_backward, emit_update
 
-MODES = ("overlap", "serial")
+MODES = SEGMENT_MODES
 OVERLAPS = ("none", "compute")
 
 
@@ -43,7 +51,7 @@ class CrossoverParams:
     """Options of ``crossover-sgd`` (also used by the hierarchical variant)."""
 
     segments: int = 0  # 0 = blocks + stem + head from layer names (18 for ResNet-50)
-    mode: str = "overlap"
+    mode: str = "serial"  # the authors' training code
     interval: int = 1
     seed: int = 0
     overlap: str = "none"
@@ -58,54 +66,39 @@ class CrossoverParams:
     @property
     def assumed(self) -> tuple[str, ...]:
         out = []
-        if self.segments == 0:
-            out.append("segments: one per ResNet-style block plus stem and head (seed 001), "
-                       "else 18 of about equal bytes")
+        if self.mode == "serial":
+            out.append("mode serial: segments one at a time with a barrier after each, as the authors' training "
+                       "code (imagenet_test.py:840-857); mode=blocking is their AWS timing code (no barrier, "
+                       "2-cycles as a pair all-reduce), mode=overlap the paper's Alg. 1")
         if self.interval == 1:
-            out.append("communication interval 1 (seed 001 used 42 to emulate a large batch)")
+            out.append("communication interval 1 (seed 001's AWS timing code; its training used 42)")
         if self.overlap == "none":
             out.append("exchange not overlapped with compute (published code; overlap=compute hides it)")
         out.append(f"peer tables drawn from seed {self.seed} per (iteration, segment); one representative iteration")
         return tuple(out)
 
 
-def emit_segment_exchange(b: PlanBuilder, members: Sequence[int], ready: dict[int, int | None],
-                          seg_bytes: Sequence[float], mode: str, seed: int,
-                          iteration: int) -> tuple[dict[int, list[int]], dict[int, float]]:
-    """The S segment transfers among ``members``: (rank -> transfer ids it waits for, rank -> bytes received).
+def crossover_rounds(members, seed: int, iteration: int):
+    """rounds(s) for :func:`emit_segment_gossip`: one round per segment on a fresh fair table."""
+    members = tuple(members)
 
-    ``ready[r]`` is the op after which rank r's parameters may be sent (None:
-    at once).  Destination tables index ``members``, so the same code serves
-    leaders of groups in the hierarchical variant.
+    def rounds(s: int) -> list[dict]:
+        dest = fair_peer_table(len(members), seed, iteration, s)
+        return [{r: (members[int(dest[i])],) for i, r in enumerate(members)}]
+    return rounds
+
+
+def emit_crossover(b: PlanBuilder, members, ready: dict, seg_bytes, mode: str, seed: int, iteration: int,
+                   gamma, **kw) -> dict[int, list[int]]:
+    """Crossover exchange among ``members`` (ranks, or group roots) and averaging; rank -> final op ids.
+
+    The averaging follows each code path: per segment in the training code
+    (``serial``), once at the end in the AWS code (``blocking``, flat) and in
+    Alg. 1 (``overlap``); callers may override ``average``.
     """
-    g = len(members)
-    done: dict[int, list[int]] = {r: [] for r in members}
-    recv_bytes: dict[int, float] = {r: 0.0 for r in members}
-    barrier = None
-    for s, nbytes in enumerate(seg_bytes):
-        dest = fair_peer_table(g, seed, iteration, s)
-        stream = f"seg{s}" if mode == "overlap" else "comm"
-        ids = []
-        for i, r in enumerate(members):
-            d = members[int(dest[i])]
-            after = ([ready[r]] if ready[r] is not None else []) + ([barrier] if barrier is not None else [])
-            t = b.transfer(r, d, nbytes, after=after, label=f"segment {s} {r}->{d}", stream=stream)
-            done[r].append(t)
-            done[d].append(t)
-            recv_bytes[d] += nbytes
-            ids.append(t)
-        if mode == "serial" and s < len(seg_bytes) - 1:
-            # the published code waits for every rank's segment before the next one
-            barrier = b.collective("allreduce", members, 0.0, after=ids, label=f"barrier {s}")
-    return done, recv_bytes
-
-
-def emit_crossover(b: PlanBuilder, members: Sequence[int], ready: dict[int, int], seg_bytes: Sequence[float],
-                   mode: str, seed: int, iteration: int, gamma) -> dict[int, int]:
-    """Crossover exchange among ``members`` then averaging; returns rank -> id of its averaging op."""
-    done, recv_bytes = emit_segment_exchange(b, members, ready, seg_bytes, mode, seed, iteration)
-    return {r: b.compute(r, gamma(r) * recv_bytes[r], after=done[r], label="average segments",
-                         category="update") for r in members}
+    kw.setdefault("average", "end" if mode == "blocking" else "segment")
+    return emit_segment_gossip(b, members, ready, seg_bytes, crossover_rounds(members, seed, iteration), mode=mode,
+                               gamma=gamma, pair_allreduce=mode == "blocking", **kw)
 
 
 @register
@@ -113,34 +106,35 @@ class CrossoverSGD(Strategy):
     """Crossover-SGD: S segments gossiped to fresh fair random peers."""
 
     name = "crossover-sgd"
-    summary = "gossip S model segments to fresh fair random peers (derangements), all at once"
+    summary = "gossip S model segments to fresh fair random peers (derangements), one segment at a time"
     reference = "Yeo et al., Crossover-SGD, Concurrency Computat. Pract. Exper. 2022 (seed 001), Alg. 1 and 2"
     Params = CrossoverParams
+    paper_baseline = ("allreduce", (("bucket_mb", 0.0), ("overlap", "none")),
+                      "seed 001's AllReduce-SGD: one all-reduce of all gradients after backward")
 
     def plan(self, workload, topology):
         w, p = workload, self.params
         n = w.n_ranks
         if n < 2:
             raise NotApplicable("crossover-sgd needs at least 2 ranks")
-        segs, how = model_segments(w, p.segments)
-        seg_bytes = [sum(w.layers[i].grad_bytes for i in s) for s in segs]
+        seg_bytes, how = segment_bytes(w, p.segments)
         b = PlanBuilder(n)
         if p.overlap == "compute":
-            # Send the previous update's parameters at once; average before this update.
-            done, recv = emit_segment_exchange(b, range(n), dict.fromkeys(range(n)), seg_bytes, p.mode, p.seed, 0)
+            # Send the previous update's parameters at once (averaging on its own stream so the
+            # exchange runs beside forward and backward); average before this update.
+            done = emit_crossover(b, range(n), dict.fromkeys(range(n)), seg_bytes, p.mode, p.seed, 0,
+                                  topology.gamma, avg_stream="gossip")
             for r in range(n):
                 it = emit_forward_backward(b, w, r, buckets=(tuple(w.ready_order),))
-                avg = b.compute(r, topology.gamma(r) * recv[r], after=[it.backward_end, *done[r]],
-                                label="average segments", category="update")
-                emit_update(b, w, r, after=[avg])
+                emit_update(b, w, r, after=[it.backward_end, *done[r]])
         else:
             ready = {}
             for r in range(n):
                 emit_forward_backward(b, w, r, buckets=(tuple(w.ready_order),))
                 ready[r] = emit_update(b, w, r)
             emit_crossover(b, range(n), ready, seg_bytes, p.mode, p.seed, 0, topology.gamma)
-        return b.build(kind=f"gossip ({len(segs)} segments, {p.mode}, overlap {p.overlap})", segments=len(segs),
-                       assumed=(f"segments: {how}",))
+        return b.build(kind=f"gossip ({len(seg_bytes)} segments, {p.mode}, overlap {p.overlap})",
+                       segments=len(seg_bytes), assumed=(f"segments: {how}",))
 
     def iterations(self, workload, topology) -> list:
         return gossip_iterations(workload, topology, self.params.interval,

@@ -1,14 +1,28 @@
-"""``hierarchical-crossover-sgd``: Crossover-SGD among group leaders (seed 001, Sec. 3.3, Fig. 7).
+"""``hierarchical-crossover-sgd``: Crossover-SGD among group roots (seed 001, Sec. 3.3, Fig. 7).
 
-Pattern: ranks form groups (physical nodes by default, or G equal blocks of
-consecutive ranks with ``groups=G``).  (1) Each group reduces its gradients
-to its leader (lowest rank), bucket by bucket as backward produces them;
-(2) the leader updates, then the leaders run Crossover-SGD among groups
-(segments, fair peer tables, overlap or serial); (3) each leader broadcasts
-its averaged parameters to its group.
+Pattern (seed-code-facts §A.2 "Hierarchical", §C4): ranks form groups of
+consecutive ranks (``groups=G``: group size R/G, root = first rank, as the
+code builds them, imagenet_test.py:252-261; ``groups=0``: one group per
+physical node).
 
-Closed form (contention free, group size L, G groups, one bucket):
-``T = t_fwd + t_bwd + T_reduce(L, |θ|) + t_update + T_crossover(G) + T_bcast(L, |θ|)``.
+1. ``reduce=after-backward`` (default; the authors' code): once backward
+   is done, one ``reduce`` of the flat fp32 gradient (|θ| bytes) to the root
+   (imagenet_test.py:388-395).  The AWS timing code reduces the parameters
+   after the roots' step instead (aws:742-795): same bytes, same critical
+   path.  ``reduce=overlap`` reduces bucket by bucket as backward produces
+   them (the overlap the paper's Sec. 3.3 argues for).
+2. Only the roots run the optimizer step.
+3. The roots run Crossover-SGD among the G groups (``mode`` as in
+   ``crossover-sgd``: serial with barriers over all ranks in the training
+   code, blocking with 2-cycles as pair all-reduces in the AWS timing code,
+   or Alg. 1's overlap), averaging each segment.
+4. The root broadcasts the averaged parameters to its group:
+   ``broadcast=segment`` (default; training code, each segment right after
+   its exchange, imagenet_test.py:811-838) or ``broadcast=model`` (the AWS
+   timing code: the whole model once, aws:785-795).
+
+Closed form (contention free, group size L, G groups, broadcast=model):
+``T = t_fwd + t_bwd + T_reduce(L, |θ|) + t_upd + T_crossover(G) + T_bcast(L, |θ|)``.
 """
 
 from __future__ import annotations
@@ -17,32 +31,47 @@ from dataclasses import dataclass
 
 from simcomm.errors import ConfigError
 from simcomm.ops import PlanBuilder
-from simcomm.strategies._gossip import check_int, gossip_iterations, model_segments
+from simcomm.strategies._gossip import check_int, gossip_iterations, segment_bytes
 from simcomm.strategies.base import NotApplicable, Strategy, register
-from simcomm.strategies.common import emit_forward_backward, emit_update, machine_groups
+from simcomm.strategies.common import check_choice, emit_forward_backward, emit_update, machine_groups
 from simcomm.strategies.crossover_sgd import CrossoverParams, emit_crossover
+
+REDUCES = ("after-backward", "overlap")
+BROADCASTS = ("segment", "model")
 
 
 @dataclass(frozen=True)
 class HierarchicalCrossoverParams(CrossoverParams):
-    """Options of ``hierarchical-crossover-sgd``: Crossover's plus ``groups``."""
+    """Options of ``hierarchical-crossover-sgd``: Crossover's plus ``groups``, ``reduce``, ``broadcast``."""
 
     groups: int = 0  # 0 = one group per physical node
+    reduce: str = "after-backward"  # the authors' code
+    broadcast: str = "segment"  # training code; "model" = AWS timing code
 
     def __post_init__(self):
         super().__post_init__()
         check_int("groups", self.groups, 0)
+        check_choice("reduce", self.reduce, REDUCES)
+        check_choice("broadcast", self.broadcast, BROADCASTS)
         if self.overlap != "none":
-            # Its leaders' gossip sits between the group reduce and broadcast of one iteration.
+            # Its roots' gossip sits between the group reduce and broadcast of one iteration.
             raise ConfigError(f"overlap: {self.overlap!r} is not supported by hierarchical-crossover-sgd; "
                               "valid choices: none")
 
     @property
     def assumed(self) -> tuple[str, ...]:
-        out = list(super().assumed)
+        # overlap=compute does not exist here, so Crossover's line offering it is left out
+        out = [x for x in super().assumed if not x.startswith("exchange not overlapped")]
         if self.groups == 0:
-            out.append("groups: one per physical node, leader = lowest rank")
-        out.append("group reduce and broadcast with the engine's automatic algorithm choice")
+            out.append("groups: one per physical node, root = lowest rank (groups=G: G blocks of consecutive "
+                       "ranks, as seed 001's code)")
+        if self.reduce == "after-backward":
+            out.append("reduce after-backward: one reduce of the flat gradient to the root once backward is done "
+                       "(authors' code; reduce=overlap reduces bucket by bucket during backward)")
+        if self.broadcast == "segment":
+            out.append("broadcast segment: the root broadcasts each segment after its exchange (training code; "
+                       "broadcast=model is the AWS timing code's one broadcast of the whole model)")
+        out.append("group reduce and broadcast with the stack's algorithm choice")
         return tuple(out)
 
 
@@ -57,12 +86,14 @@ def rank_groups(topology, n: int, groups: int) -> list[tuple[int, ...]]:
 
 @register
 class HierarchicalCrossoverSGD(Strategy):
-    """Reduce in groups, Crossover-SGD among leaders, broadcast in groups."""
+    """Reduce in groups, Crossover-SGD among roots, broadcast in groups."""
 
     name = "hierarchical-crossover-sgd"
-    summary = "reduce to group leaders, Crossover-SGD among leaders, broadcast back"
+    summary = "reduce to group roots, Crossover-SGD among roots, broadcast back"
     reference = "Yeo et al., Crossover-SGD, Concurrency Computat. Pract. Exper. 2022 (seed 001), Sec. 3.3"
     Params = HierarchicalCrossoverParams
+    paper_baseline = ("allreduce", (("bucket_mb", 0.0), ("overlap", "none")),
+                      "seed 001's AllReduce-SGD: one all-reduce of all gradients after backward")
 
     def plan(self, workload, topology):
         w, p = workload, self.params
@@ -70,26 +101,42 @@ class HierarchicalCrossoverSGD(Strategy):
         groups = rank_groups(topology, n, p.groups)
         if len(groups) < 2:
             raise NotApplicable("hierarchical-crossover-sgd needs at least 2 groups")
-        segs, how = model_segments(w, p.segments)
-        seg_bytes = [sum(w.layers[i].grad_bytes for i in s) for s in segs]
+        seg_bytes, how = segment_bytes(w, p.segments)
         b = PlanBuilder(n)
-        its = {r: emit_forward_backward(b, w, r) for r in range(n)}
+        overlap = p.reduce == "overlap"
+        its = {r: emit_forward_backward(b, w, r, buckets=None if overlap else (tuple(w.ready_order),))
+               for r in range(n)}
         ready = {}
         for grp in groups:
-            lead = grp[0]
+            root = grp[0]
             red = []
             if len(grp) > 1:
-                for i in range(len(w.buckets)):
-                    red.append(b.collective("reduce", grp, w.bucket_bytes(i), root=0,
-                                            after=[its[r].bucket_ready[i] for r in grp],
-                                            label=f"group reduce[{i}]"))
-            ready[lead] = emit_update(b, w, lead, after=red)
-        leaders = [g[0] for g in groups]
-        avg = emit_crossover(b, leaders, ready, seg_bytes, p.mode, p.seed, 0, topology.gamma)
-        for grp in groups:
-            if len(grp) > 1:
-                b.collective("broadcast", grp, w.model_bytes, root=0, after=[avg[grp[0]]], label="group broadcast")
-        return b.build(kind=f"gossip among {len(groups)} groups", groups=len(groups), segments=len(segs),
+                if overlap:
+                    red = [b.collective("reduce", grp, w.bucket_bytes(i), root=0,
+                                        after=[its[r].bucket_ready[i] for r in grp], label=f"group reduce[{i}]")
+                           for i in range(len(w.buckets))]
+                else:
+                    red = [b.collective("reduce", grp, w.model_bytes, root=0,
+                                        after=[its[r].backward_end for r in grp], label="group reduce")]
+            ready[root] = emit_update(b, w, root, after=red)
+        roots = [g[0] for g in groups]
+        group_of = {g[0]: g for g in groups}
+
+        def broadcast_segment(s, gate):
+            for root, grp in group_of.items():
+                if len(grp) > 1:
+                    gate[root] = [b.collective("broadcast", grp, seg_bytes[s], root=0, after=gate[root],
+                                               label=f"group broadcast {s}")]
+            return gate
+
+        done = emit_crossover(b, roots, ready, seg_bytes, p.mode, p.seed, 0, topology.gamma,
+                              average="segment", barrier_ranks=tuple(range(n)),
+                              after_segment=broadcast_segment if p.broadcast == "segment" else None)
+        if p.broadcast == "model":
+            for root, grp in group_of.items():
+                if len(grp) > 1:
+                    b.collective("broadcast", grp, w.model_bytes, root=0, after=done[root], label="group broadcast")
+        return b.build(kind=f"gossip among {len(groups)} groups", groups=len(groups), segments=len(seg_bytes),
                        assumed=(f"segments: {how}",))
 
     def iterations(self, workload, topology) -> list:

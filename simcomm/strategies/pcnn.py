@@ -15,12 +15,19 @@ not fully connected): all-to-all of D/P x F gradient slices, local sum (γ),
 slice update, all-gather of parameters; Eq. 12
 ``T_c = 2(P-1)α + 2(DF/P)(P-1)β``.
 
-``pcnn`` overlaps as the paper's Fig. 4 (one communication thread, requests
-in posting order); ``pcnn-no-overlap`` blocks compute on every
-communication.  The plan is one steady-state iteration: the parameter
-all-gathers posted at the end of the previous iteration open it, and each
-unit's forward waits for its own.  Non-FC layers are grouped into units at
-the workload's bucket boundaries to keep plans small.
+``pcnn`` overlaps as the paper's Fig. 4: one communication-dedicated thread
+per node calling *blocking* MPI (Sec. 4-A), so a rank's collectives run one at
+a time in posting order (one ``comm`` stream per rank, FIFO; seed-code-facts
+C9).  ``pcnn-no-overlap`` blocks compute on every communication, so compute
+and communication are fully serialised (the same messages; its iteration is
+the sum of both).  The plan is one steady-state iteration: the parameter
+all-gathers of the previous iteration open it.  They are posted in forward
+order while updates run in backward order (Sec. 3-D-1), so the first one (unit
+0, updated last) cannot start before the previous iteration's last update:
+opening the iteration with them is exact, not an approximation.  Each unit's
+forward waits for its own.  Strong scaling: K = 256 global, K/P per rank
+(Sec. 5).  Non-FC layers are grouped into units at the workload's bucket
+boundaries to keep plans small.
 """
 
 from __future__ import annotations
@@ -55,6 +62,15 @@ def rabenseifner_cost(elements, p, alpha, beta) -> float:
     return 2 * math.log2(p) * alpha + 2 * (p - 1) / p * elements * beta
 
 
+def fc_volume_ratio(n, n_prev, k, p) -> float:
+    """Words an FC layer's all-reduce moves over the words PCNN moves (Eq. 10 over Eq. 8, bandwidth terms).
+
+    ``2NN' / (N'K/P + NK + NN')``: PCNN also all-gathers the updated parameters (Eq. 7), so the
+    ratio stays below 2 however small N'K/P + NK is; > 1 exactly when Eq. 11 holds.
+    """
+    return rabenseifner_cost(n * n_prev, p, 0.0, 1.0) / pcnn_fc_cost(n, n_prev, k, p, 0.0, 1.0)
+
+
 @dataclass(frozen=True)
 class PCNNParams:
     """Options of ``pcnn``."""
@@ -68,7 +84,8 @@ class PCNNParams:
     @property
     def assumed(self) -> tuple[str, ...]:
         out = ["non-FC layers grouped into units at the workload's bucket boundaries",
-               "parameter all-gathers of the previous iteration open the plan (steady state)"]
+               "parameter all-gathers of the previous iteration open the plan (steady state)",
+               "one communication thread per node, blocking MPI: collectives run FIFO in posting order"]
         if self.error_fraction == 0.5:
             out.append("FC backward split 1/2 errors, 1/2 weight gradient (equal GEMM FLOPs)")
         return tuple(out)
@@ -131,7 +148,14 @@ def plan_pcnn(w, topology, p: PCNNParams, overlap: bool):
         stream = "data" if w.dataload_overlap else "compute"
         load = {r: b.compute(r, w.dataload_s, label="dataload", stream=stream, category="dataload") for r in ranks}
     a2a, agerr, a2ag = {}, {}, {}
+    inputs_ready = [load[r] for r in ranks if r in load]  # ops after which a unit's input activations exist
     for u, (kind, idx) in enumerate(units):
+        if kind == "fc":
+            # Sec. 3-D-1: the all-to-all is posted "once the activations are ready", i.e. the layer's
+            # *input* activations (N' x K/P), which exist before the layer's own forward runs
+            layer = w.layers[idx[0]]
+            a2a[u] = comm("alltoall", math.prod(layer.input_shape) * w.batch * w.dtype_bytes, inputs_ready,
+                          f"activations alltoall[{u}]")
         ops = []
         for r in ranks:
             if overlap:
@@ -141,10 +165,7 @@ def plan_pcnn(w, topology, p: PCNNParams, overlap: bool):
             if u == 0 and r in load:
                 after = after + [load[r]]
             ops.append(comp(r, fwd_s[u], after, f"forward[{u}]"))
-        if kind == "fc":
-            layer = w.layers[idx[0]]
-            a2a[u] = comm("alltoall", math.prod(layer.input_shape) * w.batch * w.dtype_bytes, ops,
-                          f"activations alltoall[{u}]")
+        inputs_ready = ops
     for u in reversed(range(len(units))):
         kind, idx = units[u]
         frac = p.error_fraction if kind == "fc" else 1.0
@@ -177,6 +198,9 @@ class PCNN(Strategy):
     summary = "FC: all-to-all activations + all-gather errors; conv: all-to-all slices; overlapped (seed 003)"
     reference = "Lee et al., Communication-efficient parallelization strategy for deep CNN training, 2018 (seed 003)"
     Params = PCNNParams
+    paper_baseline = ("allreduce", (("overlap", "backward+forward"),),
+                      "seed 003's allreduce baseline: gradients all-reduced as backward produces them, the next "
+                      "forward waiting per layer (Intel-Caffe style)")
 
     overlap = True
 

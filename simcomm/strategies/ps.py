@@ -1,31 +1,171 @@
-"""``ps``: synchronous parameter server, the architecture of seed 004.
+"""``ps``: synchronous parameter server, run as TensorFlow, MXNet and BytePS run one (seed 004).
 
-Pattern: the model is sharded over S servers.  After backward every worker
-pushes shard k of its gradients (|θ|/S bytes) to server k; when all W pushes
-have arrived, server k reduces them and updates its shard (server compute),
-then every worker pulls the updated shard back.  Workers run no optimizer.
+Pattern, per trainable tensor t (one message per tensor and direction):
 
-All W pushes converge on one server at once, so the server's link carries
-W·|θ|/S bytes in each direction: the incast that makes PS scale badly.
-Closed form, one server on its own node, full-duplex link of bandwidth B
-(reference §1b, [derived]): ``T = t_c + 2α + 2·W·|θ|·β + t_server`` when push
-and pull are serialized by the server's update, as they are here.
+1. backward produces t's gradient on every worker, which pushes it to t's
+   server at once (TF: the gradient's Send to the ps task that owns the
+   variable; MXNet KVStore / BytePS: ``push(key)`` from the backward callback);
+2. t's server, once all W gradients of t are in, reduces them and updates t
+   (server compute, category ``server``: the breakdown's ``server`` column);
+3. it sends the updated t to every worker (pull);
+4. the next iteration's forward of a layer waits only for that layer's tensors.
 
-Server compute: ``server_s_per_byte × (W + 1) × |θ|/S`` (W reductions and
-one update pass over the shard).  The default 1.4e-10 s/B is calibrated on
-seed 004 Table 1's 1 Gb/s row (0.073 s for ResNet-50's 102 MB with 4 workers).
+Pushes of late layers therefore overlap backward, and the pulls of tensors
+already updated overlap the pushes of later ones on the full-duplex server
+link (seed-code-facts C10).  The plan holds two iterations, like allreduce's
+``overlap=backward+forward``; ``period_ranks`` measure one steady-state
+iteration between each worker's two backward ends.  Workers run no optimizer.
+
+Tensors (:func:`tensors`): the trace's layers split into the variables a
+framework keeps, when the layer's shapes allow: a conv kernel (+ bias), a
+norm layer's gamma and beta, a dense kernel and bias; anything else is one
+tensor.  ResNet-50 gives 161 (53 conv kernels, 53 x 2 batch-norm, fc kernel
+and bias), TF's count of trainable variables.
+
+Sharding (``sharding``): ``round-robin`` assigns tensor i (creation order) to
+server i mod S, the default of TF's ``replica_device_setter``
+(``_RoundRobinStrategy``, tensorflow/python/training/device_setter.py; TF
+also counts non-trainable variables such as ``global_step`` and batch-norm
+moving statistics, which shifts but does not change the rule);
+``greedy-bytes`` puts each tensor on the least-loaded server by bytes, TF's
+``GreedyLoadBalancingStrategy`` with ``byte_size_load_fn``
+(tensorflow/contrib/training/python/training/device_setter.py).
+
+Message queues (``queues``): ``fifo`` has every endpoint send one message at
+a time and receive one at a time, on separate queues (full duplex; a
+blocking-MPI communication thread per process and direction): W pushes into
+a server take W·n/B under both fidelities, so the analytic closed form
+carries the incast; no two messages share a link of a non-blocking network,
+so the analytic fidelity equals the flow one.  ``concurrent`` lets all
+messages share links max-min fairly (TF's gRPC, MXNet's ZeroMQ, BytePS); the
+flow fidelity prices the incast, the analytic fidelity prices each message
+alone and misses it (said in an ``assumed:`` line).  With one server the two
+agree in the flow fidelity whenever the server's link is no faster than a
+worker's (seed004-ps at 1 Gb/s: 3.97 s against 3.93 s).  With several
+servers ``fifo``'s fixed order blocks: a worker's next push to server b
+waits behind its push to server a, which waits for the other workers' pushes
+of the same tensor, so extra servers barely help (seed004-ps: 3.96 s with 2
+servers); ``concurrent`` shows their gain (2.20 s).  ``auto`` (default) runs
+``fifo`` with one server and ``concurrent`` with more.
+
+Pull (``pull``): ``per-tensor`` (default) sends t as soon as it is updated
+(MXNet/BytePS; the only way seed 004's 3.457 s at 1 Gb/s fits under line
+rate); ``after-update`` waits for every tensor's update first, like TF's
+``SyncReplicasOptimizer`` token.
+
+Closed form, one server on its own node behind a link of β s/B, per-message
+cost α, T tensors, the server link the bottleneck, ``fifo`` [derived]::
+
+    t_iter ≈ t_fwd + t_bwd − t_overlap + W·(n_1 + |θ|)·β + W·T·α + t_server
+
+n_1 is the first-ready tensor: its W pushes precede every pull, after which
+the egress is as busy as the ingress; t_overlap is the backward left when n_1
+is ready (pushes already running); each tensor's update sits between its
+pushes and its pulls.  seed004-ps, batch 64, cpu-ps (β = 1/117.5 MB/s):
+0.324 − 0.21 + 4 × 110.4 MB·β + 4 × 161 × 40 us + 0.073 = 3.97 s; simulated
+3.969 s.  Server
+compute per tensor: ``server_s_per_byte × (W + 1) × n_t`` (W reductions and
+one update pass); the default 1.43e-10 s/B is seed 004 Table 1's 1 Gb/s PS
+compute (0.073 s for 4 workers and 102.2 MB).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from simcomm.errors import ConfigError, PlanError
 from simcomm.ops import PlanBuilder
 from simcomm.strategies.base import Strategy, register
-from simcomm.strategies.common import check_choice, emit_forward_backward
+from simcomm.strategies.common import check_choice, emit_backward, emit_forward_backward
+
+__all__ = ["PSParams", "ParameterServer", "Tensor", "tensors", "split_layer", "shard", "ready_groups"]
 
 PLACEMENTS = ("own", "colocated")
+SHARDINGS = ("round-robin", "greedy-bytes")
+QUEUES = ("auto", "fifo", "concurrent")
+PULLS = ("per-tensor", "after-update")
+#: seed 004 Table 1, 1 Gb/s: 0.073 s / ((4 + 1) x 102,228,128 B)
+SERVER_S_PER_BYTE = 1.43e-10
+_NORMS = ("BatchNorm", "LayerNorm", "GroupNorm", "InstanceNorm", "SyncBatchNorm")
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One trainable variable: its layer (index into ``workload.layers``), name and wire bytes."""
+
+    layer: int
+    name: str
+    nbytes: float
+
+
+def split_layer(layer) -> tuple[tuple[str, float], ...]:
+    """(variable name, share of the layer's bytes) of the tensors a framework keeps for ``layer``.
+
+    Only splits the shapes prove: a norm layer's even parameter count into
+    gamma and beta; a dense layer whose count is in·out + out; a conv whose
+    count is c_in·c_out·k^d + c_out (bias) rather than a multiple of c_in·c_out.
+    """
+    p = layer.params
+    if p <= 0:
+        return ()
+    mt = layer.module_type
+    if mt.startswith(_NORMS) and p % 2 == 0:
+        return (("gamma", 0.5), ("beta", 0.5))
+    ins, outs = tuple(layer.input_shape), tuple(layer.output_shape)
+    if mt == "Linear" and ins and outs:
+        i, o = ins[-1], outs[-1]
+        if p == i * o + o:
+            return (("kernel", i * o / p), ("bias", o / p))
+    m = re.fullmatch(r"Conv(?:Transpose)?([123])d", mt)
+    if m and len(ins) > int(m.group(1)) and len(outs) > int(m.group(1)):
+        d = int(m.group(1))
+        ci, co = ins[-(d + 1)], outs[-(d + 1)]
+        vol = (p - co) // (ci * co) if ci > 1 and p > co and (p - co) % (ci * co) == 0 else 0
+        if vol and p % (ci * co) and round(vol ** (1 / d)) ** d == vol:  # a k^d kernel plus c_out biases
+            return (("kernel", (p - co) / p), ("bias", co / p))
+        return (("kernel", 1.0),)
+    return (("weights", 1.0),)
+
+
+def tensors(workload) -> tuple[Tensor, ...]:
+    """The model's trainable tensors in creation (forward) order, see :func:`split_layer`."""
+    out = []
+    for j, layer in enumerate(workload.layers):
+        for var, share in split_layer(layer):
+            out.append(Tensor(j, f"{layer.name}/{var}", layer.grad_bytes * share))
+    return tuple(out)
+
+
+def shard(tens, servers: int, rule: str) -> tuple[int, ...]:
+    """Server index of each tensor (creation order) under ``rule`` (see the module docstring)."""
+    if rule == "round-robin":
+        return tuple(i % servers for i in range(len(tens)))
+    load = [0.0] * servers
+    out = []
+    for t in tens:
+        k = min(range(servers), key=lambda s: (load[s], s))  # np.argmin: the first least-loaded task
+        load[k] += t.nbytes
+        out.append(k)
+    return tuple(out)
+
+
+def ready_groups(workload) -> tuple[tuple[int, ...], ...]:
+    """Backward cut into groups, each ending at one layer with parameters (its gradient-ready point).
+
+    Groups are in gradient-ready order; a group's last layer owns its tensors,
+    and in forward order it is the group's first layer.  Layers after the last
+    one with parameters (the first layers of forward) form a final group.
+    """
+    out, cur = [], []
+    for j in workload.ready_order:
+        cur.append(j)
+        if workload.layers[j].params > 0:
+            out.append(tuple(cur))
+            cur = []
+    if cur:
+        out.append(tuple(cur))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -34,34 +174,59 @@ class PSParams:
 
     servers: int = 1
     placement: str = "own"
-    server_s_per_byte: float = 1.4e-10
+    sharding: str = "round-robin"
+    queues: str = "auto"
+    pull: str = "per-tensor"
+    server_s_per_byte: float = SERVER_S_PER_BYTE
 
     def __post_init__(self):
         if isinstance(self.servers, bool) or not isinstance(self.servers, int) or self.servers < 1:
             raise ConfigError(f"servers: {self.servers!r} must be a positive integer")
         check_choice("placement", self.placement, PLACEMENTS)
+        check_choice("sharding", self.sharding, SHARDINGS)
+        check_choice("queues", self.queues, QUEUES)
+        check_choice("pull", self.pull, PULLS)
         if not self.server_s_per_byte >= 0:
             raise ConfigError(f"server-s-per-byte: {self.server_s_per_byte!r} must be >= 0")
+
+    @property
+    def fifo(self) -> bool:
+        """One message at a time per endpoint and direction (``queues`` fifo, or auto with one server)."""
+        return self.queues == "fifo" or (self.queues == "auto" and self.servers == 1)
 
     @property
     def assumed(self) -> tuple[str, ...]:
         out = []
         if self.servers == 1:
-            out.append("1 parameter server (seed 004)")
+            out.append("1 parameter server (seed 004 ran one)")
+        elif self.sharding == "round-robin":
+            out.append("tensors sharded round-robin over the servers in creation order (TF replica_device_setter's "
+                       "default)")
         if self.placement == "own":
-            out.append("servers on their own nodes, one server per extra node (seed 004's 1 Gb/s setup)")
-        if self.server_s_per_byte == 1.4e-10:
-            out.append("server reduce+update 1.4e-10 s/B x (workers+1) x shard (calibrated on seed 004 Table 1)")
+            out.append("servers on their own CPU nodes (seed 004's 1 Gb/s setup)")
+        how = f"queues {self.queues}" + (f" -> {'fifo' if self.fifo else 'concurrent'}" if self.queues == "auto"
+                                         else "")
+        if self.fifo:
+            out.append(f"{how}: every server and worker sends one message at a time and receives one at a time, on "
+                       "separate queues (full duplex; seed 004 publishes no code): the closed form carries the incast")
+        else:
+            out.append(f"{how}: messages share links concurrently (TF's gRPC, MXNet, BytePS): the flow fidelity prices "
+                       "the incast, the closed form prices each message alone and misses it")
+        if self.pull == "per-tensor":
+            out.append("a tensor is pulled as soon as its server has updated it and the next forward of a layer "
+                       "waits only for its tensors (MXNet/BytePS; seed-code-facts C10)")
+        if self.server_s_per_byte == SERVER_S_PER_BYTE:
+            out.append("server reduce+update 1.43e-10 s/B x (workers+1) x tensor bytes (seed 004 Table 1, 1 Gb/s)")
         return tuple(out)
 
 
 @register
 class ParameterServer(Strategy):
-    """Synchronous sharded parameter server: push, server reduce + update, pull."""
+    """Synchronous sharded parameter server, per-tensor push, update and pull (module docstring)."""
 
     name = "ps"
-    summary = "workers push gradients to S sharded servers, servers reduce and update, workers pull"
-    reference = "seed 004: Jeong et al. (Electronics 2021), Sec. 3; Li et al. OSDI 2014"
+    summary = "per-tensor push to S sharded servers, server reduce + update, per-tensor pull (TF/MXNet/BytePS PS)"
+    reference = "seed 004: Jeong et al. (Electronics 2021), Sec. 3, 6; Li et al. OSDI 2014; TF 1.13 device_setter.py"
     Params = PSParams
 
     def extra_nodes(self) -> int:
@@ -70,48 +235,123 @@ class ParameterServer(Strategy):
     def server_ranks(self, workload, topology) -> tuple[int, ...]:
         p = self.params
         W = workload.n_ranks
-        if p.servers > W:
-            # A shard per server smaller than a worker's share buys nothing and, co-located, is impossible.
-            raise ConfigError(f"servers: {p.servers} is more than the {W} worker ranks; use at most {W}")
         if p.placement == "colocated":
+            if p.servers > W:
+                raise ConfigError(f"servers: {p.servers} co-located servers need as many worker ranks; the run has "
+                                  f"{W}: use at most {W} or --placement own")
             step = W // p.servers
             return tuple(k * step for k in range(p.servers))
-        firsts: dict = {}
-        for r in range(W, topology.n_ranks):
-            firsts.setdefault(topology.machine_of(r), r)
-        if len(firsts) < p.servers:
-            raise PlanError(f"ps: placement 'own' needs {p.servers} extra nodes beyond the workers; "
-                            f"the cluster has {len(firsts)}")
-        return tuple(list(firsts.values())[: p.servers])
+        declared = tuple(r for r in topology.meta.get("server_ranks", ()) if r >= W)
+        if not declared:  # a cluster with whole machines appended: the first rank of each serves
+            firsts: dict = {}
+            for r in range(W, topology.n_ranks):
+                firsts.setdefault(topology.machine_of(r), r)
+            declared = tuple(firsts.values())
+        if len(declared) < p.servers:
+            raise PlanError(f"ps: placement 'own' needs {p.servers} server nodes beyond the workers; "
+                            f"the cluster has {len(declared)}")
+        return declared[: p.servers]
 
     # Hooks that ps-layer-drop overrides.
     def worker_workload(self, workload):
         return workload
 
+    def tensor_bytes(self, workload, tens) -> tuple[list[float], list[float]]:
+        """Per tensor: bytes one worker pushes and bytes the server sends each worker."""
+        n = [t.nbytes for t in tens]
+        return n, list(n)
+
     def wire_bytes(self, workload) -> tuple[float, float]:
         """(push, pull) bytes per worker per iteration, whole model."""
-        return workload.model_bytes, workload.model_bytes
+        push, pull = self.tensor_bytes(workload, tensors(workload))
+        return float(sum(push)), float(sum(pull))
 
-    def server_seconds(self, workload, shard: float) -> float:
-        return self.params.server_s_per_byte * (workload.n_ranks + 1) * shard
+    def server_seconds(self, workload, nbytes: float) -> float:
+        """Reduce W gradients of ``nbytes`` and update the tensor."""
+        return self.params.server_s_per_byte * (workload.n_ranks + 1) * nbytes
 
     def plan(self, workload, topology):
-        S = self.params.servers
-        servers = self.server_ranks(workload, topology)
+        p = self.params
         w = self.worker_workload(workload)
-        push, pull = self.wire_bytes(workload)
         W = w.n_ranks
+        tens = tensors(w)
+        if not tens:
+            raise ConfigError(f"ps: trace {w.trace.model!r} has no layer with parameters; nothing to serve")
+        if p.servers > len(tens):
+            raise ConfigError(f"servers: {p.servers} is more than the {len(tens)} parameter tensors of "
+                              f"{w.trace.model!r}; use at most {len(tens)} (a server would hold nothing)")
+        servers = self.server_ranks(w, topology)
+        owner = shard(tens, p.servers, p.sharding)
+        push, pull = self.tensor_bytes(w, tens)
+        groups = ready_groups(w)
+        group_of = {j: g for g, layers in enumerate(groups) for j in layers}
+        of_layer: dict[int, list[int]] = {}
+        for i, t in enumerate(tens):
+            of_layer.setdefault(t.layer, []).append(i)
+        # push order: layers in gradient-ready order, a layer's variables in creation order
+        order = [i for j in w.ready_order for i in of_layer.get(j, ())]
+        arrival = sorted(range(W), key=lambda r: (w.scale(r), r))  # expected arrival order at a server
+        fifo = p.fifo
         b = PlanBuilder(topology.n_ranks)
-        one = (tuple(w.ready_order),)  # TF-style PS pushes once, after backward
-        its = {r: emit_forward_backward(b, w, r, buckets=one) for r in range(W)}
-        for k, s in enumerate(servers):
-            pushes = [b.transfer(r, s, push / S, after=(its[r].backward_end,), label=f"push[{k}]",
-                                 stream=f"push{k}") for r in range(W) if r != s]
-            if s < W:
-                pushes.append(its[s].backward_end)
-            upd = b.compute(s, self.server_seconds(workload, workload.model_bytes / S), after=pushes,
-                            label=f"server-update[{k}]", stream="server", category="server")
-            for r in range(W):
-                if r != s:
-                    b.transfer(s, r, pull / S, after=(upd,), label=f"pull[{k}]", stream=f"pull{r}")
-        return b.build(kind="every iteration", strategy=self.name, servers=servers)
+        its = {r: emit_forward_backward(b, w, r, buckets=groups) for r in range(W)}
+        last_in: dict[int, int] = {}
+        update = {}
+        for i in order:
+            t, k = tens[i], owner[i]
+            s = servers[k]
+            arrived = []
+            for r in arrival:
+                ready = its[r].bucket_ready[group_of[t.layer]]
+                if r == s:  # a co-located server reduces its own worker's gradient in place
+                    arrived.append(ready)
+                    continue
+                after = (ready, last_in[k]) if fifo and k in last_in else (ready,)
+                last_in[k] = b.transfer(r, s, push[i], after=after, label=f"push[{t.name}]",
+                                        stream="push" if fifo else f"push{k}")
+                arrived.append(last_in[k])
+            update[i] = b.compute(s, self.server_seconds(w, t.nbytes), after=arrived, label=f"update[{t.name}]",
+                                  stream="server", category="server")
+        every = tuple(update[i] for i in order)
+        got: dict[int, dict[int, tuple[int, ...]]] = {r: {} for r in range(W)}
+        last_got: dict[int, int] = {}
+        for i in order:
+            t, s = tens[i], servers[owner[i]]
+            dep = (update[i],) if p.pull == "per-tensor" else every
+            for r in arrival:
+                if r == s:
+                    got[r][i] = dep
+                    continue
+                after = dep + ((last_got[r],) if fifo and r in last_got else ())
+                last_got[r] = b.transfer(s, r, pull[i], after=after, label=f"pull[{t.name}]",
+                                         stream="pull" if fifo else f"pull{r}")
+                got[r][i] = (last_got[r],)
+        ends = {r: self._next_iteration(b, w, r, groups, of_layer, got[r]) for r in range(W)}
+        load = [0.0] * p.servers
+        for i, t in enumerate(tens):
+            load[owner[i]] += self.server_seconds(w, t.nbytes)
+        split = sum(len(split_layer(layer)) > 1 for layer in w.layers)
+        note = (f"{len(tens)} tensors, one push and one pull message each per worker ({split} layers split into "
+                f"kernel/bias or gamma/beta from their shapes), {p.sharding} over {p.servers} server(s) "
+                f"{', '.join(map(str, servers))}")
+        last = max(range(W), key=lambda r: (w.scale(r), -r))
+        return b.build(kind="every iteration", strategy=self.name, servers=servers, tensors=len(tens),
+                       period=(its[last].backward_end, ends[last]), iterations_in_plan=1,
+                       period_ranks={r: (its[r].backward_end, ends[r]) for r in range(W)},
+                       server_compute_s=max(load),
+                       worker_compute_s=max((w.forward_s + w.backward_s) * w.scale(r) for r in range(W)),
+                       assumed=(note,))
+
+    @staticmethod
+    def _next_iteration(b: PlanBuilder, w, r: int, groups, of_layer, got) -> int:
+        """Iteration 2 on worker ``r``: forward group by group, each after its tensors arrive; backward."""
+        after: tuple[int, ...] = ()
+        if w.dataload_s > 0:
+            load = b.compute(r, w.dataload_s, label="dataload#2", stream="data" if w.dataload_overlap
+                             else "compute", category="dataload")
+            after = () if w.dataload_overlap else (load,)
+        for g in reversed(groups):  # forward order; g[-1] (the first layer run) owns the group's tensors
+            deps = tuple(d for i in of_layer.get(g[-1], ()) for d in got[i])
+            secs = sum(w.layers[j].forward_s for j in g) * w.scale(r)
+            b.compute(r, secs, after=after + deps, label=f"forward#2[{w.layers[g[-1]].name}]")
+            after = ()
+        return emit_backward(b, w, r, buckets=groups, tag="#2")[-1]

@@ -1,31 +1,50 @@
-"""``ps-layer-drop``: parameter server with layer dropping, seed 004 (Alg. 1).
+"""``ps-layer-drop``: parameter server with layer dropping, seed 004 (Sec. 4-5, Alg. 1).
 
-Pattern: as ``ps``, but each worker keeps a per-layer accumulator and pushes
-a layer only when its representative value (mean |accum|) reaches a
-threshold; a dropped layer is sent as a one-element placeholder and stays
-accumulated.  The threshold is recomputed every ``threshold_every``
-iterations so that a fraction R (``drop_ratio``) of gradient elements is
-dropped: sort layers by representative value ascending and add their sizes
-until the dropped count passes R × total; the threshold is the value of the
-last layer added.  The server returns only the layers it updated.
+Pattern: as ``ps`` (per-tensor push, server update, per-tensor pull), but
+each worker keeps a per-layer accumulator and pushes a layer only when its
+representative value (mean |accum|) reaches a threshold; a dropped layer is
+sent as the one-element list ``[0]`` and stays accumulated (Eqs. 1-2).  The
+threshold is recomputed every ``threshold_every`` iterations so that a
+fraction R (``drop_ratio``) of gradient elements is dropped: sort layers by
+representative value ascending and add their sizes until the dropped count
+passes R × total; the threshold is the value of the last layer added (Alg. 1).
 
-Sent bytes per iteration: ``Σ_l f_l·g_l + Σ_l (1 - f_l)·placeholder`` where
-f_l is the fraction of iterations layer l is sent.  With per-iteration
+The server restores every ``[0]`` to zeros, updates, and sends back as
+``[0]`` each layer that *no* worker sent this iteration (Sec. 4.2: "replacing
+the un-updated layer with the list [0]"): every worker pulls the **union**
+of the layers any worker pushed.  With f_l the fraction of iterations a
+worker sends layer l, the union is sent a fraction
+
+* ``union shared`` (default): f_l.  All workers drop the same layers in an
+  iteration: a layer's mean |g| is nearly equal across the workers of a
+  synchronous PS, and all thresholds restart at the same iteration;
+* ``union independent``: 1 − Π_w (1 − f_l,w), each worker's choice an
+  independent draw (the pessimistic bound; 1 − 0.9^4 = 0.34 for 4 workers and R = 0.9).
+
+Bytes per tensor of n bytes: push ``f·n + (1 − f)·placeholder``, pull
+``u·n + (1 − u)·placeholder`` (u the union fraction); every tensor is still
+one message each way, so per-message costs stay.  With per-iteration
 gradient L1 norms in the trace, f_l is replayed from them (accumulator L1
 taken as the sum of L1 norms since the last send, an upper bound on |Σ g|);
-without them f_l = 1 - R for every layer (documented fallback).
+without them f_l = 1 − R for every layer (documented fallback).
 
 Overheads (seed 004 Table 1): worker compute +5 % (0.388 → 0.408 s), server
-compute +15 % at 1 Gb/s (0.073 → 0.085 s) and +23 % at 56 Gb/s.
+compute +15 % at 1 Gb/s (0.073 → 0.085 s); +3.6 % and +23 % at 56 Gb/s.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from simcomm.errors import ConfigError
 from simcomm.strategies.base import register
+from simcomm.strategies.common import check_choice
 from simcomm.strategies.ps import ParameterServer, PSParams
+
+__all__ = ["LayerDropParams", "LayerDrop", "threshold", "sent_fractions", "union_fraction", "UNIONS"]
+
+UNIONS = ("shared", "independent")
 
 
 def threshold(values: list[float], sizes: list[float], ratio: float) -> float:
@@ -57,12 +76,22 @@ def sent_fractions(l1: list[tuple[float, ...]], params: list[int], ratio: float,
     return [sent[i] / n_iter if params[i] > 0 else 0.0 for i in range(len(params))]
 
 
+def union_fraction(fractions: list[float], mode: str) -> float:
+    """Fraction of iterations at least one worker sends a layer, from each worker's own fraction."""
+    if not fractions:
+        return 0.0
+    if mode == "shared":
+        return max(fractions)
+    return 1.0 - math.prod(1.0 - f for f in fractions)
+
+
 @dataclass(frozen=True)
 class LayerDropParams(PSParams):
     """Options of ``ps-layer-drop`` (those of ``ps`` plus dropping)."""
 
     drop_ratio: float = 0.9
     threshold_every: int = 100
+    union: str = "shared"
     worker_overhead: float = 0.05
     server_overhead: float = 0.15
     placeholder_bytes: float = 4.0
@@ -74,6 +103,7 @@ class LayerDropParams(PSParams):
         if isinstance(self.threshold_every, bool) or not isinstance(self.threshold_every, int) \
                 or self.threshold_every < 1:
             raise ConfigError(f"threshold-every: {self.threshold_every!r} must be a positive integer")
+        check_choice("union", self.union, UNIONS)
         for name in ("worker_overhead", "server_overhead", "placeholder_bytes"):
             if not getattr(self, name) >= 0:
                 raise ConfigError(f"{name.replace('_', '-')}: {getattr(self, name)!r} must be >= 0")
@@ -82,7 +112,12 @@ class LayerDropParams(PSParams):
     def assumed(self) -> tuple[str, ...]:
         out = list(super().assumed)
         if self.drop_ratio == 0.9:
-            out.append("drop ratio R = 0.9 (seed 004 does not state R; 0.9 matches its ~95 % traffic cut)")
+            out.append("drop ratio R = 0.9 (seed 004 does not state R): workers push ~10 % of gradient elements, a "
+                       "90 % cut in pushed bytes; the paper's 95 % cut of communication time at 1 Gb/s would need "
+                       "R ~ 0.95 if time scaled with bytes")
+        if self.union == "shared":
+            out.append("workers drop the same layers in an iteration, so the union the server returns is one "
+                       "worker's set (union independent: 1 - prod(1 - f))")
         if self.worker_overhead == 0.05 and self.server_overhead == 0.15:
             out.append("overheads: worker compute +5 %, server compute +15 % (seed 004 Table 1, 1 Gb/s)")
         return tuple(out)
@@ -94,10 +129,13 @@ class LayerDrop(ParameterServer):
 
     name = "ps-layer-drop"
     summary = "parameter server sending only layers whose accumulated mean |gradient| passes a threshold"
-    reference = "seed 004: Jeong et al. (Electronics 2021), Alg. 1"
+    reference = "seed 004: Jeong et al. (Electronics 2021), Sec. 4-5, Alg. 1"
     Params = LayerDropParams
+    paper_baseline = ("ps", (), "seed 004 compares against the same parameter server without dropping "
+                      "(Table 1)")
 
     def fractions(self, workload) -> tuple[list[float], str]:
+        """Per layer, the fraction of iterations one worker sends it, and where that came from."""
         p = self.params
         layers = workload.layers
         if layers and all(layer.grad_l1 for layer in layers if layer.params > 0):
@@ -105,26 +143,35 @@ class LayerDrop(ParameterServer):
             return sent_fractions(l1, [layer.params for layer in layers], p.drop_ratio, p.threshold_every), "grad_l1"
         return [1.0 - p.drop_ratio if layer.params > 0 else 0.0 for layer in layers], "ratio"
 
-    def wire_bytes(self, workload) -> tuple[float, float]:
+    def tensor_bytes(self, workload, tens) -> tuple[list[float], list[float]]:
+        """A layer's decision applies to all its tensors; pulls carry the union over workers."""
         f, _ = self.fractions(workload)
         ph = self.params.placeholder_bytes
-        sent = sum(fi * layer.grad_bytes + (1.0 - fi) * ph
-                   for fi, layer in zip(f, workload.layers) if layer.params > 0)
-        return sent, sent  # the server returns only the layers it updated
+        W = workload.n_ranks
+        push, pull = [], []
+        for t in tens:
+            fl = f[t.layer]
+            u = union_fraction([fl] * W, self.params.union)
+            push.append(fl * t.nbytes + (1.0 - fl) * ph)
+            pull.append(u * t.nbytes + (1.0 - u) * ph)
+        return push, pull
 
     def worker_workload(self, workload):
         k = 1.0 + self.params.worker_overhead
         return replace(workload, compute_scale=tuple(workload.scale(r) * k for r in range(workload.n_ranks)))
 
-    def server_seconds(self, workload, shard: float) -> float:
-        return super().server_seconds(workload, shard) * (1.0 + self.params.server_overhead)
+    def server_seconds(self, workload, nbytes: float) -> float:
+        return super().server_seconds(workload, nbytes) * (1.0 + self.params.server_overhead)
 
     def plan(self, workload, topology):
         plan = super().plan(workload, topology)
         _, source = self.fractions(workload)
-        push, _ = self.wire_bytes(workload)
+        push, pull = self.wire_bytes(workload)
         note = ("sent fractions replayed from the trace's per-layer gradient L1 norms" if source == "grad_l1"
                 else "trace has no gradient L1 norms: every layer sent a fraction 1 - R of iterations")
-        plan.meta["assumed"] = (note,)
+        plan.meta["assumed"] = tuple(plan.meta.get("assumed", ())) + (
+            note, f"per worker: pushes {push / 1e6:.4g} MB, pulls {pull / 1e6:.4g} MB (the union over "
+                  f"{workload.n_ranks} workers, union {self.params.union}) of {workload.model_bytes / 1e6:.4g} MB")
         plan.meta["push_bytes"] = push
+        plan.meta["pull_bytes"] = pull
         return plan

@@ -1,19 +1,35 @@
-"""``sgp``: Stochastic Gradient Push (Assran et al., ICML 2019), as compared in seed 001.
+"""``sgp``: Stochastic Gradient Push (Assran et al., ICML 2019), as seed 001 ran it.
 
-Pattern: every iteration each rank sends its whole model plus the push-sum
-weight (one extra element) to one out-peer and receives one model from its
-in-peer.  Peers follow the directed exponential graph: out-peer =
-rank + 2^i mod R with i cycling through 0..floor(log2(R-1)) across
-iterations (SGP's graph manager).  The exchange is non-blocking: it is posted
-at the start of the iteration (the parameters of the last update are ready)
-and waited for at the end, so it hides behind forward and backward; then the
-rank updates and mixes the received model (x <- (x + x_recv)/2).
+Seed 001 compares against SGP but its code runs its own SGP-style gossip,
+not the reference implementation (seed-code-facts §A.2, §C5).  Three modes:
 
-Closed form (one iteration, contention free):
-``T = max(t_fwd + t_bwd, α + (|θ| + w)β) + t_update + |θ|γ``.
+* ``mode=blocking`` (default; the AWS timing code behind Fig. 11,
+  220606_aws/imagenet_test.py:311-318, 665-707): after the optimizer step,
+  for each model segment (the same segments as Crossover-SGD: ResNet blocks
+  plus stem and FC, 18 for ResNet-50) a rank sends the fp32 segment to
+  rank + 2^(t mod floor(log2 R)) in a thread, blocks on the receive from
+  rank - 2^(...), then averages 0.5/0.5; the next segment follows.  When
+  the out- and in-peer coincide (offset R/2) the pair runs one 2-rank
+  all-reduce instead (same bytes).  No push-sum weight, no overlap.
+* ``mode=neuron`` (the NEURON training code, imagenet_test.py:742-797):
+  2 peers per iteration at offsets j·3^i (j = 1, 2; i = t mod
+  (floor(log3(R-1)) + 1)); per segment an exchange with peer 1, a barrier,
+  the same with peer 2, a barrier, then 1/3 averaging.  The code also sleeps
+  0.3 s before each exchange; we leave the sleeps out (they are not
+  communication and made the paper's NEURON SGP times meaningless).
+* ``mode=overlap`` (reference SGP, facebookresearch/stochastic_gradient_push,
+  overlap mode): the whole model plus the push-sum weight (one extra element)
+  goes to rank + 2^i, i cycling through 0..floor(log2(R-1)); it is posted at
+  the start of the iteration (the previous update's parameters) and waited
+  for before the update, so it hides behind forward and backward.
+
+Closed forms (one iteration, contention free, S segments of |θ_s| bytes):
+blocking ``T = t_fwd + t_bwd + t_upd + Σ_s (α + |θ_s|β + |θ_s|γ)``;
+neuron ``T = t_fwd + t_bwd + t_upd + Σ_s (2(α + |θ_s|β + T_barrier) + 2|θ_s|γ)``;
+overlap ``T = max(t_fwd + t_bwd, α + (|θ| + w)β) + t_upd + |θ|γ``.
 
 The peer changes every iteration, so ``iterations()`` returns one plan per
-exponent, each with weight 1 (a period of floor(log2(R-1)) + 1 iterations).
+step of the graph's period, each with weight 1/period.
 """
 
 from __future__ import annotations
@@ -21,40 +37,59 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simcomm.ops import PlanBuilder
-from simcomm.strategies._gossip import check_int, check_interval, exp_graph_exponents, gossip_iterations, \
-    push_sum_bytes
+from simcomm.strategies._gossip import aws_exp_offsets, base3_offsets, check_int, check_interval, \
+    emit_segment_gossip, exp_graph_exponents, floor_log, gossip_iterations, push_sum_bytes, segment_bytes
 from simcomm.strategies.base import NotApplicable, Strategy, register
-from simcomm.strategies.common import emit_forward_backward, emit_update
+from simcomm.strategies.common import check_choice, emit_forward_backward, emit_update
+
+MODES = ("blocking", "neuron", "overlap")
 
 
 @dataclass(frozen=True)
 class SGPParams:
     """Options of ``sgp``."""
 
+    mode: str = "blocking"  # seed 001's AWS timing code (Fig. 11)
+    segments: int = 0  # blocking/neuron: 0 = blocks + stem + head (18 for ResNet-50), as Crossover-SGD
     interval: int = 1  # iterations per gossip step (seed 001 accumulates 42)
     iteration: int = 0  # which iteration of the period plan() shows
 
     def __post_init__(self):
+        check_choice("mode", self.mode, MODES)
+        check_int("segments", self.segments, 0)
         check_interval(self.interval)
         check_int("iteration", self.iteration, 0)
 
     @property
     def assumed(self) -> tuple[str, ...]:
-        out = ["push-sum weight sent as one extra model element (SGP implementation)",
-               "gossip posted at iteration start, waited before the update (SGP overlap mode)"]
+        out = []
+        if self.mode == "blocking":
+            out.append("mode blocking: seed 001's AWS timing code (220606_aws/imagenet_test.py:665-707): after the "
+                       "step, per segment a blocking send to rank + 2^(t mod floor(log2 R)) and receive from "
+                       "rank - 2^(...), 0.5/0.5 averaging, a 2-rank all-reduce when both peers coincide; no "
+                       "push-sum weight (mode=neuron: the NEURON training variant; mode=overlap: reference SGP)")
+        elif self.mode == "neuron":
+            out.append("mode neuron: seed 001's NEURON training code (imagenet_test.py:742-797), 2 peers at "
+                       "j*3^i, a barrier after each exchange, 1/3 averaging; WITHOUT its 0.3 s sleep before each "
+                       "exchange (0.6 s per segment, not communication)")
+        else:
+            out.append("mode overlap: reference SGP (push-sum weight as one extra model element; posted at "
+                       "iteration start, waited before the update); seed 001's code ran mode=blocking")
         if self.interval == 1:
-            out.append("communication interval 1 (seed 001 used 42 to emulate a large batch)")
+            out.append("communication interval 1 (seed 001's AWS timing code; its training used 42)")
         return tuple(out)
 
 
-def emit_peer_exchange(b: PlanBuilder, w, topology, peers: dict[int, tuple[int, ...]], kind: str):
-    """One iteration where rank r sends its model to each of peers[r] at the start.
+def emit_peer_exchange(b: PlanBuilder, w, topology, peers: dict[int, tuple[int, ...]], kind: str,
+                       extra_bytes: float = 0.0):
+    """One iteration where rank r sends its whole model to each of peers[r] at the start (overlap mode).
 
     Sends go on one stream per destination so a rank's sends run in parallel;
     each rank waits for its sends and its receives, then updates and mixes.
+    ``extra_bytes`` rides along with each model (SGP's push-sum weight).
     """
     n = w.n_ranks
-    nbytes = w.model_bytes + push_sum_bytes(w.dtype_bytes)
+    nbytes = w.model_bytes + extra_bytes
     sends: dict[int, list[int]] = {r: [] for r in range(n)}
     recvs: dict[int, list[int]] = {r: [] for r in range(n)}
     for r in range(n):
@@ -70,26 +105,60 @@ def emit_peer_exchange(b: PlanBuilder, w, topology, peers: dict[int, tuple[int, 
     return b.build(kind=kind, peers={r: peers[r] for r in range(min(n, 64))})
 
 
+def emit_after_step(b: PlanBuilder, w) -> dict[int, int]:
+    """Forward, backward (one gradient-ready point) and the step of every rank; rank -> step op id."""
+    ready = {}
+    for r in range(w.n_ranks):
+        emit_forward_backward(b, w, r, buckets=(tuple(w.ready_order),))
+        ready[r] = emit_update(b, w, r)
+    return ready
+
+
 @register
 class SGP(Strategy):
-    """Stochastic Gradient Push on the directed exponential graph."""
+    """SGP-style gossip as seed 001 ran it (blocking per segment), or reference SGP (overlap)."""
 
     name = "sgp"
-    summary = "push the model to one peer per iteration on the directed exponential graph"
-    reference = "Assran et al., Stochastic Gradient Push, ICML 2019; seed 001 (Yeo et al.) baseline"
+    summary = "gossip the model to one peer per iteration on an exponential graph (seed 001's SGP)"
+    reference = "Assran et al., Stochastic Gradient Push, ICML 2019; seed 001 (Yeo et al.) baseline and code"
     Params = SGPParams
+    paper_baseline = ("allreduce", (("bucket_mb", 0.0), ("overlap", "none")),
+                      "seed 001's AllReduce-SGD: one all-reduce of all gradients after backward")
 
     def period(self, n_ranks: int) -> int:
+        if n_ranks < 2:
+            return 0
+        if self.params.mode == "blocking":
+            return len(aws_exp_offsets(n_ranks))
+        if self.params.mode == "neuron":
+            return floor_log(n_ranks - 1, 3) + 1
         return len(exp_graph_exponents(n_ranks))
 
     def plan_iteration(self, workload, topology, iteration: int):
-        n = workload.n_ranks
-        exps = exp_graph_exponents(n)
-        if not exps:
+        w, p = workload, self.params
+        n = w.n_ranks
+        if n < 2:
             raise NotApplicable("sgp needs at least 2 ranks")
-        i = exps[iteration % len(exps)]
-        peers = {r: ((r + 2 ** i) % n,) for r in range(n)}
-        return emit_peer_exchange(PlanBuilder(n), workload, topology, peers, f"gossip (peer +2^{i})")
+        b = PlanBuilder(n)
+        if p.mode == "overlap":
+            i = exp_graph_exponents(n)[iteration % self.period(n)]
+            peers = {r: ((r + 2 ** i) % n,) for r in range(n)}
+            return emit_peer_exchange(b, w, topology, peers, f"gossip (peer +2^{i})",
+                                      extra_bytes=push_sum_bytes(w.dtype_bytes))
+        seg_bytes, how = segment_bytes(w, p.segments)
+        ready = emit_after_step(b, w)
+        if p.mode == "blocking":
+            d = aws_exp_offsets(n)[iteration % self.period(n)]
+            rounds = [{r: ((r + d) % n,) for r in range(n)}]
+            kind = f"gossip (peer +{d}, blocking per segment)"
+        else:
+            offs = base3_offsets(n, iteration)
+            rounds = [{r: ((r + d) % n,) for r in range(n)} for d in offs]
+            kind = f"gossip (peers +{offs[0]}, +{offs[1]}, barrier per exchange)"
+        emit_segment_gossip(b, range(n), ready, seg_bytes, lambda s: rounds, gamma=topology.gamma,
+                            mode="blocking" if p.mode == "blocking" else "serial",
+                            pair_allreduce=p.mode == "blocking")
+        return b.build(kind=kind, segments=len(seg_bytes), assumed=(f"segments: {how}",))
 
     def plan(self, workload, topology):
         return self.plan_iteration(workload, topology, self.params.iteration)

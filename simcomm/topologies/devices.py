@@ -3,7 +3,8 @@
 An element-wise reduction ``c = a + b`` is memory bound: it reads two operands
 and writes one, so about three bytes cross the memory bus per byte reduced,
 and ``γ = 3 / memory bandwidth``.  Memory bandwidths are the peak figures of
-/work/shared/reference/cost-models-and-hardware.md §4.  A CPU device's memory
+/work/shared/reference/cost-models-and-hardware.md §4 and, for the newer GPUs,
+of the sources in docs/topologies.md.  A CPU device's memory
 is shared by the ranks (processes) of its node, so each rank gets
 ``bandwidth / ranks_per_node``.
 """
@@ -32,6 +33,10 @@ DEVICES: dict[str, Device] = {d.name: d for d in (
     Device("a100", 1555e9, False, "[A100-gk] (40 GB)"),
     Device("a100-80g", 2039e9, False, "[A100-gk] (80 GB)"),
     Device("h100", 3.35e12, False, "[H100-gk]"),
+    Device("h200", 4.8e12, False, "[H200] 141 GB HBM3e, 4.8 TB/s"),
+    Device("b200", 8.0e12, False, "[B200-gk] 192 GB HBM3e, 8 TB/s"),
+    Device("gb200", 8.0e12, False, "[B200-gk] the B200 GPU of a GB200 superchip, 8 TB/s"),
+    Device("l40s", 864e9, False, "[L40S] 48 GB GDDR6, 864 GB/s"),
     Device("t4", 320e9, False, "[T4-sys]"),
     Device("gtx-1080-ti", 484e9, False, "[1080Ti]"),
     Device("haswell", 136.6e9, True, "[HSW-bw] x2 sockets [derived]"),

@@ -9,9 +9,19 @@ cores ``(a, 0..k/2-1)``.  Two levels: ``k`` leaves with ``k/2`` hosts each and
 
 Oversubscription ``r``: the edge (leaf) uplinks carry bandwidth ``B/r``, so a
 full edge switch has down:up capacity ``r:1``; aggregation-core links stay at
-``B``.  Routing is up/down: up to the lowest common level, then down; among
-the equal-cost choices (aggregation switch, core) the flow hash picks, so the
-route of a pair is deterministic and different pairs spread evenly.
+``B``.  Routing is up/down: up to the lowest common level, then down.  Among the
+equal-cost choices (aggregation switch, core):
+
+* ``routing="ecmp"`` (Ethernet and RoCE): a hash of the (source,
+  destination) pair picks, so routes are deterministic and spread evenly on
+  average, but a few flows can collide on one uplink;
+* ``routing="d-mod-k"`` (InfiniBand, the default on IB links): the
+  destination picks, as OpenSM's fat-tree routing engines (ftree, and
+  D-mod-K in the literature: Zahavi, "D-Mod-K Routing Providing Non-Blocking
+  Traffic for Shift Permutations on Real Life Fat Trees", 2010) assign every
+  destination its own up-port at each level.  Any shift permutation (every
+  host i sending to host i+s, as NCCL's rail-aligned rings do) is then
+  contention-free on a full fat-tree.
 """
 
 from __future__ import annotations
@@ -24,7 +34,9 @@ from simcomm.links.base import LinkClass
 from simcomm.topologies.base import DEFAULT_GAMMA, Topology
 from simcomm.topologies.fabric import add_link, positive_int, rank_graph, standalone
 
-__all__ = ["fat_tree", "add_fat_tree", "auto_k", "FatTreeFabric"]
+__all__ = ["fat_tree", "add_fat_tree", "auto_k", "FatTreeFabric", "ROUTINGS"]
+
+ROUTINGS = ("ecmp", "d-mod-k")
 
 
 def auto_k(hosts: int, levels: int = 3) -> int:
@@ -38,12 +50,22 @@ def auto_k(hosts: int, levels: int = 3) -> int:
 class FatTreeFabric:
     """Up/down ECMP routes computed from host coordinates."""
 
-    def __init__(self, hosts: list, k: int, levels: int, edge: list, agg: list, core: list):
+    def __init__(self, hosts: list, k: int, levels: int, edge: list, agg: list, core: list,
+                 routing: str = "ecmp"):
         self.hosts, self.half, self.levels = hosts, k // 2, levels
         self.edge, self.agg, self.core = edge, agg, core  # see add_fat_tree for layouts
+        self.routing = routing
+
+    def _key(self, j, key):
+        """The equal-cost choice: the flow hash (ECMP) or the destination's digits (D-mod-K)."""
+        if self.routing == "ecmp":
+            return key
+        h = self.half
+        return j % h + h * ((j // h) % h)
 
     def path(self, i: int, j: int, key: int) -> list:
         h, hosts = self.half, self.hosts
+        key = self._key(j, key)
         ei, ej = i // h, j // h  # global edge (leaf) switch index
         if ei == ej:
             return [hosts[i], self.edge[ei], hosts[j]]
@@ -65,6 +87,7 @@ class FatTreeFabric:
     def paths_many(self, i: np.ndarray, j: np.ndarray, key: np.ndarray, idx: dict) -> np.ndarray:
         """:meth:`path` of many host pairs as node index rows (``idx``: node -> index), padded with -1."""
         h = self.half
+        key = self._key(j, key)
         host, edge, agg, core = (np.array([idx[n] for n in names], dtype=np.int64)
                                  for names in (self.hosts, self.edge, self.agg, self.core))
         ei, ej, a = i // h, j // h, key % h
@@ -90,10 +113,17 @@ class FatTreeFabric:
 
 def add_fat_tree(g: nx.Graph, hosts: list, host_link: LinkClass, links: dict, *, k: int | None = None,
                  link: str | LinkClass | None = None, oversubscription: float = 1.0,
-                 levels: int = 3) -> FatTreeFabric:
-    """Add a fat-tree's switches and links for ``hosts`` (placed in order on the ports)."""
+                 levels: int = 3, routing: str | None = None) -> FatTreeFabric:
+    """Add a fat-tree's switches and links for ``hosts`` (placed in order on the ports).
+
+    ``routing`` defaults to ``d-mod-k`` on InfiniBand links and ``ecmp`` otherwise.
+    """
     if levels not in (2, 3):
         raise ConfigError(f"fat-tree: levels must be 2 or 3, got {levels!r}")
+    if routing is None:
+        routing = "d-mod-k" if host_link.family == "infiniband" else "ecmp"
+    if routing not in ROUTINGS:
+        raise ConfigError(f"fat-tree: routing {routing!r} is not valid; valid choices: {', '.join(ROUTINGS)}")
     k = auto_k(len(hosts), levels) if k is None else positive_int(k, "fat-tree: k", 2)
     if k % 2:
         raise ConfigError(f"fat-tree: k must be even, got {k}")
@@ -120,12 +150,12 @@ def add_fat_tree(g: nx.Graph, hosts: list, host_link: LinkClass, links: dict, *,
                           for c in range(h)), link=fab_lc.name)
     else:
         g.add_edges_from(((edge[e], agg[s]) for e in range(n_edge) for s in range(h)), link=up_lc.name)
-    return FatTreeFabric(hosts, k, levels, edge, agg, core)
+    return FatTreeFabric(hosts, k, levels, edge, agg, core, routing)
 
 
 def fat_tree(k: int | None = None, *, link: str | LinkClass = "ib-edr", oversubscription: float = 1.0,
              levels: int = 3, hosts: int | None = None, host_link: str | LinkClass | None = None,
-             gamma: float = DEFAULT_GAMMA) -> Topology:
+             gamma: float = DEFAULT_GAMMA, routing: str | None = None) -> Topology:
     """A fat-tree whose hosts are ranks; ``hosts`` (default: every port) are placed in port order."""
     if k is None and hosts is None:
         raise ConfigError("fat-tree: give k or hosts")
@@ -135,9 +165,10 @@ def fat_tree(k: int | None = None, *, link: str | LinkClass = "ib-edr", oversubs
     links: dict = {}
     hl = add_link(links, host_link if host_link is not None else link)
     g, names = rank_graph(n, gamma)
-    fab = add_fat_tree(g, names, hl, links, k=kk, link=link, oversubscription=oversubscription, levels=levels)
+    fab = add_fat_tree(g, names, hl, links, k=kk, link=link, oversubscription=oversubscription, levels=levels,
+                       routing=routing)
     meta = {"builder": "fat-tree", "k": kk, "levels": levels, "hosts": n,
-            "oversubscription": oversubscription, "link": fab_name(link)}
+            "oversubscription": oversubscription, "link": fab_name(link), "routing": fab.routing}
     return standalone(f"fat-tree-k{kk}" + ("" if levels == 3 else "-2l"), g, links, names, fab, meta)
 
 

@@ -1,4 +1,4 @@
-"""Named clusters: the seed papers' platforms and modern DGX pods.
+"""Named clusters: the seed papers' platforms and GPU systems as they are built.
 
 Each preset is a function ``(nodes, gpus_per_node) -> Topology`` registered in
 :data:`PRESETS` with the paper it comes from; ``nodes``/``gpus_per_node``
@@ -13,11 +13,14 @@ from simcomm.registry import Registry
 from simcomm.topologies.base import Topology
 from simcomm.topologies.devices import device_gamma
 from simcomm.topologies.fabric import positive_int
+from simcomm.topologies.intranode import HostPath
 from simcomm.topologies.two_level import two_level
 
-__all__ = ["PRESETS", "preset"]
+__all__ = ["PRESETS", "PRESET_STACKS", "preset", "default_stack"]
 
 PRESETS: Registry = Registry("topology preset")
+#: preset name -> (transport stack its platform ran, why); clusters not listed run ``nccl``
+PRESET_STACKS: dict[str, tuple[str, str]] = {}
 
 S000 = "seed 000: Moreno-Alvarez et al., Enhancing Distributed NN Training Through Node-Based Communications"
 S001 = "seed 001: Yeo et al. (gossip SGD), Table 2"
@@ -30,40 +33,54 @@ def _n(value, default, field):
     return default if value is None else positive_int(value, f"preset: {field}")
 
 
-def _add(name: str, summary: str, reference: str):
+def _add(name: str, summary: str, reference: str, stack: tuple[str, str] | None = None):
     def deco(fn):
         PRESETS.add(name, fn, summary=summary, reference=reference)
+        if stack is not None:
+            PRESET_STACKS[name] = stack
         return fn
     return deco
 
 
-@_add("deep-est-esb", "DEEP-EST ESB: 1 x V100 per node, 100 Gb/s InfiniBand (EDR), 20 nodes", S000)
+_OMPI_TCP = ("mpi-tcp", "seed 000's launcher runs Open MPI with the TCP BTL (launch_github.sh: --mca btl "
+                        "tcp,self,vader)")
+
+
+def default_stack(cluster: str) -> tuple[str, str]:
+    """(stack, why) a cluster runs when the user names none: its platform's own, else NCCL."""
+    return PRESET_STACKS.get(cluster, ("nccl", "GPU clusters run NCCL unless told otherwise"))
+
+
+@_add("deep-est-esb", "DEEP-EST ESB: 1 x V100 per node, 100 Gb/s InfiniBand (EDR), 20 nodes", S000, _OMPI_TCP)
 def _deep_est(nodes, gpn):
     return two_level(_n(nodes, 20, "nodes"), _n(gpn, 1, "gpus_per_node"), intra="pcie", intra_link="pcie3",
                      nic_link="ib-edr", nic_attach="pcie3", device="v100", name="deep-est-esb")
 
 
-@_add("ceta-ciemat", "Ceta-Ciemat TA nodes: 4 nodes x 4 V100 (PCIe 3, EDR assumed)", S000)
+@_add("ceta-ciemat", "Ceta-Ciemat TA nodes: 4 nodes x 4 V100 (PCIe 3, EDR assumed)", S000, _OMPI_TCP)
 def _ceta(nodes, gpn):
     # The paper gives 4 nodes x 4 V100 only; PCIe intranode and EDR InfiniBand are assumptions.
     return two_level(_n(nodes, 4, "nodes"), _n(gpn, 4, "gpus_per_node"), intra="pcie", intra_link="pcie3",
                      nic_link="ib-edr", nic_attach="pcie3", device="v100", name="ceta-ciemat")
 
 
-@_add("kisti-neuron", "KISTI Neuron: 2 x V100 32 GB per node, 56 Gb/s (FDR) network, 4 nodes", S001)
+@_add("kisti-neuron", "KISTI Neuron: 2 x V100 32 GB per node, 56 Gb/s (FDR) network, 4 nodes", S001,
+      ("mpi-tcp", "seed 001's training code uses torch.distributed's MPI backend (OpenMPI 3.1; TCP assumed)"))
 def _neuron(nodes, gpn):
     return two_level(_n(nodes, 4, "nodes"), _n(gpn, 2, "gpus_per_node"), intra="pcie", intra_link="pcie3",
                      nic_link="ib-fdr", nic_attach="pcie3", device="v100", name="kisti-neuron")
 
 
-@_add("aws-g4dn", "AWS g4dn.2xlarge cluster: 1 x T4 per instance, up to 3125 Mb/s, 4 instances", S001)
+@_add("aws-g4dn", "AWS g4dn.2xlarge cluster: 1 x T4 per instance, up to 3125 Mb/s, 4 instances", S001,
+      ("nccl-socket", "seed 001's AWS timing code uses the NCCL backend; g4dn instances have no EFA, so NCCL "
+                      "runs over TCP sockets"))
 def _g4dn(nodes, gpn):
     return two_level(_n(nodes, 4, "nodes"), _n(gpn, 1, "gpus_per_node"), intra="pcie", intra_link="pcie3",
                      nic_link="eth-3125m", nic_attach="pcie3", device="t4", name="aws-g4dn")
 
 
 @_add("cori-haswell", "Cori Haswell (Cray XC40): Aries dragonfly, 1 MPI rank per node (or up to 32), 256 nodes",
-      S003 + "; [CORI]")
+      S003 + "; [CORI]", ("cray-mpich", "seed 003 ran Intel Caffe over Cray MPICH on Aries"))
 def _cori(nodes, gpn):
     n, per = _n(nodes, 256, "nodes"), _n(gpn, 1, "gpus_per_node (ranks per node)")
     if per > 32:
@@ -76,39 +93,156 @@ def _cori(nodes, gpn):
                      device="haswell", name="cori-haswell")
 
 
-@_add("gbe-4gpu", "4 GPU machines on 1 Gb/s Ethernet (one GPU each)", S002)
+@_add("gbe-4gpu", "4 GPU machines on 1 Gb/s Ethernet (one GPU each)", S002,
+      ("mpi-tcp", "seed 002's gTop-k and sketch code exchange with MPI over 1 GbE (TCP)"))
 def _gbe(nodes, gpn):
     return two_level(_n(nodes, 4, "nodes"), _n(gpn, 1, "gpus_per_node"), intra="pcie", intra_link="pcie3",
                      nic_link="eth-1g", nic_attach="pcie3", name="gbe-4gpu")
 
 
-@_add("seed004-ps", "1 parameter server (rank 0, CPU) + 2 nodes x 2 GTX 1080 Ti, 1 GbE", S004)
+@_add("seed004-ps", "2 worker machines x 2 GTX 1080 Ti + 1 CPU parameter-server machine (its own node), 1 GbE",
+      S004, ("cpu-ps", "seed 004 runs TensorFlow's parameter server over OpenMPI on 1 GbE"))
 def _ps(nodes, gpn):
+    # Sec. 6.1: "one parameter server machine and two worker machines ... two NVIDIA Geforce GTX 1080 Tis"
+    # each; "the parameter server uses the CPU".  ``nodes`` counts worker machines; the server machine comes
+    # last (training ranks first) and holds one CPU rank with a Haswell-class γ (the CPU model is not given).
     workers, per = _n(nodes, 2, "nodes (worker machines)"), _n(gpn, 2, "gpus_per_node")
-    topo = two_level(workers + 1, [1] + [per] * workers, intra="pcie", intra_link="pcie3",
+    topo = two_level(workers + 1, [per] * workers + [1], intra="pcie", intra_link="pcie3",
                      nic_link="eth-1g", nic_attach="pcie3", device="gtx-1080-ti", name="seed004-ps")
-    # The PS updates parameters on its CPU: give rank 0 the Haswell-class γ (an assumption).
-    topo.graph.nodes[topo.ranks[0]]["gamma"] = device_gamma("haswell", 1)
-    topo.meta["parameter_server_rank"] = 0
+    server = topo.n_ranks - 1
+    topo.graph.nodes[topo.ranks[server]]["gamma"] = device_gamma("haswell", 1)
+    topo.meta["server_ranks"] = (server,)
+    topo.meta["server_device"] = "haswell"
     return topo
 
 
-@_add("dgx-a100-hdr", "DGX A100 pod: 8 x A100 NVSwitch + 8 x HDR NICs per node, HDR fat-tree, 32 nodes",
-      "[A100-gk], [NVL-wiki], [IB-jp]; DGX SuperPOD-style rail-free fat-tree (assumption)")
+# ---- GPU systems as they are built (facts and sources: docs/topologies.md "GPU system presets") ----
+_NCCL = ("nccl", "NVIDIA GPU systems run NCCL")
+_SPOD_A100 = "NVIDIA DGX SuperPOD (A100) reference architecture: 20 nodes per scalable unit, one leaf per rail"
+_SPOD_H100 = "NVIDIA DGX SuperPOD (H100) reference architecture: 32 nodes per scalable unit, one leaf per rail"
+
+
+def _gpu(nodes, gpn, default_nodes, default_gpn, cpu=None, **kw):
+    """A two-level GPU cluster with ``nodes``/``gpus_per_node`` overrides; ``cpu`` is the host vendor NCCL sees."""
+    topo = two_level(_n(nodes, default_nodes, "nodes"), _n(gpn, default_gpn, "gpus_per_node"), **kw)
+    if cpu is not None:
+        topo.meta["cpu"] = cpu
+    return topo
+
+
+def _dgx(nodes, gpn, *, nvswitch, nic, attach, per_leaf, device, name, cpu, default_nodes=32, **kw):
+    """DGX-style node: 8 GPUs on NVSwitch, one NIC per GPU, rail-optimised leaf-spine."""
+    g = _n(gpn, 8, "gpus_per_node")
+    return _gpu(nodes, g, default_nodes, 8, cpu, intra="nvswitch", intra_link=nvswitch, nic_link=nic,
+                nics_per_node=g, nic_attach=attach, inter="rail", inter_options={"nodes_per_leaf": per_leaf},
+                device=device, name=name, **kw)
+
+
+@_add("dgx1-v100", "DGX-1 (V100): 8 x V100 in a hybrid cube mesh (NVLink2, 1-2 links per pair), 4 x EDR IB "
+      "on 4 PCIe switches, host path over 2 sockets, fat-tree, 32 nodes",
+      "NVIDIA DGX-1 with Tesla V100 system architecture white paper; NVIDIA/nccl#671 (NVLink counts, PLX "
+      "switches); [IB-jp]; fat-tree as SATURNV", _NCCL)
+def _dgx1(nodes, gpn):
+    host = HostPath(pcie_switches=4, sockets=2, gpu_link="pcie3", uplink="pcie3", socket_link="qpi-bdw",
+                    memory="shm")
+    return _gpu(nodes, gpn, 32, 8, "intel", intra="nvlink-cube-mesh", intra_link="nvlink2", host=host,
+                nic_link="ib-edr", nics_per_node=4, nic_attach="pcie3", inter="fat-tree", device="v100",
+                name="dgx1-v100")
+
+
+@_add("dgx-a100-hdr", "DGX A100 SuperPOD: 8 x A100 NVSwitch + 8 x HDR NICs per node, rail-optimised HDR "
+      "leaf-spine (20 nodes per SU), 32 nodes", "[A100-gk], [NVL-wiki], [IB-jp]; " + _SPOD_A100, _NCCL)
 def _dgx_a100(nodes, gpn):
-    g = _n(gpn, 8, "gpus_per_node")
-    return two_level(_n(nodes, 32, "nodes"), g, intra="nvswitch", intra_link="nvswitch-a100", nic_link="ib-hdr",
-                     nics_per_node=g, nic_attach="pcie4", inter="fat-tree", device="a100-80g",
-                     name="dgx-a100-hdr")
+    return _dgx(nodes, gpn, nvswitch="nvswitch-a100", nic="ib-hdr", attach="pcie4", per_leaf=20,
+                device="a100-80g", name="dgx-a100-hdr", cpu="amd")
 
 
-@_add("dgx-h100-ndr", "DGX H100 pod: 8 x H100 NVSwitch + 8 x NDR NICs per node, NDR fat-tree, 32 nodes",
-      "[H100-gk], [NVL-wiki], [IB-jp]; rail-free fat-tree (assumption)")
+@_add("dgx-h100-ndr", "DGX H100 SuperPOD: 8 x H100 NVSwitch + 8 x NDR NICs per node, rail-optimised NDR "
+      "leaf-spine (32 nodes per SU), 32 nodes", "[H100-gk], [NVL-wiki], [IB-jp]; " + _SPOD_H100, _NCCL)
 def _dgx_h100(nodes, gpn):
+    return _dgx(nodes, gpn, nvswitch="nvswitch-h100", nic="ib-ndr", attach="pcie5", per_leaf=32, device="h100",
+                name="dgx-h100-ndr", cpu="intel")
+
+
+@_add("dgx-h100-fat-tree", "DGX H100 nodes on a rail-free 3-level NDR fat-tree with ECMP hashing (for "
+      "comparison with the rail-optimised dgx-h100-ndr), 32 nodes",
+      "[H100-gk], [IB-jp]; Al-Fares et al. SIGCOMM 2008 fat-tree; rail-free wiring and ECMP are the comparison "
+      "case, not a published SuperPOD", _NCCL)
+def _dgx_h100_ft(nodes, gpn):
     g = _n(gpn, 8, "gpus_per_node")
-    return two_level(_n(nodes, 32, "nodes"), g, intra="nvswitch", intra_link="nvswitch-h100", nic_link="ib-ndr",
-                     nics_per_node=g, nic_attach="pcie5", inter="fat-tree", device="h100",
-                     name="dgx-h100-ndr")
+    return _gpu(nodes, g, 32, 8, "intel", intra="nvswitch", intra_link="nvswitch-h100", nic_link="ib-ndr",
+                nics_per_node=g, nic_attach="pcie5", inter="fat-tree", inter_options={"routing": "ecmp"},
+                device="h100", name="dgx-h100-fat-tree")
+
+
+@_add("dgx-h200-ndr", "DGX H200: 8 x H200 NVSwitch (NVLink 4, 900 GB/s) + 8 x NDR NICs, rail-optimised NDR "
+      "leaf-spine (32 nodes per SU), 32 nodes",
+      "[MLPerf-H200] (18x NVLink 4, 900 GB/s; 2 x Xeon 8480C), [H200]; SU as " + _SPOD_H100, _NCCL)
+def _dgx_h200(nodes, gpn):
+    return _dgx(nodes, gpn, nvswitch="nvswitch-h200", nic="ib-ndr", attach="pcie5", per_leaf=32, device="h200",
+                name="dgx-h200-ndr", cpu="intel")
+
+
+@_add("hgx-b200", "DGX/HGX B200: 8 x B200 NVSwitch (NVLink 5, 1.8 TB/s) + 8 x 400 Gb/s CX-7 NICs, "
+      "rail-optimised NDR leaf-spine (32 nodes per SU), 32 nodes",
+      "[DGXB200-ug] (8 x B200, 2 NVSwitches 14.4 TB/s, 8 x CX-7 400 Gb/s, 2 x Xeon 8570), [B200-gk]; SU size "
+      "assumed as the H100 SuperPOD", _NCCL)
+def _hgx_b200(nodes, gpn):
+    return _dgx(nodes, gpn, nvswitch="nvswitch-b200", nic="ib-ndr", attach="pcie5", per_leaf=32, device="b200",
+                name="hgx-b200", cpu="intel")
+
+
+@_add("gb200-nvl72", "GB200 NVL72: nodes are compute trays of 4 B200; 18 trays (72 GPUs) share one NVLink 5 "
+      "domain; 1 x 400 Gb/s CX-7 per GPU, 4-rail leaf-spine, 36 trays (2 racks)",
+      "[NVL72] (72 GPUs, 18 trays, 1.8 TB/s per GPU), [GCP-net] A4X (4 CX-7, 1,600 Gb/s per tray, 4-way "
+      "rail-aligned); leaf size one rack (assumption)", _NCCL)
+def _gb200(nodes, gpn):
+    g = _n(gpn, 4, "gpus_per_node")
+    # Grace is an Arm CPU: meta["cpu"] stays unset (NCCL's model knows Intel and AMD hosts).
+    return _gpu(nodes, g, 36, 4, None, intra="nvswitch", intra_link="nvswitch-nvl72", nvlink_domain=18,
+                nic_link="ib-ndr", nics_per_node=g, nic_attach="pcie5", inter="rail",
+                inter_options={"nodes_per_leaf": 18}, device="gb200", name="gb200-nvl72")
+
+
+@_add("l40s-pcie", "8 x L40S on PCIe Gen4 without NVLink or peer-to-peer (staged through host memory), "
+      "2 GPUs + 1 x 400 Gb/s RoCE NIC per PCIe switch (200 Gb/s per GPU), 2 sockets, 4 nodes",
+      "NVIDIA Enterprise RA PCIe-optimised 2-8-5 (2 CPUs, 8 GPUs, 5 NICs: 4 east-west + 1 north-south) [ERA]; "
+      "[L40S] PCIe 4.0 x16, no NVLink; NVIDIA/nccl#1639 (no-P2P boxes bound by host memory); CPU and memory "
+      "are assumptions", _NCCL)
+def _l40s(nodes, gpn):
+    host = HostPath(pcie_switches=4, sockets=2, uplink="pcie5", socket_link="upi-spr", memory="shm-ddr5-4800x8")
+    return _gpu(nodes, gpn, 4, 8, "intel", intra="pcie-host", intra_link="pcie4", host=host,
+                nic_link="roce-400g", nics_per_node=4, nic_attach="pcie4", inter="rail",
+                inter_options={"nodes_per_leaf": 32}, device="l40s", name="l40s-pcie")
+
+
+@_add("aws-p4d", "AWS p4d.24xlarge: 8 x A100 40 GB NVSwitch, 4 x 100 Gb/s EFA (one per 2 GPUs), one "
+      "non-blocking switch, 16 instances",
+      "[AWS-p4d] (8 x A100 40 GB, NVSwitch 600 GB/s, 400 Gb/s EFA, Cascade Lake); AWS publishes no fabric: "
+      "one non-blocking switch (assumption)", _NCCL)
+def _p4d(nodes, gpn):
+    return _gpu(nodes, gpn, 16, 8, "intel", intra="nvswitch", intra_link="nvswitch-a100", nic_link="efa-100g",
+                nics_per_node=4, nic_attach="pcie4", inter="switch", device="a100", name="aws-p4d")
+
+
+@_add("aws-p5", "AWS p5.48xlarge: 8 x H100 NVSwitch, 32 x 100 Gb/s EFA modelled as one 400 Gb/s NIC per "
+      "GPU, one non-blocking switch, 16 instances",
+      "[AWS-efa] (32 EFA devices), [AWS-p5] (3,200 Gb/s EFA, 8 x H100); 4 adapters per GPU as one logical "
+      "NIC; one non-blocking switch (assumption)", _NCCL)
+def _p5(nodes, gpn):
+    g = _n(gpn, 8, "gpus_per_node")
+    return _gpu(nodes, g, 16, 8, "amd", intra="nvswitch", intra_link="nvswitch-h100", nic_link="efa-400g",
+                nics_per_node=g, nic_attach="pcie5", inter="switch", device="h100", name="aws-p5")
+
+
+@_add("gcp-a3-mega", "Google Cloud A3 Mega (a3-megagpu-8g): 8 x H100 NVSwitch, 8 x 200 Gb/s GPUDirect-TCPXO "
+      "NICs (one per GPU), one non-blocking switch, 16 VMs",
+      "[GCP-net] (A3 Mega: 1,800 Gb/s, GPUDirect-TCPXO, 8 GPU NICs); one non-blocking switch (assumption)",
+      _NCCL)
+def _a3mega(nodes, gpn):
+    g = _n(gpn, 8, "gpus_per_node")
+    return _gpu(nodes, g, 16, 8, "intel", intra="nvswitch", intra_link="nvswitch-h100", nic_link="tcpxo-200g",
+                nics_per_node=g, nic_attach="pcie5", inter="switch", device="h100", name="gcp-a3-mega")
 
 
 def preset(name: str, *, nodes: int | None = None, gpus_per_node: int | None = None) -> Topology:

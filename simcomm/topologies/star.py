@@ -7,6 +7,7 @@ only when several flows enter or leave the same host (incast, outcast).
 from __future__ import annotations
 
 import networkx as nx
+import numpy as np
 
 from simcomm.links.base import LinkClass
 from simcomm.topologies.base import DEFAULT_GAMMA, Topology
@@ -18,11 +19,18 @@ __all__ = ["star", "add_star", "StarFabric"]
 class StarFabric:
     """host -> switch -> host."""
 
+    max_nodes = 3
+
     def __init__(self, hosts: list, switch: str):
         self.hosts, self.switch = hosts, switch
 
     def path(self, i: int, j: int, key: int) -> list:
         return [self.hosts[i], self.switch, self.hosts[j]]
+
+    def paths_many(self, i: np.ndarray, j: np.ndarray, key: np.ndarray, idx: dict) -> np.ndarray:
+        """:meth:`path` of many host pairs as node index rows."""
+        host = np.array([idx[n] for n in self.hosts], dtype=np.int64)
+        return np.stack([host[i], np.full(len(i), idx[self.switch], dtype=np.int64), host[j]], axis=1)
 
 
 def add_star(g: nx.Graph, hosts: list, host_link: LinkClass, *, name: str = "sw0") -> StarFabric:

@@ -1,21 +1,23 @@
 """Per-layer compute traces: schema, files, capture (torch, lazily), import and synthesis.
 
 Catalogues (printed by ``simcomm list models|devices|traces``): :data:`MODELS`
-(the built-in zoo), :data:`DEVICES` (roofline device specs) and
-:data:`BUNDLED` (traces shipped as package data).  :func:`default_trace` is
-what ``simcomm run`` uses when the user names no trace.
+(the built-in zoo), :data:`DEVICES` (roofline device specs, calibrated against
+published throughput) and :data:`BUNDLED` (traces shipped as package data).
+:func:`default_trace` is what ``simcomm run`` uses when the user names no
+trace; :func:`trace_for` picks a bundled trace or synthesizes one for a
+(model, device, batch, dtype).
 """
 
-from simcomm.traces.bundled import BUNDLED, DEFAULT_TRACE, default_trace, load_bundled
-from simcomm.traces.devices import DEVICES, DeviceSpec, get_device
+from simcomm.traces.bundled import BUNDLED, DEFAULT_TRACE, default_trace, load_bundled, trace_for
+from simcomm.traces.devices import DEVICES, DeviceSpec, device_for_cluster, get_device
 from simcomm.traces.io import DTYPE_BYTES, DTYPES, load_trace, save_trace
 from simcomm.traces.schema import CAPTURE_METHODS, SCHEMA_VERSION, Layer, Trace
 from simcomm.traces.zoo import MODELS, build_model, model_spec
 
 __all__ = [
     "CAPTURE_METHODS", "SCHEMA_VERSION", "Layer", "Trace",
-    "BUNDLED", "DEFAULT_TRACE", "default_trace", "load_bundled",
-    "DEVICES", "DeviceSpec", "get_device",
+    "BUNDLED", "DEFAULT_TRACE", "default_trace", "load_bundled", "trace_for",
+    "DEVICES", "DeviceSpec", "device_for_cluster", "get_device",
     "DTYPE_BYTES", "DTYPES", "load_trace", "save_trace",
     "MODELS", "build_model", "model_spec",
     "resolve_trace",

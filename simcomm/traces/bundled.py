@@ -4,8 +4,10 @@
 reference); :data:`BUNDLED` is the registry built from it, which ``simcomm
 list traces`` prints.  Real CPU captures made on the development machine are
 labelled ``cpu-capture``; roofline syntheses ``roofline``.
-:func:`regenerate_roofline` rewrites the roofline files from the zoo (they are
-deterministic); captures are regenerated with ``simcomm trace capture``.
+:func:`regenerate_roofline` rewrites the roofline files from the zoo with the
+device registry's calibrated factors (they are deterministic); captures are
+regenerated with ``simcomm trace capture``.  :func:`trace_for` picks the
+bundled trace for a (model, device, batch, dtype) or synthesizes one.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from simcomm.traces.io import loads_trace, save_trace
 from simcomm.traces.schema import Trace
 
 __all__ = ["BundledTrace", "BUNDLED", "load_bundled", "default_trace", "DEFAULT_TRACE", "ROOFLINE_SET",
-           "regenerate_roofline"]
+           "DEFAULT_SYNTH_BATCH", "regenerate_roofline", "trace_for"]
 
 DEFAULT_TRACE = "resnet50-v100-roofline"
+#: per-GPU batch :func:`trace_for` synthesizes at when neither the caller nor a bundled trace gives one
+DEFAULT_SYNTH_BATCH = 64
 
 #: (model, device, batch) of every bundled roofline trace: seed-paper models at the seeds' batches
 ROOFLINE_SET = (
@@ -101,11 +105,48 @@ def regenerate_roofline(out_dir: str | Path | None = None) -> list[dict]:
         name = f"{model}-{device}-roofline"
         trace = _rounded(synth_trace(model, device, batch))
         save_trace(trace, out / f"{name}.json")
+        eff = DEVICES.get(device).efficiency("fp32")
+        how = (f"calibrated (compute_eff {eff.compute:g}, {eff.source.split(' (')[0]})" if eff.calibrated
+               else "default efficiencies, not calibrated")
         rows.append({"name": name, "file": f"{name}.json", "kind": "roofline",
-                     "summary": f"roofline synthesis: {model} on {device}, batch {batch}, fp32, SGD",
+                     "summary": f"roofline synthesis: {model} on {device}, batch {batch}, fp32, SGD, {how}",
                      "reference": f"{MODELS.entry(model).reference}; peaks {DEVICES.entry(device).reference}"})
     index = out / "index.json"
     kept = [r for r in json.loads(index.read_text(encoding="utf-8")) if r["kind"] != "roofline"] \
         if index.exists() else []
     index.write_text(json.dumps(rows + kept, indent=1) + "\n", encoding="utf-8")
     return rows
+
+
+def trace_for(model: str, device: str, batch: int | None = None, dtype: str = "fp32") -> tuple[Trace, str]:
+    """The trace for ``model`` on ``device`` and a one-line note saying where it came from.
+
+    ``device`` is a trace device (``v100``) or a topology device name
+    (``gtx-1080-ti``, mapped by :func:`~simcomm.traces.devices.device_for_cluster`).
+    A bundled roofline trace is returned when one exists for (model, device) at
+    ``batch`` (any bundled batch when ``batch`` is None) and ``dtype``;
+    otherwise the roofline is synthesized with the device's calibrated factors
+    for ``dtype`` at ``batch`` (default :data:`DEFAULT_SYNTH_BATCH`).  Unknown
+    models, devices or dtypes raise one-line errors naming the choices.
+    """
+    from simcomm.traces.devices import DEVICES, device_for_cluster
+    from simcomm.traces.synth import synth_trace
+
+    dev_name = device if device in DEVICES else device_for_cluster(device)
+    dev = DEVICES.get(dev_name)
+    for m, d, b in ROOFLINE_SET:
+        name = f"{m}-{d}-roofline"
+        if (m, d) == (model, dev_name) and batch in (None, b) and dtype == "fp32" and name in BUNDLED:
+            return load_bundled(name), f"trace: bundled {name} ({dev.label}, batch {b}, {_how(dev, dtype)})"
+    b = DEFAULT_SYNTH_BATCH if batch is None else batch
+    trace = synth_trace(model, dev, b, dtype)
+    default = " (default batch)" if batch is None else ""
+    how = _how(dev, dtype)
+    return trace, f"trace: roofline synthesis of {model} on {dev.label} (batch {b}{default}, {dtype}, {how})"
+
+
+def _how(dev, dtype: str) -> str:
+    eff = dev.efficiency(dtype)
+    if not eff.calibrated:
+        return "uncalibrated roofline: default efficiencies"
+    return "calibrated roofline" + (", factors borrowed" if eff.source.startswith("borrowed") else "")

@@ -1,73 +1,178 @@
-"""Compute devices for roofline synthesis: documented peaks and efficiency factors.
+"""Compute devices for roofline synthesis: documented peaks and calibrated efficiency factors.
 
-Peaks come from ``shared/reference/cost-models-and-hardware.md`` section 4
-(source keys in each entry's reference).  Peaks are never reached by real
-training kernels, so the roofline multiplies them by efficiency factors
-(:data:`DEFAULT_COMPUTE_EFF`, :data:`DEFAULT_MEMORY_EFF`); docs/traces.md
-explains the choice and its expected error.
+Peaks come from ``shared/reference/cost-models-and-hardware.md`` section 4 and,
+for the devices added later (A100 80 GB, H200, B200, GB200, L40S), from the sources
+listed in docs/traces.md (keys in each entry's reference).  Real training
+kernels never reach peak, so the roofline multiplies the peaks by efficiency
+factors.  Where a published single-GPU throughput exists, the factors are
+**fitted** on one published row per (device, precision) (see
+:mod:`simcomm.traces.calibration` and ``data/published_throughput.json``);
+elsewhere the engineering defaults :data:`DEFAULT_COMPUTE_EFF` and
+:data:`DEFAULT_MEMORY_EFF` apply and are labelled as such.
+
+``fp32`` on Ampere and later runs on TF32 tensor cores by default in NVIDIA's
+containers (``fp32_math = "tf32"``), which is what the published fp32 rows of
+those GPUs measured; a strict-FP32 model would be up to 8x slower for GEMMs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from simcomm.errors import ConfigError
+from simcomm.errors import ConfigError, UnknownNameError
 from simcomm.registry import Registry
 
-__all__ = ["DeviceSpec", "DEVICES", "DEFAULT_COMPUTE_EFF", "DEFAULT_MEMORY_EFF", "get_device"]
+__all__ = ["DeviceSpec", "Efficiency", "DEVICES", "DEFAULT_COMPUTE_EFF", "DEFAULT_MEMORY_EFF", "CLUSTER_DEVICES",
+           "get_device", "device_for_cluster"]
 
-#: fraction of peak FLOP/s a training step sustains on large GEMM/conv layers
+#: fraction of peak FLOP/s assumed where no published measurement was fitted
 DEFAULT_COMPUTE_EFF = 0.5
-#: fraction of peak memory bandwidth sustained by streaming (elementwise, BN) kernels
+#: fraction of peak memory bandwidth sustained by streaming (elementwise, BN) kernels; also kept for fitted devices
 DEFAULT_MEMORY_EFF = 0.7
 
 
 @dataclass(frozen=True)
+class Efficiency:
+    """Roofline factors for one precision of one device, and where they come from."""
+
+    compute: float
+    memory: float
+    source: str  # "fitted on <row id> (...)", "borrowed from ...", or "default (not calibrated)"
+
+    @property
+    def calibrated(self) -> bool:
+        return not self.source.startswith("default")
+
+
+@dataclass(frozen=True)
 class DeviceSpec:
-    """Peak throughput of one device; FLOP/s per dtype and memory bytes/s."""
+    """Peak throughput of one device; FLOP/s per math mode and memory bytes/s."""
 
     name: str
     kind: str  # "gpu" or "cpu"
-    peak_flops: dict = field(default_factory=dict)  # dtype -> FLOP/s
+    peak_flops: dict = field(default_factory=dict)  # math mode (fp32, tf32, fp16, bf16) -> FLOP/s
     mem_bw: float = 0.0  # bytes/s
-    memory: float = 0.0  # bytes
-    compute_eff: float = DEFAULT_COMPUTE_EFF
+    memory: float = 0.0  # bytes: nominal capacity (vendors' "GB" is GiB)
+    compute_eff: float = DEFAULT_COMPUTE_EFF  # used for precisions without a fitted entry
     memory_eff: float = DEFAULT_MEMORY_EFF
     launch_s: float = 0.0  # fixed per-kernel overhead added to every layer pass
+    label: str = ""  # display name ("V100", "GTX 1080 Ti")
+    fp32_math: str = "fp32"  # "tf32" where fp32 training runs on TF32 tensor cores by default
+    fitted: tuple = ()  # ((dtype, Efficiency), ...): calibrated factors per trace dtype
 
     def flops_for(self, dtype: str) -> float:
         """Peak FLOP/s for ``dtype``; a device without that dtype is a user error."""
-        if dtype not in self.peak_flops:
+        math = self.fp32_math if dtype == "fp32" else dtype
+        if math not in self.peak_flops:
+            valid = [d for d in ("fp32", "fp16", "bf16") if d in self.peak_flops]
             raise ConfigError(f"dtype: device {self.name!r} has no documented {dtype} peak; "
-                              f"valid choices: {', '.join(self.peak_flops)}")
-        return self.peak_flops[dtype]
+                              f"valid choices: {', '.join(valid)}")
+        return self.peak_flops[math]
+
+    def efficiency(self, dtype: str) -> Efficiency:
+        """Factors for ``dtype``: the fitted entry, else the device's defaults (labelled)."""
+        for key, eff in self.fitted:
+            if key == dtype:
+                return eff
+        return Efficiency(self.compute_eff, self.memory_eff, "default (not calibrated)")
 
 
 DEVICES: Registry[DeviceSpec] = Registry("device", "simcomm.devices")
 
 # GPU launch overhead ~5 us per kernel on CUDA (why: tiny layers are latency-bound, not roofline-bound)
 _GPU_LAUNCH = 5e-6
+# GPU and DIMM "GB" are binary: a "16 GB" V100 holds 16 GiB (nvidia-smi: 16160 MiB usable)
+_GIB = 2**30
 
 
-def _add(name, kind, summary, reference, peaks, mem_bw, memory, launch=_GPU_LAUNCH, **kw):
-    DEVICES.add(name, DeviceSpec(name, kind, peaks, mem_bw, memory, launch_s=launch, **kw),
+def _fit(compute: float, row: str, memory: float = DEFAULT_MEMORY_EFF) -> Efficiency:
+    return Efficiency(compute, memory, f"fitted on {row} (data/published_throughput.json)")
+
+
+def _borrow(eff: Efficiency, why: str) -> Efficiency:
+    return Efficiency(eff.compute, eff.memory, f"borrowed: {why}; {eff.source}")
+
+
+# Fitted compute efficiencies (memory efficiency held at DEFAULT_MEMORY_EFF: one published row fits one factor).
+# Regenerate with simcomm.traces.calibration.fit_all(); tests/traces/test_calibration.py checks they agree.
+_V100_FP32 = _fit(0.828, "v100-rn50-fp32-dle2103")
+_V100_FP16 = _fit(0.514, "v100-rn50-fp16-dle2103")
+_A100_FP32 = _fit(0.225, "a100-rn50-tf32-dle2103")
+_A100_FP16 = _fit(0.383, "a100-rn50-fp16-dle2103")
+_H100_FP32 = _fit(0.145, "h100-rn50-tf32-lambda")
+_H100_FP16 = _fit(0.0914, "h100-rn50-fp16-lambda")
+_T4_FP32 = _fit(0.639, "t4-rn50-fp32-inf-b128 (forward-only: no published T4 training number was found)")
+_T4_FP16 = _fit(0.292, "t4-rn50-fp16-inf-b128 (forward-only: no published T4 training number was found)")
+_1080TI_FP32 = _fit(0.613, "1080ti-rn50-fp32-lambda2020")
+_L40S_FP32 = _fit(0.234, "l40s-rn50-fp32-lambda-rtx6000ada (RTX 6000 Ada: same AD102 chip)")
+_L40S_FP16 = _fit(0.164, "l40s-rn50-fp16-lambda-rtx6000ada (RTX 6000 Ada: same AD102 chip)")
+
+
+def _add(name, kind, summary, reference, peaks, mem_bw, memory, label, launch=_GPU_LAUNCH, **kw):
+    DEVICES.add(name, DeviceSpec(name, kind, peaks, mem_bw, memory, launch_s=launch, label=label, **kw),
                 summary=summary, reference=reference)
 
 
-_add("v100", "gpu", "NVIDIA V100 SXM2: 15.7 TF fp32, 125 TF fp16 tensor, 900 GB/s HBM2",
-     "[V100-wp] [V100-bw] [V100-32]", {"fp32": 15.7e12, "fp16": 125e12}, 900e9, 16e9)
-_add("a100", "gpu", "NVIDIA A100 SXM4 40 GB: 19.5 TF fp32, 312 TF fp16/bf16 tensor, 1555 GB/s",
-     "[A100-gk] [A100-pc2] [A100-tc]", {"fp32": 19.5e12, "fp16": 312e12, "bf16": 312e12}, 1555e9, 40e9)
-_add("h100", "gpu", "NVIDIA H100 SXM5: 66.9 TF fp32, 989.4 TF fp16/bf16 tensor, 3.35 TB/s",
-     "[H100-gk]", {"fp32": 66.9e12, "fp16": 989.4e12, "bf16": 989.4e12}, 3.35e12, 80e9)
-_add("t4", "gpu", "NVIDIA T4: 8.1 TF fp32, 65 TF fp16 tensor, 320 GB/s GDDR6",
-     "[T4-sys] [T4-es]", {"fp32": 8.1e12, "fp16": 65e12}, 320e9, 16e9)
-_add("1080ti", "gpu", "NVIDIA GTX 1080 Ti: 11.34 TF fp32 (3584 cores x 2 x 1.582 GHz), 484 GB/s",
-     "[1080Ti] (fp32 peak derived)", {"fp32": 11.34e12}, 484e9, 11e9)
+_add("v100", "gpu", "NVIDIA V100 SXM2: 15.7 TF fp32, 125 TF fp16 tensor, 900 GB/s HBM2 (calibrated fp32, fp16)",
+     "[V100-wp] [V100-bw] [V100-32]; fitted on NVIDIA DLE ResNet-50 (PyTorch 21.03)",
+     {"fp32": 15.7e12, "fp16": 125e12}, 900e9, 16 * _GIB, "V100", fitted=(("fp32", _V100_FP32), ("fp16", _V100_FP16)))
+_A100_PEAKS = {"fp32": 19.5e12, "tf32": 156e12, "fp16": 312e12, "bf16": 312e12}
+_A100_FITS = (("fp32", _A100_FP32), ("fp16", _A100_FP16),
+              ("bf16", _borrow(_A100_FP16, "bf16 runs at the fp16 tensor peak; no bf16 row was published")))
+_add("a100", "gpu", "NVIDIA A100 SXM4 40 GB: 19.5 TF fp32, 156 TF tf32, 312 TF fp16/bf16 tensor, 1555 GB/s",
+     "[A100-gk] [A100-pc2] [A100-tc]; factors of the a100-80g fit", _A100_PEAKS, 1555e9, 40 * _GIB, "A100 40GB",
+     fp32_math="tf32", fitted=tuple((d, _borrow(e, "same GA100 silicon as a100-80g")) for d, e in _A100_FITS))
+_add("a100-80g", "gpu", "NVIDIA A100 SXM4 80 GB: 19.5 TF fp32, 156 TF tf32, 312 TF fp16/bf16 tensor, 2039 GB/s",
+     "[A100-gk] (80 GB: 2039 GB/s); fitted on NVIDIA DLE ResNet-50 (PyTorch 21.03)", _A100_PEAKS, 2039e9,
+     80 * _GIB, "A100 80GB", fp32_math="tf32", fitted=_A100_FITS)
+_H100_PEAKS = {"fp32": 66.9e12, "tf32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12}
+_H100_FITS = (("fp32", _H100_FP32), ("fp16", _H100_FP16),
+              ("bf16", _borrow(_H100_FP16, "bf16 runs at the fp16 tensor peak; no bf16 row was published")))
+_add("h100", "gpu", "NVIDIA H100 SXM5: 66.9 TF fp32, 494.7 TF tf32, 989.4 TF fp16/bf16 tensor, 3.35 TB/s",
+     "[H100-gk]; fitted on Lambda 2023 ResNet-50 (DLE code, NGC 22.10)", _H100_PEAKS, 3.35e12, 80 * _GIB, "H100",
+     fp32_math="tf32", fitted=_H100_FITS)
+_add("h200", "gpu", "NVIDIA H200 SXM: H100 compute (GH100), 141 GB HBM3e, 4.8 TB/s",
+     "[H200-gt] [H200-lz]; factors of the h100 fit", _H100_PEAKS, 4.8e12, 141 * _GIB, "H200", fp32_math="tf32",
+     fitted=tuple((d, _borrow(e, "same GH100 compute as h100")) for d, e in _H100_FITS))
+_add("b200", "gpu", "NVIDIA B200 (HGX, 1000 W): 80 TF fp32, 1100 TF tf32, 2250 TF fp16/bf16 dense, 8 TB/s, 192 GB",
+     "[B200-gk]; factors borrowed from the h100 fit (no published B200 single-GPU number)",
+     {"fp32": 80e12, "tf32": 1100e12, "fp16": 2250e12, "bf16": 2250e12}, 8e12, 192 * _GIB, "B200", fp32_math="tf32",
+     fitted=tuple((d, _borrow(e, "nearest calibrated datacenter GPU (h100); no published B200 row"))
+                  for d, e in _H100_FITS))
+_add("gb200", "gpu", "B200 GPU of an NVIDIA GB200 superchip (1200 W): 90 TF fp32, 1250 TF tf32, 2500 TF fp16, 8 TB/s",
+     "[B200-gk] (GB200 table); factors borrowed from the h100 fit (no published GB200 single-GPU number)",
+     {"fp32": 90e12, "tf32": 1250e12, "fp16": 2500e12, "bf16": 2500e12}, 8e12, 192 * _GIB, "GB200 (B200 GPU)",
+     fp32_math="tf32",
+     fitted=tuple((d, _borrow(e, "nearest calibrated datacenter GPU (h100); no published GB200 row"))
+                  for d, e in _H100_FITS))
+_add("l40s", "gpu", "NVIDIA L40S: 91.6 TF fp32, 183 TF tf32, 362 TF fp16/bf16 tensor (dense), 864 GB/s, 48 GB",
+     "[L40S-ds]; fitted on Lambda 2023 RTX 6000 Ada ResNet-50 (same AD102 chip)",
+     {"fp32": 91.6e12, "tf32": 183e12, "fp16": 362.05e12, "bf16": 362.05e12}, 864e9, 48 * _GIB, "L40S",
+     fp32_math="tf32", fitted=(("fp32", _L40S_FP32), ("fp16", _L40S_FP16),
+                               ("bf16", _borrow(_L40S_FP16, "bf16 runs at the fp16 tensor peak"))))
+_add("t4", "gpu", "NVIDIA T4: 8.1 TF fp32, 65 TF fp16 tensor, 320 GB/s GDDR6 (fitted on forward-only throughput)",
+     "[T4-sys] [T4-es]; fitted on DLE ResNet-50 T4 inference", {"fp32": 8.1e12, "fp16": 65e12}, 320e9, 16 * _GIB,
+     "T4", fitted=(("fp32", _T4_FP32), ("fp16", _T4_FP16)))
+_add("1080ti", "gpu", "NVIDIA GTX 1080 Ti: 11.34 TF fp32 (3584 cores x 2 x 1.582 GHz), 484 GB/s (calibrated fp32)",
+     "[1080Ti] (fp32 peak derived); fitted on Lambda 2020 ResNet-50", {"fp32": 11.34e12}, 484e9, 11 * _GIB,
+     "GTX 1080 Ti", fitted=(("fp32", _1080TI_FP32),))
 _add("haswell", "cpu", "Cori Haswell node, 2x E5-2698 v3: 2.36 TF fp32, 136.6 GB/s DDR4",
-     "[CORI] [HSW-uw] [HSW-bw] (fp32 = 2x DP, derived)", {"fp32": 2.36e12}, 136.6e9, 128e9, launch=2e-6)
+     "[CORI] [HSW-uw] [HSW-bw] (fp32 = 2x DP, derived; not calibrated)", {"fp32": 2.36e12}, 136.6e9, 128 * _GIB,
+     "Haswell node", launch=2e-6)
+
+#: topology device names (simcomm/topologies/devices.py, presets) -> trace device names
+CLUSTER_DEVICES = {"v100": "v100", "a100": "a100", "a100-80g": "a100-80g", "h100": "h100", "h200": "h200",
+                   "b200": "b200", "gb200": "gb200", "l40s": "l40s", "t4": "t4", "gtx-1080-ti": "1080ti",
+                   "1080ti": "1080ti", "haswell": "haswell"}
 
 
 def get_device(name: str) -> DeviceSpec:
     """Look up a device; unknown names raise UnknownNameError listing the choices."""
     return DEVICES.get(name)
+
+
+def device_for_cluster(name: str) -> str:
+    """The trace device for a topology/cluster device name (``"gtx-1080-ti"`` -> ``"1080ti"``)."""
+    if name in CLUSTER_DEVICES:
+        return CLUSTER_DEVICES[name]
+    raise UnknownNameError("cluster device", name, CLUSTER_DEVICES)

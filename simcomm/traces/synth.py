@@ -5,7 +5,8 @@ For one pass (forward, backward or update) of one layer::
     t = max(F / (P * e_c), Q / (W * e_m)) + t_launch
 
 with F the FLOPs, Q the bytes moved, P the device's peak FLOP/s for the dtype,
-W its memory bandwidth, e_c and e_m the efficiency factors and t_launch a
+W its memory bandwidth, e_c and e_m the efficiency factors (the device's
+calibrated factors for the dtype, see :mod:`simcomm.traces.devices`) and t_launch a
 fixed per-pass overhead.  Forward: F = per-sample FLOPs x batch, Q = dtype
 bytes x (params + batch x activation elements).  Backward: 2F for layers with
 weights (gradient of input and of weights), F for parameter-free ones, and 2Q.
@@ -80,8 +81,11 @@ def synth_trace(model: str, device: str | DeviceSpec, batch: int | list[int] = 6
     for label, eff in (("compute-eff", compute_eff), ("memory-eff", memory_eff)):
         if eff is not None and not 0 < eff <= 1:
             raise ConfigError(f"{label}: must be in (0, 1], got {eff}")
-    dev = replace(dev, compute_eff=compute_eff or dev.compute_eff, memory_eff=memory_eff or dev.memory_eff)
     dev.flops_for(dtype)  # unknown dtype for this device: one clear line before any work
+    # the device's factors for this precision (fitted where published throughput exists), unless overridden
+    base = dev.efficiency(dtype)
+    source = base.source if compute_eff is None and memory_eff is None else "given on the command line"
+    dev = replace(dev, compute_eff=compute_eff or base.compute, memory_eff=memory_eff or base.memory, fitted=())
     spec = model_spec(model)
     layers = synth_layers(spec.layers, batches, dev, dtype, optimizer)
     return Trace(
@@ -89,7 +93,8 @@ def synth_trace(model: str, device: str | DeviceSpec, batch: int | list[int] = 6
         method="roofline-synth", layers=layers,
         iteration_s=sum(x.forward_s + x.backward_s + x.update_s for x in layers),
         frameworks={"simcomm": simcomm.__version__},
-        meta={"compute_eff": dev.compute_eff, "memory_eff": dev.memory_eff, "optimizer": optimizer,
+        meta={"compute_eff": dev.compute_eff, "memory_eff": dev.memory_eff, "efficiency_source": source,
+              "optimizer": optimizer,
               "peak_flops": dev.flops_for(dtype), "mem_bw": dev.mem_bw, "launch_s": dev.launch_s,
               "note": "roofline synthesis; iteration_s is the layer sum, not a measurement"},
     )

@@ -9,10 +9,17 @@ row by row.  Every row carries its *role*:
   construction and is shown only to make the fit visible;
 * ``input``: a reported value used as an input (e.g. a measured compute
   time the paper gives); not a prediction either;
-* ``prediction``: computed from the setup and the calibrated unknowns only.
+* ``not-a-test``: true by construction or chosen to match (a row no model
+  could get wrong, or one whose setup was picked to reproduce it): shown
+  for completeness, never counted;
+* ``prediction``: computed from the setup and the calibrated unknowns only;
+  only these rows are tallied.
 
 :func:`check_no_leak` enforces the science rule mechanically: a calibration
-function only ever sees the rows marked ``calibration``.
+function only ever sees the rows marked ``calibration``.  Every fitted value
+is a :class:`Fit` with the physical range it must lie in (a goodput never
+above line rate, a time never negative); :meth:`Fit.check` refuses one that
+leaves it, and a test runs every case's fits through it.
 """
 
 from __future__ import annotations
@@ -24,9 +31,9 @@ from simcomm.errors import PlanError
 from simcomm.registry import Registry
 
 __all__ = ["Row", "Reported", "CaseResult", "CASES", "case", "error_pct", "verdict", "check_no_leak",
-           "ROLES", "TOLERANCE"]
+           "ROLES", "TOLERANCE", "Fit"]
 
-ROLES = ("calibration", "input", "prediction")
+ROLES = ("calibration", "input", "not-a-test", "prediction")
 #: |error| up to this fraction is a "match"; up to twice it a "near miss"; beyond, a "miss"
 TOLERANCE = 0.15
 
@@ -69,6 +76,29 @@ class Row:
 
 
 @dataclass(frozen=True)
+class Fit:
+    """One calibrated unknown and the physical range it must stay in (``low <= value <= high``)."""
+
+    name: str
+    value: float
+    unit: str
+    low: float
+    high: float
+    why: str  # where the bounds come from ("goodput cannot exceed line rate")
+    fitted_on: str = ""  # the calibration row
+
+    def check(self) -> Fit:
+        if not (math.isfinite(self.value) and self.low <= self.value <= self.high):
+            raise PlanError(f"calibration: {self.name} = {self.value:.4g} {self.unit} is outside its physical range "
+                            f"[{self.low:g}, {self.high:g}] ({self.why})")
+        return self
+
+    def describe(self) -> str:
+        return (f"{self.name} = {self.value:.4g} {self.unit}" + (f", from {self.fitted_on}" if self.fitted_on else "")
+                + f" (must lie in [{self.low:g}, {self.high:g}]: {self.why})")
+
+
+@dataclass(frozen=True)
 class CaseResult:
     """A finished case: what was assumed, what was fitted, and every row."""
 
@@ -84,6 +114,8 @@ class CaseResult:
     #: the model behind the predictions: equations and how reported numbers are derived
     method: tuple[str, ...] = ()
     extra: dict = field(default_factory=dict, compare=False)
+    #: the calibrated unknowns with their physical ranges (each is also described in ``calibrated``)
+    fits: tuple[Fit, ...] = ()
 
     def predictions(self) -> tuple[Row, ...]:
         return tuple(r for r in self.rows if r.role == "prediction")
@@ -92,6 +124,8 @@ class CaseResult:
         return {"name": self.name, "title": self.title, "paper": self.paper, "setup": list(self.setup),
                 "assumptions": list(self.assumptions), "calibrated": list(self.calibrated),
                 "fidelity": self.fidelity, "findings": list(self.findings), "method": list(self.method),
+                "fits": [{"name": f.name, "value": f.value, "unit": f.unit, "low": f.low, "high": f.high,
+                          "why": f.why, "fitted_on": f.fitted_on} for f in self.fits],
                 "rows": [{"label": r.label, "reported": r.reported, "predicted": r.predicted, "unit": r.unit,
                           "role": r.role, "where": r.where, "error_pct": r.error_pct, "verdict": r.verdict,
                           "note": r.note} for r in self.rows]}
@@ -105,9 +139,9 @@ def error_pct(predicted: float, reported: float) -> float:
 
 
 def verdict(row: Row) -> str:
-    """``calibrated``/``input`` for non-predictions, else match / near miss / miss by |error|."""
+    """``calibrated``/``input``/``not a test`` for non-predictions, else match / near miss / miss by |error|."""
     if row.role != "prediction":
-        return "calibrated" if row.role == "calibration" else "input"
+        return {"calibration": "calibrated", "input": "input", "not-a-test": "not a test"}[row.role]
     e = abs(row.error_pct) / 100.0
     return "match" if e <= TOLERANCE else "near miss" if e <= 2 * TOLERANCE else "miss"
 

@@ -36,8 +36,15 @@ and, where no preset fits, its topology).
   test spies on it.  Calibration rows have role `calibration`; their error
   only shows the quality of the fit.
 * **Predictions** (role `prediction`) are computed from the setup, the
-  assumptions and the calibrated unknowns only.  Rows with role `input` take a
-  number the paper states (e.g. a measured overhead) as an input.
+  assumptions and the calibrated unknowns only; only they are tallied.  Rows
+  with role `input` take a number the paper states (e.g. a measured overhead)
+  as an input; rows with role `not-a-test` are true by construction or were
+  set up to match (shown for completeness, never counted).
+* **Physical fits.** Every calibrated value carries the range it must lie in
+  (a goodput never above line rate, a loading time never negative); the case
+  refuses to run with a value outside it, and a test checks every fit.
+* **Setups follow the authors' code** where paper and code disagree
+  (shared/reference/seed-code-facts.md), each case saying which it runs.
 * **Verdict** of a prediction, on its signed relative error
   `(predicted - reported) / |reported|`: `match` when |error| <= 15 %,
   `near miss` <= 30 %, `miss` beyond.  For gains given in percent (pp of
@@ -68,12 +75,22 @@ def _num(x: float, unit: str) -> str:
 
 
 def _summary(results: list[CaseResult]) -> list[str]:
-    out = ["| case | paper | predictions | match | near miss | miss |", "|---|---|---:|---:|---:|---:|"]
+    out = ["| case | paper | predictions | match | near miss | miss | not counted |",
+           "|---|---|---:|---:|---:|---:|---:|"]
+    tot = {"p": 0, "match": 0, "near miss": 0, "miss": 0, "other": 0}
     for res in results:
         p = res.predictions()
         n = {v: sum(1 for r in p if r.verdict == v) for v in ("match", "near miss", "miss")}
+        other = len(res.rows) - len(p)
         out.append(f"| [{res.name}](#{res.name}) | {res.paper} | {len(p)} | {n['match']} | "
-                   f"{n['near miss']} | {n['miss']} |")
+                   f"{n['near miss']} | {n['miss']} | {other} |")
+        tot["p"] += len(p)
+        tot["other"] += other
+        for v in ("match", "near miss", "miss"):
+            tot[v] += n[v]
+    out.append(f"| **all** | | **{tot['p']}** | **{tot['match']}** | **{tot['near miss']}** | **{tot['miss']}** | "
+               f"{tot['other']} |")
+    out += ["", "Only predictions are tallied; *not counted* are calibration, input and not-a-test rows."]
     return out
 
 
@@ -85,6 +102,8 @@ def render_case(res: CaseResult) -> list[str]:
     out += ["", "Assumed (not stated by the paper):", ""] + [f"- {s}" for s in res.assumptions]
     out += ["", "Calibrated on the baseline row only:", ""]
     out += [f"- {s}" for s in res.calibrated] or ["- nothing"]
+    if res.fits:
+        out += [f"- physical range: {f.describe()}" for f in res.fits]
     out += ["", "| row | reported | predicted | error | role | verdict | note |",
             "|---|---:|---:|---:|---|---|---|"]
     for r in res.rows:

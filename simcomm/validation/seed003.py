@@ -1,22 +1,30 @@
 """Seed 003: PCNN against all-reduce, strong scaling to 8 192 Cori cores, and the 392 MB FC layer.
 
 Setup (Sec. 5): ImageNet, global batch 256, strong scaling, one MPI rank per
-Haswell node (32 cores as threads), Cray Aries dragonfly, up to 256 nodes.
-Reported speedups at 8 192 cores (Fig. 8 / abstract): VGG-16 pcnn 2516x vs
-allreduce 559x; ResNet-50 pcnn 2734x vs allreduce 1572x.
+Haswell node (32 cores as threads), Cray Aries dragonfly, up to 256 nodes,
+Cray MPICH (the cori-haswell preset's ``cray-mpich`` stack: MPICH's algorithm
+choice, Rabenseifner above 2 KB as Sec. 3-B assumes).  Reported speedups at
+8 192 cores (Fig. 8 / abstract): VGG-16 pcnn 2516x vs allreduce 559x;
+ResNet-50 pcnn 2734x vs allreduce 1572x.
 
 Speedup is the paper's "based on the number of cores": we take the one-core
 time as 32 x the simulated one-node time (assumed linear inside a node).
-One unknown, the network efficiency of the MPI stack on Aries, is calibrated
-on the VGG-16 ``allreduce`` row only (bisection on simulated speedup); the
-other three rows are predictions.  Analytic fidelity keeps 256 ranks fast.
+One unknown, the goodput of Cray MPICH on Aries as a fraction of the 8 GB/s
+MPI bandwidth NERSC quotes, is calibrated on the VGG-16 ``allreduce`` row only
+(bisection on simulated speedup); the other three rows are predictions.  Its
+physical range: at most 1 (no goodput above the measured MPI bandwidth); at
+least the value below which VGG-16's allreduce would already expose
+communication at 8 nodes, where Sec. 5-3 (Fig. 10) says its measurable
+communication time is still zero (it appears from 512 cores).  Analytic
+fidelity keeps 256 ranks fast.
 """
 
 from __future__ import annotations
 
 from simcomm.scenario import Scenario, StackSpec, WorkloadSpec
+from simcomm.strategies.pcnn import fc_volume_ratio
 from simcomm.validation._sim import simulate
-from simcomm.validation.base import Baseline, CaseResult, Reported, Row, case
+from simcomm.validation.base import Baseline, CaseResult, Fit, Reported, Row, case
 
 PAPER = "seed 003 (Lee et al. 2018), Fig. 8 and Sec. 5"
 NODES, CORES, GLOBAL_BATCH = 256, 32, 256
@@ -24,6 +32,8 @@ REPORTED = {"vgg16.allreduce": 559.0, "vgg16.pcnn": 2516.36, "resnet50.allreduce
             "resnet50.pcnn": 2734.25}
 #: VGG-16 FC1 (Sec. 5): N' activations in, N errors out, mini-batch K
 FC1 = {"n_in": 25_088, "n_out": 4_096, "k": 256}
+#: "measurable communication time" counts as non-zero above this share of the iteration (Fig. 10 reading)
+EXPOSED = 0.05
 
 
 def _trace(model: str):
@@ -32,12 +42,23 @@ def _trace(model: str):
     return synth_trace(model, "haswell", batch=[1, 8, 32])  # t(b) = t0 + b t1 interpolation
 
 
-def _time(trace, strategy: str, nodes: int, efficiency: float) -> float:
+def _run(trace, strategy: str, nodes: int, efficiency: float):
     opts = {"overlap": "backward+forward"} if strategy == "allreduce" else {}
+    # stack None: the preset's cray-mpich (MPICH's algorithm choice, 1 us per message)
     scn = Scenario(strategy=strategy, nodes=nodes, gpus_per_node=1, cluster="cori-haswell", batch=GLOBAL_BATCH,
-                   fidelity="analytic", stack=StackSpec("mpi-tcp", efficiency=efficiency, overhead=2e-6),
+                   fidelity="analytic", stack=StackSpec(None, efficiency=efficiency),
                    workload=WorkloadSpec(scaling="strong"), options=opts)
-    return simulate(scn, trace=trace).mean_s
+    return simulate(scn, trace=trace)
+
+
+def _time(trace, strategy: str, nodes: int, efficiency: float) -> float:
+    return _run(trace, strategy, nodes, efficiency).mean_s
+
+
+def exposed_share(trace, strategy: str, nodes: int, efficiency: float) -> float:
+    """Exposed communication over the iteration (the paper's "measurable communication time")."""
+    res = _run(trace, strategy, nodes, efficiency)
+    return res.breakdown.comm_exposed / res.mean_s
 
 
 def speedup(trace, strategy: str, efficiency: float) -> float:
@@ -45,21 +66,40 @@ def speedup(trace, strategy: str, efficiency: float) -> float:
     return serial / _time(trace, strategy, NODES, efficiency)
 
 
-def calibrate(trace, target: float) -> float:
-    """Efficiency in (0, 1] whose allreduce speedup hits ``target`` (speedup grows with efficiency)."""
-    lo, hi = 1e-3, 1.0
-    if speedup(trace, "allreduce", hi) <= target:
-        return hi
-    for _ in range(14):
+def _bisect(f, lo: float = 1e-3, hi: float = 1.0, steps: int = 14) -> float:
+    """Geometric bisection for the efficiency where increasing ``f`` changes sign."""
+    for _ in range(steps):
         mid = (lo * hi) ** 0.5
-        lo, hi = (mid, hi) if speedup(trace, "allreduce", mid) < target else (lo, mid)
+        lo, hi = (mid, hi) if f(mid) < 0 else (lo, mid)
     return (lo * hi) ** 0.5
 
 
+def calibrate(trace, target: float) -> float:
+    """Efficiency in (0, 1] whose allreduce speedup hits ``target`` (speedup grows with efficiency)."""
+    if speedup(trace, "allreduce", 1.0) <= target:
+        return 1.0
+    return _bisect(lambda e: speedup(trace, "allreduce", e) - target)
+
+
+def hidden_floor(trace) -> float:
+    """Lowest efficiency at which VGG-16's allreduce still hides its communication at 8 nodes (Fig. 10)."""
+    return _bisect(lambda e: EXPOSED - exposed_share(trace, "allreduce", 8, e))
+
+
 def fc1_ratio(p: int) -> float:
-    """All-reduce volume over PCNN volume for FC1 at ``p`` ranks (seed 003 Eq. 11; > 1: PCNN cheaper)."""
-    n_in, n_out, k = FC1["n_in"], FC1["n_out"], FC1["k"]
-    return (n_out * n_in) / (n_in * k / p + n_out * k)
+    """All-reduce words over PCNN words for VGG-16 FC1 at ``p`` ranks (Eq. 10 over Eq. 8, bandwidth terms)."""
+    return fc_volume_ratio(FC1["n_out"], FC1["n_in"], FC1["k"], p)
+
+
+def _onsets(traces, eff: float) -> str:
+    """Node counts from which each method's exposed communication exceeds EXPOSED (Fig. 10's onsets)."""
+    out = []
+    for model, strat, rep in (("vgg16", "allreduce", 512), ("resnet50", "allreduce", 1024),
+                              ("vgg16", "pcnn", 2048), ("resnet50", "pcnn", "> 2048")):
+        first = next((n for n in (2, 4, 8, 16, 32, 64, 128, 256)
+                      if exposed_share(traces[model], strat, n, eff) > EXPOSED), None)
+        out.append(f"{model} {strat} from {first * CORES if first else 'never'} cores (paper: {rep})")
+    return "; ".join(out)
 
 
 @case("seed003-pcnn", summary="PCNN vs all-reduce strong scaling to 8 192 Cori cores; FC1 Eq. 11",
@@ -69,6 +109,11 @@ def run() -> CaseResult:
     base = Baseline(rep, {"vgg16.allreduce"})
     traces = {m: _trace(m) for m in ("vgg16", "resnet50")}
     eff = calibrate(traces["vgg16"], base["vgg16.allreduce"])
+    floor = hidden_floor(traces["vgg16"])
+    fit = Fit("Cray MPICH goodput on Aries", eff, "x 8 GB/s", floor, 1.0,
+              "at most NERSC's measured MPI bandwidth; at least the value that still hides VGG-16's allreduce at "
+              "8 nodes, where Sec. 5-3 (Fig. 10) reports no measurable communication", "VGG-16 allreduce speedup")
+    fits = (fit.check(),)
     rows = []
     for model in ("vgg16", "resnet50"):
         for strat in ("allreduce", "pcnn"):
@@ -81,29 +126,48 @@ def run() -> CaseResult:
         rows.append(Row(f"{model}: pcnn / allreduce speedup", REPORTED[f"{model}.pcnn"] /
                         REPORTED[f"{model}.allreduce"], pred[f"{model} pcnn"] / pred[f"{model} allreduce"],
                         "x", "prediction", "Fig. 8", "ratio of the two rows above"))
-    ratios = ", ".join(f"P={p}: {fc1_ratio(p):.1f}x" for p in (16, 64, 256))
+    ratios = ", ".join(f"P={p}: {fc1_ratio(p):.3f}x" for p in (16, 64, 256))
+    line = {f"{m}.{s}": speedup(traces[m], s, 1.0) for m in ("vgg16", "resnet50") for s in ("allreduce", "pcnn")}
     return CaseResult(
         name="seed003-pcnn", title="PCNN vs all-reduce on Cori (strong scaling)", paper=PAPER, fidelity="analytic",
         setup=(f"global batch {GLOBAL_BATCH} split over up to {NODES} Haswell nodes (1 rank x {CORES} cores each)",
-               "Cray Aries dragonfly (cori-haswell preset), ImageNet VGG-16 and ResNet-50",
-               "allreduce overlapped with backward and the next forward (the paper's Intel-Caffe style)"),
+               "Cray Aries dragonfly (cori-haswell preset), ImageNet VGG-16 and ResNet-50, Cray MPICH (the "
+               "preset's cray-mpich stack: MPICH's algorithm choice, 1 us per message)",
+               "allreduce overlapped with backward and the next forward (the paper's Intel-Caffe style)",
+               "pcnn: one communication thread per node calling blocking MPI, collectives FIFO in posting order"),
         assumptions=("one-core time = 32 x simulated one-node time (linear inside a node)",
                      "per-layer time from Haswell roofline synthesis at batches 1, 8, 32 (t0 + b t1)",
-                     "MPI stack on Aries: 2 us per message; analytic fidelity (256 ranks)"),
-method=("strong scaling: per-rank batch ceil(256 / P); per-layer t(b) = t0 + b t1 from the Haswell "
+                     f"'measurable communication' (Fig. 10) read as exposed communication above "
+                     f"{EXPOSED:.0%} of the iteration; analytic fidelity (256 ranks)"),
+        method=("strong scaling: per-rank batch ceil(256 / P); per-layer t(b) = t0 + b t1 from the Haswell "
                 "roofline at batches 1, 8, 32",
                 "speedup(P) = 32 T(1 node) / T(P nodes), T from the analytic (closed-form) engine",
                 "allreduce: bucketed all-reduce of |θ| overlapped with backward and the next forward; pcnn: "
-                "FC all-to-all of activations + all-gather of errors, conv all-to-all slices (seed 003 Eq. 11)",
-                "FC1 volume ratio: N N' / (N' K / P + N K)"),
-                calibrated=(f"network efficiency {eff:.3f} of Aries line rate, from the VGG-16 allreduce speedup",),
+                "FC all-to-all of activations + all-gather of errors + all-gather of parameters, conv all-to-all "
+                "slices + local sum + all-gather (seed 003 Eqs. 5-8, 12)",
+                "FC1 volume ratio: Eq. 10 over Eq. 8 bandwidth terms, 2NN' / (N'K/P + NK + NN') "
+                "(simcomm.strategies.pcnn.fc_volume_ratio)"),
+        calibrated=(f"network goodput {eff:.3f} of Aries' 8 GB/s MPI bandwidth ({eff * 8:.2f} GB/s), from the "
+                    f"VGG-16 allreduce speedup",),
+        fits=fits,
         rows=tuple(rows),
-        findings=(f"FC1 of VGG-16 (N'=25 088, N=4 096, K=256, 392 MB): all-reduce moves NN' words, PCNN "
-                  f"N'K/P + NK; volume ratio {ratios}; Eq. 11 holds for every P, consistent with the "
-                  f"paper's Fig. 7 ordering (PCNN below MPICH and ring all-reduce; the figure gives no numbers)",
-                  "misses: the simulated pcnn gains far less than the paper's; at 1 sample per node the "
-                  "Haswell roofline compute (not a measurement) and the paper's unreported MPI all-reduce "
-                  "algorithm dominate, and one efficiency fitted on VGG-16 under-predicts ResNet-50's "
-                  "allreduce scaling, so the paper's baseline is not a bandwidth-limited all-reduce alone",
+        findings=(f"FC1 of VGG-16 (N'=25 088, N=4 096, K=256, 392 MB): Rabenseifner's all-reduce moves 2NN'(P-1)/P "
+                  f"words, PCNN (N'K/P^2 + NK/P + NN'/P)(P-1) (it all-gathers the NN' updated parameters itself, "
+                  f"Eq. 7); volume ratio {ratios}: PCNN moves about half the all-reduce's words on FC1 and never "
+                  f"less than half. Eq. 11 holds for every P, consistent with the paper's Fig. 7 ordering (PCNN "
+                  f"below MPICH and ring all-reduce; the figure gives no numbers)",
+                  f"the fitted goodput ({eff:.3f}, {eff * 8:.2f} GB/s) is low for Aries but what the paper's own "
+                  f"Fig. 10 text implies: with it the model's onsets of measurable communication are {_onsets(traces, eff)}; "
+                  f"VGG-16 allreduce's onset matches, the others come earlier than the paper's (the model hides "
+                  f"less, the same shortfall as the pcnn rows)",
+                  "at the measured 8 GB/s (goodput 1.0) the model gives speedups "
+                  + ", ".join(f"{k} {v:.0f}x" for k, v in line.items())
+                  + ": communication of a 553 MB VGG-16 would be almost hidden and all four rows far above the "
+                    "paper's, so the paper's baseline all-reduce ran well below the network's bandwidth",
+                  "misses: the simulated pcnn gains far less over allreduce than the paper's 4.5x (VGG-16) and 1.74x "
+                  "(ResNet-50); at 1 sample per node the Haswell roofline compute (not a measurement) sets how much "
+                  "communication the overlap can hide, and PCNN's FC gain is bounded by the 2x volume ratio above, "
+                  "so a 4.5x gain needs more than the gradient-averaging algorithm (e.g. the paper's multithreaded "
+                  "sums and sharded updates against a single-threaded MPI reduction)",
                   "the speedups hinge on the unmeasured one-core time; ratios of pcnn to allreduce at the "
                   "same core count do not, so they are the fairer check"))

@@ -60,7 +60,7 @@ PARAMS: dict[str, str] = {
     "bucket_mb": "DDP bucket size in MB (0 = one bucket)",
     "dataload": "data-loading time per iteration, e.g. 20ms",
     "dataload_overlap": "true: data loading overlaps the iteration",
-    "stack": "transport stack: nccl, mpi-tcp, gloo, cpu-ps, ideal",
+    "stack": "transport stack (simcomm list stacks; default: the cluster preset's)",
     "stack_efficiency": "fraction of line rate the stack reaches",
     "stack_overhead": "per-message software overhead, e.g. 20us",
     "straggler_scale": "compute scale factor of the straggling node (1 = none)",
@@ -199,7 +199,7 @@ def to_scenario(point: dict) -> tuple[Scenario, Overrides]:
                 compute_scale=node_scales(p, scn.nodes),
                 compute_jitter=p.get("compute_jitter") or 0.0)
     ov = p.get("stack_overhead")
-    stack = StackSpec(name=p.get("stack") or "nccl", efficiency=p.get("stack_efficiency"),
+    stack = StackSpec(name=p.get("stack"), efficiency=p.get("stack_efficiency"),
                       overhead=None if ov is None else parse_time(ov, "stack_overhead"))
     scn = replace(scn, workload=w, stack=stack, options=options)
     over = Overrides(**{k: p.get(k) for k in TOPOLOGY_KEYS})

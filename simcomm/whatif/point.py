@@ -79,12 +79,10 @@ class WhatifContext(Context):
     def cluster(self, nodes: int, extra: int):
         key = (nodes, extra)
         if key not in self._clusters:
-            from simcomm.stacks import apply_stack, get_stack
+            from simcomm.stacks import apply_stack
 
             topo = build_overridden(self.scenario, nodes + extra, self.overrides)
-            spec = self.scenario.stack
-            stack = get_stack(spec.name).with_overrides(spec.efficiency, spec.overhead)
-            self._clusters[key] = (topo, apply_stack(topo, stack))
+            self._clusters[key] = (topo, apply_stack(topo, self.stack()))
         return self._clusters[key]
 
 
@@ -161,7 +159,8 @@ def evaluate(point: dict) -> dict:
     util = _utilisation(eff, res.link_bytes, t)
     row.update({"iteration_s": t, "compute_s": _f(bd.compute), "dataload_s": _f(bd.dataload),
                 "comm_exposed_s": _f(bd.comm_exposed), "comm_hidden_s": _f(bd.comm_hidden),
-                "compression_s": _f(bd.compression), "samples_per_s": _f(res.samples_per_s),
+                "compression_s": _f(bd.compression), "server_s": _f(bd.server),
+                "samples_per_s": _f(res.samples_per_s),
                 "time_per_sample_s": t / res.global_batch if res.global_batch else math.nan,
                 "epoch_s": _f(res.epoch_s), "iterations_per_epoch": res.iterations_per_epoch,
                 "speedup": _f(res.speedup), "baseline_s": _f(res.baseline_s),

@@ -35,9 +35,11 @@ def test_old_records_without_a_stream_probe_have_no_cost():
 
 
 def test_stack_cost_slows_overlapped_gossip_and_is_stated():
-    base = Scenario(strategy="sgp", nodes=4, gpus_per_node=1, cluster="deep-est-esb", model="resnet20-cifar")
+    # overlapped SGP (reference SGP) on the same stack, with and without a host CPU cost per byte
+    base = Scenario(strategy="sgp", nodes=4, gpus_per_node=1, cluster="deep-est-esb", model="resnet20-cifar",
+                    stack=StackSpec("nccl"), options={"mode": "overlap"})
     slow = Scenario(strategy="sgp", nodes=4, gpus_per_node=1, cluster="deep-est-esb", model="resnet20-cifar",
-                    stack=StackSpec("nccl", cpu_per_byte=1e-8))
+                    stack=StackSpec("nccl", cpu_per_byte=1e-8), options={"mode": "overlap"})
     a, b = simulate(base, baseline=False), simulate(slow, baseline=False)
     assert b.mean_s > a.mean_s
     assert any("host CPU cost of communication 10 ns per byte" in line and "closed form omits it" in line

@@ -132,7 +132,8 @@ def test_cli_prints_the_merge_and_exact_mode_drops_it(cli):
     exact = json.loads(out)
     assert rc == 0 and not [a for a in exact["assumed"] if "merged" in a]
     assert fast["mean_s"] != exact["mean_s"]
-    assert abs(fast["mean_s"] / exact["mean_s"] - 1) < 1e-4
+    # Each merged completion moves by at most half of 1 % of its transfer, which is shorter than the iteration.
+    assert abs(fast["mean_s"] / exact["mean_s"] - 1) < 0.005
 
 
 def test_cli_rejects_a_resolution_outside_0_1(cli):

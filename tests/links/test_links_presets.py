@@ -8,7 +8,9 @@ from simcomm.links import LINKS, LinkClass, link_class
 REQUIRED = ["nvlink1", "nvlink2", "nvlink3", "nvlink4", "nvswitch-a100", "nvswitch-h100",
             "pcie3", "pcie4", "pcie5", "ib-fdr", "ib-edr", "ib-hdr", "ib-ndr", "roce-100g",
             "eth-1g", "eth-10g", "eth-25g", "eth-40g", "eth-56g", "eth-100g", "eth-200g",
-            "eth-400g", "aries", "shm"]
+            "eth-400g", "aries", "shm", "nvlink5", "nvswitch-h200", "nvswitch-b200", "nvswitch-nvl72",
+            "nvswitch-b200-nccl", "nvlink2-nccl", "ib-ndr-nccl", "roce-400g", "efa-100g", "efa-400g", "tcpxo-200g",
+            "shm-ddr5-4800x8", "qpi-bdw", "upi-spr"]
 
 
 @pytest.mark.parametrize("name", REQUIRED)
@@ -26,6 +28,14 @@ def test_required_presets_exist(name):
     ("pcie3", 15.75, 1.0), ("pcie4", 31.5, 1.0), ("pcie5", 63.0, 1.0),
     ("nvlink2", 25.0, 0.6), ("nvswitch-a100", 300.0, 0.3), ("nvswitch-h100", 450.0, 0.3),
     ("aries", 8.0, 0.25), ("roce-100g", 12.5, 0.7), ("eth-3125m", 0.390625, 19.0),
+    # GPU systems (docs/links.md): hand-checked from the vendor figures
+    ("nvlink5", 1800 / 18 / 2, 0.6),             # 1.8 TB/s bidirectional over 18 links, per direction
+    ("nvswitch-b200", 14400 / 8 / 2, 0.3),       # DGX B200: 14.4 TB/s aggregate over 8 GPUs, per direction
+    ("nvswitch-nvl72", 18 * 50.0, 0.3), ("nvswitch-h200", 900 / 2, 0.3),
+    ("nvswitch-b200-nccl", 18 * 40.1, 0.3), ("nvlink2-nccl", 20.0, 0.6), ("ib-ndr-nccl", 48.0, 0.7),
+    ("roce-400g", 50.0, 0.7), ("efa-100g", 12.5, 9.87 / 2), ("efa-400g", 4 * 12.5, 9.87 / 2),
+    ("tcpxo-200g", 25.0, 19.0), ("shm-ddr5-4800x8", 8 * 4.8 * 8 / 2, 0.46), ("qpi-bdw", 6.0, 0.46),
+    ("upi-spr", 22.0, 0.46),
 ])
 def test_preset_numbers(name, gbps, lat_us):
     lc = link_class(name)

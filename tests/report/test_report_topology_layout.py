@@ -6,7 +6,7 @@ from simcomm.topologies import preset, star
 
 
 def test_node_switch_sits_above_its_own_ranks_and_empty_pods_are_dropped(tmp_path):
-    topo = preset("dgx-a100-hdr", nodes=4)
+    topo = preset("dgx-h100-fat-tree", nodes=4)
     pos, idle = layout(topo)
     g = topo.graph
     assert idle > 0  # the preset's fat tree has pods with no host at 4 nodes

@@ -73,9 +73,12 @@ def test_dataload_blocking_adds_and_overlap_hides(toy):
 
 # ---- node-based ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("k, kp, x", [(100, 50, 3), (100, 100, 1), (100, 200, 1), (10, 3, 4), (8, 1, 8)])
-def test_node_based_exchange_count(k, kp, x):
+@pytest.mark.parametrize("k, kp, x, footnote", [(100, 50, 2, 3), (100, 100, 1, 1), (100, 200, 1, 1), (10, 3, 4, 4),
+                                                 (8, 1, 8, 8)])
+def test_node_based_exchange_count(k, kp, x, footnote):
+    # default rule alg2: i mod K' = 0 or i = K (K = 100, K' = 50: i = 50, 100); footnote 1: 1 + floor(K/K')
     assert exchanges_per_epoch(k, kp) == x
+    assert exchanges_per_epoch(k, kp, "footnote") == footnote
 
 
 def test_node_based_iteration_kinds_weights(toy):
@@ -113,27 +116,44 @@ def test_node_based_bad_k_prime():
 # ---- parameter server ------------------------------------------------------------------------
 
 def test_ps_incast_shows_on_server_link(toy):
-    """4 workers push 16 MB each to one server behind one 10 GB/s NIC: 4x longer than alone."""
+    """4 workers x 4 tensors of 4 MB into one server behind one 10 GB/s NIC.
+
+    FIFO (default): the server takes one message at a time, so each push runs
+    alone (0.4 ms + route latency) and the 16 pushes take >= 16 x 0.4 = 6.4 ms.
+    concurrent: the 4 pushes of a tensor share the server link, ~4 x 0.4 ms each.
+    """
     topo = toy.two_level(5, 1)  # 4 workers + 1 server node
     w = build_workload(toy.make_trace(), 4)
+    alone = MB4 / toy.INTER.bandwidth
     plan = ParameterServer().plan(w, topo)
-    assert plan.meta["servers"] == (4,)
+    assert plan.meta["servers"] == (4,) and plan.meta["tensors"] == 4
     tl = engine.simulate(plan, topo)
-    pushes = [op for op in plan.ops if isinstance(op, Transfer) and op.label.startswith("push")]
-    assert len(pushes) == 4 and all(op.dst == 4 and op.nbytes == 4 * MB4 for op in pushes)
-    alone = 4 * MB4 / toy.INTER.bandwidth
-    for op in pushes:
-        assert tl.duration(op.id) == pytest.approx(4 * alone, rel=0.02)
+    pushes = sorted((op for op in plan.ops if isinstance(op, Transfer) and op.label.startswith("push")),
+                    key=lambda op: tl.start[op.id])
+    assert len(pushes) == 16 and all(op.dst == 4 and op.nbytes == MB4 for op in pushes)
+    for a, b in zip(pushes, pushes[1:]):
+        assert tl.start[b.id] >= tl.end[a.id] - 1e-12  # one message at a time
+    assert tl.end[pushes[-1].id] - tl.start[pushes[0].id] >= 16 * alone
+    an = engine.simulate(plan, topo, fidelity="analytic")  # the closed form carries the incast too
+    assert an.end[pushes[-1].id] - an.start[pushes[0].id] >= 16 * alone
+    conc = ParameterServer(PSParams(queues="concurrent")).plan(w, topo)
+    tc = engine.simulate(conc, topo)
+    first = [op for op in conc.ops if isinstance(op, Transfer) and op.label == "push[l3/weights]"]
+    assert len(first) == 4
+    for op in first:
+        assert tc.duration(op.id) == pytest.approx(4 * alone, rel=0.02)
 
 
-def test_ps_more_servers_than_ranks(toy):
+def test_ps_more_servers_than_ranks_or_tensors(toy):
     w = build_workload(toy.make_trace(), 4)
     with pytest.raises(ConfigError, match="servers"):
         ParameterServer(PSParams(servers=5, placement="colocated")).plan(w, toy.two_level(4, 1))
-    with pytest.raises(ConfigError, match="more than the 4 worker ranks"):
+    with pytest.raises(ConfigError, match="more than the 4 parameter tensors"):
         ParameterServer(PSParams(servers=5, placement="own")).plan(w, toy.two_level(9, 1))
     with pytest.raises(ConfigError, match="servers"):
         PSParams(servers=0)
+    with pytest.raises(ConfigError, match="queues"):
+        PSParams(queues="lifo")
 
 
 # ---- layer dropping --------------------------------------------------------------------------

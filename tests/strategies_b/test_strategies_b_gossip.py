@@ -30,8 +30,9 @@ def test_sgp_exponents_follow_graph_manager():
 
 
 def test_sgp_plans_cycle_directed_exponential_graph(make_workload, mesh):
+    """mode=overlap is reference SGP: whole model + push-sum weight to rank + 2^i, i = 0..floor(log2 7)."""
     w = make_workload(8)
-    strat = STRATEGIES.get("sgp")()
+    strat = STRATEGIES.get("sgp")(make_params(STRATEGIES.get("sgp"), {"mode": "overlap"}))
     its = strat.iterations(w, mesh(8))
     assert len(its) == 3 and sum(wt for wt, _ in its) == pytest.approx(1.0)
     for i, (_, plan) in enumerate(its):
@@ -45,7 +46,7 @@ def test_sgp_exchange_hides_behind_compute(make_workload, mesh):
     from simcomm.engine import simulate
 
     w = make_workload(4)
-    plan = STRATEGIES.get("sgp")().plan(w, mesh(4))
+    plan = STRATEGIES.get("sgp")(make_params(STRATEGIES.get("sgp"), {"mode": "overlap"})).plan(w, mesh(4))
     tl = simulate(plan, mesh(4))
     # 16 MB at 1 GB/s = 16 ms > fwd+bwd 12 ms: exposed 4 ms + 1 us latency; then update + mix (gamma 0)
     assert tl.makespan == pytest.approx(16e-3 + 1e-6 + 4e-4, rel=1e-6)
@@ -104,8 +105,10 @@ def test_resnet_block_segments(make_workload, traces):
 
 
 def test_crossover_plan_structure(make_workload, mesh):
+    """mode=overlap (Alg. 1): every segment on its own stream, no barrier."""
     w = make_workload(6)
-    plan = STRATEGIES.get("crossover-sgd")().plan(w, mesh(6))
+    plan = STRATEGIES.get("crossover-sgd")(make_params(STRATEGIES.get("crossover-sgd"), {"mode": "overlap"})).plan(
+        w, mesh(6))
     ts = transfers(plan)
     assert len(ts) == 4 * 6 and plan.meta["segments"] == 4
     for s in range(4):
@@ -121,7 +124,9 @@ def test_crossover_serial_has_barriers(make_workload, mesh):
     strat = STRATEGIES.get("crossover-sgd")(CrossoverParams(mode="serial"))
     plan = strat.plan(make_workload(4), mesh(4))
     bars = [op for op in plan.ops if isinstance(op, Collective)]
-    assert len(bars) == 3 and all(op.nbytes == 0 for op in bars)
+    # the training code calls dist.barrier() after every segment's exchange, the last one included
+    assert len(bars) == 4 and all(op.nbytes == 4 and op.ranks == (0, 1, 2, 3) for op in bars)
+    assert CrossoverParams().mode == "serial"  # the authors' code is the default
     assert {t.stream for t in transfers(plan)} == {"comm"}
 
 
@@ -152,8 +157,10 @@ def test_hierarchical_groups_by_machine(make_workload):
     reduces = [c for c in colls if c.kind == "reduce"]
     bcasts = [c for c in colls if c.kind == "broadcast"]
     assert sorted(c.ranks for c in reduces) == [(0, 1), (2, 3), (4, 5)]
-    assert sorted(c.ranks for c in bcasts) == [(0, 1), (2, 3), (4, 5)]
-    assert all(c.nbytes == 16e6 for c in bcasts)
+    assert all(c.nbytes == 16e6 for c in reduces)  # one flat reduce of the whole gradient
+    # broadcast=segment (training code): each group's root broadcasts each of the 4 segments (4 MB)
+    assert sorted({c.ranks for c in bcasts}) == [(0, 1), (2, 3), (4, 5)] and len(bcasts) == 3 * 4
+    assert all(c.nbytes == 4e6 for c in bcasts)
     ts = transfers(plan)
     assert {t.src for t in ts} == {0, 2, 4} and {t.dst for t in ts} == {0, 2, 4}
     assert len(ts) == 3 * plan.meta["segments"]
@@ -172,7 +179,13 @@ def test_hierarchical_groups_option_and_errors(make_workload, mesh):
 
 
 @pytest.mark.parametrize("name, opts, msg", [
-    ("crossover-sgd", {"mode": "fast"}, "mode: 'fast' is not valid; valid choices: overlap, serial"),
+    ("crossover-sgd", {"mode": "fast"}, "mode: 'fast' is not valid; valid choices: serial, blocking, overlap"),
+    ("sgp", {"mode": "push"}, "mode: 'push' is not valid; valid choices: blocking, neuron, overlap"),
+    ("dpsgd", {"mode": "neuron"}, "mode: 'neuron' is not valid; valid choices: overlap, blocking"),
+    ("hierarchical-crossover-sgd", {"reduce": "early"},
+     "reduce: 'early' is not valid; valid choices: after-backward, overlap"),
+    ("hierarchical-crossover-sgd", {"broadcast": "layer"},
+     "broadcast: 'layer' is not valid; valid choices: segment, model"),
     ("crossover-sgd", {"segments": "-1"}, "segments: -1 must be an integer >= 0"),
     ("crossover-sgd", {"interval": "0"}, "interval: 0 must be an integer >= 1"),
     ("sgp", {"interval": "0"}, "interval: 0 must be an integer >= 1"),

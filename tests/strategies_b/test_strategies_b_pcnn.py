@@ -95,3 +95,70 @@ def test_slice_update_is_one_pth(make_workload, mesh, traces):
     plan = STRATEGIES.get("pcnn")().plan(make_workload(4, traces.toy(), bucket_mb=0), mesh(4))
     ups = [op for op in plan.ops if getattr(op, "label", "").startswith("slice update")]
     assert len(ups) == 4 and all(op.seconds == pytest.approx(4e-4 / 4) for op in ups)
+
+
+# ---- issue 12: the FC volume ratio, the posting point of the activations, FIFO, no-overlap ----------
+
+def test_fc1_volume_ratio_from_the_cost_functions():
+    from simcomm.strategies.pcnn import fc_volume_ratio
+
+    # VGG-16 FC1, N = 4096, N' = 25088, K = 256: NN' = 102 760 448 words
+    # P = 16: 2 NN' / (N'K/P + NK + NN') = 205 520 896 / (401 408 + 1 048 576 + 102 760 448) = 1.97217
+    assert fc_volume_ratio(4096, 25088, 256, 16) == pytest.approx(205_520_896 / 104_210_432)
+    assert fc_volume_ratio(4096, 25088, 256, 16) == pytest.approx(1.97217, abs=1e-5)
+    # P = 256: 205 520 896 / (25 088 + 1 048 576 + 102 760 448) = 1.97932 (not the 70.9-95.7x of N N'/(N'K/P + NK))
+    assert fc_volume_ratio(4096, 25088, 256, 256) == pytest.approx(1.97932, abs=1e-5)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 5000), st.integers(1, 5000), st.integers(1, 4096), st.sampled_from([2, 4, 8, 64, 1024]))
+def test_fc_volume_ratio_below_two_and_above_one_iff_eq11(n, n_prev, k, p):
+    from simcomm.strategies.pcnn import fc_volume_ratio
+
+    r = fc_volume_ratio(n, n_prev, k, p)
+    assert 0 < r < 2  # PCNN all-gathers N N' parameters itself, so it can at most halve the all-reduce's words
+    if abs(r - 1) > 1e-9:
+        assert (r > 1) == fc_criterion(n, n_prev, k, p)
+
+
+def _two_unit_workload(make_workload):
+    from simcomm.traces.schema import Layer, Trace
+
+    conv = Layer("conv", "Conv2d", 1000, 4000, 1e-3, 2e-3, 1e-4, (8,), (16,))
+    fc = Layer("fc", "Linear", 16 * 8 + 8, 4 * (16 * 8 + 8), 1e-3, 2e-3, 1e-4, (16,), (8,))
+    return make_workload(4, Trace("cf", 8, "float32", "test", "gpu", "synthetic", (conv, fc), iteration_s=6.2e-3))
+
+
+def test_activation_alltoall_posted_when_its_inputs_exist(make_workload, mesh):
+    w = _two_unit_workload(make_workload)
+    plan = STRATEGIES.get("pcnn")().plan(w, mesh(4))
+    (a2a,) = colls(plan, "alltoall", "activations")
+    fwd = {op.id: op.label for op in plan.ops if getattr(op, "label", "").startswith("forward")}
+    # after the previous unit's forward (the FC layer's input), not after the FC layer's own forward
+    assert sorted(fwd[d] for d in a2a.deps if d in fwd) == ["forward[0]"] * 4
+
+
+def test_one_communication_thread_runs_fifo(make_workload, mesh, traces):
+    from simcomm.engine import simulate
+
+    names = ("conv1", "layer1.0.conv1", "layer1.1.conv1", "layer2.0.conv1")
+    w = make_workload(4, traces.toy(names), bucket_mb=5)
+    plan = STRATEGIES.get("pcnn")().plan(w, mesh(4))
+    tl = simulate(plan, mesh(4))
+    cs = [op for op in plan.ops if isinstance(op, Collective)]
+    assert all(op.stream == "comm" for op in cs)
+    for a, b in zip(cs, cs[1:]):  # in posting order, never two at once
+        assert tl.end[a.id] <= tl.start[b.id] + 1e-15
+
+
+def test_no_overlap_serialises_compute_and_communication(make_workload, mesh, traces):
+    from simcomm.engine import simulate
+    from simcomm.ops import Compute
+
+    names = ("conv1", "layer1.0.conv1", "layer1.1.conv1", "layer2.0.conv1")
+    w = make_workload(4, traces.toy(names), bucket_mb=5)
+    plan = STRATEGIES.get("pcnn-no-overlap")().plan(w, mesh(4))
+    tl = simulate(plan, mesh(4))
+    compute = sum(op.seconds for op in plan.ops if isinstance(op, Compute) and op.rank == 0)
+    comm = sum(tl.end[op.id] - tl.start[op.id] for op in plan.ops if isinstance(op, Collective))
+    assert tl.makespan == pytest.approx(compute + comm, rel=1e-9)

@@ -104,7 +104,8 @@ def test_two_level_every_internode_network(inter):
 def test_two_level_gamma_and_errors():
     assert two_level(2, 2, device="v100").gamma(0) == pytest.approx(3 / 900e9)
     assert two_level(2, 2, gamma=1e-12).gamma(3) == 1e-12
-    with pytest.raises(UnknownNameError, match="valid choices: nvlink-mesh, nvswitch, pcie, shm"):
+    with pytest.raises(UnknownNameError,
+                       match="valid choices: nvlink-cube-mesh, nvlink-mesh, nvswitch, pcie, pcie-host, shm"):
         two_level(2, 2, intra="optical")
     with pytest.raises(UnknownNameError, match="internode network"):
         two_level(2, 2, inter="hypercube")

@@ -21,7 +21,9 @@ def test_preset_numbers():
     assert preset("kisti-neuron", nodes=2).n_ranks == 4
     assert preset("cori-haswell", nodes=8, gpus_per_node=32).n_ranks == 256
     ps = preset("seed004-ps")
-    assert ps.n_ranks == 5 and [ps.machine_of(r) for r in range(5)] == [0, 1, 1, 2, 2]
+    # seed 004: 2 machines x 2 GPU workers, and one CPU server on a node of its own
+    assert ps.n_ranks == 5 and [ps.machine_of(r) for r in range(5)] == [0, 0, 1, 1, 2]
+    assert ps.meta["server_ranks"] == (4,) and ps.meta["server_device"] == "haswell"
     assert preset("aws-g4dn").links["eth-3125m"].bandwidth == 3125e6 / 8
     assert preset("dgx-h100-ndr", nodes=2).n_ranks == 16
     with pytest.raises(UnknownNameError, match="unknown topology preset 'nope'"):

@@ -69,6 +69,19 @@ _add("vit-s", partial(other.vit, dim=384, depth=12, heads=6, patch=16, classes=1
 _add("vit-s-cifar10", partial(other.vit, dim=384, depth=12, heads=6, patch=16, classes=10), _IMG, 21_669_514,
      "timm vit_small_patch16_224 with a 10-class head; seed 000 Table II prints 2166 (x10^4)",
      "ViT-S/16, 224x224, 10-class head, as fine-tuned on CIFAR-10 in seed 000", _VIT + "; seed 000 Table II")
+_BERT = "Devlin et al., BERT, NAACL 2019; Hugging Face transformers layout"
+_BERT_PUB = "KerasNLP presets bert_{base,large}_en_uncased (= HF BertModel); Devlin et al. print 110M/340M"
+for _size, _dim, _depth, _heads, _pub in (("base", 768, 12, 12, 109_482_240), ("large", 1024, 24, 16, 335_141_888)):
+    for _seq in (128, 512):
+        _name = f"bert-{_size}" + ("" if _seq == 128 else f"-{_seq}")
+        _add(_name, partial(other.bert, dim=_dim, depth=_depth, heads=_heads, head="pooler"), (_seq,), _pub,
+             _BERT_PUB, f"BERT-{_size} encoder + pooler (BertModel), sequence {_seq} (pre-training heads omitted)",
+             _BERT)
+# the SQuAD span head replaces the pooler: HF BertForQuestionAnswering, counted from the layout (no printed count)
+for _size, _dim, _depth, _heads, _pub in (("base", 768, 12, 12, 108_893_186), ("large", 1024, 24, 16, 334_094_338)):
+    _add(f"bert-{_size}-squad", partial(other.bert, dim=_dim, depth=_depth, heads=_heads, head="squad"), (384,),
+         _pub, "derived: BertModel count - pooler + Linear(D, 2) (HF BertForQuestionAnswering layout)",
+         f"BERT-{_size} + SQuAD span head (BertForQuestionAnswering), sequence 384", _BERT)
 _S0 = "seed 000 Table II"
 _add("gan-generator", partial(other.gan_generator, img=32), (128,), None, "no published count",
      "Seed 000 ACGAN generator: latent 128 -> 32x32x1 MNIST image", _S0 + "; Odena et al. ACGAN 2017")

@@ -1,4 +1,4 @@
-"""Non-convolutional seed-000 architectures: ViT, the ACGAN pair and the MNIST recurrent nets.
+"""Non-convolutional architectures: ViT, BERT, and seed 000's ACGAN pair and MNIST recurrent nets.
 
 Written against the ops interface of :mod:`simcomm.traces.zoo.spec` (see
 that module).  Sizes follow seed 000's Table II where it gives them; where it
@@ -8,7 +8,7 @@ docs/traces.md.
 
 from __future__ import annotations
 
-__all__ = ["vit", "gan_generator", "gan_discriminator", "recurrent"]
+__all__ = ["vit", "bert", "gan_generator", "gan_discriminator", "recurrent"]
 
 
 def vit(ops, x, dim: int, depth: int, heads: int, patch: int, classes: int, mlp_ratio: int = 4):
@@ -29,6 +29,38 @@ def vit(ops, x, dim: int, depth: int, heads: int, patch: int, classes: int, mlp_
         x = ops.add(x, h)
     x = ops.layernorm("norm", x)
     return ops.linear("head", ops.take_cls(x), classes)
+
+
+def bert(ops, x, dim: int, depth: int, heads: int, head: str, vocab: int = 30522, max_pos: int = 512,
+         types: int = 2, ffn_ratio: int = 4, dropout: float = 0.1):
+    """BERT (Devlin et al. 2019) encoder, post-LayerNorm, in Hugging Face's module layout.
+
+    ``head`` is ``"pooler"`` (BertModel: tanh pooler on the first token) or
+    ``"squad"`` (BertForQuestionAnswering: a 2-way span Linear on every token,
+    no pooler).  Query, key and value are one fused Linear (same parameters and
+    FLOPs as three); the attention mask and the attention-probability dropout
+    are inside the attention core (the padding mask is not applied).  Pre-training heads (masked-LM transform,
+    tied decoder, next-sentence) are not modelled.
+    """
+    x = ops.token_embed("embeddings.tokens", x, vocab, max_pos, types, dim)
+    x = ops.layernorm("embeddings.LayerNorm", x)
+    x = ops.dropout("embeddings.dropout", x, dropout)
+    for i in range(depth):
+        pre = f"encoder.layer.{i}"
+        h = ops.linear(f"{pre}.attention.self.qkv", x, 3 * dim)
+        h = ops.attn_core(f"{pre}.attention.self.core", h, heads, dropout)
+        h = ops.linear(f"{pre}.attention.output.dense", h, dim)
+        h = ops.dropout(f"{pre}.attention.output.dropout", h, dropout)
+        x = ops.layernorm(f"{pre}.attention.output.LayerNorm", ops.add(x, h))
+        h = ops.linear(f"{pre}.intermediate.dense", x, dim * ffn_ratio)
+        h = ops.act(f"{pre}.intermediate.act", h, "GELU")
+        h = ops.linear(f"{pre}.output.dense", h, dim)
+        h = ops.dropout(f"{pre}.output.dropout", h, dropout)
+        x = ops.layernorm(f"{pre}.output.LayerNorm", ops.add(x, h))
+    if head == "squad":
+        return ops.linear("qa_outputs", x, 2)
+    x = ops.linear("pooler.dense", ops.take_cls(x), dim)
+    return ops.act("pooler.activation", x, "Tanh")
 
 
 def gan_generator(ops, x, img: int = 32, channels: int = 1, classes: int = 10):

@@ -10,7 +10,10 @@ keeps the analytic zoo and the torch models in agreement layer by layer.
 FLOP conventions (forward, per sample; a multiply-add counts 2): see
 docs/traces.md.  ``mem_elems`` counts the elements a layer reads and writes per
 sample (input + output activations, plus attention scores); weights are added
-once per batch by the roofline.
+once per batch by the roofline.  ``saved_elems`` counts what backward keeps
+besides a layer's output, ``mask_elems`` its one-byte masks, and ``input_kept``
+marks a leaf whose input came from a structural op (residual sum, concat)
+rather than from a leaf (all for the memory estimate, :mod:`simcomm.memory`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["LayerSpec", "ModelSpec", "SpecOps", "numel"]
+__all__ = ["LayerSpec", "ModelSpec", "NewTensor", "SpecOps", "numel"]
 
 
 def numel(shape: tuple[int, ...]) -> int:
@@ -36,6 +39,12 @@ class LayerSpec:
     output_shape: tuple[int, ...]
     flops: float
     mem_elems: float
+    # elements per sample that backward keeps besides the output (attention probabilities, recurrent gates)
+    saved_elems: float = 0.0
+    # one-byte mask elements per sample kept besides the output (attention-probability dropout)
+    mask_elems: float = 0.0
+    # the input is a tensor no earlier leaf produced (a residual sum, a concatenation): backward keeps it too
+    input_kept: bool = False
 
 
 @dataclass(frozen=True)
@@ -53,6 +62,14 @@ class ModelSpec:
     @property
     def flops(self) -> float:
         return sum(layer.flops for layer in self.layers)
+
+
+class NewTensor(tuple):
+    """A shape whose tensor a structural op created (``add``, ``cat``, ``shuffle``), not a leaf.
+
+    The memory estimate counts such a tensor when a leaf consumes it: backward
+    keeps the leaf's input, and no leaf output accounts for it.
+    """
 
 
 def _conv_out(size: int, k: int, s: int, p: int) -> int:
@@ -73,10 +90,11 @@ class SpecOps:
     def _make(self, name: str, kind: str, **kw) -> None:
         """Called once per leaf with the constructor arguments; no-op here."""
 
-    def _leaf(self, name, kind, params, x, y, flops, mem=None, **kw):
+    def _leaf(self, name, kind, params, x, y, flops, mem=None, saved=0.0, masks=0.0, **kw):
         self._make(name, kind, **kw)
         mem = numel(x) + numel(y) if mem is None else mem
-        self.layers.append(LayerSpec(name, kind, int(params), tuple(x), tuple(y), float(flops), float(mem)))
+        self.layers.append(LayerSpec(name, kind, int(params), tuple(x), tuple(y), float(flops), float(mem),
+                                     float(saved), float(masks), isinstance(x, NewTensor)))
         return tuple(y)
 
     # -- leaves with parameters --------------------------------------------
@@ -108,6 +126,18 @@ class SpecOps:
         y = (t + 1, d)
         return self._leaf(name, "ClsPosEmbed", d + (t + 1) * d, x, y, numel(y), t=t, d=d)
 
+    def token_embed(self, name, x, vocab, max_pos, types, dim):
+        """BERT embeddings: word + position + token-type lookups summed, (T,) ids -> (T, D).
+
+        One leaf owns the three tables (their gradients are dense in PyTorch's
+        default nn.Embedding, so all of them are communicated).  FLOPs: two adds
+        per output element; bytes: ids in, three gathered rows and the sum out.
+        """
+        (t,) = x
+        y = (t, dim)
+        return self._leaf(name, "BertEmbedding", (vocab + max_pos + types) * dim, x, y, 2 * numel(y),
+                          mem=t + 4 * numel(y), vocab=vocab, max_pos=max_pos, types=types, d=dim)
+
     def label_embed(self, name, x, classes):
         """Multiply the latent by a class embedding (ACGAN generator conditioning)."""
         return self._leaf(name, "LabelEmbedding", classes * x[-1], x, x, numel(x), classes=classes, d=x[-1])
@@ -119,7 +149,7 @@ class SpecOps:
         params = gates * (i * hidden + hidden * hidden + 2 * hidden)
         flops = t * (2 * gates * hidden * (i + hidden) + 6 * gates * hidden)
         return self._leaf(name, cell, params, x, (hidden,), flops, mem=numel(x) + t * hidden * (gates + 1),
-                          cell=cell, fin=i, hidden=hidden)
+                          saved=t * hidden * (gates + 1), cell=cell, fin=i, hidden=hidden)
 
     # -- parameter-free leaves ---------------------------------------------
     def act(self, name, x, kind="ReLU"):
@@ -147,27 +177,33 @@ class SpecOps:
         y = (cout, (x[1] + 1) // 2, (x[2] + 1) // 2)
         return self._leaf(name, "PadShortcut", 0, x, y, numel(y), cout=cout)
 
-    def attn_core(self, name, x, heads):
-        """softmax(Q K^T / sqrt(d)) V on a fused qkv tensor (T, 3D) -> (T, D)."""
+    def attn_core(self, name, x, heads, dropout=0.0):
+        """softmax(Q K^T / sqrt(d)) V on a fused qkv tensor (T, 3D) -> (T, D), optional dropout on the probabilities.
+
+        Backward keeps the probabilities (heads x T^2) and, with dropout, the
+        dropped probabilities and their one-byte mask.
+        """
         t, d3 = x
         d = d3 // 3
         flops = 4 * t * t * d + 5 * heads * t * t
+        scores = heads * t * t
         return self._leaf(name, "ScaledDotProductAttention", 0, x, (t, d), flops,
-                          mem=numel(x) + t * d + 2 * heads * t * t, heads=heads)
+                          mem=numel(x) + t * d + 2 * scores, saved=scores * (2 if dropout else 1),
+                          masks=scores if dropout else 0.0, heads=heads, p=dropout)
 
     # -- structure (no layer recorded) -------------------------------------
     def add(self, a, b):
-        return a
+        return NewTensor(a)
 
     def cat(self, xs):
-        return (sum(x[0] for x in xs),) + tuple(xs[0][1:])
+        return NewTensor((sum(x[0] for x in xs),) + tuple(xs[0][1:]))
 
     def split(self, x):
         half = (x[0] // 2,) + tuple(x[1:])
         return half, half
 
     def shuffle(self, x, groups=2):
-        return x
+        return NewTensor(x)  # channel shuffle copies (transpose + reshape)
 
     def flatten(self, x):
         return (numel(x),)

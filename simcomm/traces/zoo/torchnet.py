@@ -44,6 +44,27 @@ class LabelEmbedding(nn.Module):
         return z * F.embedding(labels, self.weight)
 
 
+class BertEmbedding(nn.Module):
+    """Word + position + token-type embeddings summed; float inputs are mapped to token ids.
+
+    Capture feeds random normal tensors, so ids are ``|x|*1000 mod vocab`` (any
+    valid id exercises the same kernels); token type 0 for every position.
+    """
+
+    def __init__(self, vocab: int, max_pos: int, types: int, d: int):
+        super().__init__()
+        self.vocab = vocab
+        self.word = nn.Parameter(torch.randn(vocab, d) * 0.02)
+        self.position = nn.Parameter(torch.randn(max_pos, d) * 0.02)
+        self.token_type = nn.Parameter(torch.randn(types, d) * 0.02)
+
+    def forward(self, x):
+        ids = x if not x.is_floating_point() else (x.abs() * 1000).long()
+        ids = ids % self.vocab
+        t = ids.shape[1]
+        return F.embedding(ids, self.word) + self.position[:t] + self.token_type[0]
+
+
 class PadShortcut(nn.Module):
     """Option-A shortcut: subsample by 2 and zero-pad channels (no parameters)."""
 
@@ -58,17 +79,18 @@ class PadShortcut(nn.Module):
 
 
 class ScaledDotProductAttention(nn.Module):
-    """Multi-head attention core on a fused qkv tensor (B, T, 3D) -> (B, T, D)."""
+    """Multi-head attention core on a fused qkv tensor (B, T, 3D) -> (B, T, D), dropout on the probabilities."""
 
-    def __init__(self, heads: int):
+    def __init__(self, heads: int, p: float = 0.0):
         super().__init__()
         self.heads = heads
+        self.p = p
 
     def forward(self, qkv):
         b, t, d3 = qkv.shape
         q, k, v = qkv.reshape(b, t, 3, self.heads, d3 // (3 * self.heads)).permute(2, 0, 3, 1, 4)
         att = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)
-        out = att.softmax(dim=-1) @ v
+        out = F.dropout(att.softmax(dim=-1), self.p, self.training) @ v
         return out.transpose(1, 2).reshape(b, t, d3 // 3)
 
 
@@ -94,6 +116,7 @@ def _leaf(kind: str, kw: dict) -> nn.Module:
         "LayerNorm": lambda: nn.LayerNorm(kw["d"], eps=1e-6),
         "ClsPosEmbed": lambda: ClsPosEmbed(kw["t"], kw["d"]),
         "LabelEmbedding": lambda: LabelEmbedding(kw["classes"], kw["d"]),
+        "BertEmbedding": lambda: BertEmbedding(kw["vocab"], kw["max_pos"], kw["types"], kw["d"]),
         "ReLU": nn.ReLU, "GELU": nn.GELU, "Tanh": nn.Tanh, "Sigmoid": nn.Sigmoid,
         "LeakyReLU": lambda: nn.LeakyReLU(0.2),
         "Softmax": lambda: nn.Softmax(dim=1),
@@ -102,7 +125,7 @@ def _leaf(kind: str, kw: dict) -> nn.Module:
         "AdaptiveAvgPool2d": lambda: nn.AdaptiveAvgPool2d(kw["out"]),
         "Upsample": lambda: nn.Upsample(scale_factor=kw["factor"]),
         "PadShortcut": lambda: PadShortcut(kw["cout"]),
-        "ScaledDotProductAttention": lambda: ScaledDotProductAttention(kw["heads"]),
+        "ScaledDotProductAttention": lambda: ScaledDotProductAttention(kw["heads"], kw.get("p", 0.0)),
     }
     if kind in ("RNN", "LSTM", "GRU"):
         return _RECURRENT[kind](kw["fin"], kw["hidden"], batch_first=True)

@@ -1,0 +1,135 @@
+"""``simcomm bench``: a collective's time over a range of sizes, as nccl-tests reports it.
+
+One collective over every rank of a cluster, simulated alone at each size on
+the flow engine with the cluster's stack (NCCL's algorithm and protocol
+choice on the ``nccl`` stacks), reported in the columns of nccl-tests'
+``*_perf`` binaries so a prediction can be laid beside a measurement:
+
+* ``size``: bytes as nccl-tests prints them: the buffer per rank for
+  all-reduce, broadcast, reduce and send/recv; the whole gathered
+  (scattered) buffer for all-gather and reduce-scatter; what one rank sends
+  in total for all-to-all.  These are simcomm's own size conventions.
+* ``algbw = size / time``; ``busbw = algbw x factor``, the factor depending
+  only on the collective: ``2(n-1)/n`` for all-reduce, ``(n-1)/n`` for
+  all-gather, reduce-scatter and all-to-all, 1 otherwise (nccl-tests
+  doc/PERFORMANCE.md; issue 366).
+
+nccl-tests times back-to-back iterations of one collective; simcomm prices
+one, which is the same when nothing else runs.  ``sendrecv`` is nccl-tests'
+ring of send/receive pairs: every rank sends ``size`` to the next.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from simcomm.errors import ConfigError
+from simcomm.units import parse_size
+
+__all__ = ["BenchRow", "COLLECTIVES", "bench", "parse_sizes", "busbw_factor", "canonical"]
+
+#: nccl-tests binary name -> simcomm collective kind
+COLLECTIVES = {"all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "reduce_scatter",
+               "broadcast": "broadcast", "reduce": "reduce", "alltoall": "alltoall", "sendrecv": "sendrecv"}
+#: largest sweep a user may ask for (sizes), and largest size (bytes): bounded work, bounded output
+MAX_SIZES, MAX_BYTES = 64, 2.0 ** 44
+_TYPES = {"float": 4, "half": 2, "bfloat16": 2, "double": 8, "int32": 4, "int8": 1}
+
+
+def canonical(name: str) -> str:
+    """``allreduce``, ``all_reduce`` or ``all-reduce`` -> simcomm's kind (unknown names list the choices)."""
+    key = name.strip().lower().replace("-", "_")
+    key = {v: k for k, v in COLLECTIVES.items()}.get(key, key)
+    if key not in COLLECTIVES:
+        raise ConfigError(f"collective: {name!r} is not valid; valid choices: {', '.join(COLLECTIVES)}")
+    return COLLECTIVES[key]
+
+
+def busbw_factor(kind: str, n: int) -> float:
+    if kind == "allreduce":
+        return 2.0 * (n - 1) / n
+    if kind in ("allgather", "reduce_scatter", "alltoall"):
+        return (n - 1) / n
+    return 1.0
+
+
+def parse_sizes(text: str) -> list[float]:
+    """``8B..8GB`` (doubling, like nccl-tests -f 2), ``1KB..1GBx4`` (factor 4) or ``8,1MB,1GB``."""
+    text = str(text).strip()
+    m = re.fullmatch(r"(.+?)\.\.(.+?)(?:x(\d+))?", text)
+    if m:
+        lo, hi = parse_size(m.group(1), "--sizes"), parse_size(m.group(2), "--sizes")
+        step = int(m.group(3) or 2)
+        if step < 2:
+            raise ConfigError(f"--sizes: step x{step} must be at least 2")
+        if hi < lo:
+            raise ConfigError(f"--sizes: {text!r} ends below where it starts")
+        n = int(math.floor(math.log(hi / lo, step) + 1e-9)) + 1
+        if n > MAX_SIZES:
+            raise ConfigError(f"--sizes: {text!r} has {n} sizes; at most {MAX_SIZES}")
+        out = [lo * step ** i for i in range(n)]
+    else:
+        out = [parse_size(x, "--sizes") for x in text.split(",") if x.strip()]
+        if not out:
+            raise ConfigError(f"--sizes: {text!r} names no size; e.g. 8B..8GB or 1MB,1GB")
+        if len(out) > MAX_SIZES:
+            raise ConfigError(f"--sizes: {len(out)} sizes; at most {MAX_SIZES}")
+    if max(out) > MAX_BYTES:
+        raise ConfigError(f"--sizes: {max(out):.0f} bytes is more than the {MAX_BYTES:.0f} simcomm sweeps")
+    return out
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    """One line of an nccl-tests-style table."""
+
+    size: float
+    count: int
+    type: str
+    redop: str
+    root: int
+    time_us: float
+    algbw: float   # GB/s
+    busbw: float   # GB/s
+    algorithm: str
+
+    def to_dict(self) -> dict:
+        return {"size": self.size, "count": self.count, "type": self.type, "redop": self.redop, "root": self.root,
+                "time_us": self.time_us, "algbw": self.algbw, "busbw": self.busbw, "algorithm": self.algorithm}
+
+
+def bench(kind: str, topology, runtime, sizes: list[float], *, dtype: str = "float", root: int = 0,
+          fidelity: str = "flow", progress=None) -> list[BenchRow]:
+    """Simulate ``kind`` over every rank of ``topology`` at each size; rows in the nccl-tests layout."""
+    from simcomm import engine
+    from simcomm.ops import PlanBuilder
+
+    if dtype not in _TYPES:
+        raise ConfigError(f"--dtype: {dtype!r} is not valid; valid choices: {', '.join(_TYPES)}")
+    n = topology.n_ranks
+    if n < 2:
+        raise ConfigError(f"bench: {kind} needs at least 2 ranks; the cluster has {n}")
+    if kind in ("broadcast", "reduce") and not 0 <= root < n:
+        raise ConfigError(f"--root: {root} is not a rank of {n} (0..{n - 1})")
+    width = _TYPES[dtype]
+    rows = []
+    for size in sizes:
+        b = PlanBuilder(n)
+        if kind == "sendrecv":
+            for r in range(n):
+                b.transfer(r, (r + 1) % n, size, stream=f"send{r}")
+        else:
+            b.collective(kind, range(n), size, root=root if kind in ("broadcast", "reduce") else 0)
+        tl = engine.simulate(b.build(), topology, fidelity=fidelity, runtime=runtime)
+        t = float(tl.makespan)
+        alg = size / t / 1e9 if t > 0 else math.inf
+        ran = ", ".join(sorted({x[2] for x in tl.meta.get("algorithms", ())})) or "p2p"
+        rows.append(BenchRow(size, int(size // width), dtype,
+                             "sum" if kind in ("allreduce", "reduce", "reduce_scatter") else "none",
+                             root if kind in ("broadcast", "reduce") else -1, t * 1e6, alg,
+                             alg * busbw_factor(kind, n), ran))
+        if progress is not None:
+            progress()
+    return rows

@@ -1,0 +1,48 @@
+"""NCCL NVLS-Tree: NVLS inside each node, a double binary tree across nodes on every rail (all-reduce).
+
+Each node reduces in its NVSwitch (``n(1 + 1/L)`` through every GPU port, as
+:mod:`~simcomm.nccl.algorithms.nvls`); GPU j then carries its node's 1/L of
+the result up and down the trees over rail j, half in each of NCCL's two
+complementary trees.  ``src/device/all_reduce.h`` (NVLS_TREE), ``src/graph/trees.cc``.
+"""
+
+from __future__ import annotations
+
+from simcomm.nccl.base import NcclAlgorithm, pack, register
+from simcomm.nccl.channels import dtree_parents, tree_edges
+
+
+@register
+class NVLSTree(NcclAlgorithm):
+    name = "nvls-tree"
+    nccl = "NVLSTree"
+    summary = "NVLS inside each node, double binary tree across nodes on every rail"
+    reference = "NVIDIA/nccl src/device/all_reduce.h (NVLS_TREE), src/graph/trees.cc"
+    collectives = ("allreduce",)
+
+    def missing(self, kind, layout):
+        why = super().missing(kind, layout)
+        if why:
+            return why
+        if not layout.nvls:
+            return (f"NVLS-Tree needs an NVSwitch with NVLink SHARP (Hopper or later); this fabric's GPUs are "
+                    f"joined by {layout.intra} (sm{layout.arch})")
+        if layout.n_nodes < 2:
+            return "NVLS-Tree spans several nodes; inside one NVLink domain NCCL uses NVLS"
+        if not layout.uniform:
+            return "NVLS-Tree needs the same number of GPUs on every node"
+        return None
+
+    def flows(self, kind, layout, nbytes, root):
+        L = layout.ppn
+        pairs, size = [], []
+        for node in layout.nodes:
+            pairs += [(node[i], node[(i + 1) % L]) for i in range(L)] if L > 1 else []
+            size += [nbytes * (1.0 + 1.0 / L)] * (L if L > 1 else 0)
+        for tree in dtree_parents(layout.n_nodes):
+            for child, parent in tree_edges(tree):
+                for j in range(L):  # rail j: the j-th GPU of each node
+                    a, b = layout.nodes[child][j], layout.nodes[parent][j]
+                    pairs += [(a, b), (b, a)]
+                    size += [nbytes / L / 2.0] * 2
+        return pack(pairs, size)

@@ -1,0 +1,51 @@
+"""NCCL point-to-point collectives: all-to-all, gather, scatter and send/recv as grouped sends.
+
+NCCL has no all-to-all algorithm: nccl-tests' ``alltoall_perf`` posts one send
+and one receive per peer inside a group, and NCCL moves them all at once.
+Across nodes NCCL routes a message to GPU j of another node through the local
+GPU j's NIC when PXN is on (NCCL >= 2.12, the default): GPU i first hands GPU j
+over NVLink everything meant for position j of every node (``N n/p``), then
+GPU j sends each remote node's share on its own rail (``L n/p`` per node).
+One GPU per node, or one node: every pair is its own flow of ``n/p``
+(``n`` = the data one rank sends in total).  Gather and scatter are the
+root's receives or sends; ``p2p`` is one message.
+``src/enqueue.cc`` (p2p scheduling), ``src/graph/paths.cc`` (PXN).
+"""
+
+from __future__ import annotations
+
+from simcomm.nccl.base import NcclAlgorithm, pack, register
+
+
+@register
+class P2P(NcclAlgorithm):
+    name = "p2p"
+    nccl = "P2P"
+    summary = "grouped sends and receives (all-to-all, gather, scatter, send/recv), PXN across nodes"
+    reference = "NVIDIA/nccl src/enqueue.cc (p2p), src/graph/paths.cc (PXN); nccl-tests alltoall.cu"
+    collectives = ("alltoall", "gather", "scatter", "p2p")
+
+    def flows(self, kind, layout, nbytes, root):
+        p = layout.n_ranks
+        if kind == "p2p":
+            return pack([(0, 1)], nbytes)
+        if kind in ("gather", "scatter"):
+            pairs = [(i, root) if kind == "gather" else (root, i) for i in range(p) if i != root]
+            return pack(pairs, nbytes / p)
+        L, N = layout.ppn, layout.n_nodes
+        if N == 1 or L == 1 or not layout.uniform or layout.nics_per_node == 0:
+            return pack([(i, j) for i in range(p) for j in range(p) if i != j], nbytes / p)
+        pairs, size = [], []
+        for node in layout.nodes:
+            for a in node:
+                for b in node:
+                    if a != b:
+                        pairs.append((a, b))
+                        size.append(N * nbytes / p)
+        for j in range(L):
+            for k in range(N):
+                for k2 in range(N):
+                    if k != k2:
+                        pairs.append((layout.nodes[k][j], layout.nodes[k2][j]))
+                        size.append(L * nbytes / p)
+        return pack(pairs, size)

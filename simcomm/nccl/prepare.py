@@ -1,0 +1,133 @@
+"""A Collective op on the ``nccl`` stack -> what the engine runs (:class:`~simcomm.engine.schedule.Prepared`).
+
+1. Lay the group out on the topology (:func:`~simcomm.nccl.layout.group_layout`).
+2. Choose the algorithm and protocol: NCCL's tuning model over the algorithms
+   that can run this collective here (:func:`~simcomm.nccl.tuning.select`),
+   narrowed by ``nccl_algo``/``nccl_proto`` (NCCL_ALGO/NCCL_PROTO); an op that
+   names an NCCL algorithm forces it.  Forcing one the fabric lacks (NVLS
+   without an NVSwitch, CollNet without SHARP) is a one-line error.
+3. Build its flows as one pipelined step whose transfers wait the model's
+   latency and carry ``bytes / efficiency`` (:mod:`simcomm.nccl.tuning`).
+4. Its closed form: ``latency + max over links (bytes on the link / rate)``,
+   which the flow engine reproduces exactly when nothing else shares the links.
+
+Ops naming an MPI textbook algorithm (``rabenseifner``, ``binomial`` ...) are
+left to the catalogue (returns None): NCCL cannot run them, but a user may ask
+what they would cost on this fabric.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simcomm.collectives.base import Step
+from simcomm.engine.schedule import Prepared, route_step
+from simcomm.errors import ConfigError
+from simcomm.nccl.base import NCCL_ALGORITHMS
+from simcomm.nccl.execution import LAUNCH_S, execution_efficiency
+from simcomm.nccl.layout import group_layout
+from simcomm.nccl.tuning import ALGOS as TUNED
+from simcomm.nccl.tuning import protocols_enabled, select
+
+__all__ = ["prepare_nccl", "choose", "TUNED"]
+#: collectives NCCL runs as grouped point-to-point operations, not through the tuning model
+P2P_KINDS = ("alltoall", "gather", "scatter", "p2p")
+
+
+class _NcclAlgorithm:
+    """Adapter so the engine's Prepared (which names an Algorithm) can name an NCCL pattern."""
+
+    hierarchical = False
+
+    def __init__(self, kind: str, name: str):
+        self.collective, self.name = kind, name
+
+    @property
+    def key(self) -> str:
+        return f"{self.collective}/nccl-{self.name}"
+
+
+def choose(kind: str, layout, nbytes: float, forced: str | None, proto: str | None):
+    """(algorithm name, ModelTime or None) NCCL would run for ``kind`` on ``layout``.
+
+    ``forced`` and ``proto`` are NCCL_ALGO- and NCCL_PROTO-like: one name or a
+    comma-separated list of the ones enabled.  An algorithm named alone that the
+    fabric cannot run is an error naming what is missing.
+    """
+    if kind in P2P_KINDS:
+        return "p2p", None
+    if forced is not None:
+        names = tuple(forced.split(","))
+        algos = tuple(a for a in names if NCCL_ALGORITHMS.get(a).missing(kind, layout) is None)
+        if not algos:
+            why = NCCL_ALGORITHMS.get(names[0]).missing(kind, layout)
+            raise ConfigError(f"nccl_algo: {forced} cannot run here: {why}")
+    else:
+        algos = tuple(a for a in TUNED if NCCL_ALGORITHMS.get(a).missing(kind, layout) is None)
+    protos = None
+    if proto is not None:
+        protos = tuple(proto.split(","))
+        ok = tuple(a for a in algos if set(protos) & set(protocols_enabled(a, layout) + (("simple",) if a in (
+            "ring", "tree") else ())) or (a not in ("ring", "tree") and "simple" in protos))
+        if not ok:
+            raise ConfigError(f"nccl_proto: {proto} cannot run {kind} here with {', '.join(algos)}; LL and LL128 "
+                              f"exist for ring and tree only (LL128 only with NVLink on Volta or later)")
+        algos = ok
+    best = select(kind, layout, nbytes, algos, protos)
+    return best.algo, best
+
+
+def prepare_nccl(op, topology, runtime) -> Prepared | None:
+    """The NCCL schedule of ``op``, or None when the op names an MPI textbook algorithm."""
+    import simcomm.nccl.algorithms  # noqa: F401  (registers the catalogue)
+
+    asked = op.algorithm
+    if asked != "auto" and asked not in NCCL_ALGORITHMS:
+        return None
+    p = len(op.ranks)
+    if p < 2:
+        return Prepared(_NcclAlgorithm(op.kind, "none"), 1, (), closed_form=0.0,
+                        label="NCCL (one rank: nothing to move)")
+    layout = group_layout(topology, op.ranks)
+    forced = asked if asked != "auto" else runtime.nccl_algo
+    if forced is not None and op.kind in P2P_KINDS:
+        forced = None  # NCCL_ALGO does not apply to point-to-point collectives
+    if forced is not None and asked == "auto":
+        # NCCL_ALGO names only algorithms this collective does not have (Tree for all-gather): NCCL's choice
+        if not any(op.kind in NCCL_ALGORITHMS.get(a).collectives for a in forced.split(",")):
+            forced = None
+    algo, mt = choose(op.kind, layout, op.nbytes, forced, runtime.nccl_proto)
+    src, dst, nb = NCCL_ALGORITHMS.get(algo).flows(op.kind, layout, op.nbytes, op.root)
+    if mt is not None:
+        # NCCL's model may rate a protocol or pattern above what its own graph rates allow
+        # (NVLS-Tree's doubled network share on 2 nodes): never let the flows beat the links.
+        # Then what NCCL's execution loses at this size: channels it does not launch, slice handshakes.
+        nb = nb / (min(1.0, mt.efficiency) * execution_efficiency(mt, op.kind, layout, op.nbytes))
+        latency = mt.latency_us * 1e-6
+        label = f"NCCL {NCCL_ALGORITHMS.get(algo).nccl}/{_proto_name(mt.proto)}"
+    else:
+        latency = None  # grouped p2p: each message pays its route's latency and the stack's overhead
+        label = "NCCL P2P" + (" (PXN)" if layout.n_nodes > 1 and layout.ppn > 1 else "")
+    keep = nb > 0
+    step = Step.make(src[keep], dst[keep], nb[keep])
+    if not len(step):  # a zero-byte NCCL call returns at once (ncclAllReduce with count 0)
+        return Prepared(_NcclAlgorithm(op.kind, algo), 1, (), closed_form=0.0, label=label)
+    if latency is not None:
+        latency += LAUNCH_S  # the kernel launch NCCL's model leaves out (the same for every algorithm)
+    closed = _closed_form(step, topology, np.asarray(op.ranks, dtype=np.int64), latency)
+    return Prepared(_NcclAlgorithm(op.kind, algo), 1, (step,), (latency,), closed, label)
+
+
+def _proto_name(proto: str) -> str:
+    return {"ll": "LL", "ll128": "LL128", "simple": "Simple"}[proto]
+
+
+def _closed_form(step: Step, topology, group: np.ndarray, latency: float | None) -> float:
+    """latency + the busiest link's bytes over its rate (each transfer's own route latency for p2p)."""
+    routed = route_step(topology, group, step, np.zeros(topology.n_ranks))
+    load = np.bincount(routed.links, weights=np.repeat(routed.nbytes, routed.route_len),
+                       minlength=len(topology.capacity))
+    used = load > 0
+    busiest = float((load[used] / topology.capacity[used]).max()) if used.any() else 0.0
+    lat = float(routed.latency.max()) if latency is None else latency
+    return lat + busiest

@@ -1,0 +1,112 @@
+"""Precision on the wire, named baselines, the stack a cluster runs, compute on its device, the memory check."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from simcomm.errors import ConfigError
+from simcomm.pipeline import simulate
+from simcomm.scenario import NO_BASELINE, BaselineSpec, Scenario, StackSpec, WorkloadSpec, load_scenario, \
+    parse_baseline
+from simcomm.traces.synth import synth_trace
+from simcomm.workload import build_workload
+
+
+def test_wire_dtype_rescales_every_gradient_exactly():
+    trace = synth_trace("resnet20-cifar", "v100", 32, "fp16")  # fp16 compute: 2 bytes per parameter
+    half = build_workload(trace, 4)
+    full = build_workload(trace, 4, wire_dtype="fp32")
+    assert half.dtype_bytes == 2 and full.dtype_bytes == 4
+    assert full.model_bytes == 2 * half.model_bytes == 4 * 269_722  # ResNet-20's 269 722 parameters in fp32
+    assert [x.forward_s for x in full.layers] == [x.forward_s for x in half.layers]  # compute untouched
+
+
+def test_amp_o1_computes_in_fp16_and_sends_fp32():
+    res = simulate(Scenario(strategy="allreduce", nodes=2, cluster="aws-g4dn",
+                            workload=WorkloadSpec(precision="amp-fp16")), baseline=False)
+    lines = "\n".join(res.assumed)
+    assert "fp16" in lines and "precision amp-fp16" in lines
+    fp32 = simulate(Scenario(strategy="allreduce", nodes=2, cluster="aws-g4dn"), baseline=False)
+    # same bytes on the wire (fp32 gradients both ways), less compute in fp16
+    assert res.link_bytes == pytest.approx(fp32.link_bytes)
+    assert res.breakdown.compute < fp32.breakdown.compute
+
+
+@pytest.mark.parametrize("text,want", [
+    ("none", NO_BASELINE), ("allreduce", BaselineSpec("allreduce")),
+    ("allreduce:overlap=none,bucket-mb=0", BaselineSpec("allreduce", (("bucket_mb", "0"), ("overlap", "none")))),
+    ({"strategy": "ps", "servers": 2}, BaselineSpec("ps", (("servers", 2),))),
+])
+def test_baselines_parse(text, want):
+    assert parse_baseline(text) == want
+
+
+@pytest.mark.parametrize("bad", ["none:x=1", "allreduce:overlap", "", 5])
+def test_bad_baselines_are_one_line_errors(bad):
+    with pytest.raises(ConfigError, match="baseline"):
+        parse_baseline(bad)
+
+
+def test_the_flagship_compares_with_the_baseline_seed_000_ran(cli):
+    rc, out, _ = cli("run", "--strategy", "node-based", "--nodes", "20", "--json")
+    assert rc == 0
+    res = json.loads(out)
+    assert res["stack"] == "mpi-tcp"  # deep-est-esb: seed 000 ran Open MPI over TCP
+    assert res["baseline"].startswith("allreduce (overlap none, one buffer after backward")
+    assert "on stack mpi-tcp" in res["baseline"]
+    why = [a for a in res["assumed"] if a.startswith("baseline:")]
+    assert len(why) == 1 and "ColossalAI" in why[0]
+    assert res["speedup"] == pytest.approx(res["baseline_s"] / res["mean_s"])
+
+
+def test_no_baseline_and_another_baseline(cli):
+    rc, out, _ = cli("run", "--strategy", "node-based", "--nodes", "4", "--baseline", "none", "--json")
+    res = json.loads(out)
+    assert rc == 0 and res["speedup"] is None and res["baseline"] is None
+    rc, out, _ = cli("run", "--strategy", "node-based", "--nodes", "4", "--baseline", "allreduce:overlap=backward",
+                     "--json")
+    res = json.loads(out)
+    assert rc == 0 and "overlap backward" in res["baseline"]
+    assert [a for a in res["assumed"] if a.startswith("baseline:") and "chosen with --baseline" in a]
+
+
+@pytest.mark.parametrize("argv,err", [
+    (["--strategy", "allreduce", "--nodes", "4", "--baseline", "hierarchical-allreduce"], "does not apply here"),
+    (["--strategy", "gs-sgd", "--nodes", "4", "--wire-dtype", "fp16"], "narrower than strategy 'gs-sgd'"),
+    (["--strategy", "allreduce", "--nodes", "4", "--precision", "fp8"], "precision: 'fp8' is not valid"),
+    (["--strategy", "allreduce", "--nodes", "4", "--collectives", "bogus"], "stack.collectives"),
+    (["--strategy", "allreduce", "--nodes", "4", "--nccl-algo", "bogus"], "stack.nccl_algo"),
+    (["--strategy", "allreduce", "--cluster", "aws-g4dn", "--nodes", "4", "--batch", "20000"],
+     "memory: resnet50 at batch 20000"),
+])
+def test_bad_input_is_one_line_and_exit_2(cli, argv, err):
+    rc, out, e = cli("run", *argv)
+    assert rc == 2 and out == "" and e.count("\n") == 1 and err in e
+
+
+def test_each_cluster_runs_its_own_stack_and_device():
+    g4dn = simulate(Scenario(strategy="allreduce", nodes=2, cluster="aws-g4dn"), baseline=False)
+    assert g4dn.stack == "nccl-socket"
+    assert any("T4" in a and "trace:" in a for a in g4dn.assumed)
+    h100 = simulate(Scenario(strategy="allreduce", nodes=2, cluster="dgx-h100-ndr"), baseline=False)
+    assert h100.stack == "nccl" and any("H100" in a and "trace:" in a for a in h100.assumed)
+    assert any("NCCL" in a and "allreduce algorithm auto ->" in a for a in h100.assumed)
+    mpi = simulate(Scenario(strategy="allreduce", nodes=2, cluster="dgx-h100-ndr", stack=StackSpec("mpi-tcp")),
+                   baseline=False)
+    assert any("Open MPI's coll/tuned rules" in a for a in mpi.assumed)
+    mpich = simulate(Scenario(strategy="allreduce", nodes=2, cluster="dgx-h100-ndr",
+                              stack=StackSpec("mpi-tcp", collectives="mpich")), baseline=False)
+    assert any("MPICH's rules" in a for a in mpich.assumed)
+
+
+def test_scenario_files_speak_the_same_keys(tmp_path):
+    f = tmp_path / "s.toml"
+    f.write_text('strategy = "node-based"\nnodes = 4\nbaseline = "none"\n[workload]\nprecision = "amp-bf16"\n'
+                 'wire_dtype = "bf16"\n[stack]\nname = "mpi-tcp"\ncollectives = "mpich"\nnccl_proto = "^ll128"\n')
+    scn = load_scenario(f)
+    assert scn.baseline == NO_BASELINE and scn.workload.precision == "amp-bf16" and scn.workload.wire_dtype == "bf16"
+    assert scn.stack.collectives == "mpich" and scn.stack.nccl_proto == "ll,simple"
+    f.write_text('strategy = "node-based"\n[baseline]\nstrategy = "allreduce"\noverlap = "none"\nbucket_mb = 0\n')
+    assert load_scenario(f).baseline == BaselineSpec("allreduce", (("bucket_mb", 0), ("overlap", "none")))
