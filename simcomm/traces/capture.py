@@ -89,9 +89,11 @@ def _device(torch, name: str):
         raise ConfigError(f"device: {name!r} is not one of cpu, cuda, cuda:N")
     if not torch.cuda.is_available():
         raise ConfigError("device: cuda was requested but torch sees no CUDA device")
-    if name == "cuda" and "LOCAL_RANK" in os.environ:
-        name = f"cuda:{int(os.environ['LOCAL_RANK'])}"
     try:
+        if name == "cuda":
+            # torch.cuda.set_device needs an index: a bare "cuda" is this process's GPU (torchrun's
+            # LOCAL_RANK, else 0). Found on a real H100, 2026-11-26 (benchmarks/gpu/).
+            name = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
         dev = torch.device(name)
         torch.cuda.set_device(dev)
     except (RuntimeError, ValueError) as exc:
