@@ -59,15 +59,23 @@ class HostPath:
 
     ``pcie_switches``/``sockets`` default to 2 GPUs per switch and (up to) 2
     sockets; ``gpu_link`` defaults to ``intra_link`` for ``pcie-host`` and to
-    ``uplink`` otherwise.
+    ``uplink`` otherwise; ``uplink`` (a switch's upstream port) defaults to the
+    GPUs' own link for ``pcie-host``, since a switch's ports are of one PCIe
+    generation, and to ``pcie4`` otherwise.
     """
 
     pcie_switches: int | None = None
     sockets: int | None = None
     gpu_link: str | LinkClass | None = None
-    uplink: str | LinkClass = "pcie4"
+    uplink: str | LinkClass | None = None
     socket_link: str | LinkClass = "upi-spr"
     memory: str | LinkClass = "shm"
+
+    def up(self, kind: str, intra_link: str | LinkClass) -> str | LinkClass:
+        """The switches' upstream link: as given, else the GPUs' own (``pcie-host``) or ``pcie4``."""
+        if self.uplink is not None:
+            return self.uplink
+        return (self.gpu_link or intra_link) if kind == "pcie-host" else "pcie4"
 
     def layout(self, gpus: int) -> tuple[int, int]:
         """(switches, sockets) for a machine of ``gpus`` GPUs, validated."""
@@ -130,8 +138,9 @@ def add_host_intra(g: nx.Graph, links: dict, m: int, names: list, kind: str, in_
     """Add machine ``m``'s PCIe switches, sockets, memory and (cube mesh) NVLinks; return its router."""
     n = len(names)
     s, k = host.layout(n)
-    gpu_lc = add_link(links, host.gpu_link or (in_lc if kind == "pcie-host" else host.uplink))
-    up_lc, mem_lc = add_link(links, host.uplink), add_link(links, host.memory)
+    uplink = host.up(kind, in_lc)
+    gpu_lc = add_link(links, host.gpu_link or (in_lc if kind == "pcie-host" else uplink))
+    up_lc, mem_lc = add_link(links, uplink), add_link(links, host.memory)
     switches = [f"m{m}.pcie{i}" for i in range(s)]
     cpus, mems = [f"m{m}.cpu{i}" for i in range(k)], [f"m{m}.mem{i}" for i in range(k)]
     g.add_nodes_from(switches + cpus + mems, kind="switch", machine=m)

@@ -341,7 +341,7 @@ def two_level(nodes: int, gpus_per_node: int | Sequence[int] = 8, *, intra: str 
         meta["planes"] = planes
     if host is not None:
         sw, so = host.layout(counts[0])
-        meta["host"] = {"pcie_switches": sw, "sockets": so, "uplink": link_class(host.uplink).name,
+        meta["host"] = {"pcie_switches": sw, "sockets": so, "uplink": link_class(host.up(intra, in_lc)).name,
                         "memory": link_class(host.memory).name}
         if so > 1:
             meta["host"]["socket_link"] = link_class(host.socket_link).name

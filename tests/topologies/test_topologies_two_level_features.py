@@ -52,6 +52,11 @@ def test_host_path_defaults_and_errors():
     t = two_level(1, 8, intra="pcie-host")  # 4 switches (2 GPUs each) on 2 sockets
     assert t.meta["host"]["pcie_switches"] == 4 and t.meta["host"]["sockets"] == 2
     assert two_level(1, 1, intra="pcie-host").meta["host"]["sockets"] == 1
+    # a switch's upstream port is of the GPUs' generation unless given: a Gen3 box has Gen3 uplinks
+    gen3 = two_level(1, 2, intra="pcie-host", intra_link="pcie3", host=HostPath(pcie_switches=1, sockets=1))
+    assert gen3.meta["host"]["uplink"] == "pcie3"
+    assert gen3.graph.edges["m0.pcie0", "m0.cpu0"]["link"] == "pcie3"
+    assert two_level(1, 8, intra="nvlink-cube-mesh").meta["host"]["uplink"] == "pcie4"
     with pytest.raises(ConfigError, match="host is only used by intra"):
         two_level(2, 2, host=HostPath())
     with pytest.raises(ConfigError, match="pcie_switches must be at most the GPUs per node"):
