@@ -96,7 +96,8 @@ class BenchRow:
     algorithm: str
 
     def to_dict(self) -> dict:
-        return {"size": self.size, "count": self.count, "type": self.type, "redop": self.redop, "root": self.root,
+        size = int(self.size) if float(self.size).is_integer() else self.size  # bytes, as nccl-tests prints them
+        return {"size": size, "count": self.count, "type": self.type, "redop": self.redop, "root": self.root,
                 "time_us": self.time_us, "algbw": self.algbw, "busbw": self.busbw, "algorithm": self.algorithm}
 
 

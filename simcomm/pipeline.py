@@ -73,7 +73,13 @@ class Context:
     def runtime(self) -> Runtime:
         """How the engine runs collectives on this stack (its rules and NCCL overrides)."""
         spec = self.scenario.stack
-        return Runtime(self.stack().collectives, spec.nccl_algo, spec.nccl_proto)
+        rules = self.stack().collectives
+        if rules != "nccl" and (spec.nccl_algo or spec.nccl_proto):
+            # NCCL_ALGO/NCCL_PROTO mean nothing to MPI or gloo: refuse rather than ignore them
+            which = "nccl_algo" if spec.nccl_algo else "nccl_proto"
+            raise ConfigError(f"stack.{which}: applies to NCCL's collectives only; this run uses {rules}'s "
+                              f"(stack {self.stack().name}); use --stack nccl or drop --{which.replace('_', '-')}")
+        return Runtime(rules, spec.nccl_algo, spec.nccl_proto)
 
     def cluster(self, nodes: int, extra: int):
         """(raw, stack-applied) topology of ``nodes`` training nodes plus ``extra`` server nodes."""
@@ -385,13 +391,17 @@ def _check_wire(strategy, wire: str | None, trace) -> None:
                           f"choices: {', '.join(allowed)}")
 
 
-def _ran_lines(ran: dict, rules: str) -> list[str]:
+def _ran_lines(ran: dict, runtime) -> list[str]:
     """One assumed line per (collective, algorithm asked) saying what ran, e.g. NCCL's choices."""
     out = []
+    rules = runtime.rules
+    forced = [f"{env}={v}" for env, v in (("NCCL_ALGO", runtime.nccl_algo), ("NCCL_PROTO", runtime.nccl_proto)) if v]
     for (kind, asked), what in sorted(ran.items()):
         runs = ", ".join(f"{w} x{n}" if len(what) > 1 else w for w, n in sorted(what.items()))
         how = {"nccl": "NCCL's tuning model", "openmpi": "Open MPI's coll/tuned rules",
                "mpich": "MPICH's rules", "gloo": "gloo's fixed algorithms"}.get(rules, rules)
+        if rules == "nccl" and forced:
+            how += " within " + ", ".join(forced)
         if asked == "auto":
             out.append(f"{kind} algorithm auto -> {runs} ({how})")
         elif runs != asked:
@@ -469,7 +479,7 @@ def simulate(scn: Scenario, *, ctx: Context | None = None, baseline: bool = True
                             record_link_usage=on_timeline is not None, comm_cpu=cpu,
                             resolution=scn.resolution, merged=merged, jitter=wl.compute_jitter,
                             runtime=runtime, ran=ran))
-    assumed += _ran_lines(ran, runtime.rules)
+    assumed += _ran_lines(ran, runtime)
     mean, bd, lb, est = _mean(kinds)
     k = w.iterations_per_epoch
     base_s = speedup = base_desc = None
@@ -490,7 +500,7 @@ def simulate(scn: Scenario, *, ctx: Context | None = None, baseline: bool = True
                                comm_cpu=cpu, resolution=scn.resolution, merged=merged, jitter=wl.compute_jitter,
                                runtime=runtime, ran=bran)
                 base_s = _mean(bk)[0]
-                base_desc += "".join(f"; {x}" for x in _ran_lines(bran, runtime.rules))
+                base_desc += "".join(f"; {x}" for x in _ran_lines(bran, runtime))
             speedup = base_s / mean if mean > 0 else math.inf
             assumed.append(f"baseline: {base_desc}: {why} (--baseline to change, --baseline none to drop)")
     if sum(merged):

@@ -18,3 +18,22 @@ def cli(capsys):
         return rc, out.out, out.err
 
     return run
+
+
+@pytest.fixture
+def golden(request):
+    """``golden(name, text)``: compare with ``tests/golden/<name>``; SIMCOMM_UPDATE_GOLDEN=1 rewrites it."""
+    import os
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent / "golden"
+
+    def check(name: str, text: str) -> None:
+        path = root / name
+        if os.environ.get("SIMCOMM_UPDATE_GOLDEN") == "1":
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        assert path.exists(), f"{name}: no golden file; run with SIMCOMM_UPDATE_GOLDEN=1 to create it"
+        assert text == path.read_text(encoding="utf-8"), f"{name} differs; rerun with SIMCOMM_UPDATE_GOLDEN=1 if intended"
+
+    return check

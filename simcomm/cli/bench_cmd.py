@@ -56,6 +56,8 @@ def bench_command(
     from simcomm.pipeline import Context
     from simcomm.scenario import FIDELITIES, Scenario, StackSpec
 
+    if as_json and as_csv:
+        raise ConfigError("--json and --csv: give one of them")
     kind = canonical(collective)
     size_list = parse_sizes(sizes)
     if fidelity not in FIDELITIES:

@@ -29,6 +29,19 @@ class Fabric(Protocol):
     def path(self, i: int, j: int, key: int) -> list[Hashable]: ...
 
 
+#: the most ranks one topology may hold: past this the rank arrays and routing tables alone would take
+#: gigabytes (16 384 ranks take about 450 MB, docs/performance.md), so a larger cluster is refused
+#: before any work instead of exhausting memory
+MAX_RANKS = 262_144
+
+
+def check_ranks(total: int, what: str) -> int:
+    """``total`` ranks, or one error line when it exceeds :data:`MAX_RANKS`."""
+    if total > MAX_RANKS:
+        raise ConfigError(f"{what} gives {total:,} ranks; simcomm simulates at most {MAX_RANKS:,}")
+    return total
+
+
 def positive_int(value: object, field: str, minimum: int = 1) -> int:
     """Validate an integer option (bools and floats with fractions are rejected)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:

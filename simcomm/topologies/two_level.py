@@ -43,7 +43,7 @@ from simcomm.links.base import LinkClass, link_class
 from simcomm.topologies.base import DEFAULT_GAMMA, Topology, ecmp_hash, ecmp_hash_many
 from simcomm.topologies.devices import device_gamma
 from simcomm.topologies.dragonfly import add_dragonfly
-from simcomm.topologies.fabric import add_link, positive_int
+from simcomm.topologies.fabric import add_link, check_ranks, positive_int
 from simcomm.topologies.fat_tree import add_fat_tree
 from simcomm.topologies.intranode import (DEFAULT_INTRA_LINK, HOST_INTRA, INTRA, HostIntra, HostPath, HubIntra,
                                           MeshIntra, add_host_intra, nic_by_switch)
@@ -202,8 +202,11 @@ def _counts(nodes: int, gpus_per_node) -> list[int]:
         counts = [positive_int(c, "two-level: gpus_per_node entry") for c in gpus_per_node]
         if len(counts) != nodes:
             raise ConfigError(f"two-level: gpus_per_node lists {len(counts)} counts for {nodes} nodes")
+        check_ranks(sum(counts), f"nodes = {nodes}")
         return counts
-    return [positive_int(gpus_per_node, "two-level: gpus_per_node")] * nodes
+    gpn = positive_int(gpus_per_node, "two-level: gpus_per_node")
+    check_ranks(nodes * gpn, f"nodes x gpus_per_node = {nodes:,} x {gpn:,}")
+    return [gpn] * nodes
 
 
 def _add_inter(g, inter, hosts, nic_lc, links, opts, rails: int = 1):

@@ -110,3 +110,23 @@ def test_scenario_files_speak_the_same_keys(tmp_path):
     assert scn.stack.collectives == "mpich" and scn.stack.nccl_proto == "ll,simple"
     f.write_text('strategy = "node-based"\n[baseline]\nstrategy = "allreduce"\noverlap = "none"\nbucket_mb = 0\n')
     assert load_scenario(f).baseline == BaselineSpec("allreduce", (("bucket_mb", 0), ("overlap", "none")))
+
+
+def test_nccl_overrides_are_refused_off_nccl_and_printed_on_it(cli):
+    rc, out, err = cli("run", "-s", "allreduce", "--nccl-algo", "tree", "--stack", "mpi-tcp")
+    assert rc == 2 and err.strip().splitlines() == [
+        "error: stack.nccl_algo: applies to NCCL's collectives only; this run uses openmpi's (stack mpi-tcp); "
+        "use --stack nccl or drop --nccl-algo"]
+    rc, out, err = cli("run", "-s", "allreduce", "--cluster", "dgx-a100-hdr", "--nodes", "2", "--nccl-algo", "tree",
+                       "--overlap", "none", "--bucket-mb", "0", "--no-baseline")
+    assert rc == 0, err
+    assert "allreduce algorithm auto -> NCCL Tree/" in out and "(NCCL's tuning model within NCCL_ALGO=tree)" in out
+
+
+def test_a_cluster_past_the_rank_limit_is_one_line(cli):
+    rc, out, err = cli("run", "-s", "allreduce", "--nodes", "99999999999")
+    assert rc == 2 and err.strip().splitlines() == [
+        "error: nodes x gpus_per_node = 99,999,999,999 x 1 gives 99,999,999,999 ranks; simcomm simulates at most "
+        "262,144"]
+    rc, out, err = cli("bench", "all_reduce", "--cluster", "dgx-h100-ndr", "--nodes", "32769")
+    assert rc == 2 and "32,769 x 8 gives 262,152 ranks" in err

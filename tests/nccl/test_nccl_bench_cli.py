@@ -1,0 +1,56 @@
+"""``simcomm bench``: nccl-tests' table layout (golden files), machine output, bad input."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+ARGS = ["bench", "all_reduce", "--cluster", "dgx-h100-ndr", "--nodes", "2", "--sizes", "8B..1GBx16", "--quiet"]
+
+
+def test_bench_table_golden(cli, golden):
+    rc, out, err = cli(ARGS)
+    assert rc == 0, err
+    golden("bench/all_reduce_dgx_h100_2x8.txt", out)
+    lines = out.splitlines()
+    # nccl-tests' columns, and its closing average line
+    assert lines[2].split() == ["#", "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "algorithm"]
+    assert lines[-1].startswith("# Avg bus bandwidth")
+
+
+def test_bench_rows_obey_nccl_tests_arithmetic(cli):
+    rc, out, _ = cli(ARGS[:-1] + ["--json"])
+    data = json.loads(out)
+    assert rc == 0 and data["ranks"] == 16
+    for row in data["rows"]:
+        # algbw = size / time; all-reduce busbw = algbw x 2(n-1)/n (nccl-tests' PERFORMANCE.md)
+        algbw = row["size"] / (row["time_us"] * 1e-6) / 1e9
+        assert row["algbw"] == pytest.approx(algbw, rel=1e-9)
+        assert row["busbw"] == pytest.approx(algbw * 2 * 15 / 16, rel=1e-9)
+        assert row["count"] == row["size"] // 4
+
+
+def test_bench_broadcast_csv_golden(cli, golden):
+    rc, out, err = cli(["bench", "broadcast", "--cluster", "dgx-a100-hdr", "--nodes", "1", "--sizes", "1KB,1MB,1GB",
+                        "--root", "3", "--csv"])
+    assert rc == 0, err
+    golden("bench/broadcast_dgx_a100_1x8.csv", out)
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert [int(r["size"]) for r in rows] == [1000, 1000000, 1000000000]
+    assert {r["root"] for r in rows} == {"3"}
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["bench", "all_reduce", "--json", "--csv"], "error: --json and --csv: give one of them"),
+    (["bench", "all_reduce", "--sizes", "8GB..8B"], "error: --sizes: '8GB..8B' ends below where it starts"),
+    (["bench", "all_reduce", "--sizes", "1e400"], "error: --sizes: '1e400' is not a finite number"),
+    (["bench", "nope"], "error: collective: 'nope' is not valid; valid choices: all_reduce, all_gather, "
+                        "reduce_scatter, broadcast, reduce, alltoall, sendrecv"),
+    (["bench", "all_reduce", "--cluster", "dgx-h100-ndr", "--nccl-proto", "ll9"], "error: stack.nccl_proto: 'll9'"),
+])
+def test_bench_bad_input_is_one_line(cli, argv, msg):
+    rc, out, err = cli(argv + ["--quiet"] if "--json" not in argv else argv)
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and err.startswith(msg)
