@@ -6,7 +6,9 @@
 Every run is set up from its stated hardware (models.toml, written without
 looking at the measured rows) and every row is a *prediction*: nothing is
 fitted here.  Runs whose source called them anomalous are scored and shown
-but kept out of the medians.  Errors are (predicted - measured) / measured of
+but kept out of the medians, and so are *unsettled* rows, whose in-place and
+out-of-place times (the same operation, measured back to back by nccl-tests)
+differ by more than 1.5x in the source itself.  Errors are (predicted - measured) / measured of
 the out-of-place time, per size band: <= 64 KiB, 1-16 MiB, >= 128 MiB, and the
 issue's targets: >= 1 MB and <= 64 KB.
 """
@@ -23,6 +25,9 @@ HERE = Path(__file__).resolve().parent
 START, END = "<!-- gpu-collectives:start -->", "<!-- gpu-collectives:end -->"
 KIND = {"all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "reduce_scatter",
         "broadcast": "broadcast", "reduce": "reduce", "alltoall": "alltoall", "sendrecv": "sendrecv"}
+#: a row whose in-place and out-of-place times (the same operation, measured back to back) differ by more
+#: than this factor is unsettled: the source itself does not say what the time is, so it is shown, not counted
+UNSETTLED = 1.5
 BANDS = (("<= 64 KiB", 0, 65536), ("1-16 MiB", 1 << 20, 16 << 20), (">= 128 MiB", 128 << 20, float("inf")))
 
 
@@ -71,11 +76,13 @@ def score_run(run: dict, model: dict) -> dict:
     kind = KIND[run["collective"]]
     root = max(0, int(data.get("root", 0)))
     rows = bench(kind, topo, runtime, [float(s) for s in data["size"]], root=root)
+    inplace = data.get("inplace_time_us") or [None] * len(rows)
     out = []
-    for size, meas, pred in zip(data["size"], data["time_us"], rows):
+    for size, meas, pred, other in zip(data["size"], data["time_us"], rows, inplace):
         if meas and meas > 0:
             out.append({"size": size, "measured_us": meas, "predicted_us": pred.time_us,
-                        "error": (pred.time_us - meas) / meas, "algorithm": pred.algorithm})
+                        "error": (pred.time_us - meas) / meas, "algorithm": pred.algorithm,
+                        "unsettled": bool(other and other > 0 and max(meas, other) / min(meas, other) > UNSETTLED)})
     from simcomm.nccl.execution import CALIBRATION_RUN
 
     return {"id": run["id"], "collective": run["collective"], "anomalous": bool(run.get("anomalous")),
@@ -95,26 +102,43 @@ def _pct(x):
 
 def summary(results: list[dict]) -> dict:
     healthy = [r for r in results if not r["anomalous"] and not r["calibration"]]
-    rows = [row for r in healthy for row in r["rows"]]
-    out = {"runs": len(healthy), "rows": len(rows)}
+    rows = [row for r in healthy for row in r["rows"] if not row["unsettled"]]
+    out = {"runs": len(healthy), "rows": len(rows),
+           "unsettled": sum(row["unsettled"] for r in healthy for row in r["rows"])}
     for label, lo, hi in BANDS:
         out[label] = _median([abs(x["error"]) for x in rows if lo <= x["size"] <= hi])
     out[">= 1 MB"] = _median([abs(x["error"]) for x in rows if x["size"] >= 1e6])
     out["<= 64 KB"] = _median([abs(x["error"]) for x in rows if x["size"] <= 64e3])
     out["per-run >= 1 MB"] = _median([m for r in healthy if (m := _median(
-        [abs(x["error"]) for x in r["rows"] if x["size"] >= 1e6])) is not None])
+        [abs(x["error"]) for x in r["rows"] if x["size"] >= 1e6 and not x["unsettled"]])) is not None])
+    return out
+
+
+#: what a source's algorithm note claims NCCL ran: (pattern in the note, name in simcomm's label)
+CLAIMS = (("collnet chain", "CollNetChain"), ("collnetchain", "CollNetChain"), ("collnet direct", "CollNetDirect"),
+          ("nvls", "NVLS"), ("ring", "Ring"), ("tree", "Tree"), ("ll128", "LL128"), ("simple", "Simple"))
+#: notes that name algorithms without saying one ran ("Ring/Tree not forced", "per size not shown")
+NO_CLAIM = ("not forced", "not shown")
+
+
+def claims(note: str) -> list[str]:
+    """The algorithm and protocol names a source's note says NCCL used (none when it only mentions them)."""
+    text = note.lower().replace("tree-group", "")  # SHARP's tree groups are not NCCL's Tree
+    if not text or any(x in text for x in NO_CLAIM):
+        return []
+    out = []
+    for pattern, name in CLAIMS:
+        if pattern in text and not any(name in o for o in out):
+            out.append(name)
     return out
 
 
 def _algo_check(r: dict) -> str:
-    shown = r["shown"].lower()
-    if not shown:
+    want = claims(r["shown"])
+    if not want:
         return ""
     picked = {x["algorithm"] for x in r["rows"]}
-    names = {"nvls": "NVLS", "collnet": "CollNet", "ring": "Ring", "tree": "Tree", "simple": "Simple"}
-    want = [v for k, v in names.items() if k in shown]
-    hit = all(any(w in p for p in picked) for w in want) if want else None
-    return "" if hit is None else ("yes" if hit else "no")
+    return "yes" if all(any(w in p for p in picked) for w in want) else "no"
 
 
 def render(results: list[dict]) -> str:
@@ -130,7 +154,9 @@ def render(results: list[dict]) -> str:
              f"on the 8 B row of `{CALIBRATION_RUN}`; that whole run is held out. Runs their source called",
              "anomalous are shown but not counted. Sources, hardware as stated, and every number:",
              "`benchmarks/nccl/runs/`.", "",
-             f"Counted: {s['runs']} runs, {s['rows']} rows. Median |time error|:", "",
+             f"Counted: {s['runs']} runs, {s['rows']} rows. Not counted: {s['unsettled']} unsettled rows, whose "
+             f"in-place and out-of-place times differ by more than {UNSETTLED:g}x in the source itself "
+             "(the same operation measured back to back). Median |time error|:", "",
              "| band | median abs error | target |", "|---|---:|---:|",
              f"| >= 1 MB | {_pct(s['>= 1 MB'])} | 10 % |",
              f"| <= 64 KB | {_pct(s['<= 64 KB'])} | 25 % |"]
@@ -141,7 +167,7 @@ def render(results: list[dict]) -> str:
     classes = sorted({r["class"] for r in results})
     for c in classes:
         rs = [r for r in results if r["class"] == c and not r["anomalous"] and not r["calibration"]]
-        rows = [x for r in rs for x in r["rows"]]
+        rows = [x for r in rs for x in r["rows"] if not x["unsettled"]]
         band = [_median([abs(x["error"]) for x in rows if f(x["size"])]) for f in (
             lambda n: n <= 64e3, lambda n: n >= 1e6, lambda n: n >= 128 << 20)]
         lines.append(f"| {c} | {len(rs)} | " + " | ".join(_pct(b) for b in band) + " |")
@@ -150,7 +176,8 @@ def render(results: list[dict]) -> str:
               "simcomm picked (largest size) | picked as shown |",
               "|---|---|---:|---:|---:|---:|---:|---|---|---|"]
     for r in results:
-        med = [_median([x["error"] for x in r["rows"] if lo <= x["size"] <= hi]) for _, lo, hi in BANDS]
+        kept = [x for x in r["rows"] if not x["unsettled"]]
+        med = [_median([x["error"] for x in kept if lo <= x["size"] <= hi]) for _, lo, hi in BANDS]
         tag = " (anomalous)" if r["anomalous"] else " (calibration: not counted)" if r["calibration"] else ""
         last = r["rows"][-1]["algorithm"] if r["rows"] else ""
         lines.append(f"| {r['id']}{tag} | {r['collective']} | {r['ranks']} | {len(r['rows'])} | "

@@ -1,0 +1,71 @@
+"""The public nccl-tests suite (benchmarks/nccl): every run file is well formed, has a model, and the
+accuracy section of docs/accuracy.md is exactly what `score.py` renders from them."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SUITE = ROOT / "benchmarks" / "nccl"
+RUNS = sorted((SUITE / "runs").glob("*.toml"))
+
+
+def _score():
+    spec = importlib.util.spec_from_file_location("nccl_score", SUITE / "score.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_suite_holds_at_least_30_runs_with_a_model_each():
+    models = tomllib.loads((SUITE / "models.toml").read_text(encoding="utf-8"))
+    assert len(RUNS) >= 30
+    for path in RUNS:
+        run = tomllib.loads(path.read_text(encoding="utf-8"))
+        assert run["id"] == path.stem and run["id"] in models, path.name
+        # a URL where one is known; otherwise a description precise enough to find the document again
+        assert len(run["source"]) > 20 and run["where"] and run["retrieved"], path.name
+
+
+@pytest.mark.parametrize("path", RUNS, ids=[p.stem for p in RUNS])
+def test_every_row_is_as_printed(path):
+    # nccl-tests prints algbw = size / time (GB/s, time in us) rounded to 2 decimals: a mistyped digit shows
+    d = tomllib.loads(path.read_text(encoding="utf-8"))["data"]
+    assert len(d["size"]) == len(d["time_us"]) == len(d["algbw"]) > 0
+    for size, t, algbw in zip(d["size"], d["time_us"], d["algbw"]):
+        if t > 0 and size > 0:
+            assert math.isclose(size / t / 1e3, algbw, rel_tol=0.02, abs_tol=0.011), (size, t, algbw)
+
+
+def test_source_algorithm_notes_are_read_as_claims_only_when_they_say_what_ran():
+    claims = _score().claims
+    assert claims("CollNet chain (SHARP): NCCL_ALGO=COLLNETCHAIN") == ["CollNetChain"]
+    assert claims("Simple protocol (aws-ofi-nccl sets NCCL_PROTO=simple)") == ["Simple"]
+    assert claims("NVLS") == ["NVLS"] and claims("Ring/LL128") == ["Ring", "LL128"]
+    assert claims("4 channels (Ring/Tree not forced)") == []
+    assert claims("SHARP tree-group messages; algorithm per size not shown") == []
+    assert claims("") == []
+
+
+def test_unsettled_rows_are_the_ones_whose_source_disagrees_with_itself():
+    score = _score()
+    run = {"id": "x", "collective": "all_reduce", "source": "s", "data": {
+        "size": [8, 1024, 1 << 20], "time_us": [10.0, 30.0, 100.0], "inplace_time_us": [10.5, 10.0, 149.0]}}
+    model = {"cluster": "dgx-h100-ndr", "nodes": 1, "gpus_per_node": 8}
+    rows = score.score_run(run, model)["rows"]
+    assert [r["unsettled"] for r in rows] == [False, True, False]  # 3x and 1.49x
+
+
+def test_docs_accuracy_gpu_section_is_the_rendered_suite():
+    score = _score()
+    models = tomllib.loads((SUITE / "models.toml").read_text(encoding="utf-8"))
+    results = [score.score_run(run, models[run["id"]])
+               for run in (tomllib.loads(p.read_text(encoding="utf-8")) for p in RUNS)]
+    text = score.render(results)
+    doc = (ROOT / "docs" / "accuracy.md").read_text(encoding="utf-8")
+    assert text in doc, "docs/accuracy.md is stale: python benchmarks/nccl/score.py --write docs/accuracy.md"
