@@ -102,8 +102,15 @@ class BenchRow:
 
 
 def bench(kind: str, topology, runtime, sizes: list[float], *, dtype: str = "float", root: int = 0,
-          fidelity: str = "flow", progress=None) -> list[BenchRow]:
-    """Simulate ``kind`` over every rank of ``topology`` at each size; rows in the nccl-tests layout."""
+          fidelity: str = "flow", gpus_per_thread: int = 1, progress=None) -> list[BenchRow]:
+    """Simulate ``kind`` over every rank of ``topology`` at each size; rows in the nccl-tests layout.
+
+    ``gpus_per_thread`` is nccl-tests' ``-g``: how many GPUs one host thread
+    launches each call on (NCCL calls only; see simcomm.nccl.execution.launch_s).
+    """
+    from collections import Counter
+    from dataclasses import replace
+
     from simcomm import engine
     from simcomm.ops import PlanBuilder
 
@@ -114,6 +121,12 @@ def bench(kind: str, topology, runtime, sizes: list[float], *, dtype: str = "flo
         raise ConfigError(f"bench: {kind} needs at least 2 ranks; the cluster has {n}")
     if kind in ("broadcast", "reduce") and not 0 <= root < n:
         raise ConfigError(f"--root: {root} is not a rank of {n} (0..{n - 1})")
+    # a thread's GPUs sit in its process, on one machine
+    gpn = max(Counter(topology.machine_of(r) for r in range(n)).values())
+    if isinstance(gpus_per_thread, bool) or not isinstance(gpus_per_thread, int) or not 1 <= gpus_per_thread <= gpn:
+        raise ConfigError(f"--gpus-per-thread: {gpus_per_thread!r} must be an integer from 1 to {gpn}, the GPUs per "
+                          "node (nccl-tests' -g: the GPUs one host thread drives)")
+    runtime = replace(runtime, gpus_per_thread=gpus_per_thread)
     width = _TYPES[dtype]
     rows = []
     for size in sizes:

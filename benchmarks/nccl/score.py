@@ -75,7 +75,8 @@ def score_run(run: dict, model: dict) -> dict:
     data = run["data"]
     kind = KIND[run["collective"]]
     root = max(0, int(data.get("root", 0)))
-    rows = bench(kind, topo, runtime, [float(s) for s in data["size"]], root=root)
+    rows = bench(kind, topo, runtime, [float(s) for s in data["size"]], root=root,
+                 gpus_per_thread=int(model.get("gpus_per_thread", 1)))
     inplace = data.get("inplace_time_us") or [None] * len(rows)
     out = []
     for size, meas, pred, other in zip(data["size"], data["time_us"], rows, inplace):
@@ -150,7 +151,8 @@ def render(results: list[dict]) -> str:
              "Every row is a **prediction**: each run is set up from the hardware its source states",
              "(`benchmarks/nccl/models.toml`, written without the measured rows), simulated with",
              "`simcomm.bench` on the `nccl` stack, and compared with the measured out-of-place time.",
-             "One number was fitted: the kernel launch per NCCL call (`LAUNCH_S` in `simcomm/nccl/execution.py`),",
+             "One number was fitted: the kernel launch per GPU a host thread drives, per NCCL call",
+             "(`LAUNCH_PER_GPU_S` in `simcomm/nccl/execution.py`; nccl-tests' `-g` is in `models.toml`),",
              f"on the 8 B row of `{CALIBRATION_RUN}`; that whole run is held out. Runs their source called",
              "anomalous are shown but not counted. Sources, hardware as stated, and every number:",
              "`benchmarks/nccl/runs/`.", "",

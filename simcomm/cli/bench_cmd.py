@@ -47,6 +47,9 @@ def bench_command(
     nccl_algo: Optional[str] = typer.Option(None, "--nccl-algo", help="Like NCCL_ALGO."),
     nccl_proto: Optional[str] = typer.Option(None, "--nccl-proto", help="Like NCCL_PROTO."),
     fidelity: str = typer.Option("flow", "--fidelity", help="flow or analytic."),
+    gpus_per_thread: int = typer.Option(1, "--gpus-per-thread",
+                                        help="GPUs one host thread drives, like nccl-tests' -g (each NCCL call "
+                                             "launches on them one after another)."),
     as_json: bool = typer.Option(False, "--json"),
     as_csv: bool = typer.Option(False, "--csv"),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
@@ -68,19 +71,22 @@ def bench_command(
     _, topo = ctx.cluster(nodes, 0)
     runtime = ctx.runtime()
     if quiet or as_json or as_csv:
-        rows = bench(kind, topo, runtime, size_list, dtype=dtype, root=root, fidelity=fidelity)
+        rows = bench(kind, topo, runtime, size_list, dtype=dtype, root=root, fidelity=fidelity,
+                     gpus_per_thread=gpus_per_thread)
     else:
         with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=stderr(), transient=True) as bar:
             task = bar.add_task("bench", total=len(size_list))
             rows = bench(kind, topo, runtime, size_list, dtype=dtype, root=root, fidelity=fidelity,
-                         progress=lambda: bar.advance(task))
+                         gpus_per_thread=gpus_per_thread, progress=lambda: bar.advance(task))
     name, why = ctx.stack_choice()
     header = (f"simcomm bench {collective}: {cluster}, {nodes} node(s), {topo.n_ranks} ranks, stack {name} "
-              f"({runtime.rules} collectives{'' if why is None else '; ' + why}), {fidelity} fidelity")
+              f"({runtime.rules} collectives{'' if why is None else '; ' + why}), {fidelity} fidelity, "
+              f"{gpus_per_thread} GPU(s) per host thread (-g)")
     if as_json:
         print_json({"collective": kind, "cluster": cluster, "nodes": nodes, "ranks": topo.n_ranks, "stack": name,
-                    "collectives": runtime.rules, "fidelity": fidelity, "rows": [r.to_dict() for r in rows]})
+                    "collectives": runtime.rules, "fidelity": fidelity,
+                    "gpus_per_thread": gpus_per_thread, "rows": [r.to_dict() for r in rows]})
     elif as_csv:
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=list(rows[0].to_dict()), lineterminator="\n")

@@ -115,6 +115,8 @@ class Runtime:
     rules: str = "mpich"
     nccl_algo: str | None = None
     nccl_proto: str | None = None
+    #: GPUs one host thread drives (nccl-tests' -g); 1 for PyTorch DDP/FSDP, one process per GPU
+    gpus_per_thread: int = 1
 
 
 def prepare(op, topology: Topology, ppn_override: int | None, runtime: Runtime | None = None) -> Prepared:

@@ -29,11 +29,15 @@ Both enter the flows as a further efficiency factor; the tuning model's
 latency is kept as NCCL computes it.
 
 A third cost is the kernel launch, the same for every algorithm, so NCCL's
-model leaves it out: ``LAUNCH_S`` is added to every NCCL collective.  It is the
+model leaves it out.  One host thread launches the collective's kernel on each
+GPU it drives, one after another (nccl-tests' ``-g``: a group call over its
+GPUs), so a call costs ``LAUNCH_PER_GPU_S`` per GPU of the thread
+(:func:`launch_s`); training frameworks run one process per GPU.  It is the
 one calibrated number of the NCCL model, fitted on the 8 B all-reduce of
-``benchmarks/nccl/runs/autodl-2080ti-2gpu-pcie-allreduce`` (two GPUs, where
-NCCL's model gives 8.60 us and the run measured 12.25 us); that run is held out
-of every reported score (docs/accuracy.md, "GPU collectives").
+``benchmarks/nccl/runs/autodl-2080ti-2gpu-pcie-allreduce`` (one thread driving
+two GPUs, ``-g 2``, where NCCL's model gives 8.60 us and the run measured
+12.25 us: 3.65 us for two launches); that run is held out of every reported
+score (docs/accuracy.md, "GPU collectives").
 """
 
 from __future__ import annotations
@@ -43,13 +47,19 @@ import math
 from simcomm.nccl.layout import GroupLayout
 from simcomm.nccl.tuning import HW_LAT, ModelTime, graphs, runtime_channels
 
-__all__ = ["channels_used", "slice_bytes", "execution_efficiency", "NVLS_CHANNELS", "LAUNCH_S", "CALIBRATION_RUN"]
+__all__ = ["channels_used", "slice_bytes", "execution_efficiency", "NVLS_CHANNELS", "LAUNCH_PER_GPU_S", "launch_s",
+           "CALIBRATION_RUN"]
 
-#: kernel launch per NCCL collective, calibrated on one row of CALIBRATION_RUN (see above)
-LAUNCH_S = 3.65e-6
+#: kernel launch per GPU a host thread drives, per NCCL call: 3.65 us over the 2 GPUs of CALIBRATION_RUN (above)
+LAUNCH_PER_GPU_S = 3.65e-6 / 2
 CALIBRATION_RUN = "autodl-2080ti-2gpu-pcie-allreduce"
 
 KiB, MiB = 1024, 1 << 20
+
+
+def launch_s(gpus_per_thread: int = 1) -> float:
+    """Seconds one NCCL call spends launching its kernels from a thread that drives ``gpus_per_thread`` GPUs."""
+    return LAUNCH_PER_GPU_S * gpus_per_thread
 #: data bytes one protocol step carries per connection (buffer / NCCL_STEPS, device.h; §6.1)
 STEP_BYTES = {"ll": 32 * KiB, "ll128": 576_000, "simple": 512 * KiB}
 #: NVLS run-time channels: 16 on Hopper, 24 (one node) or 32 (several) on Blackwell (§2.6)

@@ -24,7 +24,7 @@ from simcomm.collectives.base import Step
 from simcomm.engine.schedule import Prepared, route_step
 from simcomm.errors import ConfigError
 from simcomm.nccl.base import NCCL_ALGORITHMS
-from simcomm.nccl.execution import LAUNCH_S, execution_efficiency
+from simcomm.nccl.execution import execution_efficiency, launch_s
 from simcomm.nccl.layout import group_layout
 from simcomm.nccl.tuning import ALGOS as TUNED
 from simcomm.nccl.tuning import protocols_enabled, select
@@ -113,7 +113,7 @@ def prepare_nccl(op, topology, runtime) -> Prepared | None:
     if not len(step):  # a zero-byte NCCL call returns at once (ncclAllReduce with count 0)
         return Prepared(_NcclAlgorithm(op.kind, algo), 1, (), closed_form=0.0, label=label)
     if latency is not None:
-        latency += LAUNCH_S  # the kernel launch NCCL's model leaves out (the same for every algorithm)
+        latency += launch_s(runtime.gpus_per_thread)  # the launches NCCL's model leaves out (same for every algorithm)
     closed = _closed_form(step, topology, np.asarray(op.ranks, dtype=np.int64), latency)
     return Prepared(_NcclAlgorithm(op.kind, algo), 1, (step,), (latency,), closed, label)
 

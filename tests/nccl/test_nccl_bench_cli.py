@@ -54,3 +54,22 @@ def test_bench_broadcast_csv_golden(cli, golden):
 def test_bench_bad_input_is_one_line(cli, argv, msg):
     rc, out, err = cli(argv + ["--quiet"] if "--json" not in argv else argv)
     assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and err.startswith(msg)
+
+
+def test_one_thread_driving_eight_gpus_launches_eight_kernels(cli):
+    from simcomm.nccl.execution import LAUNCH_PER_GPU_S
+
+    # nccl-tests -g 8: one host thread launches each call on its 8 GPUs in turn; -g 1: one launch per thread
+    assert LAUNCH_PER_GPU_S == pytest.approx((12.25e-6 - 8.60e-6) / 2)  # the calibration row: -g 2, 8 B
+    times = {}
+    for g in (1, 8):
+        rc, out, err = cli(["bench", "all_reduce", "--cluster", "dgx-h100-ndr", "--nodes", "2", "--sizes", "8B",
+                            "--gpus-per-thread", str(g), "--json"])
+        assert rc == 0, err
+        data = json.loads(out)
+        assert data["gpus_per_thread"] == g
+        times[g] = data["rows"][0]["time_us"]
+    assert times[8] - times[1] == pytest.approx(7 * LAUNCH_PER_GPU_S * 1e6, rel=1e-9)
+    rc, out, err = cli(["bench", "all_reduce", "--cluster", "dgx-h100-ndr", "--gpus-per-thread", "9", "--quiet"])
+    assert rc == 2 and err.strip() == ("error: --gpus-per-thread: 9 must be an integer from 1 to 8, the GPUs per node "
+                                       "(nccl-tests' -g: the GPUs one host thread drives)")

@@ -38,7 +38,7 @@ def hdr_box(nodes):
 
 
 def test_eight_channel_ring_uses_all_eight_nics():
-    from simcomm.nccl.execution import LAUNCH_S
+    from simcomm.nccl.execution import LAUNCH_PER_GPU_S as LAUNCH_S  # one GPU per thread
 
     topo = hdr_box(2)
     n = float(GiB)
@@ -88,7 +88,7 @@ def test_nvls_bus_bandwidth_on_eight_h100():
     t = run(topo, "allreduce", n).makespan
     # NCCL's model: algBw 8 x (40 x 0.85 x 7/8 x 2) x 8/14 = 272 GB/s over the pattern's 370.8 x 8/9 = 329.6;
     # the flows move n(1 + 1/8) through each port at 18 x 20.6 = 370.8 GB/s, after 25 us.
-    from simcomm.nccl.execution import LAUNCH_S
+    from simcomm.nccl.execution import LAUNCH_PER_GPU_S as LAUNCH_S  # one GPU per thread
 
     eff = 272.0 / (370.8 * 8 / 9)
     assert t == pytest.approx(25e-6 + LAUNCH_S + n * 9 / 8 / eff / 370.8e9, rel=1e-9)
