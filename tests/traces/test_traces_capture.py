@@ -115,3 +115,35 @@ def test_cuda_capture():
     assert t.method == "cuda-events" and t.device_kind == "gpu"
     assert all(x.forward_s > 0 and x.backward_s > 0 for x in t.layers)
     assert abs(t.iteration_s - t.layer_sum_s) / t.iteration_s < 0.5
+
+
+def test_queue_fill_sleeps_the_gpu_for_one_and_a_half_enqueues():
+    """On CUDA the capture sleeps the GPU 1.5x the host's last enqueue time (>= 5 ms) before each iteration."""
+    from types import SimpleNamespace
+
+    from simcomm.traces.capture import _QueueFill
+
+    slept = []
+
+    class Event:
+        def __init__(self, enable_timing):
+            pass
+
+        def record(self):
+            pass
+
+        def elapsed_time(self, other):
+            return 0.5  # ms: the 10^6-cycle probe took 0.5 ms, i.e. 2e9 cycles per second
+
+    cuda = SimpleNamespace(Event=Event, _sleep=slept.append, synchronize=lambda: None)
+    fill = _QueueFill(SimpleNamespace(cuda=cuda), cuda=True)
+    assert slept == [1_000_000] and fill.cycles_per_s == pytest.approx(2e9)
+    fill.before()  # first iteration: 1.5 x the 5 ms starting guess
+    fill.host_s = 0.040
+    fill.before()  # then 1.5 x 40 ms
+    fill.host_s = 0.001
+    fill.before()  # never below 5 ms
+    assert slept[1:] == [15_000_000, 120_000_000, 10_000_000]
+    cpu = _QueueFill(SimpleNamespace(), cuda=False)
+    cpu.before()
+    assert len(slept) == 4  # nothing on CPU
