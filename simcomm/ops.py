@@ -99,8 +99,9 @@ class CommPlan:
 
     def validate(self) -> CommPlan:
         """Check the contract; raise :class:`PlanError` with the first violation."""
-        if self.n_ranks < 1:
-            raise PlanError(f"plan has {self.n_ranks} ranks; need at least 1")
+        n = self.n_ranks
+        if n < 1:
+            raise PlanError(f"plan has {n} ranks; need at least 1")
         for i, op in enumerate(self.ops):
             if op.id != i:
                 raise PlanError(f"op at position {i} has id {op.id}; ids must equal positions")
@@ -108,20 +109,31 @@ class CommPlan:
                 if not 0 <= d < i:
                     raise PlanError(f"op {i} ({op.label or type(op).__name__}) depends on {d}, "
                                     "which is not an earlier op")
+            # The checks below, in this order, by kind of op (plans hold hundreds of thousands).
+            if isinstance(op, Compute):
+                if not 0 <= op.rank < n:
+                    raise PlanError(f"op {i} uses ranks {op.ranks}, outside 0..{n - 1}")
+                if not op.seconds >= 0:
+                    raise PlanError(f"op {i} has negative or NaN compute time {op.seconds}")
+                continue
+            if isinstance(op, Transfer):
+                if not (0 <= op.src < n and 0 <= op.dst < n):
+                    raise PlanError(f"op {i} uses ranks {op.ranks}, outside 0..{n - 1}")
+                if not op.nbytes >= 0:
+                    raise PlanError(f"op {i} has negative or NaN byte count {op.nbytes}")
+                if op.src == op.dst:
+                    raise PlanError(f"op {i}: transfer from rank {op.src} to itself")
+                continue
             ranks = op.ranks
-            if any(not 0 <= r < self.n_ranks for r in ranks):
-                raise PlanError(f"op {i} uses ranks {ranks}, outside 0..{self.n_ranks - 1}")
-            if isinstance(op, Compute) and not op.seconds >= 0:
-                raise PlanError(f"op {i} has negative or NaN compute time {op.seconds}")
-            if isinstance(op, (Collective, Transfer)) and not op.nbytes >= 0:
-                raise PlanError(f"op {i} has negative or NaN byte count {op.nbytes}")
+            if any(not 0 <= r < n for r in ranks):
+                raise PlanError(f"op {i} uses ranks {ranks}, outside 0..{n - 1}")
             if isinstance(op, Collective):
+                if not op.nbytes >= 0:
+                    raise PlanError(f"op {i} has negative or NaN byte count {op.nbytes}")
                 if len(set(ranks)) != len(ranks) or not ranks:
                     raise PlanError(f"op {i}: collective group must be non-empty with distinct ranks")
                 if not 0 <= op.root < len(ranks):
                     raise PlanError(f"op {i}: root index {op.root} outside its group of {len(ranks)}")
-            if isinstance(op, Transfer) and op.src == op.dst:
-                raise PlanError(f"op {i}: transfer from rank {op.src} to itself")
         return self
 
 
@@ -146,6 +158,16 @@ class PlanBuilder:
                 deps.add(prev)
         return tuple(sorted(deps))
 
+    def _dep1(self, rank: int, stream: str, after: Iterable[int]) -> tuple[int, ...]:
+        """:meth:`_deps` of a one-rank op (the common case, without building a set when it can)."""
+        prev = self._tail.get((rank, stream))
+        if isinstance(after, (tuple, list)) and not after:
+            return () if prev is None else (prev,)
+        deps = set(after)
+        if prev is not None:
+            deps.add(prev)
+        return tuple(sorted(deps))
+
     def _push(self, op: Op, ranks: Iterable[int]) -> int:
         self._ops.append(op)
         for r in ranks:
@@ -154,8 +176,10 @@ class PlanBuilder:
 
     def compute(self, rank: int, seconds: float, *, after: Iterable[int] = (), label: str = "",
                 stream: str = "compute", category: str = "compute") -> int:
-        deps = self._deps((rank,), stream, after)
-        return self._push(Compute(len(self._ops), rank, float(seconds), deps, label, stream, category), (rank,))
+        op = Compute(len(self._ops), rank, float(seconds), self._dep1(rank, stream, after), label, stream, category)
+        self._ops.append(op)
+        self._tail[(rank, stream)] = op.id
+        return op.id
 
     def collective(self, kind: str, ranks: Sequence[int], nbytes: float, *, algorithm: str = "auto",
                    after: Iterable[int] = (), label: str = "", root: int = 0,
@@ -167,8 +191,10 @@ class PlanBuilder:
 
     def transfer(self, src: int, dst: int, nbytes: float, *, after: Iterable[int] = (), label: str = "",
                  stream: str = "comm", category: str = "comm") -> int:
-        deps = self._deps((src,), stream, after)
-        return self._push(Transfer(len(self._ops), src, dst, float(nbytes), deps, label, stream, category), (src,))
+        op = Transfer(len(self._ops), src, dst, float(nbytes), self._dep1(src, stream, after), label, stream, category)
+        self._ops.append(op)
+        self._tail[(src, stream)] = op.id
+        return op.id
 
     def tail(self, rank: int, stream: str) -> int | None:
         """Id of the last op issued on (rank, stream), if any."""

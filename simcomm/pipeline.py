@@ -13,6 +13,7 @@ from pathlib import Path
 
 from simcomm.engine.schedule import Runtime
 from simcomm.errors import ConfigError, SimcommError
+from simcomm.gcpause import gc_paused
 from simcomm.result import Breakdown, IterationKind, Result, breakdown, iteration_time
 from simcomm.scenario import Scenario
 from simcomm.stacks import apply_stack, get_stack
@@ -290,7 +291,9 @@ def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: boo
         est = t if fidelity == "analytic" else None
         if analytic and fidelity != "analytic":
             try:
+                # Only its times are needed: without link bytes the closed forms need no event loop.
                 est = iteration_time(plan, engine.simulate(plan, topo, fidelity="analytic", seed=seed,
+                                                           link_bytes=False,
                                                            **({"runtime": runtime} if runtime else {})))[0]
             except (NotImplementedError, SimcommError):
                 est = None
@@ -415,8 +418,14 @@ def simulate(scn: Scenario, *, ctx: Context | None = None, baseline: bool = True
 
     ``baseline=False`` skips the "speedup vs" run.  ``on_timeline`` receives each
     simulated kind of iteration of the chosen strategy (not of the baseline), see
-    :func:`run_plans`.
+    :func:`run_plans`.  Runs with the cyclic garbage collector paused
+    (:mod:`simcomm.gcpause`: plans of 10^5 ops and their runs leave no cycles).
     """
+    with gc_paused():
+        return _simulate(scn, ctx, baseline, analytic, on_timeline)
+
+
+def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool, on_timeline) -> Result:
     ctx = ctx or Context(scn)
     strategy = make_strategy(scn.strategy, scn.options)
     trace = ctx.trace()

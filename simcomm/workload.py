@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from simcomm.errors import ConfigError
 from simcomm.precision import DTYPE_BYTES
@@ -77,22 +78,38 @@ class Workload:
     def global_batch(self) -> int:
         return self.batch * self.n_ranks
 
-    @property
+    # Sums over the layers are computed once (plans read them for every rank).
+    @cached_property
     def model_bytes(self) -> float:
         """Bytes of all gradients (= parameters) of the model."""
         return float(sum(layer.grad_bytes for layer in self.layers))
 
-    @property
+    @cached_property
     def forward_s(self) -> float:
         return sum(layer.forward_s for layer in self.layers)
 
-    @property
+    @cached_property
     def backward_s(self) -> float:
         return sum(layer.backward_s for layer in self.layers)
 
-    @property
+    @cached_property
     def update_s(self) -> float:
         return sum(layer.update_s for layer in self.layers)
+
+    def forward_sum(self, layers: Sequence[int]) -> float:
+        """Forward seconds of ``layers`` (summed in the order given; cached per group)."""
+        return self._layer_sum("forward_s", layers)
+
+    def backward_sum(self, layers: Sequence[int]) -> float:
+        """Backward seconds of ``layers`` (summed in the order given; cached per group)."""
+        return self._layer_sum("backward_s", layers)
+
+    def _layer_sum(self, attr: str, layers: Sequence[int]) -> float:
+        key = (attr, tuple(layers))
+        cache = self.__dict__.setdefault("_layer_sums", {})
+        if key not in cache:
+            cache[key] = sum(getattr(self.layers[j], attr) for j in key[1])
+        return cache[key]
 
     def scale(self, rank: int) -> float:
         return self.compute_scale[rank] if self.compute_scale else 1.0

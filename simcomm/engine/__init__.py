@@ -17,8 +17,11 @@ def simulate(plan, topology, *, fidelity: str = "flow", seed: int = 0, **options
     plain flow model), ``incremental=True`` (exact incremental max-min
     re-solves; False is the plain reference), ``ppn=None`` (override ranks-per-machine for two-level
     algorithms), ``record_link_usage=False`` (bytes/s per link family over time in
-    ``meta["link_usage"]``).  See docs/engine.md.
+    ``meta["link_usage"]``), ``link_bytes=True`` (False: no bytes per link family, and
+    the analytic fidelity needs no event loop).  See docs/engine.md.
     """
     from simcomm.engine.executor import run
+    from simcomm.gcpause import gc_paused
 
-    return run(plan, topology, fidelity=fidelity, seed=seed, **options)
+    with gc_paused():  # a run allocates millions of short-lived objects and leaves no cycles
+        return run(plan, topology, fidelity=fidelity, seed=seed, **options)

@@ -22,6 +22,11 @@ routes to and from the group's first rank, and link bytes are not counted
 (``meta["analytic_sampled"]`` says how often).  On a contention-free
 topology where every pair has the same link this is exactly the flow
 fidelity's answer (tests/engine/test_engine_fidelity.py).
+
+Nothing is shared, so an op's times depend only on when its dependencies and
+its stream's previous op end: :func:`longest_path` computes them in one pass
+in op order, without an event loop, when link bytes are not asked for (their
+sum depends on the order in which an event loop starts the ops).
 """
 
 from __future__ import annotations
@@ -30,8 +35,9 @@ import numpy as np
 
 from simcomm.collectives.base import Step
 from simcomm.engine.schedule import algorithm_cost, route_step, takes_ppn
+from simcomm.ops import Collective, Compute, Transfer
 
-__all__ = ["AnalyticPricer", "PAIR_LIMIT"]
+__all__ = ["AnalyticPricer", "PAIR_LIMIT", "longest_path"]
 
 #: Largest schedule (transfers summed over distinct steps) routed in full.
 PAIR_LIMIT = 1_000_000
@@ -44,6 +50,7 @@ class AnalyticPricer:
         self.ctx = ctx
         self.env = ctx.env
         self._cache: dict[tuple, tuple[float, np.ndarray]] = {}
+        self._pairs: dict[tuple[int, int], tuple[float, float, np.ndarray]] = {}  # latency, bottleneck, families
 
     def _route_params(self, routed) -> tuple[np.ndarray, np.ndarray]:
         """Per transfer: route latency and bottleneck capacity."""
@@ -51,15 +58,24 @@ class AnalyticPricer:
         starts = np.concatenate(([0], np.cumsum(routed.route_len)[:-1]))
         return routed.latency, np.minimum.reduceat(cap, starts)
 
-    def transfer(self, op):
-        group = np.array([op.src, op.dst], dtype=np.int64)
-        routed = route_step(self.ctx.topology, group, Step.make([0], [1], op.nbytes), self.ctx.gamma)
-        self.ctx.count_bytes(routed, 1)
-        lat, cap = self._route_params(routed)
-        yield self.env.timeout(float(lat[0]) + op.nbytes / float(cap[0]))
-
-    def collective(self, op, prep):
+    def transfer_seconds(self, op) -> float:
+        """``alpha + n * beta`` of a Transfer's route (routed once per pair); counts its link bytes."""
         ctx = self.ctx
+        hit = self._pairs.get((op.src, op.dst))
+        if hit is None:
+            group = np.array([op.src, op.dst], dtype=np.int64)
+            routed = route_step(ctx.topology, group, Step.make([0], [1], 0.0), ctx.gamma)
+            lat, cap = self._route_params(routed)
+            hit = (float(lat[0]), float(cap[0]), ctx.family_of_link[routed.links])
+            self._pairs[(op.src, op.dst)] = hit
+        latency, bottleneck, fams = hit
+        if ctx.link_bytes and len(ctx.families):  # as RoutedStep.family_bytes: n once per link crossed
+            ctx.family_bytes += np.bincount(fams, weights=np.full(len(fams), float(op.nbytes)),
+                                            minlength=len(ctx.families))
+        return latency + op.nbytes / bottleneck
+
+    def collective_seconds(self, op, prep) -> float:
+        """The collective's closed form (priced once per algorithm, group, size); counts its link bytes."""
         key = (prep.algorithm.key, op.ranks, op.nbytes, op.root, prep.ppn)
         hit = self._cache.get(key)
         if hit is None:
@@ -67,7 +83,14 @@ class AnalyticPricer:
             self._cache[key] = hit
         seconds, fam_bytes = hit
         if fam_bytes is not None:
-            ctx.family_bytes += fam_bytes
+            self.ctx.family_bytes += fam_bytes
+        return seconds
+
+    def transfer(self, op):
+        yield self.env.timeout(self.transfer_seconds(op))
+
+    def collective(self, op, prep):
+        seconds = self.collective_seconds(op, prep)
         if seconds > 0:
             yield self.env.timeout(seconds)
 
@@ -78,14 +101,16 @@ class AnalyticPricer:
         group = np.asarray(op.ranks, dtype=np.int64)
         gamma = float(ctx.gamma[group].max())
         if prep.closed_form is not None:  # NCCL: the pattern's own closed form (simcomm.nccl)
-            fam = np.zeros(len(ctx.families))
-            for s in steps:
-                fam += s.repeat * route_step(ctx.topology, group, s, ctx.gamma).family_bytes(
-                    ctx.family_of_link, len(ctx.families))
+            fam = None
+            if ctx.link_bytes:
+                fam = np.zeros(len(ctx.families))
+                for s in steps:
+                    fam += s.repeat * route_step(ctx.topology, group, s, ctx.gamma).family_bytes(
+                        ctx.family_of_link, len(ctx.families))
             return float(prep.closed_form), fam
         if not steps:
             return algorithm_cost(alg, p, op.nbytes, 0.0, 0.0, gamma, ppn), None
-        fam = np.zeros(len(ctx.families))
+        fam = np.zeros(len(ctx.families)) if ctx.link_bytes else None
         if sum(len(s) for s in steps) > PAIR_LIMIT:
             ctx.stats["analytic_sampled"] += 1
             idx = np.arange(p)
@@ -108,3 +133,43 @@ class AnalyticPricer:
         # Two-level algorithms: intranode stages priced by intranode pairs, internode by the rest.
         return algorithm_cost(alg, p, op.nbytes, lat[intra].max(), 1.0 / cap[intra].min(), gamma, ppn,
                               lat[~intra].max(), 1.0 / cap[~intra].min()), fam
+
+
+def longest_path(ops, pricer: AnalyticPricer, prepared: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end of every op of the analytic fidelity, in one pass in op order (no event loop).
+
+    The executor's rules, with nothing shared between ops: a (rank, stream)
+    runs its ops in id order; a Compute or Transfer starts when its stream's
+    previous op has ended and its deps are done; a Collective starts when its
+    last member's stream reaches it and its deps are done, and every member's
+    stream continues at its end.  Ids are a topological order, so every time
+    needed is known when an op is reached.  Ends are computed as the event loop
+    computes them (start + duration, zero-length ops end at their start), so
+    the times are the same floats.  Link bytes are not counted.
+    """
+    n = len(ops)
+    start = [0.0] * n
+    end = [0.0] * n
+    free: dict[tuple[int, str], float] = {}  # (rank, stream) -> end of its last op
+    for op in ops:
+        if isinstance(op, Collective):
+            t = max(free.get((r, op.stream), 0.0) for r in op.ranks)
+        else:
+            t = free.get((op.src if isinstance(op, Transfer) else op.rank, op.stream), 0.0)
+        for d in op.deps:
+            if end[d] > t:
+                t = end[d]
+        if isinstance(op, Compute):
+            e = t + op.seconds if op.seconds > 0 else t
+            free[(op.rank, op.stream)] = e
+        elif isinstance(op, Transfer):
+            e = t + pricer.transfer_seconds(op)
+            free[(op.src, op.stream)] = e
+        else:
+            seconds = pricer.collective_seconds(op, prepared[op.id])
+            e = t + seconds if seconds > 0 else t
+            for r in op.ranks:
+                free[(r, op.stream)] = e
+        start[op.id] = t
+        end[op.id] = e
+    return np.array(start, dtype=float), np.array(end, dtype=float)

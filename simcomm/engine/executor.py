@@ -28,19 +28,24 @@ from simcomm.topologies.base import Topology
 __all__ = ["run", "FIDELITIES"]
 
 FIDELITIES = ("flow", "analytic")
-OPTIONS = ("coalesce", "incremental", "ppn", "record_link_usage", "comm_cpu", "resolution", "runtime")
+OPTIONS = ("coalesce", "incremental", "ppn", "record_link_usage", "comm_cpu", "resolution", "runtime", "link_bytes")
 #: Compute stretches stop once the CPU time still owed is below this (seconds).
 _CPU_TOL = 1e-12
 #: ... or after this many rounds (the CPU cost of communication would exceed the CPU).
 _CPU_ROUNDS = 200
+#: Collective preparations with at most this many transfers (over their steps) are kept
+#: with the topology for later runs.
+_KEEP_TRANSFERS = 4096
 
 
 class Context:
     """What pricers share: the topology, per-rank gamma, per-link family, statistics."""
 
     def __init__(self, env: simpy.Environment, topology: Topology, *, coalesce: bool, ppn: int | None,
-                 incremental: bool = True, record_usage: bool = False, resolution: float = 0.0):
+                 incremental: bool = True, record_usage: bool = False, resolution: float = 0.0,
+                 link_bytes: bool = True):
         self.env = env
+        self.link_bytes = link_bytes  # False: bytes per link family are not counted
         self.resolution = resolution
         self.record_usage = record_usage
         self.topology = topology
@@ -59,7 +64,7 @@ class Context:
         self.stats: dict[str, int] = defaultdict(int)
 
     def count_bytes(self, routed, repeats: int) -> None:
-        if len(routed) and len(self.families):
+        if self.link_bytes and len(routed) and len(self.families):
             self.family_bytes += repeats * routed.family_bytes(self.family_of_link, len(self.families))
 
 
@@ -81,6 +86,8 @@ def _check_options(fidelity: str, options: dict) -> None:
     rt = options.get("runtime")
     if rt is not None and not isinstance(rt, Runtime):
         raise ConfigError(f"runtime: {rt!r} must be a simcomm.engine.schedule.Runtime")
+    if not isinstance(options.get("link_bytes", True), bool):
+        raise ConfigError(f"link_bytes: {options['link_bytes']!r} must be True or False")
 
 
 def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int = 0, **options) -> Timeline:
@@ -103,6 +110,10 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     that fraction of the finishing transfers' own durations into one event
     (flow fidelity; ``meta["merged_flows"]`` counts the flows moved; docs/engine.md,
     "Event resolution").
+    ``link_bytes`` (default True) counts the bytes each link family carries
+    (``Timeline.link_class_bytes``); with False that dict is empty, and the
+    analytic fidelity then runs without an event loop (:func:`analytic.longest_path`:
+    the same start and end of every op, in one pass in op order).
     ``seed`` is recorded; the models are deterministic and draw no random numbers.
     """
     _check_options(fidelity, options)
@@ -113,7 +124,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     ctx = Context(env, topology, coalesce=bool(options.get("coalesce", True)), ppn=options.get("ppn"),
                   incremental=bool(options.get("incremental", True)),
                   record_usage=bool(options.get("record_link_usage", False)),
-                  resolution=float(options.get("resolution", 0.0)))
+                  resolution=float(options.get("resolution", 0.0)), link_bytes=options.get("link_bytes", True))
     if fidelity == "flow":
         from simcomm.engine.flow import FlowPricer
 
@@ -125,28 +136,46 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
 
     ops = plan.ops
     n = len(ops)
-    start = np.full(n, np.nan)
-    end = np.full(n, np.nan)
-    done = [env.event() for _ in range(n)]
-    arrived = np.zeros(n, dtype=np.int64)
-
-    def finish(oid: int) -> None:
-        end[oid] = env.now
-        done[oid].succeed()
-
     prepared = {}
     runtime = options.get("runtime") or Runtime()
     chosen: dict[tuple, int] = {}
+    # A preparation depends on the op's key, the runtime and the ppn override alone, so small
+    # ones are kept with the topology for the next run (a strategy's flow run, then its analytic
+    # estimate; plans with thousands of 2-rank all-reduces).  Large ones are not kept (memory).
+    kept = topology.__dict__.setdefault("_engine_prepared", {})
     for op in ops:
         if isinstance(op, Collective):
             # NCCL's schedule depends on where the members sit, not only on how many there are.
             where = op.ranks if runtime.rules == "nccl" else ctx.ppn or group_ppn(topology, op.ranks)
             key = (op.kind, op.algorithm, len(op.ranks), op.nbytes, op.root, where)
             if key not in prepared:
-                prepared[key] = prepare(op, topology, ctx.ppn, runtime)
+                prep = kept.get((runtime, ctx.ppn, key))
+                if prep is None:
+                    prep = prepare(op, topology, ctx.ppn, runtime)
+                    if sum(len(st) for st in prep.steps) <= _KEEP_TRANSFERS:
+                        kept[(runtime, ctx.ppn, key)] = prep
+                prepared[key] = prep
             prepared[op.id] = prepared[key]
             label = (op.kind, op.algorithm, prepared[key].label or prepared[key].algorithm.name)
             chosen[label] = chosen.get(label, 0) + 1
+
+    if fidelity == "analytic" and not ctx.link_bytes:
+        # Closed forms share nothing, so every op's times follow from its deps in op order.
+        from simcomm.engine.analytic import longest_path
+
+        start, end = longest_path(ops, pricer, prepared)
+        return Timeline(start=start, end=end, makespan=float(end.max()) if n else 0.0, link_class_bytes={},
+                        fidelity=fidelity, meta=_meta(ctx, seed, chosen))
+
+    # Plain lists while running (cheaper per op than numpy items); arrays at the end.
+    start = [np.nan] * n
+    end = [np.nan] * n
+    done = [env.event() for _ in range(n)]
+    arrived = [0] * n
+
+    def finish(oid: int) -> None:
+        end[oid] = env.now
+        done[oid].succeed()
 
     def collective(op):
         # Members arrive without waiting for the op's deps (one wait here instead of one
@@ -177,31 +206,32 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
             ctx.stats["cpu_stretch_rounds"] += 1
             yield env.timeout(owed)
 
+    timeout, transfer = env.timeout, pricer.transfer
+
     def stream(oids: list[int]):
         for oid in oids:
             op = ops[oid]
-            if not isinstance(op, Collective):
-                for d in op.deps:
-                    if not done[d].processed:
-                        yield done[d]
+            if isinstance(op, Collective):
+                arrived[oid] += 1
+                if arrived[oid] == len(op.ranks):
+                    env.process(collective(op))
+                if done[oid].callbacks is not None:  # not processed yet
+                    yield done[oid]
+                continue
+            for d in op.deps:
+                if done[d].callbacks is not None:
+                    yield done[d]
+            start[oid] = env.now
             if isinstance(op, Compute):
-                start[oid] = env.now
                 if op.seconds > 0:
                     if track:
                         yield from cpu_stretched(op)
                     else:
-                        yield env.timeout(op.seconds)
-                finish(oid)
-            elif isinstance(op, Transfer):
-                start[oid] = env.now
-                yield from pricer.transfer(op)
-                finish(oid)
+                        yield timeout(op.seconds)
             else:
-                arrived[oid] += 1
-                if arrived[oid] == len(op.ranks):
-                    env.process(collective(op))
-                if not done[oid].processed:
-                    yield done[oid]
+                yield from transfer(op)
+            end[oid] = env.now
+            done[oid].succeed()
 
     queues: dict[tuple[int, str], list[int]] = {}
     for op in ops:
@@ -218,6 +248,9 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
             raise exc.__cause__ from None
         raise
 
+    if hasattr(pricer, "finish_stats"):
+        pricer.finish_stats()
+    start, end = np.array(start, dtype=float), np.array(end, dtype=float)
     missing = np.flatnonzero(np.isnan(end))
     if len(missing):
         op = ops[int(missing[0])]
@@ -225,14 +258,19 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
                         "or its group's stream order can never be satisfied")
     if getattr(pricer, "live_merged", 0):  # the shared network's merges (isolated runs count their own)
         ctx.stats["merged_flows"] += pricer.live_merged
-    stats = dict(sorted(ctx.stats.items()))
-    stats["seed"] = seed
-    # What each collective really ran: (kind, algorithm asked, what ran, how many ops).
-    stats["algorithms"] = [(k, a, ran, n) for (k, a, ran), n in sorted(chosen.items())]
+    stats = _meta(ctx, seed, chosen)
     if ctx.record_usage:
         from simcomm.engine.fluid import merge_usage
 
         stats["link_usage"] = merge_usage(getattr(pricer, "usage", []), ctx.families)
-    return Timeline(start=start, end=end, makespan=float(end.max()) if n else 0.0,
-                    link_class_bytes={f: float(b) for f, b in zip(ctx.families, ctx.family_bytes)},
+    link_bytes = {f: float(b) for f, b in zip(ctx.families, ctx.family_bytes)} if ctx.link_bytes else {}
+    return Timeline(start=start, end=end, makespan=float(end.max()) if n else 0.0, link_class_bytes=link_bytes,
                     fidelity=fidelity, meta=stats)
+
+
+def _meta(ctx: Context, seed: int, chosen: dict) -> dict:
+    stats = dict(sorted(ctx.stats.items()))
+    stats["seed"] = seed
+    # What each collective really ran: (kind, algorithm asked, what ran, how many ops).
+    stats["algorithms"] = [(k, a, ran, n) for (k, a, ran), n in sorted(chosen.items())]
+    return stats

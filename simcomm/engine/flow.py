@@ -65,6 +65,7 @@ class FlowPricer:
         self._periods: dict = {}  # isolated durations (and usage) of scalable step patterns
         self._moved: np.ndarray | None = None  # per-rank bytes of finished flows (comm_cpu only)
         self._moving: dict[int, list] = {}  # rank -> [(batch id, index, bytes)] still in flight
+        self._used = False  # whether any transfer or collective ran (finish_stats)
 
     @property
     def live_merged(self) -> int:
@@ -91,7 +92,10 @@ class FlowPricer:
         """Recorded link usage blocks (see :func:`simcomm.engine.fluid.merge_usage`)."""
         return self.net.core.usage
 
-    def _finish_stats(self) -> None:
+    def finish_stats(self) -> None:
+        """Copy the network's counters into the run's statistics (once, after the run)."""
+        if not self._used:
+            return
         st = self.ctx.stats
         st["network_settles"] = self.net.settles
         st["maxmin_solves"] = self.net.core.solves
@@ -105,8 +109,8 @@ class FlowPricer:
             group = np.array([op.src, op.dst], dtype=np.int64)
             routed = route_step(ctx.topology, group, Step.make([0], [1], op.nbytes), ctx.gamma)
             ctx.count_bytes(routed, 1)
+            self._used = True
             yield from self._run_step(routed)
-            self._finish_stats()
             return
         # One message: the same flow as a one-transfer step, without building one per message
         # (gossip plans hold tens of thousands); its route is looked up once per pair.
@@ -118,16 +122,17 @@ class FlowPricer:
             hit = (float(ctx.topology.latency[links].sum()), np.array([len(links)], dtype=np.int64), links, fam)
             self._pairs[(op.src, op.dst)] = hit
         latency, route_len, links, fam = hit
-        if fam is not None:
+        if fam is not None and ctx.link_bytes:
             ctx.family_bytes += op.nbytes * fam
         ctx.stats["steps_simulated"] += 1
+        self._used = True
         fin = yield self.net.add(np.array([float(op.nbytes)]), np.array([self.env.now + latency]), route_len, links)
         if fin[0] > self.env.now:
             yield self.env.timeout(float(fin[0]) - self.env.now)
-        self._finish_stats()
 
     def collective(self, op, prep):
         ctx = self.ctx
+        self._used = True
         group = np.asarray(op.ranks, dtype=np.int64)
         gkey = group.tobytes()
         for i, step in enumerate(prep.steps):
@@ -162,7 +167,6 @@ class FlowPricer:
                 else:
                     yield from self._run_step(routed)
                 left -= 1
-        self._finish_stats()
 
     # ---- steps -----------------------------------------------------------
     def _isolated_period(self, routed: RoutedStep, skey=None):

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simcomm.engine.maxmin import maxmin_rates, maxmin_rates_global
-from simcomm.engine.prune import route_matrix
+from simcomm.engine.prune import link_rank, route_matrix
 
 __all__ = ["FluidCore", "IsolatedState", "run_isolated", "merge_usage", "TIME_TOL"]
 
@@ -43,6 +43,18 @@ _REFRESH = 64
 
 _EMPTY_F = np.zeros(0)
 _EMPTY_I = np.zeros(0, dtype=np.int64)
+
+
+def _unique_inverse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(a, return_inverse=True)`` of a non-empty 1-d integer array, in fewer steps."""
+    order = np.argsort(a, kind="stable")
+    s = a[order]
+    first = np.empty(len(s), dtype=bool)
+    first[0] = True
+    np.not_equal(s[1:], s[:-1], out=first[1:])
+    inv = np.empty(len(a), dtype=np.intp)
+    inv[order] = np.cumsum(first) - 1
+    return s[first], inv
 
 
 class FluidCore:
@@ -80,6 +92,7 @@ class FluidCore:
         n_links = len(self.capacity) + (1 if incremental else 0)
         self.link_load = np.zeros(n_links)                 # sum of rates of bandwidth-phase flows
         self.link_count = np.zeros(n_links, dtype=np.int64)  # bandwidth-phase flows per link
+        self._rank: np.ndarray | None = None  # links by (capacity, id), for pruning (prune.link_rank)
         # Link usage, recorded only when a family per link is given: blocks of samples
         # (times, bytes/s per family), see :func:`merge_usage`.
         self.family_of_link = None if family_of_link is None else np.asarray(family_of_link, dtype=np.int64)
@@ -108,6 +121,11 @@ class FluidCore:
         bid = self._next_id
         self._next_id += 1
         n = len(rem)
+        if finish is None and n:  # every flow still to run
+            self._finish[bid] = np.full(n, np.nan)
+            self._left[bid] = n
+            self._pending.append((bid, np.arange(n), rem, t_bw, route_len, links))
+            return bid
         fin = np.full(n, np.nan) if finish is None else np.array(finish, dtype=float)
         alive = np.isnan(fin)
         self._finish[bid] = fin
@@ -183,19 +201,20 @@ class FluidCore:
                 self.t_ref[enter] = now
                 self.t_next[enter] = np.inf
             self._solve(now, gone, enter)
-        if self.n_live == 0 or 2 * self.n_live < len(self.rem) - 4096:
+        if (self.n_live == 0 and len(self.rem)) or 2 * self.n_live < len(self.rem) - 4096:
             self._compact()
         if self.family_of_link is not None:
             self._sample(now)
         return [(b, self._finish.pop(b)) for b in done_batches]
 
     def _retire(self, gone: np.ndarray, now: float, done_batches: list[int]) -> None:
-        batches = self.batch[gone]
-        for b in np.unique(batches):
-            sel = gone[batches == b]
-            b = int(b)
-            self._finish[b][self.index[sel]] = now
-            self._left[b] -= len(sel)
+        # The finished flows grouped by batch, batches taken in id order.
+        per: dict[int, list[int]] = {}
+        for b, i in zip(self.batch[gone].tolist(), self.index[gone].tolist()):
+            per.setdefault(b, []).append(i)
+        for b in sorted(per):
+            self._finish[b][per[b]] = now
+            self._left[b] -= len(per[b])
             if self._left[b] == 0:
                 del self._left[b]
                 done_batches.append(b)
@@ -214,19 +233,21 @@ class FluidCore:
             "rem": np.concatenate([np.asarray(p[2], dtype=float) for p in parts]),
             "t_ref": np.full(total, self.t), "rate": np.zeros(total), "t_bw": t_bw, "t_next": t_bw.copy(),
             "phase": np.full(total, LATENCY, dtype=np.int8),
-            "batch": np.concatenate([np.full(len(p[1]), p[0], dtype=np.int64) for p in parts]),
+            "batch": np.repeat(np.array([p[0] for p in parts], dtype=np.int64), [len(p[1]) for p in parts]),
             "index": np.concatenate([np.asarray(p[1], dtype=np.int64) for p in parts]),
             "e_start": starts, "e_len": lens,
         }
-        for name in self._FIELDS:
-            setattr(self, name, np.concatenate((getattr(self, name), new[name])))
-        self.e_link = np.concatenate([self.e_link] + [np.asarray(p[5], dtype=np.int64) for p in parts])
+        for name in self._FIELDS:  # (no copy into an empty core: the new arrays are fresh)
+            setattr(self, name, np.concatenate((getattr(self, name), new[name])) if n0 else new[name])
+        self.e_link = np.concatenate(([self.e_link] if e0 else []) + [np.asarray(p[5], dtype=np.int64) for p in parts])
         self.n_live += total
         assert len(self.rem) == n0 + total
         if self.incremental:
             # Dominance is recomputed over every slot present; containment of flow sets
             # survives flows leaving, so it stays valid until the next merge.
-            self.rows = route_matrix(self.capacity, self.e_link, self.e_len)
+            if self._rank is None:
+                self._rank = link_rank(self.capacity)
+            self.rows = route_matrix(self.capacity, self.e_link, self.e_len, self._rank)
             # Links kept or dropped may differ from before: rebuild the per-link state on the new rows.
             on = self.rows[self.phase == BANDWIDTH]
             n_ext, width = len(self.link_load), self.rows.shape[1]
@@ -284,12 +305,12 @@ class FluidCore:
         n_ext = len(self.link_load)
         width = self.rows.shape[1]
         threshold = np.inf
+        left = None  # what the flows that left took from each link (not needed if the loads are rebuilt below)
         if gone.size:
             threshold = float(self.rate[gone].min())
             g = self.rows[gone].ravel()
             self.link_count -= np.bincount(g, minlength=n_ext)
-            self.link_load = self.link_load - np.bincount(
-                g, weights=np.repeat(self.rate[gone], width), minlength=n_ext)
+            left = np.bincount(g, weights=np.repeat(self.rate[gone], width), minlength=n_ext)
             self.rate[gone] = 0.0
         if enter.size:
             ee = self.rows[enter].ravel()
@@ -306,23 +327,35 @@ class FluidCore:
         if self.solves % _REFRESH == 0 or resolve.sum() == live.sum():
             resolve = live
         slots = np.flatnonzero(resolve)
+        full = resolve is live
+        if left is not None and not (full and slots.size):  # a full re-solve rebuilds every load
+            self.link_load -= left
         if slots.size == 0:
             return
-        rows = self.rows[slots]
-        flat = rows.ravel()
-        old = np.bincount(flat, weights=np.repeat(self.rate[slots], width), minlength=n_ext)
-        full = resolve is live
+        flat = self.rows[slots].ravel()
+        # Only the links these flows cross are solved and updated, numbered in id order as
+        # maxmin_rates would number them itself (the padding link, the largest id, comes last
+        # if present): per-link sums are the same, in the same entry order, and the loads of
+        # other links are left as they are, so an event costs no work per link of the network.
+        links, inv = _unique_inverse(flat)
+        k = len(links) - int(links[-1] == len(self.capacity))
         if full:
             self.full_solves += 1
-            residual = self.capacity
+            residual = self.capacity[links[:k]]
         else:
-            residual = self.capacity - (self.link_load - old)[:-1]
-        real = rows != len(self.capacity)
-        owner = np.repeat(np.arange(len(slots)), width)[real.ravel()]
-        rates, rounds = maxmin_rates(owner, rows[real], len(slots), residual)
+            old = np.bincount(inv, weights=np.repeat(self.rate[slots], width))
+            residual = self.capacity[links[:k]] - (self.link_load[links[:k]] - old[:k])
+        real = flat != len(self.capacity)
+        owner = np.repeat(np.arange(len(slots)), width)[real]
+        # maxmin_rates on the crossed links alone, numbered as it would number them itself.
+        rates, rounds = maxmin_rates(owner, inv[real], len(slots), residual)
         self.rounds += rounds
-        new = np.bincount(flat, weights=np.repeat(rates, width), minlength=n_ext)
-        self.link_load = new if full else self.link_load - old + new
+        new = np.bincount(inv, weights=np.repeat(rates, width))
+        if full:
+            self.link_load = np.zeros(len(self.link_load))
+            self.link_load[links] = new
+        else:
+            self.link_load[links] = self.link_load[links] - old + new
         self._apply(slots, rates, now)
 
     def _solve_plain(self, now: float, gone: np.ndarray) -> None:

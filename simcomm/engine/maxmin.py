@@ -59,6 +59,13 @@ def maxmin_rates(nz_flow: np.ndarray, nz_link: np.ndarray, n_flows: int, capacit
     fid = lf[first]                                   # flows still rising, in entry order
     cnt = np.diff(np.append(first, len(lf)))          # their entry counts
     lw = None if weight is None else np.asarray(weight, float)[lf]
+    if len(fid) == len(lf):
+        # Every flow crosses one link: each link is a local minimum, and its flows get its share
+        # (the first round of the loop below, alone).
+        load = np.bincount(ll, weights=lw, minlength=n_links)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rate[fid] = (cap / load)[ll]
+        return rate, 1
     rounds = 0
     while len(fid):
         rounds += 1

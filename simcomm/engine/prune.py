@@ -25,20 +25,41 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["route_matrix"]
+__all__ = ["route_matrix", "link_rank"]
 
 
-def route_matrix(capacity: np.ndarray, e_link: np.ndarray, e_len: np.ndarray) -> np.ndarray:
-    """Rows of non-dominated links per flow (routes concatenated in ``e_link``), padded with ``len(capacity)``."""
+def link_rank(capacity: np.ndarray) -> np.ndarray:
+    """Rank of every link by (capacity, id): a link can only be dominated by a lower-ranked one.
+
+    It depends on the capacities alone (a sort of every link of the network), so
+    a caller that prunes many times on one network computes it once and passes
+    it to :func:`route_matrix`.
+    """
     n_links = len(capacity)
-    n = len(e_len)
-    owner = np.repeat(np.arange(n), e_len)
-    if n == 0 or len(e_link) == 0:
-        return np.full((n, 1), n_links, dtype=np.int64)
-    # Rank links by (capacity, id): a link can only be dominated by a strictly lower-ranked one.
     order = np.lexsort((np.arange(n_links), capacity))
     rank = np.empty(n_links, dtype=np.int64)
     rank[order] = np.arange(n_links)
+    return rank
+
+
+def route_matrix(capacity: np.ndarray, e_link: np.ndarray, e_len: np.ndarray,
+                 rank: np.ndarray | None = None) -> np.ndarray:
+    """Rows of non-dominated links per flow (routes concatenated in ``e_link``), padded with ``len(capacity)``.
+
+    ``rank`` is :func:`link_rank` of ``capacity`` (computed here when not given).
+    """
+    n_links = len(capacity)
+    n = len(e_len)
+    if n == 0 or len(e_link) == 0:
+        return np.full((n, 1), n_links, dtype=np.int64)
+    if rank is None:
+        rank = link_rank(capacity)
+    if n == 1:
+        route = e_link.tolist()
+        if len(set(route)) == len(route):
+            # One route that crosses no link twice: every link but its lowest-ranked is dominated.
+            return np.array([[min(route, key=rank.__getitem__)]], dtype=np.int64)
+    owner = np.repeat(np.arange(n), e_len)
     count = np.bincount(e_link, minlength=n_links)
     codes = []
     for d in range(1, int(e_len.max())):

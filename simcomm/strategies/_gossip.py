@@ -280,6 +280,7 @@ def emit_segment_gossip(b: PlanBuilder, members: Sequence[int], ready: dict, seg
     segment (the hierarchical variant's broadcast) and returns the new gate.
     """
     members = tuple(members)
+    gammas = {r: gamma(r) for r in members}
     gate = {r: ([ready[r]] if ready.get(r) is not None else []) for r in members}
     posted = {r: [] for r in members}  # overlap mode: every op the final averaging waits for
     total = dict.fromkeys(members, 0.0)
@@ -288,13 +289,13 @@ def emit_segment_gossip(b: PlanBuilder, members: Sequence[int], ready: dict, seg
         for k, rnd in enumerate(rounds(s)):
             done: dict[int, list[int]] = {r: [] for r in members}
             paired: set[int] = set()
+            base = f"seg{s}" + (f".{k}" if k else "") if mode == "overlap" else "comm"
             for r in members:
                 dests = tuple(rnd.get(r, ()))
                 for j, d in enumerate(dests):
                     if d == r:
                         continue  # a message to oneself is a local copy
-                    stream = (f"seg{s}" + (f".{k}" if k else "") if mode == "overlap" else "comm") + \
-                        (f"-{j}" if j else "")
+                    stream = base + (f"-{j}" if j else "")
                     if pair_allreduce and len(dests) == 1 and tuple(rnd.get(d, ())) == (r,):
                         if r in paired:
                             continue
@@ -325,12 +326,13 @@ def emit_segment_gossip(b: PlanBuilder, members: Sequence[int], ready: dict, seg
             total[r] += recv[r]
         if mode != "overlap":
             if average == "segment":
-                gate = {r: [b.compute(r, gamma(r) * recv[r], after=gate[r], label=f"{tag}average segment {s}",
-                                      stream=avg_stream, category="update")] for r in members}
+                label = f"{tag}average segment {s}"
+                gate = {r: [b.compute(r, gammas[r] * recv[r], after=gate[r], label=label, stream=avg_stream,
+                                      category="update")] for r in members}
             if after_segment is not None:
                 gate = after_segment(s, gate)
     if mode == "overlap" or average == "end":
-        gate = {r: [b.compute(r, gamma(r) * total[r], after=gate[r] + posted[r], label=f"{tag}average segments",
+        gate = {r: [b.compute(r, gammas[r] * total[r], after=gate[r] + posted[r], label=f"{tag}average segments",
                               stream=avg_stream, category="update")] for r in members}
         if mode == "overlap" and after_segment is not None:
             for s in range(len(seg_bytes)):

@@ -42,7 +42,7 @@ def emit_backward(b: PlanBuilder, w: Workload, rank: int, *, buckets: tuple[tupl
     ready = []
     after = tuple(after)
     for i, bucket in enumerate(buckets if buckets is not None else w.buckets):
-        secs = sum(w.layers[j].backward_s for j in bucket) * s
+        secs = w.backward_sum(bucket) * s
         ready.append(b.compute(rank, secs, after=after if i == 0 else (), label=f"backward{tag}[{i}]",
                                stream=stream))
     return tuple(ready)

@@ -351,7 +351,7 @@ class ParameterServer(Strategy):
             after = () if w.dataload_overlap else (load,)
         for g in reversed(groups):  # forward order; g[-1] (the first layer run) owns the group's tensors
             deps = tuple(d for i in of_layer.get(g[-1], ()) for d in got[i])
-            secs = sum(w.layers[j].forward_s for j in g) * w.scale(r)
+            secs = w.forward_sum(g) * w.scale(r)
             b.compute(r, secs, after=after + deps, label=f"forward#2[{w.layers[g[-1]].name}]")
             after = ()
         return emit_backward(b, w, r, buckets=groups, tag="#2")[-1]

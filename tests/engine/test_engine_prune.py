@@ -68,3 +68,63 @@ def test_prune_on_nic_per_gpu_cluster_equals_plain_model(seed):
     np.testing.assert_allclose(fast.start, ref.start, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(fast.end, ref.end, rtol=1e-12, atol=1e-15)
     assert fast.makespan == pytest.approx(ref.makespan, rel=1e-12)
+
+
+def _dominated_by_definition(caps, routes):
+    """Link x is dropped when another link, tighter by (capacity, id), is crossed by every route crossing x."""
+    rank = {x: i for i, x in enumerate(sorted(range(len(caps)), key=lambda x: (caps[x], x)))}
+    crossing = {x: {i for i, r in enumerate(routes) if x in r} for x in range(len(caps))}
+    return {x for x in range(len(caps)) if crossing[x] and any(
+        y != x and rank[y] < rank[x] and crossing[x] <= crossing[y] for y in range(len(caps)))}
+
+
+simple_routes = st.integers(1, 9).flatmap(lambda n: st.tuples(
+    st.lists(st.sampled_from([1.0, 2.0, 3.0]), min_size=n, max_size=n),
+    st.lists(st.lists(st.integers(0, n - 1), min_size=1, max_size=5, unique=True), min_size=1, max_size=6)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(simple_routes, st.booleans())
+def test_route_matrix_keeps_exactly_the_undominated_links(case, give_rank):
+    # Routes that cross no link twice (one or several; one alone takes a shortcut), with the link
+    # ranks given once for the network (as the fluid core does) or computed on the spot.
+    caps, routes = case
+    caps = np.array(caps)
+    from simcomm.engine.prune import link_rank
+
+    rows = route_matrix(caps, *flat(routes), link_rank(caps) if give_rank else None)
+    dropped = _dominated_by_definition(caps, routes)
+    assert rows.dtype == np.int64 and rows.shape[0] == len(routes)
+    for r, row in zip(routes, rows):
+        assert row[row < len(caps)].tolist() == [x for x in r if x not in dropped]
+
+
+def test_one_route_keeps_its_tightest_link_or_all_of_a_route_that_repeats_one():
+    assert route_matrix(np.array([3.0, 1.0, 2.0]), *flat([[0, 2, 1]])).tolist() == [[1]]
+    # A link crossed twice by one route does not dominate itself: the general rule applies.
+    assert route_matrix(np.array([3.0, 1.0]), *flat([[0, 1, 0]])).tolist() == [[1]]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 5), min_size=1, max_size=12), st.lists(st.floats(0.0, 10.0), min_size=6, max_size=6))
+def test_one_link_per_flow_gives_each_link_its_share(links, caps):
+    # maxmin_rates' shortcut when every flow crosses one link: one round, capacity / flows on the
+    # link, the same floats as the textbook solver (no flow joins two links, so no share moves).
+    caps = np.array(caps)
+    n = len(links)
+    rates, rounds = maxmin_rates(np.arange(n), np.array(links), n, caps)
+    ref, _ = maxmin_rates_global(np.arange(n), np.array(links), n, caps)
+    assert rounds == 1
+    np.testing.assert_array_equal(rates, ref)
+
+
+def test_unique_inverse_equals_numpy():
+    from simcomm.engine.fluid import _unique_inverse
+
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        a = rng.integers(0, rng.integers(1, 40), rng.integers(1, 30))
+        u, inv = np.unique(a, return_inverse=True)
+        u2, inv2 = _unique_inverse(a)
+        np.testing.assert_array_equal(u2, u)
+        np.testing.assert_array_equal(inv2, inv)
