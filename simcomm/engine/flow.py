@@ -140,6 +140,8 @@ class FlowPricer:
             if prep.latency is not None and prep.latency[i] is not None:
                 # NCCL's pipelined steps: every transfer waits the tuning model's latency, not the route's.
                 routed = replace(routed, latency=np.full(len(routed), float(prep.latency[i])))
+            elif prep.delay:
+                routed = replace(routed, latency=routed.latency + prep.delay)
             ctx.count_bytes(routed, step.repeat)
             left = step.repeat
             period = profile = None

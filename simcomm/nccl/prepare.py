@@ -112,22 +112,27 @@ def prepare_nccl(op, topology, runtime) -> Prepared | None:
     step = Step.make(src[keep], dst[keep], nb[keep])
     if not len(step):  # a zero-byte NCCL call returns at once (ncclAllReduce with count 0)
         return Prepared(_NcclAlgorithm(op.kind, algo), 1, (), closed_form=0.0, label=label)
+    # the kernel launches NCCL's model leaves out (the same for every algorithm); grouped point-to-point
+    # is one kernel too, whose messages keep their own routes' latencies
+    launch = launch_s(runtime.gpus_per_thread)
     if latency is not None:
-        latency += launch_s(runtime.gpus_per_thread)  # the launches NCCL's model leaves out (same for every algorithm)
-    closed = _closed_form(step, topology, np.asarray(op.ranks, dtype=np.int64), latency)
-    return Prepared(_NcclAlgorithm(op.kind, algo), 1, (step,), (latency,), closed, label)
+        latency += launch
+    closed = _closed_form(step, topology, np.asarray(op.ranks, dtype=np.int64), latency,
+                          0.0 if latency is not None else launch)
+    return Prepared(_NcclAlgorithm(op.kind, algo), 1, (step,), (latency,), closed, label,
+                    delay=0.0 if latency is not None else launch)
 
 
 def _proto_name(proto: str) -> str:
     return {"ll": "LL", "ll128": "LL128", "simple": "Simple"}[proto]
 
 
-def _closed_form(step: Step, topology, group: np.ndarray, latency: float | None) -> float:
-    """latency + the busiest link's bytes over its rate (each transfer's own route latency for p2p)."""
+def _closed_form(step: Step, topology, group: np.ndarray, latency: float | None, delay: float = 0.0) -> float:
+    """latency + the busiest link's bytes over its rate (p2p: the largest route latency plus ``delay``)."""
     routed = route_step(topology, group, step, np.zeros(topology.n_ranks))
     load = np.bincount(routed.links, weights=np.repeat(routed.nbytes, routed.route_len),
                        minlength=len(topology.capacity))
     used = load > 0
     busiest = float((load[used] / topology.capacity[used]).max()) if used.any() else 0.0
-    lat = float(routed.latency.max()) if latency is None else latency
+    lat = float(routed.latency.max()) + delay if latency is None else latency
     return lat + busiest

@@ -73,3 +73,19 @@ def test_one_thread_driving_eight_gpus_launches_eight_kernels(cli):
     rc, out, err = cli(["bench", "all_reduce", "--cluster", "dgx-h100-ndr", "--gpus-per-thread", "9", "--quiet"])
     assert rc == 2 and err.strip() == ("error: --gpus-per-thread: 9 must be an integer from 1 to 8, the GPUs per node "
                                        "(nccl-tests' -g: the GPUs one host thread drives)")
+
+
+def test_grouped_point_to_point_pays_the_kernel_launch_too(cli):
+    from simcomm.nccl.execution import LAUNCH_PER_GPU_S
+
+    # NCCL's all-to-all is one kernel of grouped sends and receives: its launch is charged like a
+    # collective's, on top of each message's own route latency
+    times = {}
+    for g in (1, 4):
+        rc, out, err = cli(["bench", "alltoall", "--cluster", "dgx-a100-hdr", "--nodes", "1", "--gpus-per-node", "4",
+                            "--sizes", "8B", "--gpus-per-thread", str(g), "--json"])
+        assert rc == 0, err
+        row = json.loads(out)["rows"][0]
+        assert row["algorithm"] == "NCCL P2P"
+        times[g] = row["time_us"]
+    assert times[4] - times[1] == pytest.approx(3 * LAUNCH_PER_GPU_S * 1e6, rel=1e-9)
