@@ -42,7 +42,6 @@ score (docs/accuracy.md, "GPU collectives").
 
 from __future__ import annotations
 
-import math
 
 from simcomm.nccl.layout import GroupLayout
 from simcomm.nccl.tuning import HW_LAT, ModelTime, graphs, runtime_channels

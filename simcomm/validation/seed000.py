@@ -209,7 +209,7 @@ def _alternatives(traces3: dict, c3: float, c7: float) -> list[str]:
     out = []
     b = BATCH_OTHER["t3"]["resnet101"]
     tr = _trace("t3", "resnet101", b)
-    out.append(f"the paper's CIFAR batch 128 for ResNet-101 (the code forces 98): gains at 8 / 12 / 20 nodes "
+    out.append("the paper's CIFAR batch 128 for ResNet-101 (the code forces 98): gains at 8 / 12 / 20 nodes "
                + " / ".join(f"{gain_pct('t3', tr, n, b * c3, b):.1f} %" for n in (8, 12, 20)))
     kp = ", ".join(f"{n} nodes {gain_pct('t3', traces3['resnet18'], n, 128 * c3, 128, k_prime=50):.2f} %"
                    for n in (4, 8))

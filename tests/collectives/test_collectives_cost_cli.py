@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
-GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "cost"
 LINKS_TOML = """
 [links.test-100g]
 bandwidth = "100Gb/s"
@@ -27,13 +24,6 @@ def links(tmp_path):
     return str(f)
 
 
-def _golden(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("SIMCOMM_UPDATE_GOLDEN") == "1":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    assert text == path.read_text(), f"{name} differs; rerun with SIMCOMM_UPDATE_GOLDEN=1 if intended"
-
 
 @pytest.mark.parametrize("case,argv", [
     ("allreduce_table.txt", ["cost", "allreduce", "--size", "100MB", "--ranks", "64", "--link", "test-100g"]),
@@ -44,10 +34,10 @@ def _golden(name: str, text: str) -> None:
     ("alltoall_auto_json.json", ["cost", "alltoall", "--size", "1KB", "--ranks", "8", "--link", "test-100g",
                                  "--algo", "auto", "--json"]),
 ])
-def test_collectives_cost_cli_golden(capsys, links, case, argv, cli):
+def test_collectives_cost_cli_golden(capsys, links, case, argv, cli, golden):
     rc, out, err = cli(argv + ["--links", links])
     assert rc == 0, err
-    _golden(case, out)
+    golden("cost/" + case, out)
     if case.endswith(".json"):
         data = json.loads(out)
         assert sum(a["fastest"] for a in data["algorithms"]) == 1

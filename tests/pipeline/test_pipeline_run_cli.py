@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -14,7 +12,6 @@ from simcomm.scenario import Scenario, WorkloadSpec
 from simcomm.traces.io import save_trace
 from simcomm.traces.schema import Layer, Trace
 
-GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "run"
 
 
 def _toy_trace(tmp_path) -> str:
@@ -25,20 +22,13 @@ def _toy_trace(tmp_path) -> str:
     return str(path)
 
 
-def _golden(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("SIMCOMM_UPDATE_GOLDEN") == "1" or not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    assert text == path.read_text()
 
-
-def test_run_node_based_golden(tmp_path, capsys, cli):
+def test_run_node_based_golden(tmp_path, capsys, cli, golden):
     rc, out, err = cli("run", "--strategy", "node-based", "--nodes", "4", "--gpus-per-node", "2",
                        "--trace", _toy_trace(tmp_path), "--dataset-size", "1000", "--opt", "k_prime=3")
     assert rc == 0, err
     assert "local" in out and "exchange" in out and "speedup vs baseline" in out and "baseline: allreduce (overlap none" in out
-    _golden("node_based_4x2.txt", out.replace(str(tmp_path), "<tmp>"))
+    golden("run/node_based_4x2.txt", out.replace(str(tmp_path), "<tmp>"))
 
 
 def test_run_json_and_csv(tmp_path, capsys, cli):

@@ -3,38 +3,28 @@
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
 from simcomm.cli.app import main
 from simcomm.traces.io import load_trace
 
-GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "traces"
 
 
-def _golden(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("SIMCOMM_UPDATE_GOLDEN") == "1" or not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    assert text == path.read_text()
 
-
-def test_show_bundled_golden(capsys):
+def test_show_bundled_golden(capsys, golden):
     assert main(["trace", "show", "resnet20-cifar-v100-roofline"]) == 0
-    _golden("show_resnet20_cifar_v100.txt", capsys.readouterr().out)
+    golden("traces/show_resnet20_cifar_v100.txt", capsys.readouterr().out)
 
 
-def test_synth_then_show_file_golden(tmp_path, capsys):
+def test_synth_then_show_file_golden(tmp_path, capsys, golden):
     out = tmp_path / "t.json"
     assert main(["trace", "synth", "--model", "lstm-mnist", "--device", "t4", "--batch", "64", "--out", str(out)]) == 0
     capsys.readouterr()
     t = load_trace(out)
     assert t.model == "lstm-mnist" and t.device == "t4" and len(t.layers) == 7
     assert main(["trace", "show", str(out)]) == 0
-    _golden("show_lstm_mnist_t4.txt", capsys.readouterr().out)
+    golden("traces/show_lstm_mnist_t4.txt", capsys.readouterr().out)
 
 
 def test_show_png(tmp_path, capsys):
