@@ -15,7 +15,7 @@ from simcomm.engine.schedule import Runtime
 from simcomm.errors import ConfigError, SimcommError
 from simcomm.gcpause import gc_paused
 from simcomm.result import Breakdown, IterationKind, Result, breakdown, iteration_time
-from simcomm.scenario import Scenario
+from simcomm.scenario import Scenario, node_scales
 from simcomm.stacks import apply_stack, get_stack
 from simcomm.strategies.base import STRATEGIES, NotApplicable, make_params
 from simcomm.workload import build_workload
@@ -43,6 +43,8 @@ class Context:
     _trace: object = field(default=None, init=False, repr=False)
     _clusters: dict = field(default_factory=dict, init=False, repr=False)
     notes: list = field(default_factory=list)
+    #: (raw, stack-applied) topology the last :func:`simulate` with this context ran on
+    built: tuple | None = field(default=None, init=False, repr=False)
 
     def trace(self):
         if self._trace is None:
@@ -151,6 +153,11 @@ def build_cluster(scn: Scenario, nodes: int, extra: int = 0, base=None):
     """
     from simcomm.topologies import presets
 
+    if (base is not None or _is_file(scn.cluster)) and scn.network.any():
+        given = ", ".join(k for k in ("inter", "intra", "nic", "nics_per_node", "topology", "oversubscription")
+                          if getattr(scn.network, k) is not None)
+        raise ConfigError(f"{given}: cluster {scn.cluster!r} is a topology file; network overrides apply to "
+                          "two-level presets only (edit the file instead)")
     if base is not None:
         topo = base
     elif _is_file(scn.cluster):
@@ -158,10 +165,10 @@ def build_cluster(scn: Scenario, nodes: int, extra: int = 0, base=None):
 
         topo = load_topology_file(scn.cluster)  # the file fixes nodes and ranks itself
     else:
-        topo = presets.preset(scn.cluster, nodes=nodes, gpus_per_node=scn.gpus_per_node)
+        topo = _preset(scn, nodes)
         if extra and not topo.meta.get("server_ranks"):
             n0 = topo.n_ranks
-            topo = presets.preset(scn.cluster, nodes=nodes + extra, gpus_per_node=scn.gpus_per_node)
+            topo = _preset(scn, nodes + extra)
             firsts: dict = {}
             for r in range(n0, topo.n_ranks):
                 firsts.setdefault(topo.machine_of(r) if topo.machine_of(r) is not None else ("r", r), r)
@@ -220,6 +227,49 @@ def build_cluster(scn: Scenario, nodes: int, extra: int = 0, base=None):
                     meta={**topo.meta, "server_ranks": tuple(servers), "servers_attached": need})
 
 
+def _preset(scn: Scenario, nodes: int):
+    """A preset cluster of ``nodes`` machines with the scenario's network overrides applied."""
+    from simcomm.topologies import presets
+
+    topo = presets.preset(scn.cluster, nodes=nodes, gpus_per_node=scn.gpus_per_node)
+    return with_network(topo, scn.network, scn.cluster) if scn.network.any() else topo
+
+
+def _nic_attach(topo) -> str | None:
+    g = topo.graph
+    for u, v, name in g.edges(data="link"):
+        if {g.nodes[u].get("kind"), g.nodes[v].get("kind")} == {"rank", "nic"}:
+            return name
+    return None
+
+
+def with_network(base, net, cluster: str):
+    """``base`` (a two-level preset) rebuilt with the network overrides ``net`` (:class:`NetworkSpec`)."""
+    from simcomm.links import link_class
+    from simcomm.topologies.two_level import two_level
+
+    meta = base.meta
+    if meta.get("builder") != "two-level":
+        raise ConfigError(f"inter/intra/nic/nics_per_node/topology/oversubscription: cluster {cluster!r} is not a "
+                          "two-level preset; these overrides need one")
+    for key in ("inter", "intra", "nic"):
+        if getattr(net, key) is not None:
+            link_class(getattr(net, key))  # an unknown link class: one line listing the valid ones
+    inter = net.topology or meta["inter"]
+    opts = dict(meta.get("inter_options") or {}) if inter == meta["inter"] else {}
+    if net.oversubscription is not None:
+        if net.topology is None and meta["inter"] == "switch":
+            inter, opts = "fat-tree", {}
+        if inter != "fat-tree":
+            raise ConfigError(f"oversubscription: applies to topology fat-tree only, not {inter!r}")
+        opts["oversubscription"] = net.oversubscription
+    return two_level(meta["nodes"], meta["gpus_per_node"], intra=meta["intra"],
+                     intra_link=net.intra or meta["intra_link"], nic_link=net.inter or meta["nic_link"],
+                     nics_per_node=net.nics_per_node or meta["nics_per_node"],
+                     nic_attach=net.nic or _nic_attach(base) or "pcie4", inter=inter, inter_options=opts,
+                     device=meta.get("device"), name=base.name)
+
+
 def dataset_size_for(scn: Scenario, trace, notes: list) -> int:
     if scn.dataset_size is not None:
         return scn.dataset_size
@@ -244,7 +294,7 @@ def _train_ranks(topo, nodes: int, extra: int) -> int:
 def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: bool = True,
               on_timeline=None, record_link_usage: bool = False, comm_cpu: float = 0.0,
               resolution: float = 0.0, merged: list | None = None, jitter: float = 0.0,
-              runtime: Runtime | None = None, ran: dict | None = None):
+              runtime: Runtime | None = None, ran: dict | None = None, rank_means: bool = False):
     """Simulate each (weight, plan); returns IterationKinds.
 
     ``on_timeline(label, weight, plan, timeline, topology)`` is called for each
@@ -259,6 +309,8 @@ def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: boo
     copies and reports their mean spacing (:mod:`simcomm.jitter`).  ``runtime`` is how
     collectives run on the stack (:class:`~simcomm.engine.schedule.Runtime`); ``ran``
     receives, per (collective, algorithm asked), what the engine ran and how often.
+    ``rank_means``: also record each kind's mean over training ranks of their finish
+    times (:func:`rank_mean`; not with ``jitter``).
     """
     from simcomm import engine
     from simcomm import jitter as jit
@@ -300,8 +352,29 @@ def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: boo
         bd = breakdown(run_plan, tl, n_train, window)
         if copies is not None:  # the window spans len(copies) - 1 iterations
             bd = bd.scaled(1.0 / max(1, len(copies) - 1))
-        out.append(IterationKind(str(plan.meta.get("kind", "every iteration")), float(weight), t, bd, lb, est))
+        rmean = rank_mean(plan, tl, n_train) if rank_means and copies is None else None
+        out.append(IterationKind(str(plan.meta.get("kind", "every iteration")), float(weight), t, bd, lb, est,
+                                 rmean))
     return out
+
+
+def rank_mean(plan, tl, n_train: int) -> float:
+    """Mean over training ranks of the time each finishes the plan's iteration (its period, if it has one)."""
+    import numpy as np
+
+    from simcomm.ops import Collective, Compute, Transfer
+
+    per = plan.meta.get("period_ranks")
+    if per:
+        return float(np.mean([float(tl.end[b] - tl.end[a]) for r, (a, b) in sorted(per.items()) if r < n_train]))
+    f = np.zeros(n_train)
+    for op in plan.ops:
+        members = (op.rank,) if isinstance(op, Compute) else (op.src,) if isinstance(op, Transfer) \
+            else op.ranks if isinstance(op, Collective) else ()
+        for r in members:
+            if r < n_train:
+                f[r] = max(f[r], tl.end[op.id])
+    return float(np.mean(f))
 
 
 def _mean(kinds) -> tuple[float, Breakdown, dict, float | None]:
@@ -431,6 +504,7 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
     trace = ctx.trace()
     extra = strategy.extra_nodes()
     raw, topo = ctx.cluster(scn.nodes, extra)
+    ctx.built = (raw, topo)
     n_train = _train_ranks(raw, scn.nodes, extra)
     gpn = max(1, n_train // scn.nodes)
     notes = list(ctx.notes)
@@ -444,7 +518,11 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
     elif spec.name == "nccl" and spec.efficiency is None and spec.overhead is None:
         notes.append("transport stack nccl (96 % of network line rate, 3 us per message)")
     wl = scn.workload
-    scale = wl.compute_scale
+    scale = wl.compute_scale or node_scales(wl, scn.nodes)
+    if wl.heterogeneous:
+        notes.append(f"per-node compute scales {', '.join(f'{x:.3g}' for x in scale[:8])}"
+                     f"{', ...' if len(scale) > 8 else ''} (straggler_scale {wl.straggler_scale:g} on node "
+                     f"{wl.straggler_node}, jitter {wl.jitter:g} {wl.jitter_dist} seed {wl.jitter_seed})")
     if scale and len(scale) == scn.nodes and gpn > 1:
         scale = tuple(s for s in scale for _ in range(gpn))
     dataset = dataset_size_for(scn, trace, notes)
@@ -487,9 +565,13 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
     kinds = tuple(run_plans(plans, topo, n_train, scn.fidelity, scn.seed, analytic, on_timeline,
                             record_link_usage=on_timeline is not None, comm_cpu=cpu,
                             resolution=scn.resolution, merged=merged, jitter=wl.compute_jitter,
-                            runtime=runtime, ran=ran))
+                            runtime=runtime, ran=ran, rank_means=bool(scale)))
     assumed += _ran_lines(ran, runtime)
     mean, bd, lb, est = _mean(kinds)
+    rmean = None
+    if scale and all(k.rank_mean_s is not None for k in kinds):
+        total = sum(k.weight for k in kinds)
+        rmean = sum(k.weight * k.rank_mean_s for k in kinds) / total
     k = w.iterations_per_epoch
     base_s = speedup = base_desc = None
     if baseline:
@@ -518,4 +600,4 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
     return Result(**common, kinds=kinds, mean_s=mean, breakdown=bd, link_bytes=lb, analytic_mean_s=est,
                   iterations_per_epoch=k, epoch_s=k * mean if k else None,
                   samples_per_s=w.global_batch / mean if mean > 0 else math.inf,
-                  baseline_s=base_s, speedup=speedup, baseline=base_desc, assumed=tuple(assumed))
+                  baseline_s=base_s, speedup=speedup, baseline=base_desc, assumed=tuple(assumed), rank_mean_s=rmean)

@@ -63,6 +63,7 @@ class IterationKind:
     breakdown: Breakdown
     link_bytes: dict = field(default_factory=dict)
     analytic_s: float | None = None
+    rank_mean_s: float | None = None  # mean over training ranks of each rank's finish (heterogeneous compute)
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,9 @@ class Result:
     baseline: str | None = None  # what "speedup vs" compares with, in words
     assumed: tuple[str, ...] = ()
     not_applicable: str | None = None
+    #: mean over training ranks of the time each finishes its iteration (set with per-node compute scales:
+    #: a synchronous step makes every rank finish late, a gossip step only the slow one)
+    rank_mean_s: float | None = None
 
     @property
     def global_batch(self) -> int:
@@ -100,6 +104,10 @@ class Result:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["global_batch"] = self.global_batch
+        # Only heterogeneous runs have per-rank means; other outputs keep their shape.
+        for row in (d, *d["kinds"]):
+            if row.get("rank_mean_s") is None:
+                row.pop("rank_mean_s", None)
         return d
 
 

@@ -22,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from simcomm.cli.app import app
 from simcomm.cli.console import print_json, stderr, stdout, table
 from simcomm.cli.run_cmd import build_scenario
+from simcomm.cli.scenario_flags import scenario_flags
 from simcomm.errors import ConfigError, PlanError
 from simcomm.units import format_time
 
@@ -111,51 +112,23 @@ def _unusable(scn, reason: str):
 
 
 @app.command("compare")
+@scenario_flags(skip=("strategy", "nodes"))
 def compare_command(
     scenario: Optional[Path] = typer.Argument(None, help="Scenario TOML file (flags override it)."),
     strategies: str = typer.Option("all", "--strategies", help="all, or a comma-separated list."),
     nodes: str = typer.Option("4,8,16", "--nodes", help="Comma-separated node counts."),
-    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", "-g"),
-    cluster: Optional[str] = typer.Option(None, "--cluster"),
-    model: Optional[str] = typer.Option(None, "--model"),
-    trace: Optional[Path] = typer.Option(None, "--trace"),
-    batch: Optional[int] = typer.Option(None, "--batch"),
-    dataset_size: Optional[int] = typer.Option(None, "--dataset-size"),
-    fidelity: Optional[str] = typer.Option(None, "--fidelity"),
-    seed: Optional[int] = typer.Option(None, "--seed"),
-    resolution: Optional[float] = typer.Option(None, "--resolution",
-                                               help="Merge flow completions within this fraction (0 = exact)."),
-    scaling: Optional[str] = typer.Option(None, "--scaling"),
-    bucket_mb: Optional[float] = typer.Option(None, "--bucket-mb"),
-    dataload: Optional[str] = typer.Option(None, "--dataload"),
-    compute_jitter: Optional[float] = typer.Option(None, "--compute-jitter",
-                                                   help="cv of each rank's compute, drawn afresh every iteration."),
-    stack: Optional[str] = typer.Option(None, "--stack"),
-    stack_efficiency: Optional[float] = typer.Option(None, "--stack-efficiency"),
-    stack_overhead: Optional[str] = typer.Option(None, "--stack-overhead"),
-    stack_cpu: Optional[str] = typer.Option(None, "--stack-cpu", help="Host CPU time per byte moved, e.g. 25ns."),
-    collectives: Optional[str] = typer.Option(None, "--collectives", help="nccl, openmpi, openmpi-3.1, mpich, gloo."),
-    nccl_algo: Optional[str] = typer.Option(None, "--nccl-algo", help="Like NCCL_ALGO."),
-    nccl_proto: Optional[str] = typer.Option(None, "--nccl-proto", help="Like NCCL_PROTO."),
-    precision: Optional[str] = typer.Option(None, "--precision", help="fp32, amp-fp16, amp-bf16, fp16, bf16."),
-    wire_dtype: Optional[str] = typer.Option(None, "--wire-dtype", help="fp32, fp16, bf16, fp64."),
-    baseline: Optional[str] = typer.Option(None, "--baseline", help="Common baseline: a strategy, NAME:key=value,..."
-                                           " or none (default: allreduce with its defaults)."),
     png: Optional[Path] = typer.Option(None, "--png", help="Write the comparison plot here."),
     as_json: bool = typer.Option(False, "--json"),
     as_csv: bool = typer.Option(False, "--csv"),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+    opt: Optional[list[str]] = typer.Option(None, "--opt", help="Strategy option key=value (repeatable), for the "
+                                            "strategies that have it."),
+    flags: dict | None = None,
 ) -> None:
     """Compare strategies across node counts: iteration time, speedup vs allreduce, breakdown."""
     names = parse_strategies(strategies)
     counts = parse_nodes(nodes)
-    base = build_scenario(scenario, strategy=None, gpus_per_node=gpus_per_node, cluster=cluster, model=model,
-                          trace=trace, batch=batch, dataset_size=dataset_size, fidelity=fidelity, seed=seed,
-                          resolution=resolution, scaling=scaling, bucket_mb=bucket_mb, dataload=dataload,
-                          compute_jitter=compute_jitter, stack=stack,
-                          stack_efficiency=stack_efficiency, stack_overhead=stack_overhead, stack_cpu=stack_cpu,
-                          collectives=collectives, nccl_algo=nccl_algo, nccl_proto=nccl_proto, precision=precision,
-                          wire_dtype=wire_dtype, baseline=baseline)
+    base = build_scenario(scenario, flags, opts=opt)
     if quiet or as_json or as_csv:
         results = run_compare(base, names, counts)
     else:

@@ -154,16 +154,16 @@ def _util_figure(sweep, rows) -> bytes:
 def _topology_png(sweep, rows) -> bytes | None:
     """Draw the cluster of the first OK row at the smallest node count (readable), or None."""
     from simcomm.report.topology_plot import draw_topology
+    from simcomm.pipeline import build_cluster
     from simcomm.whatif.params import check_point, to_scenario
-    from simcomm.whatif.point import build_overridden
     from simcomm.whatif.results import input_columns
 
     ok = sorted(ok_rows(rows), key=lambda r: r.get("nodes") or 0)
     if not ok:
         return None
     inputs = {k: ok[0][k] for k in input_columns(sweep) if k in ok[0]}
-    scn, over = to_scenario(check_point(inputs))
-    topo = build_overridden(scn, scn.nodes, over)
+    scn = to_scenario(check_point(inputs))
+    topo = build_cluster(scn, scn.nodes)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "topology.png"
         draw_topology(topo, path)

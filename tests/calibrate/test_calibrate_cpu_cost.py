@@ -64,8 +64,8 @@ def test_scenario_file_and_cli_flag_set_the_cost(tmp_path):
     assert scn.stack.cpu_per_byte == pytest.approx(5e-9) and scn.stack.efficiency == 0.5
 
 
-@pytest.mark.parametrize("value, match", [("-3ns", "--stack-cpu: '-3ns' must be non-negative"),
-                                          ("fast", "--stack-cpu: cannot parse 'fast'")])
+@pytest.mark.parametrize("value, match", [("-3ns", "stack_cpu: '-3ns' must be non-negative"),
+                                          ("fast", "stack_cpu: cannot parse 'fast'")])
 def test_cli_rejects_a_bad_cost_in_one_line(capsys, value, match):
     from simcomm.cli.app import main
 

@@ -140,7 +140,7 @@ def test_cli_rejects_a_resolution_outside_0_1(cli):
     rc, out, err = cli(*CROSS, "--resolution", "1.5")
     assert rc == 2 and out == ""
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and "resolution" in lines[0] and "[0, 1)" in lines[0]
+    assert len(lines) == 1 and "resolution" in lines[0] and ">= 0 and < 1" in lines[0]
 
 
 def test_scenario_file_sets_the_resolution(cli, tmp_path):

@@ -126,7 +126,10 @@ def test_nccl_overrides_are_refused_off_nccl_and_printed_on_it(cli):
 def test_a_cluster_past_the_rank_limit_is_one_line(cli):
     rc, out, err = cli("run", "-s", "allreduce", "--nodes", "99999999999")
     assert rc == 2 and err.strip().splitlines() == [
-        "error: nodes x gpus_per_node = 99,999,999,999 x 1 gives 99,999,999,999 ranks; simcomm simulates at most "
-        "262,144"]
+        "error: nodes: 99999999999 is out of range; it must be >= 1 and <= 262144"]
+    # within each key's bounds but not together: refused before any cluster is built
+    rc, out, err = cli("run", "-s", "allreduce", "--cluster", "dgx-a100-hdr", "--nodes", "65536", "-g", "8")
+    assert rc == 2 and err.strip().splitlines() == [
+        "error: nodes x gpus_per_node: 65536 x 8 = 524,288 ranks is more than simcomm simulates (262,144)"]
     rc, out, err = cli("bench", "all_reduce", "--cluster", "dgx-h100-ndr", "--nodes", "32769")
     assert rc == 2 and "32,769 x 8 gives 262,152 ranks" in err

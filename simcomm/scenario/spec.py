@@ -1,6 +1,7 @@
-"""A run's inputs as frozen dataclasses, from a TOML file and/or CLI flags.
+"""A run's inputs as frozen dataclasses (built from the flat vocabulary by :mod:`simcomm.scenario.resolve`).
 
-TOML layout (every key optional; CLI flags override the file)::
+TOML layout (every key optional; CLI flags override the file; every key may also be
+given flat at the top level under its name in :mod:`simcomm.scenario.keys`)::
 
     strategy = "node-based"
     nodes = 20
@@ -29,6 +30,9 @@ TOML layout (every key optional; CLI flags override the file)::
     nccl_proto = "simple"         # like NCCL_PROTO: ll, ll128, simple
     efficiency = 0.9
     overhead = "5us"
+    [network]                     # two-level presets: change the network (what-if's keys)
+    inter = "ib-hdr"
+    oversubscription = 2.0
     [baseline]                    # what "speedup vs" compares with; baseline = "none" drops it
     strategy = "allreduce"
     overlap = "none"
@@ -39,29 +43,20 @@ TOML layout (every key optional; CLI flags override the file)::
 
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass, field, fields, replace
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 
 from simcomm.errors import ConfigError
 from simcomm.precision import check_wire_dtype, get_precision
+from simcomm.scenario.keys import FIDELITIES, JITTER_DISTS, SCALINGS
 from simcomm.stacks.base import COLLECTIVE_RULES, NCCL_ALGOS, NCCL_PROTOS, nccl_name
-from simcomm.units import parse_time
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+__all__ = ["Scenario", "WorkloadSpec", "StackSpec", "NetworkSpec", "BaselineSpec", "NO_BASELINE", "parse_baseline",
+           "FIDELITIES", "COLLECTIVE_RULES", "DEFAULT_RESOLUTION"]
 
-__all__ = ["Scenario", "WorkloadSpec", "StackSpec", "BaselineSpec", "NO_BASELINE", "parse_baseline", "load_scenario",
-           "read_scenario_toml", "FIDELITIES", "COLLECTIVE_RULES"]
-
-FIDELITIES = ("flow", "analytic")
 #: Flow completions within this fraction of the finishing transfers' own durations share
 #: one event (engine option ``resolution``): 1 % keeps crossover-sgd at 1 024 GPUs under
 #: 10 s and moves its communication time by about 0.02 % (docs/engine.md, "Event resolution").
 DEFAULT_RESOLUTION = 0.01
-SCALINGS = ("weak", "strong")
 
 
 def _is_num(v) -> bool:
@@ -83,6 +78,12 @@ class WorkloadSpec:
     compute_jitter: float = 0.0  # coefficient of variation per rank and iteration (simcomm.jitter)
     precision: str | None = None  # a simcomm.precision preset; None: the trace's own dtype
     wire_dtype: str | None = None  # None: the precision's wire dtype (or the trace's dtype)
+    # static per-node heterogeneity, turned into compute scales by simcomm.scenario.resolve.node_scales
+    straggler_scale: float = 1.0
+    straggler_node: int = 0
+    jitter: float = 0.0
+    jitter_dist: str = "normal"
+    jitter_seed: int = 0
 
     def __post_init__(self) -> None:
         if self.scaling not in SCALINGS:
@@ -101,6 +102,33 @@ class WorkloadSpec:
             get_precision(self.precision)
         if self.wire_dtype is not None:
             check_wire_dtype(self.wire_dtype, "workload.wire_dtype")
+        _need(_is_num(self.straggler_scale) and self.straggler_scale > 0, "straggler_scale", self.straggler_scale,
+              "a positive factor")
+        _need(_is_num(self.jitter) and self.jitter >= 0, "jitter", self.jitter, "a spread >= 0")
+        _need(self.jitter_dist in JITTER_DISTS, "jitter_dist", self.jitter_dist, "one of " + ", ".join(JITTER_DISTS))
+        if self.compute_scale and (self.straggler_scale != 1.0 or self.jitter):
+            raise ConfigError("compute_scale: give per-node factors or straggler_scale/jitter, not both")
+
+    @property
+    def heterogeneous(self) -> bool:
+        """True when straggler or static jitter knobs set the per-node compute scales."""
+        return self.straggler_scale != 1.0 or self.jitter > 0
+
+
+@dataclass(frozen=True)
+class NetworkSpec:
+    """Changes to a two-level cluster preset's network (None = keep the preset's)."""
+
+    inter: str | None = None
+    intra: str | None = None
+    nic: str | None = None
+    nics_per_node: int | None = None
+    topology: str | None = None
+    oversubscription: float | None = None
+
+    def any(self) -> bool:
+        return any(v is not None for v in (self.inter, self.intra, self.nic, self.nics_per_node, self.topology,
+                                           self.oversubscription))
 
 
 @dataclass(frozen=True)
@@ -200,6 +228,7 @@ class Scenario:
     seed: int = 0
     workload: WorkloadSpec = WorkloadSpec()
     stack: StackSpec = StackSpec()
+    network: NetworkSpec = NetworkSpec()
     options: dict = field(default_factory=dict, compare=False)
     baseline: BaselineSpec | None = None  # None: the strategy's paper baseline (Strategy.paper_baseline)
 
@@ -235,60 +264,3 @@ class Scenario:
     def with_(self, **changes) -> Scenario:
         """A copy with the non-None ``changes`` applied (CLI flags over the file)."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
-
-
-def _section(raw: dict, name: str, cls) -> dict:
-    sec = raw.pop(name, {})
-    if not isinstance(sec, dict):
-        raise ConfigError(f"scenario: [{name}] must be a table")
-    valid = {f.name for f in fields(cls)}
-    for key in sec:
-        if key not in valid:
-            raise ConfigError(f"scenario: unknown key {name}.{key!r}; valid keys: {', '.join(sorted(valid))}")
-    return sec
-
-
-def read_scenario_toml(path: str | Path) -> dict:
-    """The raw table of a scenario file; a missing or malformed file is a one-line ConfigError."""
-    p = Path(path)
-    try:
-        return tomllib.loads(p.read_text(encoding="utf-8"))
-    except (FileNotFoundError, IsADirectoryError):
-        raise ConfigError(f"scenario: file {str(p)!r} does not exist") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"scenario: {str(p)!r} is not valid TOML ({exc})") from None
-
-
-def load_scenario(path: str | Path) -> Scenario:
-    """Read a scenario TOML file; unknown keys are errors naming the valid ones."""
-    p = Path(path)
-    raw = read_scenario_toml(p)
-    wl = _section(raw, "workload", WorkloadSpec)
-    st = _section(raw, "stack", StackSpec)
-    baseline = parse_baseline(raw.pop("baseline")) if "baseline" in raw else None
-    options = raw.pop("options", {})
-    if not isinstance(options, dict):
-        raise ConfigError("scenario: [options] must be a table")
-    valid = {f.name for f in fields(Scenario)} - {"workload", "stack", "options", "baseline"}
-    for key in raw:
-        if key not in valid:
-            raise ConfigError(f"scenario: unknown key {key!r}; valid keys: {', '.join(sorted(valid))}, "
-                              "[workload], [stack], [baseline], [options]")
-    if "dataload_s" in wl:
-        wl["dataload_s"] = parse_time(wl["dataload_s"], "workload.dataload_s")
-    if "compute_scale" in wl:
-        cs = wl["compute_scale"]
-        wl["compute_scale"] = tuple(cs) if isinstance(cs, list) else cs
-    if st.get("overhead") is not None:
-        st["overhead"] = parse_time(st["overhead"], "stack.overhead")
-    if isinstance(st.get("cpu_per_byte"), str):  # "25ns" (per byte) as well as 2.5e-8
-        st["cpu_per_byte"] = parse_time(st["cpu_per_byte"], "stack.cpu_per_byte")
-    base = p.parent
-    # Relative files are relative to the scenario file, not to where simcomm runs.
-    if isinstance(raw.get("trace"), str) and raw["trace"] and not Path(raw["trace"]).is_absolute():
-        raw["trace"] = str(base / raw["trace"])
-    cluster = raw.get("cluster")
-    if isinstance(cluster, str) and cluster.endswith((".toml", ".graphml")) and not Path(cluster).is_absolute():
-        raw["cluster"] = str(base / cluster)
-    return Scenario(workload=WorkloadSpec(**wl), stack=StackSpec(**st), options=dict(options), baseline=baseline,
-                    **raw)
