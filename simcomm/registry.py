@@ -71,6 +71,8 @@ class Registry(Generic[T]):
         if self._plugins_loaded:
             return
         self._plugins_loaded = True
+        if self.group is None:
+            return
         for ep in entry_points(group=self.group):
             before = set(self._items)
             obj = ep.load()

@@ -72,7 +72,7 @@ def parse_size(text: str | float, field: str = "size", *, allow_zero: bool = Fal
     bare = _number(text, field, allow_zero)
     if bare is not None:
         return bare
-    m = _SIZE_RE.match(text.strip())
+    m = _SIZE_RE.match(str(text).strip())
     if not m or (m.group(2) and not m.group(3)):
         raise UnitError(f"{field}: cannot parse {text!r}; expected a number with one of "
                         f"{', '.join(SIZE_UNITS)}")
@@ -88,7 +88,7 @@ def parse_bandwidth(text: str | float, field: str = "bandwidth") -> float:
     bare = _number(text, field, False)
     if bare is not None:
         return bare
-    m = _BW_RE.match(text.strip())
+    m = _BW_RE.match(str(text).strip())
     if not m:
         raise UnitError(f"{field}: cannot parse {text!r}; expected a number with one of "
                         f"{', '.join(BANDWIDTH_UNITS)}")
@@ -103,7 +103,7 @@ def parse_time(text: str | float, field: str = "time", *, allow_zero: bool = Tru
     bare = _number(text, field, allow_zero)
     if bare is not None:
         return bare
-    m = _TIME_RE.match(text.strip())
+    m = _TIME_RE.match(str(text).strip())
     unit = (m.group(2) if m else "") or "s"
     if not m or unit.upper() not in _TIME:
         raise UnitError(f"{field}: cannot parse {text!r}; expected a number with one of "
@@ -130,5 +130,9 @@ def format_bandwidth(bps: float) -> str:
 
 
 def format_time(seconds: float) -> str:
-    """Human string, e.g. ``16.8 ms``."""
-    return _scaled(seconds, ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")), ".4g")
+    """Human string, e.g. ``16.8 ms``, ``12.6 min``, ``21.04 h`` (never ``7.574e+04 s``)."""
+    if seconds != seconds or abs(seconds) == float("inf"):
+        return str(seconds)
+    if abs(seconds) >= 3600:
+        return f"{seconds / 3600:.4g} h" if abs(seconds) < 3600 * 1e4 else f"{seconds / 3600:,.0f} h"
+    return _scaled(seconds, ((60.0, "min"), (1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")), ".4g")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import io
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -23,10 +22,12 @@ from simcomm.cli.app import app
 from simcomm.cli.console import print_json, stderr, stdout, table
 from simcomm.cli.run_cmd import build_scenario
 from simcomm.cli.scenario_flags import scenario_flags
-from simcomm.errors import ConfigError, PlanError
+from simcomm.errors import ConfigError
 from simcomm.units import format_time
 
 __all__ = ["compare_command", "parse_nodes", "parse_strategies", "run_compare"]
+
+from simcomm.compare import baseline_of, common_assumptions, ranked, run_compare, verdict  # noqa: E402
 
 
 def parse_nodes(text: str) -> list[int]:
@@ -48,67 +49,6 @@ def parse_strategies(text: str) -> list[str]:
     for n in names:
         STRATEGIES.entry(n)  # unknown name: one line listing the choices
     return names
-
-
-def baseline_of(base):
-    """(strategy name, options, description) of the comparison's common baseline, or None for --baseline none."""
-    from simcomm.pipeline import BASELINE, make_strategy
-
-    spec = base.baseline
-    if spec is not None and spec.none:
-        return None
-    name, opts = (BASELINE, {}) if spec is None else (spec.strategy, spec.option_dict())
-    try:
-        ref = make_strategy(name, opts)
-    except ConfigError as exc:
-        raise ConfigError(f"baseline: {exc}") from None
-    return name, opts, ref.describe()
-
-
-def run_compare(base, strategies: list[str], nodes: list[int], progress=None) -> list:
-    """Results for every (nodes, strategy); speedup against the common baseline at the same nodes."""
-    from simcomm.pipeline import Context, simulate
-
-    ctx = Context(base)
-    ctx.trace()  # a bad trace or cluster is the user's error for every strategy: fail once, here
-    ref_spec = baseline_of(base)
-    desc = None if ref_spec is None else f"{ref_spec[2]} on stack {ctx.stack_choice()[0]}"
-    out = []
-    for n in nodes:
-        ctx.cluster(n, 0)
-        ref = None
-        if ref_spec is not None:
-            name, opts, _ = ref_spec
-            res = simulate(replace(base, strategy=name, nodes=n, options=opts), ctx=ctx, baseline=False,
-                           analytic=False)
-            if res.not_applicable:
-                raise ConfigError(f"baseline: {name!r} does not apply at {n} nodes ({res.not_applicable}); choose "
-                                  "another with --baseline, or --baseline none")
-            ref = res.mean_s
-        for name in strategies:
-            opts = base.options if name == base.strategy else {}
-            scn = replace(base, strategy=name, nodes=n, options=opts)
-            try:
-                res = simulate(scn, ctx=ctx, baseline=False, analytic=False)
-            except (ConfigError, PlanError) as exc:
-                if name == base.strategy and base.options:
-                    raise  # the user's own options for this strategy are wrong
-                res = _unusable(scn, str(exc))
-            if not res.not_applicable and ref:
-                res = replace(res, baseline_s=ref, speedup=ref / res.mean_s, baseline=desc)
-            out.append(res)
-            if progress is not None:
-                progress()
-    return out
-
-
-def _unusable(scn, reason: str):
-    """A Result marking a strategy that cannot run on these inputs (e.g. a trace without shapes)."""
-    from simcomm.result import Result
-
-    return Result(strategy=scn.strategy, options=dict(scn.options), nodes=scn.nodes,
-                  gpus_per_node=scn.gpus_per_node or 0, n_ranks=0, cluster=scn.cluster, model="", batch=0,
-                  fidelity=scn.fidelity, stack=scn.stack.name, not_applicable=reason)
 
 
 @app.command("compare")
@@ -159,7 +99,7 @@ def compare_command(
     title = "compare" if first is None else (f"compare on {first.cluster}, {first.model}, batch {first.batch}/rank, "
                                               f"{first.fidelity} fidelity, stack {first.stack}")
     t = table(title, [("strategy", "left")] + [(f"{n} nodes", "right") for n in counts])
-    for name in names:
+    for name in ranked(results, names, counts):  # fastest first at the largest node count
         cells = []
         for n in counts:
             r = next(x for x in results if x.strategy == name and x.nodes == n)
@@ -170,9 +110,15 @@ def compare_command(
     con.print(t)
     base_line = next((r.baseline for r in results if r.baseline), None)
     con.print("cells: mean iteration time" + ("" if ref is None else
-                                             f" (speedup vs the baseline at the same nodes: {base_line})"))
+                                             f" (speedup vs the baseline at the same nodes: {base_line})")
+              + "; rows fastest first at the largest node count")
     for r in results:
         if r.not_applicable:
             con.print(f"n/a: {r.strategy} at {r.nodes} nodes: {r.not_applicable}")
+    for line in common_assumptions(results):
+        con.print(f"assumed: {line}")
+    con.print("(each strategy's own assumptions: simcomm run -s NAME with the same flags)")
+    for line in verdict(results, counts):
+        con.print(f"verdict: {line}")
     if png is not None:
         con.print(f"plot: {png}")

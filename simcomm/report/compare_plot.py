@@ -1,6 +1,8 @@
 """Plot of ``simcomm compare``: iteration time and speedup against nodes, and a stacked breakdown.
 
-Left: mean iteration time vs nodes, one line per strategy (log y).  Middle:
+Left: mean iteration time vs nodes, one line per strategy (log y); with many
+strategies the five fastest at the largest node count and the baseline are bold
+and named, the rest pale.  Middle:
 speedup against ``allreduce`` vs nodes.  Right: stacked bars of the breakdown
 (compute, data loading, compression, exposed communication) at the largest
 node count.  Not-applicable points are simply absent from the lines.
@@ -14,6 +16,8 @@ from simcomm.fileio import atomic_open
 
 __all__ = ["plot_compare"]
 
+#: strategies drawn bold when many are compared: the fastest at the largest node count
+HIGHLIGHT = 5
 _PARTS = (("compute", "compute"), ("dataload", "data loading"), ("compression", "compression"),
           ("comm_exposed", "comm exposed"))
 
@@ -29,6 +33,13 @@ def plot_compare(results, path: str | Path) -> Path:
 
     ok = [r for r in results if not r.not_applicable]
     names = list(dict.fromkeys(r.strategy for r in results))
+    top_nodes = max((r.nodes for r in ok), default=0)
+    at_top = sorted((r.mean_s, r.strategy) for r in ok if r.nodes == top_nodes)
+    # With many strategies, the fastest few (and the baseline) are drawn bold and named at the line's
+    # end; the others stay visible but thin and pale, so the lines a reader compares stand out.
+    bold = {name for _, name in at_top[:HIGHLIGHT]} | {r.strategy for r in ok if r.speedup == 1.0}
+    if len(names) <= HIGHLIGHT + 1:
+        bold = set(names)
     fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(17, 5.5))
     # Up to 17 strategies: 20 distinct colours, and markers/dashes cycle on a different period so
     # no two lines look alike.
@@ -39,10 +50,16 @@ def plot_compare(results, path: str | Path) -> Path:
         if not pts:
             continue
         xs = [p[0] for p in pts]
+        strong = name in bold
         style = {"color": colours[i % 20], "marker": markers[i % len(markers)],
-                 "linestyle": dashes[i % len(dashes)], "label": name}
-        ax1.plot(xs, [p[1] * 1e3 for p in pts], **style)
+                 "linestyle": dashes[i % len(dashes)], "label": name, "linewidth": 2.2 if strong else 0.9,
+                 "alpha": 1.0 if strong else 0.35, "markersize": 6 if strong else 3, "zorder": 3 if strong else 1}
+        ys = [p[1] * 1e3 for p in pts]
+        ax1.plot(xs, ys, **style)
         ax2.plot(xs, [p[2] if p[2] is not None else float("nan") for p in pts], **style)
+        if strong and len(names) > HIGHLIGHT + 1:
+            ax1.annotate(name, (xs[-1], ys[-1]), xytext=(4, 0), textcoords="offset points", fontsize=7,
+                         color=colours[i % 20], va="center")
     for ax, label in ((ax1, "mean iteration time (ms)"), (ax2, "speedup vs allreduce (x)")):
         ax.set_xlabel("nodes (log scale)")
         ax.set_ylabel(label)

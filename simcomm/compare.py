@@ -1,0 +1,134 @@
+"""Compare strategies across node counts on one scenario: results, ranking and verdict (pure library).
+
+``run_compare`` simulates every (nodes, strategy) through
+:func:`simcomm.pipeline.simulate` with one shared :class:`~simcomm.pipeline.Context`
+(the trace and each cluster are built once), and sets each result's speedup
+against one common baseline at the same node count.  ``verdict`` and
+``common_assumptions`` turn the results into the words ``simcomm compare``
+ends with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from simcomm.errors import ConfigError, PlanError
+from simcomm.result import Result
+from simcomm.scenario import Scenario
+from simcomm.units import format_time
+
+__all__ = ["run_compare", "baseline_of", "ranked", "verdict", "common_assumptions"]
+
+
+def baseline_of(base: Scenario):
+    """(strategy name, options, description) of the comparison's common baseline, or None for --baseline none."""
+    from simcomm.pipeline import BASELINE, make_strategy
+
+    spec = base.baseline
+    if spec is not None and spec.none:
+        return None
+    name, opts = (BASELINE, {}) if spec is None else (spec.strategy, spec.option_dict())
+    try:
+        ref = make_strategy(name, opts)
+    except ConfigError as exc:
+        raise ConfigError(f"baseline: {exc}") from None
+    return name, opts, ref.describe()
+
+
+def run_compare(base: Scenario, strategies: list[str], nodes: list[int], progress=None) -> list[Result]:
+    """Results for every (nodes, strategy); speedup against the common baseline at the same nodes."""
+    from simcomm.pipeline import Context, simulate
+
+    ctx = Context(base)
+    ctx.trace()  # a bad trace or cluster is the user's error for every strategy: fail once, here
+    ref_spec = baseline_of(base)
+    desc = None if ref_spec is None else f"{ref_spec[2]} on stack {ctx.stack_choice()[0]}"
+    out = []
+    for n in nodes:
+        ctx.cluster(n, 0)
+        ref = None
+        if ref_spec is not None:
+            name, opts, _ = ref_spec
+            res = simulate(replace(base, strategy=name, nodes=n, options=opts), ctx=ctx, baseline=False,
+                           analytic=False)
+            if res.not_applicable:
+                raise ConfigError(f"baseline: {name!r} does not apply at {n} nodes ({res.not_applicable}); choose "
+                                  "another with --baseline, or --baseline none")
+            ref = res.mean_s
+        for name in strategies:
+            opts = _own_options(base, name)
+            scn = replace(base, strategy=name, nodes=n, options=opts)
+            try:
+                res = simulate(scn, ctx=ctx, baseline=False, analytic=False)
+            except (ConfigError, PlanError) as exc:
+                if name == base.strategy and base.options:
+                    raise  # the user's own options for this strategy are wrong
+                res = _unusable(scn, str(exc))
+            if not res.not_applicable and ref:
+                res = replace(res, baseline_s=ref, speedup=ref / res.mean_s, baseline=desc)
+            out.append(res)
+            if progress is not None:
+                progress()
+    return out
+
+
+def _own_options(base: Scenario, name: str) -> dict:
+    """The scenario's strategy options that strategy ``name`` has (an option is for the strategies that have it)."""
+    if not base.options:
+        return {}
+    from simcomm.strategies.base import STRATEGIES, option_names
+
+    own = set(option_names(STRATEGIES.get(name)))
+    return {k: v for k, v in base.options.items() if k in own}
+
+
+def _unusable(scn: Scenario, reason: str) -> Result:
+    """A Result marking a strategy that cannot run on these inputs (e.g. a trace without shapes)."""
+    return Result(strategy=scn.strategy, options=dict(scn.options), nodes=scn.nodes,
+                  gpus_per_node=scn.gpus_per_node or 0, n_ranks=0, cluster=scn.cluster, model="", batch=0,
+                  fidelity=scn.fidelity, stack=scn.stack.name or "", not_applicable=reason)
+
+
+def ranked(results: list[Result], strategies: list[str], nodes: list[int]) -> list[str]:
+    """Strategies fastest first at the largest node count (then the next largest...); n/a last, by name."""
+    def key(name: str):
+        out = []
+        for n in sorted(nodes, reverse=True):
+            r = next((x for x in results if x.strategy == name and x.nodes == n), None)
+            out.append(float("inf") if r is None or r.not_applicable else r.mean_s)
+        return (*out, strategies.index(name))
+
+    return sorted(strategies, key=key)
+
+
+def verdict(results: list[Result], nodes: list[int]) -> list[str]:
+    """One line per node count: the fastest strategy, by how much it beats the runner-up and the baseline."""
+    lines = []
+    for n in nodes:
+        ok = sorted((r for r in results if r.nodes == n and not r.not_applicable), key=lambda r: r.mean_s)
+        if not ok:
+            lines.append(f"at {n} nodes no strategy applies")
+            continue
+        best = ok[0]
+        text = f"at {n} nodes {best.strategy} is fastest ({format_time(best.mean_s)} per iteration"
+        if best.speedup is not None:
+            text += f", {best.speedup:.2f}x the baseline"
+        text += ")"
+        if len(ok) > 1:
+            second = ok[1]
+            gap = (second.mean_s - best.mean_s) / second.mean_s if second.mean_s > 0 else 0.0
+            text += (f", {gap * 100:.1f} % ahead of {second.strategy}" if gap >= 0.01 else
+                     f", within 1 % of {second.strategy} (a tie at this model's accuracy)")
+        lines.append(text)
+    return lines
+
+
+def common_assumptions(results: list[Result]) -> list[str]:
+    """``assumed`` lines every applicable result shares, in the first result's order."""
+    ok = [r for r in results if not r.not_applicable]
+    if not ok:
+        return []
+    shared = set(ok[0].assumed)
+    for r in ok[1:]:
+        shared &= set(r.assumed)
+    return [line for line in ok[0].assumed if line in shared]
