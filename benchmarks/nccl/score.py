@@ -2,11 +2,13 @@
 
     python benchmarks/nccl/score.py                     # print the tables
     python benchmarks/nccl/score.py --write docs/accuracy.md   # replace its "GPU collectives" section
+    python benchmarks/nccl/score.py --fit-fill          # refit NVLS_TREE_FILL_LOOPS on its calibration run
 
 Every run is set up from its stated hardware (models.toml, written without
 looking at the measured rows) and every row is a *prediction*: nothing is
-fitted here.  Runs whose source called them anomalous are scored and shown
-but kept out of the medians, and so are *unsettled* rows, whose in-place and
+fitted when scoring (``--fit-fill`` shows how NVLS_TREE_FILL_LOOPS was fitted
+on its held-out run).  Runs whose source called them anomalous are scored and
+shown but kept out of the medians, and so are *unsettled* rows, whose in-place and
 out-of-place times (the same operation, measured back to back by nccl-tests)
 differ by more than 1.5x in the source itself.  Errors are (predicted - measured) / measured of
 the out-of-place time, per size band: <= 64 KiB, 1-16 MiB, >= 128 MiB, and the
@@ -59,7 +61,7 @@ def build(model: dict):
             b["nic_link"] = _nic(b["nic_link"])
         b["device"] = b.get("device") or None
         topo = two_level(model["nodes"], model["gpus_per_node"], **b)
-    for key in ("gpu_arch", "cpu", "sharp"):
+    for key in ("gpu_arch", "cpu", "sharp", "gdr"):
         if key in model:
             topo.meta[key] = model[key]
     stack = get_stack(model.get("stack", "nccl"))
@@ -84,10 +86,10 @@ def score_run(run: dict, model: dict) -> dict:
             out.append({"size": size, "measured_us": meas, "predicted_us": pred.time_us,
                         "error": (pred.time_us - meas) / meas, "algorithm": pred.algorithm,
                         "unsettled": bool(other and other > 0 and max(meas, other) / min(meas, other) > UNSETTLED)})
-    from simcomm.nccl.execution import CALIBRATION_RUN
+    from simcomm.nccl.execution import HELD_OUT_RUNS
 
     return {"id": run["id"], "collective": run["collective"], "anomalous": bool(run.get("anomalous")),
-            "calibration": run["id"] == CALIBRATION_RUN,
+            "calibration": run["id"] in HELD_OUT_RUNS,
             "shown": run.get("algorithm", ""), "rows": out, "why": model.get("why", ""),
             "class": model.get("class", ""),
             "ranks": topo.n_ranks, "source": run["source"]}
@@ -143,7 +145,7 @@ def _algo_check(r: dict) -> str:
 
 
 def render(results: list[dict]) -> str:
-    from simcomm.nccl.execution import CALIBRATION_RUN
+    from simcomm.nccl.execution import CALIBRATION_RUN, FILL_CALIBRATION_RUN
 
     s = summary(results)
     lines = [START, "## GPU collectives: public nccl-tests runs", "",
@@ -151,10 +153,13 @@ def render(results: list[dict]) -> str:
              "Every row is a **prediction**: each run is set up from the hardware its source states",
              "(`benchmarks/nccl/models.toml`, written without the measured rows), simulated with",
              "`simcomm.bench` on the `nccl` stack, and compared with the measured out-of-place time.",
-             "One number was fitted: the kernel launch per GPU a host thread drives, per NCCL call",
-             "(`LAUNCH_PER_GPU_S` in `simcomm/nccl/execution.py`; nccl-tests' `-g` is in `models.toml`),",
-             f"on the 8 B row of `{CALIBRATION_RUN}`; that whole run is held out. Runs their source called",
-             "anomalous are shown but not counted. Sources, hardware as stated, and every number:",
+             "Two numbers were fitted, each on one run that is then held out whole: the kernel launch per GPU",
+             "a host thread drives, per NCCL call (`LAUNCH_PER_GPU_S` in `simcomm/nccl/execution.py`;",
+             f"nccl-tests' `-g` is in `models.toml`), on the 8 B row of `{CALIBRATION_RUN}`; and NVLS-Tree's",
+             "pipeline fill in loops (`NVLS_TREE_FILL_LOOPS`), the median over the NVLS-Tree rows of",
+             f"`{FILL_CALIBRATION_RUN}`. One public number is used as stated: NVIDIA/nccl#384's",
+             "bidirectional share of a GPU's PCIe port through host memory (`HOST_BIDIR_SHARE`). Runs their",
+             "source called anomalous are shown but not counted. Sources, hardware as stated, and every number:",
              "`benchmarks/nccl/runs/`.", "",
              f"Counted: {s['runs']} runs, {s['rows']} rows. Not counted: {s['unsettled']} unsettled rows, whose "
              f"in-place and out-of-place times differ by more than {UNSETTLED:g}x in the source itself "
@@ -189,12 +194,45 @@ def render(results: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def fit_fill(run: dict, model: dict) -> tuple[float, list[float]]:
+    """NVLS-Tree's fill ``F`` that makes each NVLS-Tree row of ``run`` exact, and their median.
+
+    The prediction is linear in ``F`` (its bandwidth term is that of ``n + F min(n, loop)`` bytes), so each
+    row's ``F`` is ``(measured - pred(0)) / (pred(1) - pred(0))``.  How ``NVLS_TREE_FILL_LOOPS`` was fitted.
+    """
+    from simcomm.nccl import execution
+
+    keep = execution.NVLS_TREE_FILL_LOOPS
+    try:
+        execution.NVLS_TREE_FILL_LOOPS = 0.0
+        at0 = score_run(run, model)["rows"]
+        execution.NVLS_TREE_FILL_LOOPS = 1.0
+        at1 = score_run(run, model)["rows"]
+    finally:
+        execution.NVLS_TREE_FILL_LOOPS = keep
+    fs = [(a["measured_us"] - a["predicted_us"]) / (b["predicted_us"] - a["predicted_us"])
+          for a, b in zip(at0, at1) if "NVLSTree" in a["algorithm"] and not a["unsettled"]
+          and b["predicted_us"] > a["predicted_us"]]
+    return _median(fs), fs
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", type=Path, help="Markdown file whose GPU collectives section to replace")
     ap.add_argument("--only", help="score one run id")
+    ap.add_argument("--fit-fill", action="store_true",
+                    help="print the NVLS-Tree fill fitted on FILL_CALIBRATION_RUN (or on --only's run)")
     args = ap.parse_args(argv)
     models = tomllib.loads((HERE / "models.toml").read_text(encoding="utf-8"))
+    if args.fit_fill:
+        from simcomm.nccl.execution import FILL_CALIBRATION_RUN
+
+        rid = args.only or FILL_CALIBRATION_RUN
+        run = tomllib.loads((HERE / "runs" / f"{rid}.toml").read_text(encoding="utf-8"))
+        med, fs = fit_fill(run, models[rid])
+        print(f"{rid}: NVLS-Tree fill F = {med:.4f} (median of {len(fs)} rows: "
+              + ", ".join(f"{f:.2f}" for f in fs) + ")")
+        return 0
     results = []
     for path in sorted((HERE / "runs").glob("*.toml")):
         run = tomllib.loads(path.read_text(encoding="utf-8"))

@@ -1,9 +1,9 @@
 """How a chosen NCCL algorithm executes, beyond the tuning model NCCL uses to choose it.
 
 NCCL's tuning model (:mod:`simcomm.nccl.tuning`) prices every size at the
-graph's full bandwidth: it exists to rank algorithms, not to time them.  Two
+graph's full bandwidth: it exists to rank algorithms, not to time them.  Three
 things NCCL's own code does make real collectives slower than that model at
-small and middle sizes, and simcomm applies both when the choice runs
+small and middle sizes, and simcomm applies them when the choice runs
 (docs/nccl.md, "Execution"):
 
 * **Fewer channels for small buffers.**  ``ncclTuningGetChannels``
@@ -25,35 +25,138 @@ small and middle sizes, and simcomm applies both when the choice runs
   ``K t + (K - H) h``.  Large buffers use full slices and lose a few per cent;
   megabyte buffers, split into kilobyte slices over many channels, lose more.
 
-Both enter the flows as a further efficiency factor; the tuning model's
-latency is kept as NCCL computes it.
+* **NVLS-Tree's pipeline fill** (:func:`nvls_tree_fill`).  The NVLS-Tree
+  kernel hands each loop of ``channels x heads x chunk`` bytes from warp group
+  to warp group (scatter, switch reduction and network send, the other node's
+  reduction, network receive and multicast, gather), the chunk following
+  ``calcCollChunking``; the last group starts once the first loop has crossed
+  the others, so ``n`` bytes take as long as ``n + F min(n, loop)`` would.
+  ``F = NVLS_TREE_FILL_LOOPS`` is fitted (below).
 
-A third cost is the kernel launch, the same for every algorithm, so NCCL's
+These enter the flows as a further efficiency factor; the tuning model's
+latency is kept as NCCL computes it.  Where NCCL stages a transfer through host
+memory (SHM without peer-to-peer, a network without GPUDirect RDMA), a GPU
+sending and receiving at once is held to ``HOST_BIDIR_SHARE`` of its PCIe port
+each way (NVIDIA/nccl#384), which :func:`host_bidirectional_stretch` turns into
+a stretch of the whole pattern.
+
+A further cost is the kernel launch, the same for every algorithm, so NCCL's
 model leaves it out.  One host thread launches the collective's kernel on each
 GPU it drives, one after another (nccl-tests' ``-g``: a group call over its
 GPUs), so a call costs ``LAUNCH_PER_GPU_S`` per GPU of the thread
 (:func:`launch_s`); training frameworks run one process per GPU.  It is the
-one calibrated number of the NCCL model, fitted on the 8 B all-reduce of
+first of the two calibrated numbers of the NCCL model, fitted on the 8 B all-reduce of
 ``benchmarks/nccl/runs/autodl-2080ti-2gpu-pcie-allreduce`` (one thread driving
 two GPUs, ``-g 2``, where NCCL's model gives 8.60 us and the run measured
 12.25 us: 3.65 us for two launches); that run is held out of every reported
-score (docs/accuracy.md, "GPU collectives").
+score (docs/accuracy.md, "GPU collectives").  The second is NVLS-Tree's fill
+``F``, the median over the NVLS-Tree rows of FILL_CALIBRATION_RUN of the ``F``
+that makes each row exact; that run is held out too (HELD_OUT_RUNS).
 """
 
 from __future__ import annotations
 
+import numpy as np
 
 from simcomm.nccl.layout import GroupLayout
 from simcomm.nccl.tuning import HW_LAT, ModelTime, graphs, runtime_channels
 
+KiB, MiB = 1024, 1 << 20
+
 __all__ = ["channels_used", "slice_bytes", "execution_efficiency", "NVLS_CHANNELS", "LAUNCH_PER_GPU_S", "launch_s",
-           "CALIBRATION_RUN"]
+           "CALIBRATION_RUN", "FILL_CALIBRATION_RUN", "HELD_OUT_RUNS",
+           "NVLS_TREE_FILL_LOOPS", "nvls_tree_loop_bytes", "nvls_tree_fill", "HOST_BIDIR_SHARE", "host_staged",
+           "host_bidirectional_stretch"]
 
 #: kernel launch per GPU a host thread drives, per NCCL call: 3.65 us over the 2 GPUs of CALIBRATION_RUN (above)
 LAUNCH_PER_GPU_S = 3.65e-6 / 2
 CALIBRATION_RUN = "autodl-2080ti-2gpu-pcie-allreduce"
 
-KiB, MiB = 1024, 1 << 20
+#: NVLS-Tree's pipeline fill, in loops (:func:`nvls_tree_loop_bytes`): the second and last calibrated number of
+#: the NCCL model, fitted on FILL_CALIBRATION_RUN (the median, over its 11 NVLS-Tree rows, 8 MiB - 8 GiB, of the
+#: F that makes each row exact: 2.884), which is held out of every score like CALIBRATION_RUN (docs/nccl.md,
+#: "Execution"; docs/accuracy.md).  Chosen as the run with the most NVLS-Tree rows and no small-message row.
+NVLS_TREE_FILL_LOOPS = 2.88
+FILL_CALIBRATION_RUN = "gcp-a4-b200-2x8-roce-allreduce"
+#: runs a calibrated number was fitted on: shown, never counted
+HELD_OUT_RUNS = (CALIBRATION_RUN, FILL_CALIBRATION_RUN)
+#: NCCL_NVLS_CHUNKSIZE's default (src/init.cc, v2.20+): NVLS-Tree's largest chunk
+NVLS_TREE_CHUNK = 128 * KiB
+
+
+#: Host memory in the middle of a transfer.  NCCL stages a transfer through pinned host memory in two cases:
+#:
+#: * its SHM transport between GPUs of one machine without peer-to-peer (``src/transport/shm.cc``, v2.16-2.19:
+#:   NCCL_SHM_USE_CUDA_MEMCPY=0 by default, so the sending kernel writes into the receiver's host buffer,
+#:   NCCL_SHM_LOCALITY=2, and the receiving kernel reads it back over PCIe);
+#: * its network transport when GPUDirect RDMA is off (``ncclTopoCheckGdr``, ``src/graph/paths.cc``: off when the
+#:   network plugin lacks NCCL_PTR_CUDA, as NCCL's socket transport always does, ``src/transport/net_socket.cc``,
+#:   and aws-ofi-nccl does when libfabric's provider cannot register GPU memory, ``src/nccl_ofi_net.c``
+#:   ``support_gdr = false``); ``src/transport/net.cc`` then places the proxy's buffers in host memory, the
+#:   sending kernel writes them and the receiving kernel reads them.
+#:
+#: A GPU that sends and receives at once (ring all-reduce/all-gather, all-to-all) then moves host-memory traffic
+#: both ways on its PCIe port.  NVIDIA/nccl#384, maintainer's numbers on two PCIe Gen3 GPUs through SHM:
+#: all-reduce busbw 3.9 GB/s where broadcast (one way) reaches 10.31 GB/s; "some components (in particular some
+#: CPUs) do not handle bidirectional traffic well".  So each direction of such a GPU gets at most this share of
+#: its port's one-way rate.  A public number, not fitted here (issue #384's own runs are not in
+#: benchmarks/nccl/runs).
+HOST_BIDIR_SHARE = 3.9 / 10.31
+
+
+def host_staged(topology, a: int, b: int) -> bool:
+    """Whether NCCL moves ``a -> b`` (global ranks) through host memory: SHM without P2P, or a network without GDR.
+
+    ``topology.meta``: ``p2p`` False (the ``pcie-host`` fabric) for GPUs of one machine; ``gdr`` False, or
+    the ``nccl-socket`` stack (NCCL's TCP transport has host pointers only), for GPUs of different machines.
+    """
+    meta = topology.meta
+    if topology.machine_of(a) == topology.machine_of(b):
+        return meta.get("p2p", True) is False
+    return meta.get("gdr", True) is False or meta.get("stack") == "nccl-socket"
+
+
+def host_bidirectional_stretch(topology, group: np.ndarray, src: np.ndarray, dst: np.ndarray, moved: np.ndarray,
+                               payload: np.ndarray | None = None) -> float:
+    """How much longer (>= 1) host-memory staging makes this pattern than its busiest link does.
+
+    For every GPU that both sends and receives through host memory (:func:`host_staged`), each direction may
+    carry at most ``HOST_BIDIR_SHARE`` of its PCIe port's rate (the first link of its outgoing routes); the
+    pattern is pipelined, so the whole collective runs at the pace of its slowest such GPU.  Returned: that
+    GPU's time over the busiest link's time (1 when no GPU is bidirectional through host memory or the cap
+    does not bind).
+
+    ``moved`` are the bytes the flows carry (after NCCL's efficiencies: fewer channels, handshakes), which set
+    the busiest link's time; ``payload`` (default ``moved``) the bytes that really cross each GPU's port, which
+    the cap limits: a small buffer on few channels is slow for want of concurrency, not of port bandwidth.
+    """
+    meta = topology.meta
+    shm, net = meta.get("p2p", True) is False, meta.get("gdr", True) is False or meta.get("stack") == "nccl-socket"
+    if not len(moved) or not (shm or net):
+        return 1.0
+    payload = moved if payload is None else payload
+    gsrc, gdst = group[src], group[dst]
+    machine = np.array([-1 if (m := topology.machine_of(int(r))) is None else m for r in group], dtype=np.int64)
+    same = machine[src] == machine[dst]
+    staged = np.where(same, shm, net)
+    if not staged.any():
+        return 1.0
+    route_len, links = topology.routes(gsrc, gdst)
+    load = np.bincount(links, weights=np.repeat(moved, route_len), minlength=len(topology.capacity))
+    used = load > 0
+    busiest = float((load[used] / topology.capacity[used]).max())
+    starts = np.concatenate(([0], np.cumsum(route_len)[:-1]))
+    n = len(group)
+    out_b = np.bincount(src[staged], weights=payload[staged], minlength=n)
+    in_b = np.bincount(dst[staged], weights=payload[staged], minlength=n)
+    # a GPU's port: the first link of its outgoing routes (its incoming routes end on the same link's other way)
+    port = np.zeros(n)
+    port[src[staged]] = topology.capacity[links[starts[staged]]]
+    both = (out_b > 0) & (in_b > 0)
+    if not both.any() or busiest <= 0:
+        return 1.0
+    slowest = float((np.maximum(out_b, in_b)[both] / (HOST_BIDIR_SHARE * port[both])).max())
+    return max(1.0, slowest / busiest)
 
 
 def launch_s(gpus_per_thread: int = 1) -> float:
@@ -105,11 +208,44 @@ def slice_bytes(algo: str, proto: str, kind: str, layout: GroupLayout, nbytes: f
     return min(step, share)
 
 
+def nvls_tree_loop_bytes(layout: GroupLayout, nbytes: float) -> float:
+    """Bytes of the buffer one NVLS-Tree loop covers: channels x heads x chunk (``src/enqueue.cc``).
+
+    ``calcCollChunking`` (NCCL 2.20-2.27): the chunk starts at NCCL_NVLS_CHUNKSIZE (128 KiB), at most 64 KiB
+    from 4 nodes on (NCCL_NVLS_TREE_MAX_CHUNKSIZE's default), and with ``ops = channels x heads`` halves to
+    64 KiB while ``bytes < 4 x ops x chunk`` and to 32 KiB while ``bytes < ops x chunk``; a loop is
+    ``ops x chunk`` (the all-reduce kernel, ``src/device/all_reduce.h``, strides its grid by it).
+    """
+    ops = _full_channels("nvls-tree", layout) * graphs(layout)["nvls"].n_ch
+    chunk = NVLS_TREE_CHUNK if layout.n_nodes < 4 else min(NVLS_TREE_CHUNK, 64 * KiB)
+    if nbytes < 4 * ops * chunk and chunk > 64 * KiB:
+        chunk = 64 * KiB
+    if nbytes < ops * chunk and chunk > 32 * KiB:
+        chunk = 32 * KiB
+    return float(ops * chunk)
+
+
+def nvls_tree_fill(layout: GroupLayout, nbytes: float) -> float:
+    """Share of NVLS-Tree's bandwidth left after its pipeline fill (<= 1).
+
+    Each channel streams the buffer loop by loop through a chain of stages (``src/device/all_reduce.h``,
+    NVLS_TREE: scatter into the switch's buffers, switch reduction and network send, the other node's
+    reduction, network receive and multicast, gather), each handing a loop to the next; the last stage starts
+    only when the first loop has crossed the others.  The bandwidth term of ``n`` bytes becomes that of
+    ``n + F min(n, loop)`` bytes, F = NVLS_TREE_FILL_LOOPS (a partial loop fills with what it has).
+    """
+    if nbytes <= 0 or NVLS_TREE_FILL_LOOPS <= 0:
+        return 1.0
+    return nbytes / (nbytes + NVLS_TREE_FILL_LOOPS * min(nbytes, nvls_tree_loop_bytes(layout, nbytes)))
+
+
 def execution_efficiency(mt: ModelTime, kind: str, layout: GroupLayout, nbytes: float) -> float:
     """Share of the model's bandwidth this buffer achieves: channels launched x slice pipeline (<= 1)."""
     if mt.algo == "p2p" or nbytes <= 0:
         return 1.0
     used, full = channels_used(mt.algo, mt.proto, kind, layout, nbytes)
+    if mt.algo == "nvls-tree":
+        return (used / full) * nvls_tree_fill(layout, nbytes)
     if mt.algo not in ("ring", "tree"):
         return used / full  # NVLS, CollNet, PAT: the table's latency is the whole operation's, not a step's
     s = slice_bytes(mt.algo, mt.proto, kind, layout, nbytes, used)

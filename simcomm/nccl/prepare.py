@@ -24,7 +24,7 @@ from simcomm.collectives.base import Step
 from simcomm.engine.schedule import Prepared, route_step
 from simcomm.errors import ConfigError
 from simcomm.nccl.base import NCCL_ALGORITHMS
-from simcomm.nccl.execution import execution_efficiency, launch_s
+from simcomm.nccl.execution import execution_efficiency, host_bidirectional_stretch, launch_s
 from simcomm.nccl.layout import group_layout
 from simcomm.nccl.tuning import ALGOS as TUNED
 from simcomm.nccl.tuning import protocols_enabled, select
@@ -98,6 +98,7 @@ def prepare_nccl(op, topology, runtime) -> Prepared | None:
             forced = None
     algo, mt = choose(op.kind, layout, op.nbytes, forced, runtime.nccl_proto)
     src, dst, nb = NCCL_ALGORITHMS.get(algo).flows(op.kind, layout, op.nbytes, op.root)
+    payload = nb
     if mt is not None:
         # NCCL's model may rate a protocol or pattern above what its own graph rates allow
         # (NVLS-Tree's doubled network share on 2 nodes): never let the flows beat the links.
@@ -109,6 +110,10 @@ def prepare_nccl(op, topology, runtime) -> Prepared | None:
         latency = None  # grouped p2p: each message pays its route's latency and the stack's overhead
         label = "NCCL P2P" + (" (PXN)" if layout.n_nodes > 1 and layout.ppn > 1 else "")
     keep = nb > 0
+    group = np.asarray(op.ranks, dtype=np.int64)
+    # staged through host memory (SHM without P2P, a network without GDR): a GPU writing and reading it at once
+    # is slower than its port (execution.HOST_BIDIR_SHARE)
+    nb = nb * host_bidirectional_stretch(topology, group, src[keep], dst[keep], nb[keep], payload[keep])
     step = Step.make(src[keep], dst[keep], nb[keep])
     if not len(step):  # a zero-byte NCCL call returns at once (ncclAllReduce with count 0)
         return Prepared(_NcclAlgorithm(op.kind, algo), 1, (), closed_form=0.0, label=label)
@@ -117,7 +122,7 @@ def prepare_nccl(op, topology, runtime) -> Prepared | None:
     launch = launch_s(runtime.gpus_per_thread)
     if latency is not None:
         latency += launch
-    closed = _closed_form(step, topology, np.asarray(op.ranks, dtype=np.int64), latency,
+    closed = _closed_form(step, topology, group, latency,
                           0.0 if latency is not None else launch)
     return Prepared(_NcclAlgorithm(op.kind, algo), 1, (step,), (latency,), closed, label,
                     delay=0.0 if latency is not None else launch)

@@ -69,3 +69,30 @@ def test_docs_accuracy_gpu_section_is_the_rendered_suite():
     text = score.render(results)
     doc = (ROOT / "docs" / "accuracy.md").read_text(encoding="utf-8")
     assert text in doc, "docs/accuracy.md is stale: python benchmarks/nccl/score.py --write docs/accuracy.md"
+
+
+def test_both_calibration_runs_are_held_out_of_every_score():
+    from simcomm.nccl.execution import CALIBRATION_RUN, FILL_CALIBRATION_RUN, HELD_OUT_RUNS
+
+    score = _score()
+    models = tomllib.loads((SUITE / "models.toml").read_text(encoding="utf-8"))
+    assert set(HELD_OUT_RUNS) == {CALIBRATION_RUN, FILL_CALIBRATION_RUN} and len(HELD_OUT_RUNS) == 2
+    results = []
+    for p in RUNS:
+        run = tomllib.loads(p.read_text(encoding="utf-8"))
+        if run["id"] in HELD_OUT_RUNS or run["id"] == "spectrumx-h200-2x8-allreduce":
+            results.append(score.score_run(run, models[run["id"]]))
+    assert [r["calibration"] for r in results].count(True) == 2
+    s = score.summary(results)
+    assert s["runs"] == 1  # only the Spectrum-X run is counted
+
+
+def test_the_fill_constant_is_the_median_fit_on_its_held_out_run():
+    from simcomm.nccl.execution import FILL_CALIBRATION_RUN, NVLS_TREE_FILL_LOOPS
+
+    score = _score()
+    models = tomllib.loads((SUITE / "models.toml").read_text(encoding="utf-8"))
+    run = tomllib.loads((SUITE / "runs" / f"{FILL_CALIBRATION_RUN}.toml").read_text(encoding="utf-8"))
+    med, fs = score.fit_fill(run, models[FILL_CALIBRATION_RUN])
+    assert len(fs) == 11  # every row of that run runs NVLS-Tree
+    assert NVLS_TREE_FILL_LOOPS == round(med, 2)
