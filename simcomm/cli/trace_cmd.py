@@ -1,14 +1,23 @@
-"""``simcomm trace synth|capture|import|show``: make, import and inspect per-layer compute traces."""
+"""``simcomm trace synth|capture|import|show``: make, import and inspect per-layer compute traces.
+
+Every output path (``--out``, ``--png``, and the default names) is checked with
+:func:`simcomm.outpath.check_output_path` before any work, so a bad path costs one
+``error:`` line, not a finished capture.  Slow steps show progress on stderr (never on
+stdout, which stays machine-readable); ``SIMCOMM_NO_PROGRESS=1`` turns it off.
+"""
 
 from __future__ import annotations
 
 import os
+import sys
+from contextlib import contextmanager
 
 import typer
 
 from simcomm.cli.app import app
 from simcomm.cli.console import stderr, stdout, table
 from simcomm.errors import ConfigError
+from simcomm.outpath import check_output_path
 from simcomm.units import format_size, format_time
 
 trace_app = typer.Typer(help="Per-layer compute traces: synthesize, capture, import, show.",
@@ -53,8 +62,9 @@ def synth_command(
     from simcomm.traces.io import save_trace
     from simcomm.traces.synth import synth_trace
 
+    target = check_output_path(_default_out(f"{model}-{device}-roofline") if out is None else out, "out")
     trace = synth_trace(model, device, _batches(batch), dtype, optimizer, compute_eff, memory_eff)
-    path = save_trace(trace, out or _default_out(f"{model}-{device}-roofline"))
+    path = save_trace(trace, target)
     _summary_line(trace, path)
 
 
@@ -73,7 +83,7 @@ def capture_command(
     out: str = typer.Option(None, "--out", help="Output file (default MODEL-DEVICE-capture[-rankR].json)."),
 ) -> None:
     """Time every layer's forward and backward with torch (CUDA events on GPU, perf_counter on CPU)."""
-    from simcomm.traces.capture import CaptureConfig, capture_trace, rank_suffix
+    from simcomm.traces.capture import CaptureConfig, capture_trace, capture_warning, rank_suffix
     from simcomm.traces.io import save_trace
 
     if (model is None) == (module is None):
@@ -91,27 +101,49 @@ def capture_command(
     cfg = CaptureConfig(model=model, module=module, batches=tuple(_batches(batch)), input_shape=shape,
                         device=device, iters=iters, warmup=warmup, grad_norms=grad_norms,
                         optimizer=optimizer, threads=threads)
-    trace = capture_trace(cfg, progress=_progress)
-    stem = (model or module.split(":")[-1]) + f"-{trace.device_kind}-capture{rank_suffix()}"
-    path = save_trace(trace, out or _default_out(stem))
+    kind = "gpu" if device.startswith("cuda") else "cpu"  # the trace's device_kind, known before capturing
+    stem = (model or module.split(":")[-1]) + f"-{kind}-capture{rank_suffix()}"
+    target = check_output_path(_default_out(stem) if out is None else out, "out")
+    with _progress_display("capture") as show:
+        trace = capture_trace(cfg, progress=show.bar if show else None, stage=show.stage if show else None)
+    path = save_trace(trace, target)
     _summary_line(trace, path)
+    warning = capture_warning(trace)
+    if warning:
+        sys.stderr.write(f"warning: {' '.join(warning.split())}\n")
 
 
-def _progress(total: int):
-    """A rich progress bar on stderr (so stdout stays machine-readable); returns an advance callback."""
-    from rich.progress import Progress
+class _Display:
+    """A transient rich progress display on stderr: a stage line, then a bar over the iterations."""
 
-    if not total or os.environ.get("SIMCOMM_NO_PROGRESS"):
-        return None
-    bar = Progress(console=stderr(), transient=True)
-    task = bar.add_task("capturing", total=total)
-    bar.start()
+    def __init__(self, what: str):
+        from rich.progress import Progress
 
-    def advance(done: bool = False) -> None:
-        bar.advance(task)
-        if done or bar.tasks[0].finished:
-            bar.stop()
-    return advance
+        self.progress = Progress(console=stderr(), transient=True)
+        self.what = what
+        self.task = self.progress.add_task(f"{what}: starting", total=None)
+        self.progress.start()
+
+    def stage(self, text: str) -> None:
+        self.progress.update(self.task, description=f"{self.what}: {text}")
+
+    def bar(self, total: int):
+        self.progress.update(self.task, description=f"{self.what}: iterations", total=total, completed=0)
+        return lambda: self.progress.advance(self.task)
+
+
+@contextmanager
+def _progress_display(what: str):
+    """Yield a :class:`_Display`, always stopped, even on error; None when stderr is not a terminal (a
+    log or a pipe would collect the redraws) or SIMCOMM_NO_PROGRESS is set."""
+    if os.environ.get("SIMCOMM_NO_PROGRESS") or not stderr().is_terminal:
+        yield None
+        return
+    show = _Display(what)
+    try:
+        yield show
+    finally:
+        show.progress.stop()
 
 
 @trace_app.command("import")
@@ -120,15 +152,25 @@ def import_command(
     model: str = typer.Option(None, "--model", help="Model name to record (default: the profile's file name)."),
     batch: int = typer.Option(1, "--batch", help="Per-rank batch of the profiled run."),
     dtype: str = typer.Option("fp32", "--dtype", help="Parameter dtype of the profiled run."),
+    module: str = typer.Option(None, "--module", help="Your model factory as pkg.mod:function, to count "
+                                                      "parameters with torch (when not a zoo --model)."),
+    allow_zero_params: bool = typer.Option(False, "--allow-zero-params",
+                                           help="Import layers whose parameters the profile cannot tell "
+                                                "with 0 parameters (their gradients then cost no traffic)."),
     out: str = typer.Option(None, "--out", help="Output file (default PROFILE-trace.json)."),
 ) -> None:
     """Map a torch.profiler trace's module ranges to layers (see docs/traces.md for how to record it)."""
     from simcomm.traces.io import save_trace
     from simcomm.traces.kineto import import_profile
 
-    trace = import_profile(profile, model=model, batch=batch, dtype=dtype)
-    stem = os.path.basename(profile).split(".")[0]
-    path = save_trace(trace, out or _default_out(f"{stem}-trace"))
+    stem = os.path.basename(profile).split(".")[0] or "profile"
+    target = check_output_path(_default_out(f"{stem}-trace") if out is None else out, "out")
+    with _progress_display("import") as show:
+        if show:
+            show.stage(f"reading {profile}")
+        trace = import_profile(profile, model=model, batch=batch, dtype=dtype, module=module,
+                               allow_zero_params=allow_zero_params)
+    path = save_trace(trace, target)
     _summary_line(trace, path)
 
 
@@ -140,6 +182,8 @@ def show_command(
     """Print a trace's layers and totals as a table."""
     from simcomm.traces import resolve_trace
 
+    if png is not None:
+        check_output_path(png, "png")
     trace = resolve_trace(trace_ref)
     t = table(f"{trace.model} on {trace.device} ({trace.device_kind}), {trace.method}, batch {trace.batch}, "
               f"{trace.dtype}", [("#", "right"), ("layer", "left"), ("type", "left"), ("params", "right"),

@@ -17,6 +17,13 @@ sum and the measured iteration; docs/traces.md quantifies it.
 
 Under ``torchrun`` each rank captures its own trace: LOCAL_RANK picks
 ``cuda:LOCAL_RANK`` and RANK is appended to the default output name.
+
+Noise: the iteration times' coefficient of variation (all measured iterations,
+sample standard deviation over mean) is kept as ``meta.compute_jitter``, the
+value of the ``workload.compute_jitter`` scenario option that reproduces it,
+with their spread and the 1-minute load average; :func:`capture_warning` gives
+one line when the CV exceeds :data:`CV_WARN` or the load average exceeds the
+CPU count.  Progress is reported through callbacks (the CLI draws it).
 """
 
 from __future__ import annotations
@@ -33,7 +40,12 @@ import simcomm
 from simcomm.errors import ConfigError
 from simcomm.traces.schema import Layer, Trace
 
-__all__ = ["CaptureConfig", "capture_trace", "rank_suffix", "load_factory"]
+__all__ = ["CV_WARN", "CaptureConfig", "capture_trace", "capture_warning", "rank_suffix", "load_factory"]
+
+#: Iteration-time coefficient of variation above which a capture warns (10 %): the emulated
+#: cluster's ranks jitter by 0.10-0.18 on shared cores (docs/workload.md); an H100's unhooked steps spread
+#: by at most 2 % from min to max (docs/traces.md), a CV below 0.01.
+CV_WARN = 0.10
 
 
 @dataclass(frozen=True)
@@ -312,8 +324,53 @@ def _grad_norms(torch, model, layers, opt, cfg, dev, batch, in_shape, progress) 
     return norms
 
 
-def capture_trace(cfg: CaptureConfig, progress=None) -> Trace:
-    """Capture ``cfg`` (a zoo model or a factory) and return a ``cpu-timer``/``cuda-events`` trace."""
+def _load_1m() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):  # not every platform has a load average
+        return None
+
+
+def _noise(iters: list[float], loads: list[float | None]) -> dict:
+    """Spread of the measured iteration times, their CV (as ``compute_jitter``) and the machine's load."""
+    mean = _mean(iters)
+    cv = statistics.stdev(iters) / mean if len(iters) > 1 and mean > 0 else 0.0
+    known = [x for x in loads if x is not None]
+    # a normal distribution's IQR is 1.349 sigma: this CV ignores one preempted iteration, the plain one does not
+    med = statistics.median(iters)
+    robust = _iqr(iters) / 1.349 / med if len(iters) >= 4 and med > 0 else cv
+    return {"compute_jitter": cv, "iteration_cv": cv, "iteration_cv_robust": robust,
+            "iteration_min_s": min(iters), "iteration_max_s": max(iters),
+            "iteration_spread_s": max(iters) - min(iters),
+            "load_avg_1m": max(known) if known else None, "cpu_count": os.cpu_count()}
+
+
+def capture_warning(trace: Trace) -> str | None:
+    """One line when a capture was noisy (CV above :data:`CV_WARN`) or the machine overloaded, else None."""
+    meta = trace.meta
+    reasons = []
+    cv = meta.get("iteration_cv")
+    if isinstance(cv, (int, float)) and cv > CV_WARN:
+        reasons.append(f"iteration times vary by CV {cv:.1%} over {trace.iters} iterations (threshold "
+                       f"{CV_WARN:.0%})")
+    load, cpus = meta.get("load_avg_1m"), meta.get("cpu_count")
+    if isinstance(load, (int, float)) and isinstance(cpus, int) and load > cpus:
+        reasons.append(f"the 1-minute load average {load:.2f} exceeded the {cpus} CPUs")
+    if not reasons:
+        return None
+    return (f"capture of {trace.model}: {'; '.join(reasons)}; per-layer times are less certain (run again on an idle "
+            "machine, or with more --iters); meta.compute_jitter records the spread")
+
+
+def capture_trace(cfg: CaptureConfig, progress=None, stage=None) -> Trace:
+    """Capture ``cfg`` (a zoo model or a factory) and return a ``cpu-timer``/``cuda-events`` trace.
+
+    ``progress(total)`` may return a callback called once per iteration; ``stage(text)`` is told
+    each slow step before the iterations (importing torch, building the model, probing shapes).
+    """
+    say = stage or (lambda text: None)
+    loads = [_load_1m()]
+    say("importing torch")
     torch = _torch()
     if cfg.optimizer not in ("sgd", "adam"):
         raise ConfigError(f"optimizer: {cfg.optimizer!r} is not one of sgd, adam")
@@ -321,6 +378,7 @@ def capture_trace(cfg: CaptureConfig, progress=None) -> Trace:
         torch.set_num_threads(cfg.threads)
     dev = _device(torch, cfg.device)
     torch.manual_seed(cfg.seed)
+    say("building the model")
     flops_by_name = {}
     if cfg.model is not None:
         from simcomm.traces.zoo import MODELS, build_model, model_spec
@@ -339,6 +397,7 @@ def capture_trace(cfg: CaptureConfig, progress=None) -> Trace:
             mod.inplace = False
     model = model.to(dev).train()
     leaves = [(n, m) for n, m in model.named_modules() if n and next(m.children(), None) is None]
+    say("probing layer shapes")
     seen = _probe(torch, model, leaves, torch.zeros((2, *in_shape), device=dev))
     order = {name: i for i, name in enumerate(seen)}  # dicts keep first-call order
     layers = sorted(((n, m) for n, m in leaves if n in seen), key=lambda nm: order[nm[0]])
@@ -351,6 +410,7 @@ def capture_trace(cfg: CaptureConfig, progress=None) -> Trace:
         rows, iters, steps, border, opt = _measure(torch, model, layers, cfg, dev, batch, in_shape, tick)
         norms = _grad_norms(torch, model, layers, opt, cfg, dev, batch, in_shape, tick) if cfg.grad_norms else None
         per_batch[batch] = (rows, iters, steps, border, norms)
+    loads.append(_load_1m())
     main = cfg.batches[0]
     rows, iters, steps, border, norms = per_batch[main]
     keep = _middle(iters)
@@ -392,7 +452,7 @@ def capture_trace(cfg: CaptureConfig, progress=None) -> Trace:
               "iteration_median_s": statistics.median(iters), "kept_iterations": list(keep), "optimizer": cfg.optimizer,
               "threads": torch.get_num_threads(), "rank": int(os.environ.get("RANK", "0")),
               "input_shape": list(in_shape), "loss": "mean of squared outputs (synthetic random inputs)",
-              "captured": "real measurement on this machine"},
+              "captured": "real measurement on this machine", **_noise(iters, loads)},
     )
 
 

@@ -7,6 +7,10 @@ Every problem -- bad JSON, a truncated file, a wrong version, a missing or
 unknown key, a wrong type, a negative or non-finite time -- is raised as a
 :class:`~simcomm.errors.TraceFormatError` naming the field, e.g.
 ``layers[3].forward_s``.  Nothing else escapes :func:`load_trace`.
+
+Only regular files of at most :data:`TRACE_MAX_BYTES` are read (:func:`read_regular`):
+``/dev/zero`` would never end, a FIFO would block forever, and a multi-gigabyte file is not a
+trace; each is refused with one line naming the path before a byte is read.
 """
 
 from __future__ import annotations
@@ -14,14 +18,20 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 from pathlib import Path
 
 from simcomm.fileio import write_text
 from simcomm.errors import TraceFormatError
 from simcomm.traces.schema import CAPTURE_METHODS, SCHEMA_VERSION, Layer, Trace
 
-__all__ = ["FORMAT", "DTYPES", "DTYPE_BYTES", "load_trace", "save_trace", "trace_to_dict",
-           "trace_from_dict", "dumps_trace"]
+__all__ = ["FORMAT", "DTYPES", "DTYPE_BYTES", "TRACE_MAX_BYTES", "load_trace", "save_trace", "trace_to_dict",
+           "trace_from_dict", "dumps_trace", "read_regular"]
+
+#: The largest trace file read: 64 MiB.  The bundled traces total ~0.6 MB; a 1 000-layer trace with
+#: several batches and gradient norms is ~1 MB, so this is far above any real trace and far below
+#: what would exhaust memory when parsed (JSON objects take ~10x their text in Python).
+TRACE_MAX_BYTES = 64 * 2**20
 
 FORMAT = "simcomm-trace"
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp64": 8}
@@ -203,16 +213,71 @@ def save_trace(trace: Trace, path: str | os.PathLike) -> Path:
     return path
 
 
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def read_regular(path: str | os.PathLike, limit: int, what: str = "trace file") -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes, else one TraceFormatError.
+
+    Checked with ``stat`` before opening (opening a FIFO blocks until a writer appears), opened
+    non-blocking in case the path is swapped for a FIFO in between, checked again on the open
+    file, and read with a cap of ``limit + 1`` bytes (a file growing meanwhile is still bounded).
+    """
+    name = str(path)
+    if not name:
+        raise TraceFormatError(f"{what}: the path is empty; give a file name")
+    try:
+        st = os.stat(name)
+    except FileNotFoundError:
+        raise TraceFormatError(f"{what} {name!r} does not exist") from None
+    except OSError as exc:
+        raise TraceFormatError(f"{what} {name!r} cannot be read: {exc.strerror or exc}") from None
+    _check_stat(st, name, limit, what)
+    try:
+        fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise TraceFormatError(f"{what} {name!r} cannot be read: {exc.strerror or exc}") from None
+    try:
+        _check_stat(os.fstat(fd), name, limit, what)
+        chunks, left = [], limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as exc:
+        raise TraceFormatError(f"{what} {name!r} cannot be read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > limit:
+        raise TraceFormatError(f"{what} {name!r} grew past the {_mib(limit)} limit while being read")
+    return data
+
+
+def _check_stat(st: os.stat_result, name: str, limit: int, what: str) -> None:
+    if stat.S_ISDIR(st.st_mode):
+        raise TraceFormatError(f"{what} {name!r} is a directory, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a character device" if stat.S_ISCHR(st.st_mode)
+                else "a block device" if stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
+                else "not a regular file")
+        raise TraceFormatError(f"{what} {name!r} is {kind}; only regular files are read")
+    if st.st_size > limit:
+        raise TraceFormatError(f"{what} {name!r} is {_mib(st.st_size)}, over the {_mib(limit)} limit")
+
+
 def load_trace(path: str | os.PathLike) -> Trace:
     """Read a trace file; every flaw is one :class:`TraceFormatError` line naming file and field."""
-    path = Path(path)
+    name = str(path)
+    raw = read_regular(name, TRACE_MAX_BYTES, "trace file")
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TraceFormatError(f"trace file {str(path)!r} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TraceFormatError(f"trace file {str(path)!r} cannot be read: {exc}") from None
-    return loads_trace(text, str(path))
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TraceFormatError(f"trace file {name!r} is not UTF-8 text: {exc}") from None
+    return loads_trace(text, name)
 
 
 def loads_trace(text: str, source: str = "<string>") -> Trace:

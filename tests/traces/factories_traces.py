@@ -14,3 +14,15 @@ def broken():
 
 def not_a_module():
     return 42
+
+
+def user_net():
+    """A user's own model (not in the zoo): every kind of layer whose parameters a profile's shapes give.
+
+    Parameters: conv 4*3*3*3 + 4 = 112, batch norm 2*4 = 8, linear 144*10 + 10 = 1450, linear without
+    bias 10*5 = 50, layer norm 2*5 = 10; 1630 in all (ReLU and Flatten own none).
+    """
+    from torch import nn
+
+    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(144, 10),
+                         nn.Linear(10, 5, bias=False), nn.LayerNorm(5))
