@@ -130,7 +130,9 @@ def load_trace_for(scn: Scenario, notes: list, device: str | None = None):
 
 
 def _is_file(cluster: str) -> bool:
-    return cluster.endswith((".toml", ".graphml")) or Path(cluster).is_file()
+    from simcomm.scenario.resolve import file_cluster
+
+    return file_cluster(cluster)
 
 
 def build_cluster(scn: Scenario, nodes: int, extra: int = 0, base=None):

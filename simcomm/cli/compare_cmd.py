@@ -22,6 +22,7 @@ from simcomm.cli.app import app
 from simcomm.cli.console import print_json, stderr, stdout, table
 from simcomm.cli.run_cmd import build_scenario
 from simcomm.cli.scenario_flags import scenario_flags
+from simcomm.scenario.resolve import file_cluster
 from simcomm.errors import ConfigError
 from simcomm.units import format_time
 
@@ -31,13 +32,13 @@ from simcomm.compare import baseline_of, common_assumptions, ranked, run_compare
 
 
 def parse_nodes(text: str) -> list[int]:
-    try:
-        out = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ConfigError(f"--nodes: {text!r} must be comma-separated positive integers, e.g. 4,8,16") from None
-    if not out or any(n < 1 for n in out):
-        raise ConfigError(f"--nodes: {text!r} must be comma-separated positive integers, e.g. 4,8,16")
-    return sorted(set(out))
+    """``4,8,16`` -> [4, 8, 16], each checked like the scenario key ``nodes`` (bounds included)."""
+    from simcomm.scenario import coerce
+
+    items = [x for x in text.split(",") if x.strip()]
+    if not items or len(items) > 64:
+        raise ConfigError(f"--nodes: {text!r} must be 1 to 64 comma-separated positive integers, e.g. 4,8,16")
+    return sorted({coerce("nodes", x) for x in items})
 
 
 def parse_strategies(text: str) -> list[str]:
@@ -56,7 +57,8 @@ def parse_strategies(text: str) -> list[str]:
 def compare_command(
     scenario: Optional[Path] = typer.Argument(None, help="Scenario TOML file (flags override it)."),
     strategies: str = typer.Option("all", "--strategies", help="all, or a comma-separated list."),
-    nodes: str = typer.Option("4,8,16", "--nodes", help="Comma-separated node counts."),
+    nodes: Optional[str] = typer.Option(None, "--nodes", help="Comma-separated node counts (default 4,8,16; a "
+                                        "topology file's own size)."),
     png: Optional[Path] = typer.Option(None, "--png", help="Write the comparison plot here."),
     as_json: bool = typer.Option(False, "--json"),
     as_csv: bool = typer.Option(False, "--csv"),
@@ -67,8 +69,15 @@ def compare_command(
 ) -> None:
     """Compare strategies across node counts: iteration time, speedup vs allreduce, breakdown."""
     names = parse_strategies(strategies)
-    counts = parse_nodes(nodes)
     base = build_scenario(scenario, flags, opts=opt)
+    counts = parse_nodes(nodes) if nodes is not None else [base.nodes] if file_cluster(base.cluster) else [4, 8, 16]
+    if file_cluster(base.cluster) and counts != [base.nodes]:
+        raise ConfigError(f"--nodes: cluster {base.cluster!r} is a topology file with {base.nodes} node(s); its size "
+                          "is fixed by the file (omit --nodes, or use a preset to vary it)")
+    if png is not None:
+        from simcomm.outpath import check_output_path
+
+        png = check_output_path(png, "--png")  # before the simulations, not after
     if quiet or as_json or as_csv:
         results = run_compare(base, names, counts)
     else:

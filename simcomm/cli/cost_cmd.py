@@ -8,6 +8,8 @@ fastest marked, or ``--json``.  Units are parsed here, once.
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 
 import typer
@@ -56,6 +58,11 @@ def _params(link) -> dict:
     return {"name": link.name, "bandwidth_Bps": link.bandwidth, "latency_s": link.latency}
 
 
+#: the closed forms build per-rank schedules: the engine's rank cap bounds them (memory and time)
+MAX_COST_RANKS = 262_144
+MAX_COST_BYTES = 1e15
+
+
 def compute(collective: str, size: float, ranks: int, link, *, algo: str = "all", model: str = "hockney",
             gamma: float = 0.0, ppn: int = 1, intra=None, overhead: float | None = None, rules: str = "mpich") -> dict:
     """Price the algorithms; returns the JSON-ready result (SI units).
@@ -73,8 +80,10 @@ def compute(collective: str, size: float, ranks: int, link, *, algo: str = "all"
         if model != "loggp":
             raise ConfigError("overhead: only the loggp cost model has a per-message overhead")
         cm = cm.with_overhead(overhead)
-    if ranks < 1:
-        raise ConfigError(f"ranks: {ranks} must be at least 1")
+    if ranks < 1 or ranks > MAX_COST_RANKS:
+        raise ConfigError(f"ranks: {ranks} must be between 1 and {MAX_COST_RANKS:,} (the engine's rank cap)")
+    if not math.isfinite(size) or size > MAX_COST_BYTES:
+        raise ConfigError(f"size: {size:g} bytes is more than {MAX_COST_BYTES:.0e} (1 PB); give a real message size")
     if ppn < 1 or ranks % ppn:
         raise ConfigError(f"ppn: {ppn} must be at least 1 and divide ranks ({ranks})")
     if algo == "all":

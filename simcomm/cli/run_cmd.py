@@ -142,8 +142,10 @@ def run_command(
     typed = dict(k_prime=k_prime, servers=servers, placement=placement, algorithm=algorithm, overlap=overlap,
                  drop_ratio=drop_ratio)
     scn = build_scenario(scenario, flags, opts=opt, typed=typed)
-    if timeline is not None and not timeline.parent.resolve().is_dir():
-        raise ConfigError(f"--timeline: directory {str(timeline.parent)!r} does not exist")
+    if timeline is not None:
+        from simcomm.outpath import check_output_path
+
+        timeline = check_output_path(timeline, "--timeline")  # before the simulation, not after
     kinds: list = []
     topo_box: list = []
 

@@ -59,6 +59,10 @@ def show(target: str = _TARGET, nodes: int = _NODES, gpus_per_node: int = _GPN,
     topo = _load(target, nodes, gpus_per_node)
     if png is not None and png.suffix.lower() != ".png":
         raise ConfigError(f"--png: {str(png)!r} must end in .png")
+    if png is not None:
+        from simcomm.outpath import check_output_path
+
+        png = check_output_path(png, "--png")
     s = summarize(topo)
     if png is not None:
         from simcomm.report.topology_plot import draw_topology

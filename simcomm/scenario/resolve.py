@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +34,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 __all__ = ["read_scenario_toml", "flat_from_toml", "flat_from_file", "load_scenario", "from_flat", "to_flat",
-           "node_scales", "strategy_options", "known_keys", "MAX_SCENARIO_BYTES"]
+           "node_scales", "strategy_options", "known_keys", "MAX_SCENARIO_BYTES", "file_cluster", "file_nodes"]
 
 #: a scenario file larger than this is refused before it is read (real ones are a few kB)
 MAX_SCENARIO_BYTES = 1 << 20
@@ -145,7 +146,7 @@ def known_keys() -> dict[str, str]:
     return out
 
 
-def from_flat(flat: dict, *, seconds: set[str] = frozenset(), foreign_options: str = "error") -> Scenario:
+def from_flat(flat: dict, *, seconds: AbstractSet[str] = frozenset(), foreign_options: str = "error") -> Scenario:
     """The Scenario of flat keys (values as TOML or as strings), every value checked once.
 
     ``foreign_options``: what to do with an option another strategy has but this
@@ -184,6 +185,12 @@ def from_flat(flat: dict, *, seconds: set[str] = frozenset(), foreign_options: s
             continue
         k = KEY[key]
         (sections[k.section] if k.section else top)[k.attr] = value
+    if file_cluster(top.get("cluster", "")):
+        declared = file_nodes(top["cluster"])
+        if "nodes" in top and top["nodes"] != declared:
+            raise ConfigError(f"nodes: cluster file {top['cluster']!r} declares {declared} node(s); nodes = "
+                              f"{top['nodes']} cannot change it (omit nodes, or use a preset to vary it)")
+        top["nodes"] = declared
     nodes = top.get("nodes", 4)
     gpn = top.get("gpus_per_node")
     if gpn is not None and nodes * gpn > MAX_NODES:
@@ -204,6 +211,27 @@ def _typed_options(cls, options: dict) -> dict:
 
     params = make_params(cls, options)  # an option the strategy lacks: one line listing its options
     return {k: getattr(params, k) for k in options}
+
+
+def file_cluster(cluster: str) -> bool:
+    """True when ``cluster`` names a topology file rather than a preset."""
+    if not isinstance(cluster, str) or not cluster:
+        return False
+    if cluster.endswith((".toml", ".graphml")):
+        return True
+    try:
+        return Path(cluster).is_file()
+    except (OSError, ValueError):  # a name too long for a path, or with a NUL: not a file, so a preset name
+        return False
+
+
+def file_nodes(cluster: str) -> int:
+    """Machines a topology file declares (its size is the file's, never a flag's)."""
+    from simcomm.topologies.custom import load_topology_file
+
+    topo = load_topology_file(cluster)
+    machines = {topo.machine_of(r) for r in range(topo.n_ranks)}
+    return max(1, len(machines - {None}) + sum(1 for r in range(topo.n_ranks) if topo.machine_of(r) is None))
 
 
 def load_scenario(path: str | Path) -> Scenario:

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
 import pkgutil
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -142,6 +143,14 @@ def option_names(cls: type[Strategy]) -> tuple[str, ...]:
 
 
 def _coerce(name: str, value: Any, default: Any, field_type: Any) -> Any:
+    value = _coerce_text(name, value, default, field_type)
+    # An option is a model input: inf or nan would be printed as a time or hang the plan (issue 15).
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"option {name}: {value!r} must be a finite number")
+    return value
+
+
+def _coerce_text(name: str, value: Any, default: Any, field_type: Any) -> Any:
     if not isinstance(value, str):
         return value
     kind = type(default) if default is not None and default is not dataclasses.MISSING else None

@@ -69,7 +69,7 @@ def test_scenario_file_matches_flags(tmp_path, capsys, cli):
     (["run", "-s", "ps", "-n", "2", "--placement", "colocated", "--servers", "3"], "servers"),
     (["run", "-s", "allreduce", "--stack", "carrier-pigeon"], "unknown stack"),
     (["run", "-s", "allreduce", "--fidelity", "exact"], "fidelity"),
-    (["compare", "--nodes", "0,x"], "--nodes"),
+    (["compare", "--nodes", "0,x"], "nodes: "),
     (["run", "-s", "hierarchical-allreduce", "-n", "2"], "not applicable here: hierarchical-allreduce needs"),
 ])
 def test_bad_input_one_line_exit_2(capsys, args, words, cli):
