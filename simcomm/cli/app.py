@@ -65,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         _fail(exc.format_message() if hasattr(exc, "format_message") else str(exc))
         return 2
     except typer.Exit as exc:
+        if exc.exit_code == 130:  # typer turns Ctrl-C / SIGTERM (KeyboardInterrupt) into a silent Exit(130)
+            _fail("interrupted")
         return exc.exit_code
     except typer.Abort:
         _fail("aborted")

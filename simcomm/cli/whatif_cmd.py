@@ -27,6 +27,7 @@ from rich.progress import (
 
 from simcomm.cli.app import app
 from simcomm.cli.console import stderr, stdout, table
+from simcomm.cli.scenario_flags import scenario_flags
 from simcomm.errors import ConfigError
 
 __all__ = ["print_summary", "whatif_command"]
@@ -62,16 +63,12 @@ def print_summary(sweep: dict, rows: list[dict], out: Path, console) -> None:
 
 
 @app.command("whatif")
+@scenario_flags(skip=("strategy",))
 def whatif_command(
     scenario: Path | None = typer.Argument(None, help="Scenario TOML with a [sweep] table (flags add to it)."),
     vary: list[str] | None = typer.Option(None, "--vary", help="KEY=VALUES axis, e.g. nodes=4..64x2 or "
                                              "inter=ib-edr,ib-hdr (repeatable)."),
     strategies: str | None = typer.Option(None, "--strategies", help="Comma-separated strategies (an axis)."),
-    cluster: str | None = typer.Option(None, "--cluster", help="Cluster preset name or TOML file."),
-    model: str | None = typer.Option(None, "--model", help="Bundled trace or zoo model name."),
-    nodes: int | None = typer.Option(None, "--nodes", help="Node count when nodes is not varied."),
-    gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", "-g"),
-    fidelity: str | None = typer.Option(None, "--fidelity", help="flow or analytic."),
     fixed: list[str] | None = typer.Option(None, "--set", help="Fixed parameter KEY=VALUE (repeatable)."),
     question: str | None = typer.Option(None, "--question", help="The question the report answers."),
     out: Path = typer.Option(Path("whatif-results"), "--out", help="Results directory (resumable)."),
@@ -80,6 +77,8 @@ def whatif_command(
     dask: str | None = typer.Option(None, "--dask", help="Dask scheduler address, e.g. tcp://host:8786."),
     html: bool = typer.Option(True, "--html/--no-html", help="Also write the self-contained report.html."),
     report: bool = typer.Option(True, "--report/--no-report", help="Write report.md (and .html)."),
+    force: bool = typer.Option(False, "--force", help="Write into a non-empty --out that holds no sweep."),
+    flags: dict | None = None,
 ) -> None:
     """Sweep a grid of cluster/network/strategy parameters; write results.csv/json and a report."""
     from simcomm.whatif.sweep import describe, load_sweep_toml, run_whatif
@@ -91,10 +90,11 @@ def whatif_command(
     t_vary, t_strats, t_fixed, t_axes, t_q = ([], [], {}, {}, None)
     if scenario is not None:
         t_vary, t_strats, t_fixed, t_axes, t_q = load_sweep_toml(scenario)
-    flags = {"cluster": cluster, "model": model, "nodes": nodes, "gpus_per_node": gpus_per_node,
-             "fidelity": fidelity}
-    flags = {k: v for k, v in flags.items() if v is not None}
-    fixed_all = {**t_fixed, **flags, **_fixed_pairs(fixed)}
+    from simcomm.sweep.grammar import _scalar
+
+    # scenario flags are fixed keys, read like --set values (one vocabulary: simcomm.scenario.keys)
+    flag_values = {k: v if isinstance(v, bool) else _scalar(v) for k, v in (flags or {}).items()}
+    fixed_all = {**t_fixed, **flag_values, **_fixed_pairs(fixed)}
     strats = [s.strip() for s in strategies.split(",") if s.strip()] if strategies is not None else t_strats
     if strategies is not None and not strats:
         raise ConfigError("--strategies: give at least one strategy name")
@@ -102,6 +102,9 @@ def whatif_command(
     if not vary_all and not t_axes and len(strats) <= 1:
         raise ConfigError("sweep grid is empty: give at least one --vary KEY=VALUES (or a [sweep] table)")
     grid, sweep = describe(vary_all, strats, fixed_all, axes=t_axes, question=question or t_q)
+    from simcomm.sweep.store import check_out_dir
+
+    check_out_dir(out, force=force)  # never replace a user's own report.md / results.csv
     err = stderr()
     err.print(f"whatif: {len(grid)} point(s) into {out}")
     with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -14,7 +14,7 @@ import html
 from pathlib import Path
 
 from simcomm.whatif.results import input_columns, write_text_atomic
-from simcomm.whatif.summary import findings, ranked_table
+from simcomm.whatif.summary import assumptions, findings, inputs_table, ranked_table
 
 __all__ = ["CAPTIONS", "render_html", "write_html", "write_reports"]
 
@@ -46,13 +46,6 @@ def _table(head, body) -> str:
     return f"<table><thead><tr>{h}</tr></thead><tbody>{rows}</tbody></table>"
 
 
-def _inputs(sweep: dict) -> list[list[str]]:
-    out = [[k, ", ".join(str(v) for v in vals) + "  (varied)"] for k, vals in sweep.get("axes", [])]
-    varied = {k for k, _ in sweep.get("axes", [])}
-    out += [[k, str(v)] for k, v in sweep.get("base", {}).items() if k not in varied and v is not None]
-    return out
-
-
 def render_html(sweep: dict, rows: list[dict], figs: dict[str, bytes]) -> str:
     """The report as one HTML string."""
     q = sweep.get("question") or "What if the cluster, network or strategy changed?"
@@ -60,11 +53,15 @@ def render_html(sweep: dict, rows: list[dict], figs: dict[str, bytes]) -> str:
               f"{html.escape(q)}</title><style>{_CSS}</style></head><body>"),
              "<h1>simcomm what-if report</h1>", f"<p class='q'>{html.escape(q)}</p>",
              f"<p>{len(rows)} point(s); {sum(r.get('status') == 'ok' for r in rows)} simulated.</p>",
-             "<h2>Inputs</h2>", _table(["parameter", "value"], _inputs(sweep)),
+             "<h2>Inputs</h2>", _table(["parameter", "value"], inputs_table(sweep)),
              "<h2>Summary</h2><ul class='findings'>",
              *(f"<li>{html.escape(s)}</li>" for s in findings(sweep, rows)), "</ul>",
              "<h2>Ranked configurations</h2><p>Best first, by time per sample (iteration time / global batch).</p>",
              _table(*ranked_table(sweep, rows))]
+    shared = assumptions(rows)
+    if shared:
+        parts += ["<h2>Assumptions</h2><p>Shared by every simulated point (each point's own: results.json).</p>"
+                  "<ul>", *(f"<li>{html.escape(a)}</li>" for a in shared), "</ul>"]
     titles = {"time": "Iteration time", "breakdown": "Breakdown", "utilisation": "Link utilisation",
               "topology": "Topology"}
     for name, png in figs.items():

@@ -66,7 +66,7 @@ def _time_figure(sweep, rows) -> bytes:
     col = _colors(strategies)
     eff = x == "nodes"
     fig, axes = plt.subplots(2 if eff else 1, len(panels), figsize=(max(6.0, 4.2 * len(panels)), 7 if eff else 4),
-                             squeeze=False, sharey="row")
+                             squeeze=False, sharey=False)  # each panel its own y: an upgrade stays visible
     table = scaling_table(sweep, rows) if eff else {}
     for j, pv in enumerate(panels):
         ax = axes[0][j]

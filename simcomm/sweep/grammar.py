@@ -6,7 +6,10 @@ VALUES is one of:
 * a geometric range: ``nodes=4..64x2`` (4, 8, 16, 32, 64);
 * an arithmetic range: ``nodes=4..16+4`` (4, 8, 12, 16) or ``nodes=1..4`` (step 1).
 
-Ranges are inclusive and integer when both ends are integers.  The grid is
+Ranges are inclusive and integer when both ends are integers.  One axis holds
+one kind of value: a list mixing numbers and text (``dataload=0,20ms``,
+``straggler_scale=1,fast``) is refused before a point runs, since its values
+cannot be ordered for the tables and plots (write ``dataload=0ms,20ms``).  The grid is
 the Cartesian product of all ``--vary`` axes in the order given, so results
 come out in a stable, documented order.  Keys are checked against the
 parameters the point function knows; unknown keys list the valid ones.
@@ -22,7 +25,7 @@ from dataclasses import dataclass
 
 from simcomm.errors import ConfigError
 
-__all__ = ["Grid", "parse_vary", "parse_values"]
+__all__ = ["Grid", "parse_vary", "parse_values", "typed_axis"]
 
 _RANGE = re.compile(r"^\s*([0-9.eE+-]+)\s*\.\.\s*([0-9.eE+-]+?)\s*(?:([x*+])\s*([0-9.eE+-]+))?\s*$")
 _MAX_POINTS = 100_000
@@ -47,6 +50,28 @@ def _scalar(text: str) -> object:
         return float(t) if re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", t) else t
     except ValueError:  # pragma: no cover - regex guarantees a float
         return t
+
+
+def _kind(v: object) -> str:
+    if isinstance(v, bool):
+        return "true/false"
+    if isinstance(v, (int, float)):
+        return "number"
+    return "text" if isinstance(v, str) else type(v).__name__
+
+
+def typed_axis(key: str, values, where: str = "--vary") -> tuple:
+    """One axis's values, refused unless all are numbers, all text or all true/false."""
+    vals = tuple(values)
+    kinds: dict[str, object] = {}
+    for v in vals:
+        kinds.setdefault(_kind(v), v)
+    if len(kinds) > 1:
+        shown = " and ".join(f"{v!r} is {'a ' if k == 'number' else ''}{k}" for k, v in kinds.items())
+        unit = isinstance(kinds.get("text"), str) and kinds["text"][:1].isdigit()  # 20ms: a quantity
+        raise ConfigError(f"{where} {key}: one axis takes one kind of value, but {shown}; give every value "
+                          "the same way" + (" (with its unit: 0ms,20ms)" if unit else ""))
+    return vals
 
 
 def parse_values(key: str, text: str) -> tuple:
@@ -87,7 +112,7 @@ def parse_values(key: str, text: str) -> tuple:
     items = [_scalar(v) for v in text.split(",")]
     if any(v == "" for v in items):
         raise ConfigError(f"--vary {key}: empty item in {text!r}")
-    return tuple(items)
+    return typed_axis(key, items)
 
 
 def parse_vary(specs: Iterable[str], known: Mapping[str, str] | None = None) -> Grid:

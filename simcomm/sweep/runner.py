@@ -6,21 +6,104 @@ A point that raises is recorded with its error line and the sweep goes on.
 Results come back in grid order whatever the executor, so the same sweep run
 sequentially, in parallel or on a Dask cluster gives identical results.
 Distribution uses only concurrent.futures and dask.distributed; nothing home-made.
+
+Stopping: SIGTERM is turned into :class:`SweepInterrupted` (a KeyboardInterrupt,
+like Ctrl-C) while a sweep runs, and either one terminates the local worker
+processes before it propagates, so ``kill -TERM`` never leaves workers behind;
+points already stored stay stored.  Workers ignore SIGINT (the parent stops
+them) and exit on their own if the parent dies without stopping them (SIGKILL).
+
+Resuming: points are keyed by content (:func:`~simcomm.sweep.store.point_key`);
+a rerun says how many stored points it keeps and how many it computes, and
+how many of those are recomputed because a file they read or the simcomm
+version changed.
 """
 
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Callable
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 
 from simcomm.errors import ConfigError, SimcommError
 from simcomm.sweep.grammar import Grid
-from simcomm.sweep.store import PointRecord, ResultStore, point_key
+from simcomm.sweep.store import (
+    FILE_INPUTS,
+    PointRecord,
+    ResultStore,
+    canonical,
+    point_key,
+)
 
-__all__ = ["run_sweep", "evaluate_point"]
+__all__ = ["SweepInterrupted", "run_sweep", "evaluate_point"]
 
 Progress = Callable[[int, int], None]
+Notify = Callable[[str], None]
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """SIGTERM during a sweep; a KeyboardInterrupt so the CLI reports it like Ctrl-C."""
+
+
+def _stderr_line(text: str) -> None:
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
+@contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """While the block runs, SIGTERM raises SweepInterrupted in the main thread (so cleanup runs)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    fired = False
+
+    def handler(signum, frame):
+        nonlocal fired
+        if not fired:  # a second SIGTERM must not cut short the cleanup the first one started
+            fired = True
+            raise SweepInterrupted(f"signal {signum}")
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _watch_parent(parent: int) -> None:
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != parent:  # re-parented: the sweep died without stopping us
+            os._exit(1)
+
+
+def _worker_init(parent: int) -> None:
+    """Worker start-up: Ctrl-C is the parent's to handle; die with the parent."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="simcomm-parent-watch").start()
+
+
+def _stop_pool(pool: ProcessPoolExecutor, grace: float = 5.0) -> None:
+    """Cancel queued points and terminate every worker process, waiting until each has exited."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())  # no public handle before Python 3.14
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + grace
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join(grace)
 
 
 def evaluate_point(fn: Callable[[dict], dict], inputs: dict) -> tuple[dict | None, str | None]:
@@ -44,19 +127,48 @@ def _dask_client(address: str):
         raise ConfigError(f"--dask {address}: cannot reach the Dask scheduler ({type(exc).__name__})") from None
 
 
+def _resume_notes(store: ResultStore, points: list[dict], keys: list[str], notify: Notify) -> dict:
+    """Load the store for a resume: warn about skipped lines, say what is kept and what is computed."""
+    cut = store.repair()
+    scan = store.scan()
+    if (problem := scan.problem()) is not None:
+        notify(f"warning: {store.path}: {problem}; their points are computed again")
+    done = scan.by_key()
+    if scan.records or cut:
+        stored_inputs = {canonical(r.inputs, strict=False) for r in scan.records}
+        kept = sum(k in done for k in keys)
+        todo = [i for i, k in enumerate(keys) if k not in done]
+        stale = sum(canonical(points[i], strict=False) in stored_inputs for i in todo)
+        line = f"resume: {store.path}: keeping {kept} stored point(s), computing {len(todo)}"
+        if stale:
+            line += f" ({stale} recomputed: a file they read or the simcomm version changed)"
+        if cut:
+            line += "; a last line torn by a kill was cut off"
+        notify(line)
+    return done
+
+
 def run_sweep(fn: Callable[[dict], dict], grid: Grid, store: ResultStore, *, base: dict | None = None,
               executor: str = "processes", workers: int | None = None, dask: str | None = None,
-              progress: Progress | None = None) -> list[PointRecord]:
+              progress: Progress | None = None, notify: Notify | None = None,
+              files: tuple[str, ...] = FILE_INPUTS) -> list[PointRecord]:
     """Evaluate ``fn(base | point)`` for every grid point not already in ``store``.
 
     ``executor`` is ``sequential`` or ``processes``; ``dask`` (a scheduler
-    address or a ``dask.distributed.Client``) overrides it.
+    address or a ``dask.distributed.Client``) overrides it.  ``notify``
+    receives one-line notes (damaged lines skipped, points kept on resume);
+    by default they go to stderr.  ``files`` names the inputs that hold paths
+    of files a point reads; their bytes are part of the point's key.
     """
     grid.check_nonempty()
+    if executor not in ("processes", "sequential"):
+        raise ConfigError(f"--executor: unknown {executor!r}; valid choices: processes, sequential")
+    notify = notify or _stderr_line
     base = dict(base or {})
     points = [{**base, **p} for p in grid.points()]
-    keys = [point_key(p) for p in points]
-    done = store.load()
+    digests: dict = {}
+    keys = [point_key(p, digests, files) for p in points]
+    done = _resume_notes(store, points, keys, notify)
     todo = [i for i, k in enumerate(keys) if k not in done]
     total, finished = len(points), len(points) - len(todo)
     if progress:
@@ -71,6 +183,13 @@ def run_sweep(fn: Callable[[dict], dict], grid: Grid, store: ResultStore, *, bas
         if progress:
             progress(finished, total)
 
+    with _sigterm_raises():
+        _execute(fn, points, todo, record, executor=executor, workers=workers, dask=dask)
+    return [PointRecord(i, k, points[i], done[k].result, done[k].error) for i, k in enumerate(keys)]
+
+
+def _execute(fn, points: list[dict], todo: list[int], record, *, executor: str, workers: int | None,
+             dask) -> None:
     if dask is not None:
         client = _dask_client(dask) if isinstance(dask, str) else dask
         try:
@@ -88,14 +207,19 @@ def run_sweep(fn: Callable[[dict], dict], grid: Grid, store: ResultStore, *, bas
     elif executor == "sequential" or len(todo) <= 1:
         for i in todo:
             record(i, evaluate_point(fn, points[i]))
-    elif executor == "processes":
+    else:
         ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
+                                   initargs=(os.getpid(),))
+        try:
             pending = {pool.submit(evaluate_point, fn, points[i]): i for i in todo}
             while pending:
                 fin, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in fin:
                     record(pending.pop(fut), fut.result())
-    else:
-        raise ConfigError(f"--executor: unknown {executor!r}; valid choices: processes, sequential")
-    return [PointRecord(i, k, points[i], done[k].result, done[k].error) for i, k in enumerate(keys)]
+        except BaseException:
+            # Ctrl-C, SIGTERM or a crash: the `with` block's shutdown would wait for every running
+            # point; stop the workers instead so none outlives the sweep.
+            _stop_pool(pool)
+            raise
+        pool.shutdown(wait=True)

@@ -17,13 +17,11 @@ import math
 from pathlib import Path
 
 from simcomm.fileio import write_text
-from simcomm.errors import ConfigError
 
 __all__ = [
     "OUTPUT_ORDER",
     "SWEEP_FILE",
     "input_columns",
-    "load_sweep",
     "rows_from_records",
     "write_results",
     "write_text_atomic",
@@ -90,26 +88,3 @@ def write_results(directory: Path, sweep: dict, rows: list[dict]) -> tuple[Path,
     blob = {"sweep": sweep, "columns": cols, "rows": rows}
     write_text_atomic(json_path, json.dumps(blob, indent=1, sort_keys=True) + "\n")
     return csv_path, json_path
-
-
-def load_sweep(directory: Path) -> tuple[dict, list[dict]]:
-    """(sweep description, rows) from results.json, or from sweep.json + points.jsonl."""
-    d = Path(directory)
-    if not d.is_dir():
-        raise ConfigError(f"RESULTS_DIR: {str(d)!r} is not a directory")
-    res = d / "results.json"
-    if res.exists():
-        try:
-            blob = json.loads(res.read_text(encoding="utf-8"))
-            return blob["sweep"], blob["rows"]
-        except (json.JSONDecodeError, KeyError, TypeError):
-            raise ConfigError(f"RESULTS_DIR: {str(res)!r} is not a simcomm results file") from None
-    sw = d / SWEEP_FILE
-    if not sw.exists():
-        raise ConfigError(f"RESULTS_DIR: {str(d)!r} holds neither results.json nor {SWEEP_FILE}; "
-                          "give the --out directory of a simcomm whatif run")
-    sweep = json.loads(sw.read_text(encoding="utf-8"))
-    from simcomm.sweep.store import ResultStore
-
-    recs = ResultStore(d).load().values()
-    return sweep, rows_from_records(recs)

@@ -18,6 +18,9 @@ from collections import defaultdict
 from itertools import pairwise
 
 __all__ = [
+    "answers",
+    "assumptions",
+    "inputs_table",
     "EFFICIENCY",
     "SATURATED",
     "facet_keys",
@@ -116,8 +119,84 @@ def _saturation(rows) -> list[str]:
                                                                else "")
     if u >= SATURATED:
         return [f"The {fam} links saturate: {u:.0%} mean utilisation for {where}; adding bandwidth there pays off."]
-    return [(f"No link family saturates: the busiest is {fam} at {u:.0%} mean utilisation ({where}); exposed "
-             "communication comes from latency and from waiting at the end of backward, not from a full link.")]
+    return [(f"No link family is saturated on average: the busiest is {fam} at {u:.0%} mean utilisation ({where}). "
+             "That mean is over every link of the family, so a few hot links (an oversubscribed uplink, one NIC "
+             "carrying a ring's node boundary) among idle ones do not show in it; read the exposed communication "
+             "in the pairwise answers above.")]
+
+
+def _fmt(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def answers(sweep: dict, rows) -> list[str]:
+    """The pairwise answer for every varied parameter (all but ``strategy``), one sentence per neighbouring pair.
+
+    Each pair compares the same strategy with every other axis held at a reference
+    setting: the largest x value (``nodes`` when varied) and the first value of the
+    others.  A change under 0.5 % is "unchanged".  For ``nodes`` the answer is the
+    gain in samples/s and the per-rank scaling efficiency.
+    """
+    ok = ok_rows(rows)
+    axes = [(k, list(v)) for k, v in sweep.get("axes", []) if k != "strategy"]
+    x = x_axis(sweep)
+    strategies = list(dict.fromkeys(r.get("strategy") for r in ok))
+    out = []
+    for key, values in axes:
+        ref = {}
+        for k, vals in axes:
+            if k != key:
+                numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals)
+                ref[k] = max(vals) if k == x and numeric else vals[0]
+        at = ", ".join(f"{k}={_fmt(v)}" for k, v in ref.items())
+        for a, b in pairwise(values):
+            parts = []
+            for strategy in strategies:
+                ra = _find(ok, strategy, {**ref, key: a})
+                rb = _find(ok, strategy, {**ref, key: b})
+                if ra is None or rb is None:
+                    continue
+                if key == "nodes" and ra.get("samples_per_s") and ra.get("n_ranks") and rb.get("n_ranks"):
+                    gain = rb["samples_per_s"] / ra["samples_per_s"]
+                    eff = gain / (rb["n_ranks"] / ra["n_ranks"])
+                    parts.append(f"{strategy} {gain:.2f}x the samples/s ({eff:.0%} of linear)")
+                    continue
+                d = (rb["iteration_s"] - ra["iteration_s"]) / ra["iteration_s"]
+                dc = (rb.get("comm_exposed_s") or 0) - (ra.get("comm_exposed_s") or 0)
+                if abs(d) < 0.005:
+                    parts.append(f"{strategy} unchanged")
+                else:
+                    parts.append(f"{strategy} {abs(d):.1%} {'faster' if d < 0 else 'slower'} (exposed communication "
+                                 f"{_ms(ra.get('comm_exposed_s') or 0)} -> {_ms(rb.get('comm_exposed_s') or 0)}"
+                                 f"{'' if abs(dc) > 1e-9 else ', so the change is compute'})")
+            if parts:
+                out.append(f"{key}={_fmt(b)} instead of {key}={_fmt(a)}: " + "; ".join(parts)
+                           + (f" (at {at})" if at else "") + ".")
+    return out
+
+
+def _find(rows, strategy, setting: dict):
+    return next((r for r in rows if r.get("strategy") == strategy
+                 and all(r.get(k) == v for k, v in setting.items())), None)
+
+
+def assumptions(rows) -> list[str]:
+    """``assumed`` lines every simulated point shares (each point's own are in results.json)."""
+    ok = [r for r in ok_rows(rows) if isinstance(r.get("assumed"), list)]
+    if not ok:
+        return []
+    shared = set(ok[0]["assumed"])
+    for r in ok[1:]:
+        shared &= set(r["assumed"])
+    return [line for line in ok[0]["assumed"] if line in shared]
+
+
+def inputs_table(sweep: dict) -> list[list[str]]:
+    """(parameter, value) rows: the varied axes, then the fixed inputs."""
+    out = [[k, ", ".join(str(v) for v in vals) + "  (varied)"] for k, vals in sweep.get("axes", [])]
+    varied = {k for k, _ in sweep.get("axes", [])}
+    out += [[k, str(v)] for k, v in sweep.get("base", {}).items() if k not in varied and v is not None]
+    return out
 
 
 def _axis_changes(sweep, rows) -> list[str]:
@@ -187,6 +266,7 @@ def findings(sweep: dict, rows) -> list[str]:
         b = best[0]
         out.append(f"Best configuration: {b.get('strategy')} at {facet_label(b, [x_axis(sweep), *facet_keys(sweep)])}"
                    f": {_ms(b['iteration_s'])} per iteration, {b['samples_per_s']:,.0f} samples/s.")
+    out += answers(sweep, rows)
     out += _saturation(rows)
     out += _scaling_findings(sweep, rows)
     out += _axis_changes(sweep, rows)

@@ -95,8 +95,10 @@ def describe(vary: list[str], strategies: list[str], fixed: dict, *, axes: dict 
     values: dict[str, set] = {k: set(v) for k, v in extra.items()}
     for k, v in base.items():
         values.setdefault(k, set()).add(v)
-    for v in list(grid.points())[:1]:
-        check_point({**base, **v})
+    # Every value of every axis, not only the first point: --vary nodes=2,0 fails here, not as a failed point.
+    for k, vals in grid.axes:
+        for v in vals:
+            check_point({**base, k: v})
     _check_names(values)
     chosen = values.get("strategy", set())
     owners = strategy_options()
@@ -109,35 +111,103 @@ def describe(vary: list[str], strategies: list[str], fixed: dict, *, axes: dict 
     return grid, sweep
 
 
+_SWEEP_KEYS = ("axes", "question", "strategies", "vary")
+_SCALARS = (str, int, float, bool)
+
+
+def _names(value, key: str) -> list[str]:
+    """A ``[sweep]`` entry that is a string or a list of strings (``strategies``, ``vary``)."""
+    if isinstance(value, str):
+        return [value] if value.strip() else []
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ConfigError(f"[sweep] {key}: {value!r} must be a string or a list of non-empty strings")
+    return list(value)
+
+
+def _axis(key: str, value, base_dir: Path) -> list | str:
+    """One ``[sweep.axes]`` entry: a grammar string, one value, or a non-empty flat list of one kind."""
+    from simcomm.scenario import KEY, coerce
+    from simcomm.sweep.grammar import typed_axis
+
+    if isinstance(value, str):
+        return value  # grammar text such as "4..64x2", expanded and checked by describe()
+    vals = value if isinstance(value, list) else [value]
+    if not vals or not all(isinstance(v, _SCALARS) for v in vals):
+        raise ConfigError(f"[sweep.axes] {key}: {value!r} must be a non-empty list of values (numbers, strings "
+                          "or true/false, not lists or tables) or a range string such as \"4..64x2\"")
+    vals = list(typed_axis(key, vals, where="[sweep.axes]"))
+    if key in KEY:
+        for v in vals:
+            coerce(key, v)  # every value, not just the first point's: a bad one fails before any point runs
+    if key in ("trace", "cluster"):  # files are relative to the scenario file, as for fixed values
+        vals = [str(base_dir / v) if isinstance(v, str) and v.endswith((".json", ".toml", ".graphml"))
+                and not Path(v).is_absolute() else v for v in vals]
+    return vals
+
+
+def _check_stacks(names: list) -> None:
+    """Transport stack names of the file (``stack = "x"``), checked before any point runs."""
+    from simcomm.stacks.base import STACKS
+
+    for name in names:
+        if isinstance(name, str):
+            STACKS.entry(name)
+
+
+def _sweep_table(sw) -> tuple[list[str], list[str], dict, str | None]:
+    """(vary, strategies, raw axes, question) of a ``[sweep]`` table, its structure and types checked."""
+    if not isinstance(sw, dict):
+        raise ConfigError("scenario: [sweep] must be a table with keys: " + ", ".join(_SWEEP_KEYS))
+    unknown = sorted(set(sw) - set(_SWEEP_KEYS))
+    if unknown:
+        raise ConfigError(f"[sweep]: unknown key {unknown[0]!r}; valid keys: {', '.join(_SWEEP_KEYS)}")
+    question = sw.get("question")
+    if question is not None and not isinstance(question, str):
+        raise ConfigError(f"[sweep] question: {question!r} must be a string")
+    strategies = _names(sw.get("strategies", []), "strategies")
+    if len(strategies) == 1 and "," in strategies[0]:
+        strategies = [s.strip() for s in strategies[0].split(",") if s.strip()]
+    vary = _names(sw.get("vary", []), "vary")
+    axes = sw.get("axes", {})
+    if not isinstance(axes, dict):
+        raise ConfigError(f"[sweep] axes: {axes!r} must be a table of parameter = [values], "
+                          "e.g. [sweep.axes] nodes = [4, 8]")
+    return vary, [s.strip() for s in strategies], axes, question
+
+
 def load_sweep_toml(path: Path) -> tuple[list[str], list[str], dict, dict, str | None]:
-    """(vary, strategies, fixed, axes, question) from a scenario TOML with a ``[sweep]`` table."""
+    """(vary, strategies, fixed, axes, question) from a scenario TOML with a ``[sweep]`` table.
+
+    The whole file's structure and value types are checked here, before any
+    point runs: a wrong type anywhere is one ConfigError naming the key and
+    what is valid.  Fixed keys are read by the scenario resolver
+    (:func:`simcomm.scenario.flat_from_toml`: ``[workload]``, ``[stack]``,
+    ``[network]``, ``[options]`` and top-level keys).
+    """
+    from simcomm.scenario import KEY, flat_from_toml
+
     p = Path(path)
     raw = read_scenario_toml(p)
-    sw = raw.pop("sweep", {})
-    if not isinstance(sw, dict):
-        raise ConfigError("scenario: [sweep] must be a table")
-    unknown = sorted(set(sw) - {"question", "strategies", "vary", "axes"})
-    if unknown:
-        raise ConfigError(f"[sweep]: unknown key {unknown[0]!r}; valid keys: axes, question, strategies, vary")
-    fixed: dict = {}
-    for k, v in raw.pop("workload", {}).items():
-        fixed[{"dataload_s": "dataload"}.get(k, k)] = v
-    for k, v in raw.pop("stack", {}).items():
-        fixed[{"name": "stack", "efficiency": "stack_efficiency", "overhead": "stack_overhead"}.get(k, k)] = v
-    fixed.update(raw.pop("options", {}))
-    fixed.update(raw)
-    for key in ("trace", "cluster"):
-        v = fixed.get(key)
-        if isinstance(v, str) and v.endswith((".json", ".toml")) and not Path(v).is_absolute():
-            fixed[key] = str(p.parent / v)
-    strategies = sw.get("strategies", [])
-    if isinstance(strategies, str):
-        strategies = [s.strip() for s in strategies.split(",") if s.strip()]
-    vary = sw.get("vary", [])
-    vary = [vary] if isinstance(vary, str) else list(vary)
+    vary, strategies, axes_raw, question = _sweep_table(raw.pop("sweep", {}))
+    fixed, seconds = flat_from_toml(raw, p.parent)
+    for k, v in list(fixed.items()):
+        kind = KEY[k].kind if k in KEY else "option"
+        if kind == "baseline" or (kind == "floats" and isinstance(v, list)):
+            continue
+        if not isinstance(v, _SCALARS):
+            what = "a list" if isinstance(v, list) else "a table" if isinstance(v, dict) else type(v).__name__
+            raise ConfigError(f"{k}: {v!r} is {what}; a fixed parameter takes one value (a string, number or "
+                              "true/false); to sweep it, list its values under [sweep.axes] or use --vary")
+        if k in seconds and isinstance(v, (int, float)) and not isinstance(v, bool):
+            fixed[k] = f"{v!r}s"  # workload.dataload_s = 0.02 names its unit; keep it explicit for the resolver
+    axes = {}
+    for key, value in axes_raw.items():
+        k = str(key).replace("-", "_")
+        axes[k] = _axis(k, value, p.parent)
+    _check_stacks([fixed.get("stack"), *(axes.get("stack") if isinstance(axes.get("stack"), list) else [])])
     if "strategy" in fixed and strategies:
         fixed.pop("strategy")
-    return vary, list(strategies), fixed, dict(sw.get("axes", {})), sw.get("question")
+    return vary, strategies, fixed, axes, question
 
 
 def run_whatif(grid: Grid, sweep: dict, out: Path, *, executor: str = "processes", workers: int | None = None,

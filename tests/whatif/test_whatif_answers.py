@@ -1,0 +1,34 @@
+"""The what-if report answers the pairwise question for every varied parameter (hand-made rows)."""
+
+from __future__ import annotations
+
+from simcomm.whatif.summary import answers, assumptions
+
+
+def _row(strategy, inter, nodes, it, comm, samples=None, ranks=None):
+    return {"status": "ok", "strategy": strategy, "inter": inter, "nodes": nodes, "iteration_s": it,
+            "comm_exposed_s": comm, "samples_per_s": samples or 64 * nodes / it, "n_ranks": ranks or nodes,
+            "assumed": ["shared line", f"own {strategy}"]}
+
+
+SWEEP = {"axes": [["inter", ["ib-edr", "ib-hdr"]], ["nodes", [8, 64]], ["strategy", ["allreduce", "node-based"]]]}
+ROWS = [
+    _row("allreduce", "ib-edr", 8, 0.100, 0.010), _row("allreduce", "ib-hdr", 8, 0.099, 0.009),
+    _row("allreduce", "ib-edr", 64, 0.200, 0.050), _row("allreduce", "ib-hdr", 64, 0.1972, 0.0472),
+    _row("node-based", "ib-edr", 8, 0.090, 0.0), _row("node-based", "ib-hdr", 8, 0.090, 0.0),
+    _row("node-based", "ib-edr", 64, 0.150, 0.020), _row("node-based", "ib-hdr", 64, 0.1503, 0.020),
+]
+
+
+def test_each_neighbouring_pair_is_stated_at_the_largest_node_count():
+    out = answers(SWEEP, ROWS)
+    # (0.1972 - 0.200) / 0.200 = -1.4 %; node-based moves 0.2 % < 0.5 %: unchanged
+    assert out[0] == ("inter=ib-hdr instead of inter=ib-edr: allreduce 1.4% faster (exposed communication 50.0 ms -> "
+                      "47.2 ms); node-based unchanged (at nodes=64).")
+    # nodes: samples/s 64*64/0.2 over 64*8/0.1 = 4.0x for 8x the ranks: 50 % of linear
+    assert out[1] == ("nodes=64 instead of nodes=8: allreduce 4.00x the samples/s (50% of linear); node-based "
+                      "4.80x the samples/s (60% of linear) (at inter=ib-edr).")
+
+
+def test_assumptions_are_the_lines_every_point_shares():
+    assert assumptions(ROWS) == ["shared line"]
