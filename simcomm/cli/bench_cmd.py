@@ -11,6 +11,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from simcomm.cli.app import app
+from simcomm.cli.scenario_flags import scenario_flags
 from simcomm.cli.console import print_json, stderr
 from simcomm.errors import ConfigError
 
@@ -33,6 +34,7 @@ def render_rows(rows, header: str) -> str:
 
 
 @app.command("bench")
+@scenario_flags(sections=("stack", "network"))
 def bench_command(
     collective: str = typer.Argument(..., help="all_reduce, all_gather, reduce_scatter, broadcast, reduce, "
                                                "alltoall or sendrecv (or allreduce, ...)."),
@@ -53,11 +55,12 @@ def bench_command(
     as_json: bool = typer.Option(False, "--json"),
     as_csv: bool = typer.Option(False, "--csv"),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+    flags: dict | None = None,
 ) -> None:
     """Predict an nccl-tests size sweep: time, algbw, busbw and the algorithm chosen at each size."""
     from simcomm.bench import bench, canonical, parse_sizes
     from simcomm.pipeline import Context
-    from simcomm.scenario import FIDELITIES, Scenario, StackSpec
+    from simcomm.scenario import FIDELITIES, from_flat
 
     if as_json and as_csv:
         raise ConfigError("--json and --csv: give one of them")
@@ -65,8 +68,9 @@ def bench_command(
     size_list = parse_sizes(sizes)
     if fidelity not in FIDELITIES:
         raise ConfigError(f"--fidelity: {fidelity!r} is not valid; valid choices: {', '.join(FIDELITIES)}")
-    scn = Scenario(nodes=nodes, gpus_per_node=gpus_per_node, cluster=cluster,
-                   stack=StackSpec(name=stack, collectives=collectives, nccl_algo=nccl_algo, nccl_proto=nccl_proto))
+    given = {"nodes": nodes, "gpus_per_node": gpus_per_node, "cluster": cluster, "stack": stack,
+             "collectives": collectives, "nccl_algo": nccl_algo, "nccl_proto": nccl_proto, **(flags or {})}
+    scn = from_flat({k: v for k, v in given.items() if v is not None})  # the one scenario vocabulary
     ctx = Context(scn)
     _, topo = ctx.cluster(nodes, 0)
     runtime = ctx.runtime()
@@ -80,7 +84,10 @@ def bench_command(
             rows = bench(kind, topo, runtime, size_list, dtype=dtype, root=root, fidelity=fidelity,
                          gpus_per_thread=gpus_per_thread, progress=lambda: bar.advance(task))
     name, why = ctx.stack_choice()
-    header = (f"simcomm bench {collective}: {cluster}, {nodes} node(s), {topo.n_ranks} ranks, stack {name} "
+    changed = ", ".join(f"{k}={getattr(scn.network, k)}" for k in ("inter", "intra", "nic", "nics_per_node",
+                                                                       "topology", "oversubscription")
+                        if getattr(scn.network, k) is not None)
+    header = (f"simcomm bench {collective}: {cluster}{f' ({changed})' if changed else ''}, {nodes} node(s), {topo.n_ranks} ranks, stack {name} "
               f"({runtime.rules} collectives{'' if why is None else '; ' + why}), {fidelity} fidelity, "
               f"{gpus_per_thread} GPU(s) per host thread (-g)")
     if as_json:

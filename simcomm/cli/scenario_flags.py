@@ -43,14 +43,19 @@ def _option(key: Key) -> inspect.Parameter:
     return inspect.Parameter(key.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
 
 
-def scenario_flags(*, skip: tuple[str, ...] = ()):
-    """Decorator: add the scenario keys' flags the command lacks; pass their given values as ``flags``."""
+def scenario_flags(*, skip: tuple[str, ...] = (), sections: tuple[str, ...] | None = None):
+    """Decorator: add the scenario keys' flags the command lacks; pass their given values as ``flags``.
+
+    ``sections`` limits the keys to those sections (``("stack", "network")`` for
+    ``bench``, which times one collective and has no workload).
+    """
 
     def deco(fn):
         sig = inspect.signature(fn)
         own = [p for p in sig.parameters.values() if p.name != "flags"]
         taken = {p.name for p in own} | set(skip)
-        generated = [_option(k) for k in KEYS if k.name not in taken]
+        generated = [_option(k) for k in KEYS if k.name not in taken
+                     and (sections is None or k.section in sections)]
         names = [p.name for p in generated]
 
         @functools.wraps(fn)
