@@ -211,7 +211,7 @@ def test_layer_drop_pulls_the_union_over_workers():
 
 
 def test_layer_drop_union_from_l1_history():
-    """Replayed fractions (test_strategies_a_pins): a is sent half the iterations, b and c always.
+    """Replayed fractions (test_strategies_pins): a is sent half the iterations, b and c always.
 
     2 workers, independent: a's union 1 - 0.5^2 = 0.75 -> pull 0.75 x 40 + 0.25 x 4 = 31 B; b 40; c 80.
     """

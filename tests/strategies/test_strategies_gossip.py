@@ -89,16 +89,16 @@ def test_split_segments_contiguous_and_balanced():
     assert split_segments([1, 1, 1, 1], 1) == [(0, 1, 2, 3)]
 
 
-def test_resnet_block_segments(make_workload, traces):
+def test_resnet_block_segments(make_workload, toy):
     names = ("conv1", "bn1", "layer1.0.conv1", "layer1.0.bn1", "layer1.1.conv1", "layer2.0.conv1",
              "layer2.0.downsample.0", "layer2.1.conv1", "fc")
-    w = make_workload(2, traces.toy(names))
+    w = make_workload(2, toy.toy_trace(names))
     segs, how = model_segments(w, 0)
     assert segs == [(0, 1), (2, 3), (4,), (5, 6), (7,), (8,)]   # stem, 4 blocks, head
     assert "block" in how
     segs3, _ = model_segments(w, 3)
     assert segs3 == [(0, 1, 2), (3, 4, 5), (6, 7, 8)]
-    flat = make_workload(2, traces.toy(tuple(f"l{i}" for i in range(20))))
+    flat = make_workload(2, toy.toy_trace(tuple(f"l{i}" for i in range(20))))
     assert len(model_segments(flat, 0)[0]) == 18
     with pytest.raises(ConfigError, match="segments: 10 exceeds"):
         model_segments(w, 10)

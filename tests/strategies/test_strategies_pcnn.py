@@ -36,9 +36,9 @@ def test_eq12_equals_rabenseifner_bandwidth():
     assert pcnn_conv_cost(1e6, 8, 0, 1) == pytest.approx(rabenseifner_cost(1e6, 8, 0, 1))
 
 
-def test_fc_ops_match_eqs_5_to_7(make_workload, mesh, traces):
+def test_fc_ops_match_eqs_5_to_7(make_workload, mesh, toy):
     n, n_prev, k, p = 4096, 25088, 256, 8
-    w = make_workload(p, traces.fc(n, n_prev, batch=k), scaling="strong")
+    w = make_workload(p, toy.fc_trace(n, n_prev, batch=k), scaling="strong")
     assert w.batch == k // p
     plan = STRATEGIES.get("pcnn")().plan(w, mesh(p))
     (a2a,) = colls(plan, "alltoall")
@@ -58,41 +58,41 @@ def _comm_exposed(name, opts, w, topo):
 
 
 @pytest.mark.parametrize("n, n_prev, k, wins", [(1024, 4096, 64, True), (64, 64, 4096, False)])
-def test_pcnn_beats_allreduce_exactly_when_eq11(n, n_prev, k, wins, make_workload, mesh, traces):
+def test_pcnn_beats_allreduce_exactly_when_eq11(n, n_prev, k, wins, make_workload, mesh, toy):
     p = 4
     assert fc_criterion(n, n_prev, k, p) == wins
-    w = make_workload(p, traces.fc(n, n_prev, batch=k), scaling="strong")
+    w = make_workload(p, toy.fc_trace(n, n_prev, batch=k), scaling="strong")
     pc = _comm_exposed("pcnn-no-overlap", {}, w, mesh(p))
     ar = _comm_exposed("allreduce", {"overlap": "none"}, w, mesh(p))
     assert (pc < ar) == wins
 
 
-def test_overlap_helps(make_workload, mesh, traces):
+def test_overlap_helps(make_workload, mesh, toy):
     names = ("conv1", "layer1.0.conv1", "layer1.1.conv1", "layer2.0.conv1")
-    w = make_workload(4, traces.toy(names), bucket_mb=5)
+    w = make_workload(4, toy.toy_trace(names), bucket_mb=5)
     topo = mesh(4)
     assert _comm_exposed("pcnn", {}, w, topo) < _comm_exposed("pcnn-no-overlap", {}, w, topo)
 
 
-def test_conv_units_follow_buckets(make_workload, mesh, traces):
-    w = make_workload(4, traces.toy(), bucket_mb=4)            # 4 MB layers: one per bucket
+def test_conv_units_follow_buckets(make_workload, mesh, toy):
+    w = make_workload(4, toy.toy_trace(), bucket_mb=4)            # 4 MB layers: one per bucket
     assert [k for k, _ in units_of(w)] == ["conv"] * 4
     plan = STRATEGIES.get("pcnn")().plan(w, mesh(4))
     assert len(colls(plan, "alltoall", "gradient")) == 4
     assert all(c.nbytes == 4e6 for c in colls(plan, "allgather", "params"))
-    w1 = make_workload(4, traces.toy(), bucket_mb=0)           # one bucket: one unit
+    w1 = make_workload(4, toy.toy_trace(), bucket_mb=0)           # one bucket: one unit
     assert len(units_of(w1)) == 1
 
 
-def test_missing_shapes_is_one_line_error(make_workload, mesh, traces):
-    w = make_workload(4, traces.fc(16, 32, batch=8, shapes=False))
+def test_missing_shapes_is_one_line_error(make_workload, mesh, toy):
+    w = make_workload(4, toy.fc_trace(16, 32, batch=8, shapes=False))
     with pytest.raises(PlanError) as err:
         STRATEGIES.get("pcnn")().plan(w, mesh(4))
     assert "activation shapes" in str(err.value) and "\n" not in str(err.value)
 
 
-def test_slice_update_is_one_pth(make_workload, mesh, traces):
-    plan = STRATEGIES.get("pcnn")().plan(make_workload(4, traces.toy(), bucket_mb=0), mesh(4))
+def test_slice_update_is_one_pth(make_workload, mesh, toy):
+    plan = STRATEGIES.get("pcnn")().plan(make_workload(4, toy.toy_trace(), bucket_mb=0), mesh(4))
     ups = [op for op in plan.ops if getattr(op, "label", "").startswith("slice update")]
     assert len(ups) == 4 and all(op.seconds == pytest.approx(4e-4 / 4) for op in ups)
 
@@ -138,11 +138,11 @@ def test_activation_alltoall_posted_when_its_inputs_exist(make_workload, mesh):
     assert sorted(fwd[d] for d in a2a.deps if d in fwd) == ["forward[0]"] * 4
 
 
-def test_one_communication_thread_runs_fifo(make_workload, mesh, traces):
+def test_one_communication_thread_runs_fifo(make_workload, mesh, toy):
     from simcomm.engine import simulate
 
     names = ("conv1", "layer1.0.conv1", "layer1.1.conv1", "layer2.0.conv1")
-    w = make_workload(4, traces.toy(names), bucket_mb=5)
+    w = make_workload(4, toy.toy_trace(names), bucket_mb=5)
     plan = STRATEGIES.get("pcnn")().plan(w, mesh(4))
     tl = simulate(plan, mesh(4))
     cs = [op for op in plan.ops if isinstance(op, Collective)]
@@ -151,12 +151,12 @@ def test_one_communication_thread_runs_fifo(make_workload, mesh, traces):
         assert tl.end[a.id] <= tl.start[b.id] + 1e-15
 
 
-def test_no_overlap_serialises_compute_and_communication(make_workload, mesh, traces):
+def test_no_overlap_serialises_compute_and_communication(make_workload, mesh, toy):
     from simcomm.engine import simulate
     from simcomm.ops import Compute
 
     names = ("conv1", "layer1.0.conv1", "layer1.1.conv1", "layer2.0.conv1")
-    w = make_workload(4, traces.toy(names), bucket_mb=5)
+    w = make_workload(4, toy.toy_trace(names), bucket_mb=5)
     plan = STRATEGIES.get("pcnn-no-overlap")().plan(w, mesh(4))
     tl = simulate(plan, mesh(4))
     compute = sum(op.seconds for op in plan.ops if isinstance(op, Compute) and op.rank == 0)

@@ -196,10 +196,10 @@ def test_density_changes_bytes(make_workload, mesh):
     assert colls(plan, "allgather")[0].nbytes == 4 * math.ceil(0.01 * D) * 8
 
 
-def test_trace_rates_override(make_workload, mesh, traces):
+def test_trace_rates_override(make_workload, mesh, toy):
     from dataclasses import replace
 
-    t = traces.toy()
+    t = toy.toy_trace()
     t = replace(t, meta={"compression_rates": {"topk": 2e-9}})
     plan = STRATEGIES.get("gtopk")().plan(make_workload(2, t), mesh(2))
     sel = [op for op in plan.ops if isinstance(op, Compute) and op.label == "top-k select"]
