@@ -52,7 +52,7 @@ def draw(cv: float, n: int, n_ranks: int, seed) -> np.ndarray:
 
 def chain(plan: CommPlan, factors: np.ndarray) -> tuple[CommPlan, list[range]]:
     """``len(factors)`` copies of ``plan``; returns the chained plan and each copy's op ids."""
-    if plan.meta.get("period") or plan.meta.get("period_ranks"):
+    if plan.info.period or plan.info.period_ranks:
         raise ConfigError("workload.compute_jitter: not available for plans that already span two iterations "
                           "(allreduce with overlap 'backward+forward'); use another overlap or compute_jitter 0")
     ops = plan.ops
@@ -90,7 +90,7 @@ def chain(plan: CommPlan, factors: np.ndarray) -> tuple[CommPlan, list[range]]:
             out.append(replace(op, **kw))
         copies.append(range(base, base + n_ops))
     meta = dict(plan.meta, chained=len(factors))
-    return CommPlan(plan.n_ranks, tuple(out), meta), copies
+    return CommPlan(plan.n_ranks, tuple(out), meta, plan.info), copies
 
 
 def per_iteration(ends, copies: list[range]) -> tuple[float, tuple[float, float]]:

@@ -26,13 +26,13 @@ of one rank overlap unless a dependency says otherwise.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Union
 
 from simcomm.errors import PlanError
 
-__all__ = ["Compute", "Collective", "Transfer", "Op", "CommPlan", "PlanBuilder"]
+__all__ = ["Compute", "Collective", "Transfer", "Op", "CommPlan", "IterationInfo", "PlanBuilder"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,12 +90,39 @@ Op = Union[Compute, Collective, Transfer]
 
 
 @dataclass(frozen=True)
+class IterationInfo:
+    """How the pipeline reads a plan as training iterations (typed; the strategies' side of the contract).
+
+    ``kind`` names the kind of iteration in reports.  A plan that holds more than one
+    iteration (to capture overlap with the next one) sets ``period = (a, b)``: its
+    iteration time is ``end[b] - end[a]``; ``period_ranks`` gives each rank's own
+    ``(a, b)`` (a rank's finish, for per-rank means); ``iterations_in_plan`` divides
+    its traffic per iteration.  ``assumed`` lines are printed with the result.
+    """
+
+    kind: str = "every iteration"
+    period: tuple[int, int] | None = None
+    period_ranks: Mapping[int, tuple[int, int]] | None = None
+    iterations_in_plan: int = 1
+    assumed: tuple[str, ...] = ()
+
+    def with_assumed(self, *lines: str) -> IterationInfo:
+        return replace(self, assumed=tuple(self.assumed) + tuple(lines))
+
+
+@dataclass(frozen=True)
 class CommPlan:
-    """An acyclic op graph over ``n_ranks`` ranks, plus free-form metadata."""
+    """An acyclic op graph over ``n_ranks`` ranks, how to read it as iterations, and free-form diagnostics.
+
+    ``info`` is what the pipeline reads (:class:`IterationInfo`); ``meta`` holds a
+    strategy's own diagnostics (bytes pushed, peers, ...) that reports and tests may
+    show but no stage depends on.
+    """
 
     n_ranks: int
     ops: tuple[Op, ...]
     meta: dict = field(default_factory=dict, compare=False, hash=False)
+    info: IterationInfo = field(default_factory=IterationInfo, compare=False, hash=False)
 
     def validate(self) -> CommPlan:
         """Check the contract; raise :class:`PlanError` with the first violation."""
@@ -200,5 +227,9 @@ class PlanBuilder:
         """Id of the last op issued on (rank, stream), if any."""
         return self._tail.get((rank, stream))
 
-    def build(self, **meta) -> CommPlan:
-        return CommPlan(self.n_ranks, tuple(self._ops), dict(meta)).validate()
+    def build(self, *, kind: str = "every iteration", period: tuple[int, int] | None = None,
+              period_ranks: Mapping[int, tuple[int, int]] | None = None, iterations_in_plan: int = 1,
+              assumed: tuple[str, ...] = (), **meta) -> CommPlan:
+        """The plan: the iteration protocol as typed fields, anything else as diagnostics in ``meta``."""
+        info = IterationInfo(kind, period, period_ranks, iterations_in_plan, tuple(assumed))
+        return CommPlan(self.n_ranks, tuple(self._ops), dict(meta), info).validate()

@@ -153,8 +153,6 @@ def build_cluster(scn: Scenario, nodes: int, extra: int = 0, base=None):
 
     ``extra = 0`` with a preset gives ``nodes`` machines as before.
     """
-    from simcomm.topologies import presets
-
     if (base is not None or _is_file(scn.cluster)) and scn.network.any():
         given = ", ".join(k for k in ("inter", "intra", "nic", "nics_per_node", "topology", "oversubscription")
                           if getattr(scn.network, k) is not None)
@@ -334,10 +332,10 @@ def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: boo
                 ran.setdefault((kind, asked), {}).setdefault(what, 0)
                 ran[(kind, asked)][what] += count
         if on_timeline is not None:
-            on_timeline(str(plan.meta.get("kind", "every iteration")), float(weight), run_plan, tl, topo)
+            on_timeline(plan.info.kind, float(weight), run_plan, tl, topo)
         if copies is None:
             t, window = iteration_time(plan, tl)
-            per = max(1, int(plan.meta.get("iterations_in_plan", 1)))
+            per = max(1, plan.info.iterations_in_plan)
         else:
             t, window = jit.per_iteration(tl.end, copies)
             per = len(copies)
@@ -355,7 +353,7 @@ def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: boo
         if copies is not None:  # the window spans len(copies) - 1 iterations
             bd = bd.scaled(1.0 / max(1, len(copies) - 1))
         rmean = rank_mean(plan, tl, n_train) if rank_means and copies is None else None
-        out.append(IterationKind(str(plan.meta.get("kind", "every iteration")), float(weight), t, bd, lb, est,
+        out.append(IterationKind(plan.info.kind, float(weight), t, bd, lb, est,
                                  rmean))
     return out
 
@@ -366,7 +364,7 @@ def rank_mean(plan, tl, n_train: int) -> float:
 
     from simcomm.ops import Collective, Compute, Transfer
 
-    per = plan.meta.get("period_ranks")
+    per = plan.info.period_ranks
     if per:
         return float(np.mean([float(tl.end[b] - tl.end[a]) for r, (a, b) in sorted(per.items()) if r < n_train]))
     f = np.zeros(n_train)
@@ -547,7 +545,7 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
         return Result(**common, assumed=tuple(notes), not_applicable=str(exc))
     assumed = notes + list(strategy.assumed())
     for _, plan in plans:
-        for line in plan.meta.get("assumed", ()):
+        for line in plan.info.assumed:
             if line not in assumed:
                 assumed.append(line)
     cpu = stack.cpu_per_byte

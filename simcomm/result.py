@@ -145,12 +145,12 @@ def _intersect(a: np.ndarray, b: np.ndarray) -> float:
 
 def iteration_time(plan, timeline) -> tuple[float, tuple[float, float]]:
     """(seconds, window) of one iteration: the plan's period if it declares one, else the makespan."""
-    per = plan.meta.get("period_ranks")
+    per = plan.info.period_ranks
     if per:
         a, b = max(per.values(), key=lambda ab: (timeline.end[ab[1]] - timeline.end[ab[0]]))
         return float(timeline.end[b] - timeline.end[a]), (float(timeline.end[a]), float(timeline.end[b]))
-    if plan.meta.get("period"):
-        a, b = plan.meta["period"]
+    if plan.info.period:
+        a, b = plan.info.period
         return float(timeline.end[b] - timeline.end[a]), (float(timeline.end[a]), float(timeline.end[b]))
     return float(timeline.makespan), (0.0, float(timeline.makespan))
 

@@ -10,7 +10,7 @@ all-reduced over all R ranks, then the optimizer steps.
 * ``overlap=backward+forward`` (seed 003): each bucket's update runs as soon
   as its reduction lands and the next iteration's forward of those layers
   waits only for them, so communication also hides behind the next forward.
-  The plan then holds two iterations and ``meta["period"]`` measures one
+  The plan then holds two iterations and ``info.period`` measures one
   steady-state iteration between the two backward ends.
 
 Closed form with one bucket, no overlap, ring algorithm:

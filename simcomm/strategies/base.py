@@ -19,14 +19,14 @@ interval gossips once per interval).  ``iterations(workload, topology)``
 returns ``[(weight, CommPlan), ...]``: one plan per *kind* of iteration and
 how many iterations of that kind an epoch (or period) holds.  The mean
 iteration time is the weighted mean of the kinds.  Each plan's
-``meta["kind"]`` names the kind for reports.  The default is ``[(1, plan)]``.
+``info.kind`` (:class:`~simcomm.ops.IterationInfo`) names the kind for reports.  The default is ``[(1, plan)]``.
 
 Steady-state plans
 ------------------
 A plan may hold more than one iteration to capture overlap with the *next*
 iteration (seed 003's backward+forward overlap).  It then sets
-``meta["period"] = (a, b)``: the iteration time is ``end[b] - end[a]``, and
-``meta["iterations_in_plan"]`` so traffic is divided per iteration.
+``info.period = (a, b)`` (``PlanBuilder.build(period=...)``): the iteration time is
+``end[b] - end[a]``, and ``info.iterations_in_plan`` so traffic is divided per iteration.
 Without ``period`` the iteration time is the plan's makespan.
 
 Baselines

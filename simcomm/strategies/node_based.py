@@ -59,7 +59,7 @@ T_exchange+eval = T_exchange + E.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simcomm.errors import ConfigError
 from simcomm.ops import PlanBuilder
@@ -228,6 +228,4 @@ class NodeBased(Strategy):
             out.append((1.0, self.plan(workload, topology, exchange=True, evaluate=True)))
         else:
             out.append((float(x), self.plan(workload, topology, exchange=True)))
-        for _, plan in out:
-            plan.meta["assumed"] = tuple(notes)
-        return out
+        return [(w, replace(plan, info=replace(plan.info, assumed=tuple(notes)))) for w, plan in out]

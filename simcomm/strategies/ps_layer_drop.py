@@ -169,9 +169,9 @@ class LayerDrop(ParameterServer):
         push, pull = self.wire_bytes(workload)
         note = ("sent fractions replayed from the trace's per-layer gradient L1 norms" if source == "grad_l1"
                 else "trace has no gradient L1 norms: every layer sent a fraction 1 - R of iterations")
-        plan.meta["assumed"] = tuple(plan.meta.get("assumed", ())) + (
+        plan = replace(plan, info=plan.info.with_assumed(
             note, f"per worker: pushes {push / 1e6:.4g} MB, pulls {pull / 1e6:.4g} MB (the union over "
-                  f"{workload.n_ranks} workers, union {self.params.union}) of {workload.model_bytes / 1e6:.4g} MB")
+                  f"{workload.n_ranks} workers, union {self.params.union}) of {workload.model_bytes / 1e6:.4g} MB"))
         plan.meta["push_bytes"] = push
         plan.meta["pull_bytes"] = pull
         return plan

@@ -7,6 +7,7 @@ the pipeline, scenario and CLI checks pin the option's plumbing and its errors.
 """
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -109,7 +110,7 @@ def test_draw_is_seeded_and_floored():
 
 def test_plans_spanning_two_iterations_are_refused():
     plan = _sync_plan(2)
-    twice = type(plan)(plan.n_ranks, plan.ops, dict(plan.meta, period=(0, 1)))
+    twice = type(plan)(plan.n_ranks, plan.ops, dict(plan.meta), replace(plan.info, period=(0, 1)))
     with pytest.raises(ConfigError, match="backward\\+forward"):
         chain(twice, np.ones((2, 2)))
 

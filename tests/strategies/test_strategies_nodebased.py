@@ -74,8 +74,8 @@ def test_kinds_and_weights_follow_the_rule():
     topo = cluster(4, 1)
     for rule, x in (("alg2", 3), ("footnote", 4)):
         kinds = NodeBased(NodeBasedParams(k_prime=2, exchange_rule=rule)).iterations(w, topo)
-        assert [(wt, p.meta["kind"]) for wt, p in kinds] == [(6.0 - x, "local"), (float(x), "exchange")]
-        assert f"{x} internode exchange(s) per epoch (rule {rule}" in kinds[0][1].meta["assumed"][0]
+        assert [(wt, p.info.kind) for wt, p in kinds] == [(6.0 - x, "local"), (float(x), "exchange")]
+        assert f"{x} internode exchange(s) per epoch (rule {rule}" in kinds[0][1].info.assumed[0]
 
 
 def test_auto_k_prime_is_the_codes_rule():
@@ -83,7 +83,7 @@ def test_auto_k_prime_is_the_codes_rule():
     assert auto_k_prime(128, 8) == 49 and auto_k_prime(128, 4) == 98 and auto_k_prime(98, 20) == 26
     w = build_workload(trace(), 4, dataset_size=50_000)  # K = ceil(50000 / 128) = 391 = auto K'
     kinds = NodeBased(make_params(NodeBased, {"k-prime": "-1"})).iterations(w, cluster(4, 1))
-    assert [(wt, p.meta["kind"]) for wt, p in kinds] == [(390.0, "local"), (1.0, "exchange")]
+    assert [(wt, p.info.kind) for wt, p in kinds] == [(390.0, "local"), (1.0, "exchange")]
 
 
 # ---- the intranode all-reduce runs after backward ----------------------------------------------
@@ -128,25 +128,25 @@ def test_per_epoch_evaluation_added_once_per_epoch():
     w = build_workload(trace(), 4, dataset_size=1000)
     nb = NodeBased(NodeBasedParams(k_prime=3, eval_s=0.1, eval_samples=256))
     kinds = nb.iterations(w, topo)
-    assert [(wt, p.meta["kind"]) for wt, p in kinds] == [(5.0, "local"), (2.0, "exchange"), (1.0, "exchange+eval")]
+    assert [(wt, p.info.kind) for wt, p in kinds] == [(5.0, "local"), (2.0, "exchange"), (1.0, "exchange+eval")]
     assert nb.eval_seconds(w) == pytest.approx(0.108)
     evals = [op for op in kinds[2][1].ops if isinstance(op, Compute) and op.label == "epoch evaluation"]
     assert [op.seconds for op in evals] == pytest.approx([0.108] * 4)
-    t = {p.meta["kind"]: engine.simulate(p, topo).makespan for _, p in kinds}
+    t = {p.info.kind: engine.simulate(p, topo).makespan for _, p in kinds}
     assert t["exchange+eval"] - t["exchange"] == pytest.approx(0.108, rel=1e-9)
-    mean_with = sum(wt * t[p.meta["kind"]] for wt, p in kinds) / 8
+    mean_with = sum(wt * t[p.info.kind] for wt, p in kinds) / 8
     plain = NodeBased(NodeBasedParams(k_prime=3)).iterations(w, topo)
     assert [wt for wt, _ in plain] == [5.0, 3.0]
     mean_without = sum(wt * engine.simulate(p, topo).makespan for wt, p in plain) / 8
     assert mean_with - mean_without == pytest.approx(0.108 / 8, rel=1e-9)  # E / K = 13.5 ms
-    assert "adds 13.5 ms to the mean iteration" in " ".join(kinds[0][1].meta["assumed"])
+    assert "adds 13.5 ms to the mean iteration" in " ".join(kinds[0][1].info.assumed)
 
 
 def test_evaluation_with_a_single_exchange_per_epoch():
     # K' >= K: the only exchange is the last iteration, which then carries the evaluation
     w = build_workload(trace(), 4, dataset_size=1000)
     kinds = NodeBased(NodeBasedParams(k_prime=50, eval_s=1.0)).iterations(w, cluster(4, 1))
-    assert [(wt, p.meta["kind"]) for wt, p in kinds] == [(7.0, "local"), (1.0, "exchange+eval")]
+    assert [(wt, p.info.kind) for wt, p in kinds] == [(7.0, "local"), (1.0, "exchange+eval")]
     assert "per-epoch evaluation 0 s" in " ".join(NodeBasedParams().assumed)
 
 

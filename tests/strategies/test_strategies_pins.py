@@ -84,7 +84,7 @@ def test_node_based_exchange_count(k, kp, x, footnote):
 def test_node_based_iteration_kinds_weights(toy):
     w = build_workload(toy.make_trace(), 4, dataset_size=1000)  # K = 8
     kinds = NodeBased(NodeBasedParams(k_prime=3)).iterations(w, toy.two_level(4, 1))
-    assert [(wt, p.meta["kind"]) for wt, p in kinds] == [(5.0, "local"), (3.0, "exchange")]
+    assert [(wt, p.info.kind) for wt, p in kinds] == [(5.0, "local"), (3.0, "exchange")]
 
 
 def test_node_based_one_gpu_per_node_has_no_intranode_traffic(toy):

@@ -74,7 +74,7 @@ def test_iteration_at_least_compute_critical_path(toy, name):
         tl = engine.simulate(plan, topo)
         t, _ = iteration_time(plan, tl)
         assert t >= (w.forward_s + w.backward_s) * (1 - 1e-12)
-        if not plan.meta.get("period") and not plan.meta.get("period_ranks"):
+        if not plan.info.period and not plan.info.period_ranks:
             per_rank = np.zeros(plan.n_ranks)
             for op in plan.ops:
                 if isinstance(op, Compute) and op.stream == "compute":
