@@ -50,11 +50,18 @@ import dataclasses
 import importlib
 import math
 import pkgutil
+import types
+import typing
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from simcomm.errors import ConfigError
 from simcomm.registry import Registry
+
+if TYPE_CHECKING:
+    from simcomm.ops import CommPlan
+    from simcomm.topologies.base import Topology
+    from simcomm.workload import Workload
 
 __all__ = ["Strategy", "STRATEGIES", "NotApplicable", "make_params", "option_names", "register"]
 
@@ -82,10 +89,10 @@ class Strategy:
     def __init__(self, params: Any = None):
         self.params = params if params is not None else self.Params()
 
-    def plan(self, workload, topology):  # -> CommPlan
+    def plan(self, workload: Workload, topology: Topology) -> CommPlan:
         raise NotImplementedError
 
-    def iterations(self, workload, topology) -> list:
+    def iterations(self, workload: Workload, topology: Topology) -> list[tuple[float, CommPlan]]:
         """``[(weight, CommPlan), ...]``, one per kind of iteration (see module docstring)."""
         return [(1.0, self.plan(workload, topology))]
 
@@ -142,34 +149,49 @@ def option_names(cls: type[Strategy]) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls.Params) if f.init and f.name != "assumed")
 
 
-def _coerce(name: str, value: Any, default: Any, field_type: Any) -> Any:
-    value = _coerce_text(name, value, default, field_type)
+def _coerce(name: str, value: Any, hint: Any) -> Any:
+    value = _coerce_text(name, value, hint)
     # An option is a model input: inf or nan would be printed as a time or hang the plan (issue 15).
     if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(f"option {name}: {value!r} must be a finite number")
     return value
 
 
-def _coerce_text(name: str, value: Any, default: Any, field_type: Any) -> Any:
+def _plain(hint: Any) -> Any:
+    """``X`` of ``X | None`` / ``Optional[X]``; other hints unchanged."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return hint
+
+
+def _coerce_text(name: str, value: Any, hint: Any) -> Any:
+    """A text value (CLI, ``--opt``, sweep axis) converted by the option's real type (its resolved annotation)."""
     if not isinstance(value, str):
         return value
-    kind = type(default) if default is not None and default is not dataclasses.MISSING else None
-    text = str(field_type)
+    kind = _plain(hint)
     try:
-        if kind is bool or text == "bool":
+        if kind is bool:
             low = value.strip().lower()
             if low not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
                 raise ValueError
             return low in ("1", "true", "yes", "on")
-        if kind is int or text == "int":
+        if kind is int:
             return int(value)
-        if kind is float or text in ("float", "float | None"):
+        if kind is float:
             return float(value)
-        if text == "int | None":
-            return int(value)
     except ValueError:
-        raise ConfigError(f"option {name}: cannot read {value!r} as {kind.__name__ if kind else text}") from None
+        raise ConfigError(f"option {name}: cannot read {value!r} as {kind.__name__}") from None
     return value
+
+
+def _hints(cls: type[Strategy]) -> dict[str, Any]:
+    """The Params fields' annotations resolved to real types (``from __future__`` makes them strings)."""
+    import sys
+
+    module = sys.modules.get(cls.__module__)
+    return typing.get_type_hints(cls.Params, globalns=vars(module) if module else None)
 
 
 def make_params(cls: type[Strategy], options: dict | None = None):
@@ -180,14 +202,14 @@ def make_params(cls: type[Strategy], options: dict | None = None):
     options = dict(options or {})
     names = option_names(cls)
     fields = {f.name: f for f in dataclasses.fields(cls.Params)}
+    hints = _hints(cls)
     kwargs = {}
     for key, value in options.items():
         name = key.replace("-", "_")
         if name not in names:
             valid = ", ".join(n.replace("_", "-") for n in names) or "(none)"
             raise ConfigError(f"option {key!r} does not belong to strategy {cls.name!r}; valid options: {valid}")
-        f = fields[name]
-        kwargs[name] = _coerce(key, value, f.default, f.type)
+        kwargs[name] = _coerce(key, value, hints.get(name, fields[name].type))
     try:
         return cls.Params(**kwargs)
     except TypeError as exc:  # a wrongly typed value reaching a comparison in __post_init__
