@@ -11,14 +11,16 @@ name unless it registered itself on import.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import importlib
+import pkgutil
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Generic, TypeVar
 
 from simcomm.errors import UnknownNameError
 
-__all__ = ["Entry", "Registry"]
+__all__ = ["Entry", "Registry", "scan"]
 
 T = TypeVar("T")
 
@@ -111,3 +113,17 @@ class Registry(Generic[T]):
 
     def __len__(self) -> int:
         return len(self.names())
+
+
+def scan(package: str, *, skip: Iterable[str] = ()) -> None:
+    """Import every public module of ``package``, in name order; its items register themselves on import.
+
+    The one registration idiom: an item is a module that registers itself with its
+    catalogue's decorator, and the catalogue's package scans itself.  Adding a
+    strategy, algorithm, builder or link family touches that one module.
+    """
+    pkg = importlib.import_module(package)
+    skipped = set(skip)
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+        if not info.name.startswith("_") and info.name not in skipped:
+            importlib.import_module(f"{package}.{info.name}")

@@ -14,6 +14,7 @@ from simcomm.errors import UnknownNameError
 CATALOGUES: dict[str, str] = {
     "links": "simcomm.links:LINKS",
     "topologies": "simcomm.topologies:TOPOLOGIES",
+    "fabrics": "simcomm.topologies.two_level:FABRICS",
     "collectives": "simcomm.collectives:ALGORITHMS",
     "cost-models": "simcomm.cost_models:COST_MODELS",
     "strategies": "simcomm.strategies:STRATEGIES",

@@ -47,9 +47,7 @@ workload's ``n_ranks`` still counts only the training ranks, which come first.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import math
-import pkgutil
 import types
 import typing
 from dataclasses import dataclass
@@ -127,11 +125,9 @@ class _StrategyRegistry(Registry):
     def _load_plugins(self) -> None:
         if self._plugins_loaded:
             return
-        import simcomm.strategies as pkg
+        from simcomm.registry import scan
 
-        for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
-            if info.name not in _SKIP and not info.name.startswith("_"):
-                importlib.import_module(f"simcomm.strategies.{info.name}")
+        scan("simcomm.strategies", skip=_SKIP)
         super()._load_plugins()
 
 

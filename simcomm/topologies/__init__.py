@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simcomm.registry import Registry
-from simcomm.topologies.base import Topology
+from simcomm.registry import scan as _scan
+from simcomm.topologies.base import TOPOLOGIES, Topology
 from simcomm.topologies.custom import load_topology_file
 from simcomm.topologies.dragonfly import dragonfly
 from simcomm.topologies.fat_tree import fat_tree
@@ -25,24 +25,9 @@ from simcomm.topologies.two_level import two_level
 __all__ = ["TOPOLOGIES", "PRESETS", "Topology", "preset", "resolve", "load_topology_file", "full_mesh", "star",
            "fat_tree", "dragonfly", "torus", "ring", "two_level"]
 
-TOPOLOGIES: Registry = Registry("topology", "simcomm.topologies")
-
-for _name, _fn, _summary, _ref in (
-    ("full-mesh", full_mesh, "builder: a dedicated link between every pair of ranks (contention free)",
-     "closed-form exactness reference (docs/topologies.md)"),
-    ("star", star, "builder: every rank on one non-blocking switch", "docs/topologies.md"),
-    ("fat-tree", fat_tree, "builder: k-ary fat-tree (3 levels) or leaf-spine (2), oversubscription, ECMP",
-     "Al-Fares, Loukissas, Vahdat, SIGCOMM 2008"),
-    ("dragonfly", dragonfly, "builder: groups of all-to-all routers, one global link per group pair, minimal routing",
-     "Kim, Dally, Scott, Abts, ISCA 2008"),
-    ("torus", torus, "builder: 2-D/3-D torus, dimension-order routing", "docs/topologies.md"),
-    ("ring", ring, "builder: bidirectional ring, shortest-direction routing", "docs/topologies.md"),
-    ("two-level", two_level, "builder: M nodes x G ranks, intranode fabric, shared NICs, any internode network",
-     "issue 2; docs/topologies.md"),
-    ("custom", load_topology_file, "builder: a TOML or GraphML file of nodes, edges and ranks",
-     "docs/topologies.md"),
-):
-    TOPOLOGIES.add(_name, _fn, summary=_summary, reference=_ref)
+# Builders register themselves (@TOPOLOGIES.register in their module); the package scans itself,
+# then lists every preset after them.
+_scan(__name__, skip=("base", "presets"))
 for _e in PRESETS.entries():
     TOPOLOGIES.add(_e.name, _e.obj, summary="preset: " + _e.summary, reference=_e.reference)
 

@@ -28,10 +28,14 @@ from typing import Protocol
 import networkx as nx
 import numpy as np
 
+from simcomm.registry import Registry
 from simcomm.errors import TopologyError
 from simcomm.links.base import LinkClass
 
-__all__ = ["Topology", "Router", "ShortestPathRouter", "ecmp_hash", "ecmp_hash_many", "DEFAULT_GAMMA"]
+__all__ = ["TOPOLOGIES", "Topology", "Router", "ShortestPathRouter", "ecmp_hash", "ecmp_hash_many", "DEFAULT_GAMMA"]
+
+#: every topology builder (each module registers its own) and, added by the package, every preset
+TOPOLOGIES: Registry = Registry("topology", "simcomm.topologies")
 
 #: Batches of fewer pairs are routed one by one (array set-up would cost more);
 #: larger ones in chunks of _MANY_CHUNK pairs (memory stays bounded).

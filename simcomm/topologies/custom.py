@@ -34,7 +34,7 @@ import networkx as nx
 from simcomm.errors import ConfigError, TopologyError, UnknownNameError
 from simcomm.links.base import LINKS, LinkClass, link_class
 from simcomm.links.toml_file import parse_link_table
-from simcomm.topologies.base import ShortestPathRouter, Topology
+from simcomm.topologies.base import TOPOLOGIES, ShortestPathRouter, Topology
 
 __all__ = ["load_topology_file", "save_topology_toml"]
 
@@ -149,6 +149,8 @@ def _finish(name: str, g: nx.Graph, ranks: list, user: dict, where: str) -> Topo
                     meta={"builder": "custom", "file": where})
 
 
+@TOPOLOGIES.register('custom', summary='builder: a TOML or GraphML file of nodes, edges and ranks',
+                     reference='docs/topologies.md')
 def load_topology_file(path: str | Path) -> Topology:
     """Read a ``.toml`` or ``.graphml`` topology (any problem is one ``ConfigError`` line)."""
     p = Path(path)

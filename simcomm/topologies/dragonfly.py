@@ -19,7 +19,7 @@ import math
 import networkx as nx
 
 from simcomm.links.base import LinkClass
-from simcomm.topologies.base import DEFAULT_GAMMA, Topology
+from simcomm.topologies.base import TOPOLOGIES, DEFAULT_GAMMA, Topology
 from simcomm.topologies.fabric import add_link, positive_int, rank_graph, standalone
 
 __all__ = ["dragonfly", "add_dragonfly", "DragonflyFabric"]
@@ -79,6 +79,8 @@ def add_dragonfly(g: nx.Graph, hosts: list, host_link: LinkClass, links: dict, *
     return fab
 
 
+@TOPOLOGIES.register('dragonfly', summary='builder: groups of all-to-all routers, one global link per group pair, minimal routing',
+                     reference='Kim, Dally, Scott, Abts, ISCA 2008')
 def dragonfly(groups: int, routers_per_group: int, hosts_per_router: int, *,
               local_link: str | LinkClass = "aries", global_link: str | LinkClass = "aries",
               host_link: str | LinkClass | None = None, gamma: float = DEFAULT_GAMMA) -> Topology:

@@ -31,7 +31,7 @@ import numpy as np
 
 from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
-from simcomm.topologies.base import DEFAULT_GAMMA, Topology
+from simcomm.topologies.base import TOPOLOGIES, DEFAULT_GAMMA, Topology
 from simcomm.topologies.fabric import add_link, positive_int, rank_graph, standalone
 
 __all__ = ["fat_tree", "add_fat_tree", "auto_k", "FatTreeFabric", "ROUTINGS"]
@@ -153,6 +153,8 @@ def add_fat_tree(g: nx.Graph, hosts: list, host_link: LinkClass, links: dict, *,
     return FatTreeFabric(hosts, k, levels, edge, agg, core, routing)
 
 
+@TOPOLOGIES.register('fat-tree', summary='builder: k-ary fat-tree (3 levels) or leaf-spine (2), oversubscription, ECMP',
+                     reference='Al-Fares, Loukissas, Vahdat, SIGCOMM 2008')
 def fat_tree(k: int | None = None, *, link: str | LinkClass = "ib-edr", oversubscription: float = 1.0,
              levels: int = 3, hosts: int | None = None, host_link: str | LinkClass | None = None,
              gamma: float = DEFAULT_GAMMA, routing: str | None = None) -> Topology:

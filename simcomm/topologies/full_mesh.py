@@ -11,7 +11,7 @@ from __future__ import annotations
 import networkx as nx
 
 from simcomm.links.base import LinkClass, link_class
-from simcomm.topologies.base import DEFAULT_GAMMA, Topology
+from simcomm.topologies.base import TOPOLOGIES, DEFAULT_GAMMA, Topology
 
 __all__ = ["full_mesh"]
 
@@ -23,6 +23,8 @@ class _DirectRouter:
         return [src, dst]
 
 
+@TOPOLOGIES.register('full-mesh', summary='builder: a dedicated link between every pair of ranks (contention free)',
+                     reference='closed-form exactness reference (docs/topologies.md)')
 def full_mesh(n_ranks: int, link: str | LinkClass, *, gamma: float = DEFAULT_GAMMA) -> Topology:
     """``n_ranks`` ranks, each pair joined by its own link of class ``link``."""
     lc = link_class(link)

@@ -8,13 +8,15 @@ positive direction.
 from __future__ import annotations
 
 from simcomm.links.base import LinkClass
-from simcomm.topologies.base import DEFAULT_GAMMA, Topology
+from simcomm.topologies.base import TOPOLOGIES, DEFAULT_GAMMA, Topology
 from simcomm.topologies.fabric import positive_int
 from simcomm.topologies.torus import torus
 
 __all__ = ["ring"]
 
 
+@TOPOLOGIES.register('ring', summary='builder: bidirectional ring, shortest-direction routing',
+                     reference='docs/topologies.md')
 def ring(n: int, link: str | LinkClass = "nvlink4", *, gamma: float = DEFAULT_GAMMA) -> Topology:
     """``n`` ranks on a bidirectional ring of ``link`` links."""
     topo = torus((positive_int(n, "ring: n"),), link, gamma=gamma)

@@ -10,7 +10,7 @@ import networkx as nx
 import numpy as np
 
 from simcomm.links.base import LinkClass
-from simcomm.topologies.base import DEFAULT_GAMMA, Topology
+from simcomm.topologies.base import TOPOLOGIES, DEFAULT_GAMMA, Topology
 from simcomm.topologies.fabric import add_link, positive_int, rank_graph, standalone
 
 __all__ = ["star", "add_star", "StarFabric"]
@@ -40,6 +40,8 @@ def add_star(g: nx.Graph, hosts: list, host_link: LinkClass, *, name: str = "sw0
     return StarFabric(hosts, name)
 
 
+@TOPOLOGIES.register('star', summary='builder: every rank on one non-blocking switch',
+                     reference='docs/topologies.md')
 def star(n: int, link: str | LinkClass, *, gamma: float = DEFAULT_GAMMA) -> Topology:
     """``n`` ranks, each joined to one switch by a link of class ``link``."""
     positive_int(n, "star: n")

@@ -20,7 +20,7 @@ import networkx as nx
 
 from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
-from simcomm.topologies.base import DEFAULT_GAMMA, Topology
+from simcomm.topologies.base import TOPOLOGIES, DEFAULT_GAMMA, Topology
 from simcomm.topologies.fabric import add_link, positive_int, rank_graph, standalone
 
 __all__ = ["torus", "add_torus", "TorusFabric", "check_dims"]
@@ -89,6 +89,8 @@ def add_torus(g: nx.Graph, hosts: list, host_link: LinkClass | None, links: dict
     return TorusFabric(hosts, routers, dims, direct)
 
 
+@TOPOLOGIES.register('torus', summary='builder: 2-D/3-D torus, dimension-order routing',
+                     reference='docs/topologies.md')
 def torus(dims=(4, 4), link: str | LinkClass = "nvlink4", *, gamma: float = DEFAULT_GAMMA) -> Topology:
     """A direct torus with one rank per position."""
     dims = check_dims(dims)

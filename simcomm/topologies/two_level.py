@@ -38,9 +38,10 @@ from collections.abc import Sequence
 import networkx as nx
 import numpy as np
 
+from simcomm.registry import Registry
 from simcomm.errors import ConfigError, UnknownNameError
 from simcomm.links.base import LinkClass, link_class
-from simcomm.topologies.base import DEFAULT_GAMMA, Topology, ecmp_hash, ecmp_hash_many
+from simcomm.topologies.base import TOPOLOGIES, DEFAULT_GAMMA, Topology, ecmp_hash, ecmp_hash_many
 from simcomm.topologies.devices import device_gamma
 from simcomm.topologies.dragonfly import add_dragonfly
 from simcomm.topologies.fabric import add_link, check_ranks, positive_int
@@ -52,7 +53,7 @@ from simcomm.topologies.rail import add_rail
 from simcomm.topologies.star import add_star
 from simcomm.topologies.torus import add_torus
 
-__all__ = ["two_level", "INTRA", "INTER", "DEFAULT_INTRA_LINK", "HostPath"]
+__all__ = ["two_level", "FABRICS", "INTRA", "INTER", "DEFAULT_INTRA_LINK", "HostPath"]
 
 INTER = ("switch", "fat-tree", "rail", "dragonfly", "torus", "ring")
 _HUB = {"nvswitch": "nvsw", "pcie": "pcie", "shm": "mem"}
@@ -209,27 +210,57 @@ def _counts(nodes: int, gpus_per_node) -> list[int]:
     return [gpn] * nodes
 
 
+def _switch(g, hosts, nic_lc, links, rails, **opts):
+    if opts:
+        raise TypeError(f"unexpected option {sorted(opts)[0]!r}")
+    return add_star(g, hosts, nic_lc)
+
+
+def _fat_tree(g, hosts, nic_lc, links, rails, **opts):
+    return add_fat_tree(g, hosts, nic_lc, links, **opts)
+
+
+def _rail(g, hosts, nic_lc, links, rails, **opts):
+    return add_rail(g, hosts, nic_lc, links, rails=rails, **opts)
+
+
+def _dragonfly(g, hosts, nic_lc, links, rails, **opts):
+    return add_dragonfly(g, hosts, nic_lc, links, **opts)
+
+
+def _torus(g, hosts, nic_lc, links, rails, **opts):
+    opts.setdefault("dims", _square(len(hosts)))
+    return add_torus(g, hosts, nic_lc, links, **opts)
+
+
+def _ring(g, hosts, nic_lc, links, rails, **opts):
+    opts.setdefault("dims", (len(hosts),))
+    return add_torus(g, hosts, nic_lc, links, **opts)
+
+
+#: the internode networks a two-level cluster can use (``inter``), one registered builder each;
+#: ``simcomm list fabrics`` prints them
+FABRICS: Registry = Registry("internode network")
+for _name, _fn, _summary, _ref in (
+    ("switch", _switch, "every NIC on one non-blocking switch", "docs/topologies.md"),
+    ("fat-tree", _fat_tree, "k-ary fat-tree or leaf-spine, oversubscription, ECMP", "Al-Fares et al., SIGCOMM 2008"),
+    ("rail", _rail, "rail-optimised leaf-spine: one leaf group per NIC rail (DGX SuperPOD)",
+     "NVIDIA DGX SuperPOD reference architecture; docs/topologies.md"),
+    ("dragonfly", _dragonfly, "groups of all-to-all routers, one global link per group pair",
+     "Kim, Dally, Scott, Abts, ISCA 2008"),
+    ("torus", _torus, "2-D/3-D torus of the nodes, dimension-order routing", "docs/topologies.md"),
+    ("ring", _ring, "the nodes on a bidirectional ring", "docs/topologies.md"),
+):
+    FABRICS.add(_name, _fn, summary=_summary, reference=_ref)
+assert FABRICS.names() == INTER
+
+
 def _add_inter(g, inter, hosts, nic_lc, links, opts, rails: int = 1):
-    opts = dict(opts or {})
+    build = FABRICS.get(inter)  # an unknown name: one line listing the valid ones
     try:
-        if inter == "rail":
-            return add_rail(g, hosts, nic_lc, links, rails=rails, **opts)
-        if inter == "switch":
-            if opts:
-                raise TypeError(f"unexpected option {sorted(opts)[0]!r}")
-            return add_star(g, hosts, nic_lc)
-        if inter == "fat-tree":
-            return add_fat_tree(g, hosts, nic_lc, links, **opts)
-        if inter == "dragonfly":
-            return add_dragonfly(g, hosts, nic_lc, links, **opts)
-        if inter in ("torus", "ring"):
-            if inter == "ring":
-                opts.setdefault("dims", (len(hosts),))
-            opts.setdefault("dims", _square(len(hosts)))
-            return add_torus(g, hosts, nic_lc, links, **opts)
+        return build(g, hosts, nic_lc, links, rails, **dict(opts or {}))
     except TypeError as exc:  # an unknown keyword in inter_options
         raise ConfigError(f"two-level: bad inter_options for {inter!r}: {exc}") from None
-    raise UnknownNameError("internode network", inter, INTER)
 
 
 def _square(n: int) -> tuple[int, int]:
@@ -268,6 +299,8 @@ def _relay_table(counts, offsets, nic_of, nics, planes):
     return relay
 
 
+@TOPOLOGIES.register('two-level', summary='builder: M nodes x G ranks, intranode fabric, shared NICs, any internode network',
+                     reference='issue 2; docs/topologies.md')
 def two_level(nodes: int, gpus_per_node: int | Sequence[int] = 8, *, intra: str = "nvswitch",
               intra_link: str | LinkClass | None = None, nic_link: str | LinkClass = "ib-hdr",
               nics_per_node: int = 1, nic_attach: str | LinkClass = "pcie4", inter: str = "switch",
