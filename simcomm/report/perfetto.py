@@ -43,13 +43,23 @@ def trace_events(plan: CommPlan, timeline, *, machine_of=None, link_usage: Itera
     ``timeline.meta["link_usage"]`` when present).
     """
     ev: list[dict] = []
+    # Every stream a rank's ops use gets a named thread (a gossip or point-to-point stream too).
+    extra: dict[int, set[str]] = {}
+    for op in plan.ops:
+        ranks = (op.rank,) if isinstance(op, Compute) else (op.src, op.dst) if isinstance(op, Transfer) \
+            else op.ranks if isinstance(op, Collective) else ()
+        if op.stream not in STREAM_TIDS:
+            for r in ranks:
+                extra.setdefault(r, set()).add(op.stream)
     for r in range(plan.n_ranks):
         node = machine_of(r) if machine_of else None
         label = f"rank {r}" + (f" (node {node})" if node is not None else "")
         ev.append({"ph": "M", "name": "process_name", "pid": r, "tid": 0, "ts": 0, "args": {"name": label}})
         ev.append({"ph": "M", "name": "process_sort_index", "pid": r, "tid": 0, "ts": 0, "args": {"sort_index": r}})
-        for stream, tid in STREAM_TIDS.items():
-            ev.append({"ph": "M", "name": "thread_name", "pid": r, "tid": tid, "ts": 0, "args": {"name": stream}})
+        for stream in (*STREAM_TIDS, *sorted(extra.get(r, ()))):
+            ev.append({"ph": "M", "name": "thread_name", "pid": r, "tid": _tid(stream), "ts": 0,
+                       "args": {"name": stream}})
+    ran = _algorithms_run(timeline)
     flow_id = 0
     for op in plan.ops:
         t0, t1 = float(timeline.start[op.id]), float(timeline.end[op.id])
@@ -59,7 +69,8 @@ def trace_events(plan: CommPlan, timeline, *, machine_of=None, link_usage: Itera
             ev.append({"ph": "X", "name": name, "cat": op.category, "pid": op.rank, "tid": _tid(op.stream),
                        "ts": ts, "dur": dur, "args": {"op": op.id}})
         elif isinstance(op, Collective):
-            args = {"op": op.id, "bytes": op.nbytes, "group": len(op.ranks), "algorithm": op.algorithm}
+            args = {"op": op.id, "bytes": op.nbytes, "group": len(op.ranks),
+                    "algorithm": ran.get((op.kind, op.algorithm), op.algorithm)}
             for r in op.ranks:
                 ev.append({"ph": "X", "name": name, "cat": op.category, "pid": r, "tid": _tid(op.stream),
                            "ts": ts, "dur": dur, "args": args})
@@ -81,6 +92,18 @@ def trace_events(plan: CommPlan, timeline, *, machine_of=None, link_usage: Itera
     return {"traceEvents": ev, "displayTimeUnit": "ms",
             "otherData": {"generator": "simcomm", "makespan_s": float(timeline.makespan),
                           "fidelity": timeline.fidelity}}
+
+
+def _algorithms_run(timeline) -> dict[tuple[str, str], str]:
+    """(collective, algorithm asked) -> what the engine ran (``auto`` resolved; NCCL's choice with protocol).
+
+    The engine counts what each (collective, asked) pair ran in ``meta["algorithms"]``;
+    when one pair ran several algorithms (sizes differ), all are named with their counts.
+    """
+    out: dict[tuple[str, str], list[tuple[str, int]]] = {}
+    for kind, asked, what, count in timeline.meta.get("algorithms", ()):
+        out.setdefault((kind, asked), []).append((str(what), int(count)))
+    return {k: v[0][0] if len(v) == 1 else ", ".join(f"{w} x{n}" for w, n in sorted(v)) for k, v in out.items()}
 
 
 def kinds_trace_events(kinds: list[tuple[str, CommPlan, object]], *, machine_of=None) -> dict:

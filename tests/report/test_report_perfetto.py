@@ -58,3 +58,20 @@ def test_write_is_atomic_and_loadable(tmp_path):
         write_timeline(out, {"traceEvents": [object()]})
     assert json.loads(out.read_text())["otherData"]["makespan_s"] == 3.5e-3  # old file intact
     assert [p.name for p in tmp_path.iterdir()] == ["t.json"]  # no temp file left behind
+
+
+def test_every_stream_is_a_named_thread_and_slices_name_the_algorithm_run():
+    """A push on its own stream gets a named thread on both ends; an auto collective shows what ran."""
+    b = PlanBuilder(2)
+    c = b.collective("allreduce", [0, 1], 1e6, label="grads")
+    t = b.transfer(1, 0, 500.0, after=[c], label="push", stream="push")
+    plan = b.build()
+    tl = Timeline(start=np.array([0.0, 2e-3]), end=np.array([2e-3, 3e-3]), makespan=3e-3,
+                  meta={"algorithms": [("allreduce", "auto", "NCCL Ring/LL128", 1)]})
+    obj = trace_events(plan, tl)
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in obj["traceEvents"] if e["name"] == "thread_name"}
+    used = {(e["pid"], e["tid"]) for e in obj["traceEvents"] if e["ph"] == "X"}
+    assert used <= set(threads) and {threads[(1, e["tid"])] for e in obj["traceEvents"]
+                                     if e["ph"] == "X" and e["args"]["op"] == t and e["pid"] == 1} == {"push"}
+    grads = [e for e in obj["traceEvents"] if e["ph"] == "X" and e["name"] == "grads"]
+    assert {e["args"]["algorithm"] for e in grads} == {"NCCL Ring/LL128"}
