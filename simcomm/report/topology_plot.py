@@ -1,6 +1,8 @@
 """Draw a topology with matplotlib (Agg): every node for small graphs, aggregated for large.
 
-Small graphs (up to 300 nodes) are drawn node by node in layers (ranks at the
+A dragonfly is drawn as what it is: groups on a circle, each group's routers on
+a small circle with bold local links, thin global links between groups.  Other
+small graphs (up to 300 nodes) are drawn node by node in layers (ranks at the
 bottom, NICs above them, switches above those), each node above the mean
 position of what it connects below, edges coloured by link family; switches
 on no route between ranks (empty fat-tree pods) are left out and counted in
@@ -11,6 +13,8 @@ a 16 384-rank cluster still gives a readable picture.
 
 from __future__ import annotations
 
+import math
+import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -22,7 +26,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from simcomm.fileio import atomic_open
 from simcomm.topologies.base import Topology  # noqa: E402
 
-__all__ = ["draw_topology", "layout"]
+__all__ = ["draw_topology", "layout", "dragonfly_groups"]
 
 _FAMILY_COLOR = {"nvlink": "tab:green", "nvswitch": "tab:green", "pcie": "tab:orange", "infiniband": "tab:blue",
                  "roce": "tab:cyan", "ethernet": "tab:red", "aries": "tab:purple", "shm": "tab:brown",
@@ -125,18 +129,89 @@ def _draw_aggregated(ax, topo: Topology) -> None:
     ax.set_ylim(-0.5, max(d for d, _ in nodes) + 0.6)
 
 
+_ROUTER = re.compile(r"^rt(\d+)\.(\d+)$")
+
+
+def dragonfly_groups(topo: Topology) -> dict[int, list]:
+    """Group -> its routers (``rtG.R`` switches of a dragonfly), empty when the topology has none."""
+    out: dict[int, list] = defaultdict(list)
+    for n, k in topo.graph.nodes(data="kind"):
+        m = _ROUTER.match(str(n)) if k == "switch" else None
+        if m:
+            out[int(m.group(1))].append((int(m.group(2)), n))
+    return {gid: [n for _, n in sorted(rs)] for gid, rs in sorted(out.items())}
+
+
+def _draw_dragonfly(ax, topo: Topology, groups: dict[int, list]) -> None:
+    """Groups on a circle, each group's routers on a small circle of its own, hosts outside their router.
+
+    A dragonfly's structure is its groups: all-to-all local links inside each group
+    (drawn bold) and one global link per group pair (drawn thin, between groups).
+    """
+    g = topo.graph
+    pos: dict = {}
+    heading: dict = {}  # direction a node's hosts fan out in: away from its group's centre
+    ng = len(groups)
+    for gi, (gid, routers) in enumerate(groups.items()):
+        ga = 2 * math.pi * gi / ng
+        cx, cy = math.cos(ga), math.sin(ga)
+        for ri, r in enumerate(routers):
+            ra = ga + 2 * math.pi * ri / max(1, len(routers))
+            pos[r] = (cx + 0.22 * math.cos(ra), cy + 0.22 * math.sin(ra))
+            heading[r] = ra
+    # everything else (NICs, hosts) fans out beyond the router it hangs from
+    frontier = list(pos)
+    while frontier:
+        nxt = []
+        for r in frontier:
+            kids = sorted((m for m in g.adj[r] if m not in pos), key=str)
+            x, y = pos[r]
+            for i, m in enumerate(kids):
+                a = heading[r] + (i - (len(kids) - 1) / 2) * 0.35
+                pos[m] = (x + 0.12 * math.cos(a), y + 0.12 * math.sin(a))
+                heading[m] = heading[r]
+                nxt.append(m)
+        frontier = nxt
+    group_of = {r: gid for gid, rs in groups.items() for r in rs}
+    for u, v, name in g.edges(data="link"):
+        if u not in pos or v not in pos:
+            continue
+        colour = _FAMILY_COLOR.get(topo.links[name].family, "gray")
+        both = u in group_of and v in group_of
+        local = both and group_of[u] == group_of[v]
+        lw, alpha = (1.6, 0.9) if local else (0.5, 0.45) if both else (0.5, 0.6)
+        ax.plot([pos[u][0], pos[v][0]], [pos[u][1], pos[v][1]], color="black" if local else colour, lw=lw,
+                alpha=alpha)
+    for kind, marker in (("rank", "o"), ("nic", "s"), ("switch", "D")):
+        pts = [pos[n] for n, k in g.nodes(data="kind") if k == kind and n in pos]
+        if pts:
+            ax.scatter(*zip(*pts), marker=marker, s=18, label=kind, zorder=3)
+    for gi, gid in enumerate(groups):
+        ga = 2 * math.pi * gi / ng
+        ax.text(1.5 * math.cos(ga), 1.5 * math.sin(ga), f"group {gid}", ha="center", va="center", fontsize=8)
+    ax.plot([], [], color="black", lw=1.6, label="local (in group)")
+    ax.plot([], [], color="gray", lw=0.5, label="global (between groups)")
+    ax.set_aspect("equal")
+    ax.legend(loc="upper right", fontsize=7)
+
+
 def draw_topology(topo: Topology, path: str | Path, *, max_nodes: int = 300) -> None:
     """Write a PNG of ``topo`` to ``path`` atomically (temp file, then rename)."""
     fig, ax = plt.subplots(figsize=(10, 5))
     try:
         idle = 0
-        if topo.graph.number_of_nodes() <= max_nodes:
+        groups = dragonfly_groups(topo)
+        if len(groups) > 1 and topo.graph.number_of_nodes() <= max_nodes:
+            _draw_dragonfly(ax, topo, groups)
+            ax.set_yticks([])
+        elif topo.graph.number_of_nodes() <= max_nodes:
             idle = _draw_full(ax, topo)
         else:
             _draw_aggregated(ax, topo)
         ax.set_title(f"{topo.name}: {topo.n_ranks} ranks" + (f" ({idle} idle switches not drawn)" if idle else ""))
         ax.set_xticks([])
-        ax.set_ylabel("layer (0 = ranks)")
+        if not (len(groups) > 1 and topo.graph.number_of_nodes() <= max_nodes):
+            ax.set_ylabel("layer (0 = ranks)")
         path = Path(path)
         with atomic_open(path, "wb") as fh:
             fig.savefig(fh, format="png", dpi=100, metadata={"Software": None})

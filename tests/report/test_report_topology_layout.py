@@ -28,3 +28,17 @@ def test_a_star_keeps_every_node():
     topo = star(5, LINKS.get("eth-10g"))
     pos, idle = layout(topo)
     assert idle == 0 and len(pos) == topo.graph.number_of_nodes()
+
+
+def test_dragonfly_is_drawn_as_groups(tmp_path):
+    """A dragonfly's routers are found by group (not laid out as one line of switches) and the PNG is written."""
+    from simcomm.report.topology_plot import draw_topology, dragonfly_groups
+    from simcomm.topologies import dragonfly
+
+    topo = dragonfly(4, 3, 2)
+    groups = dragonfly_groups(topo)
+    assert list(groups) == [0, 1, 2, 3] and all(len(rs) == 3 for rs in groups.values())
+    assert dragonfly_groups(__import__("simcomm.topologies", fromlist=["fat_tree"]).fat_tree(4)) == {}
+    out = tmp_path / "df.png"
+    draw_topology(topo, out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
