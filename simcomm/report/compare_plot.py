@@ -2,7 +2,8 @@
 
 Left: mean iteration time vs nodes, one line per strategy (log y); with many
 strategies the five fastest at the largest node count and the baseline are bold
-and named, the rest pale.  Middle:
+and listed first in the legend (marked *), the rest pale.  The breakdown bars are
+sorted fastest first.  Middle:
 speedup against ``allreduce`` vs nodes.  Right: stacked bars of the breakdown
 (compute, data loading, compression, exposed communication) at the largest
 node count.  Not-applicable points are simply absent from the lines.
@@ -19,7 +20,7 @@ __all__ = ["plot_compare"]
 #: strategies drawn bold when many are compared: the fastest at the largest node count
 HIGHLIGHT = 5
 _PARTS = (("compute", "compute"), ("dataload", "data loading"), ("compression", "compression"),
-          ("comm_exposed", "comm exposed"))
+          ("server", "server (PS update)"), ("comm_exposed", "comm exposed"))
 
 
 def plot_compare(results, path: str | Path) -> Path:
@@ -52,14 +53,12 @@ def plot_compare(results, path: str | Path) -> Path:
         xs = [p[0] for p in pts]
         strong = name in bold
         style = {"color": colours[i % 20], "marker": markers[i % len(markers)],
-                 "linestyle": dashes[i % len(dashes)], "label": name, "linewidth": 2.2 if strong else 0.9,
-                 "alpha": 1.0 if strong else 0.35, "markersize": 6 if strong else 3, "zorder": 3 if strong else 1}
+                 "linestyle": dashes[i % len(dashes)], "label": name, "linewidth": 2.2 if strong else 1.0,
+                 "alpha": 1.0 if strong else 0.5, "markersize": 6 if strong else 3, "zorder": 3 if strong else 1}
         ys = [p[1] * 1e3 for p in pts]
         ax1.plot(xs, ys, **style)
         ax2.plot(xs, [p[2] if p[2] is not None else float("nan") for p in pts], **style)
-        if strong and len(names) > HIGHLIGHT + 1:
-            ax1.annotate(name, (xs[-1], ys[-1]), xytext=(4, 0), textcoords="offset points", fontsize=7,
-                         color=colours[i % 20], va="center")
+
     for ax, label in ((ax1, "mean iteration time (ms)"), (ax2, "speedup vs allreduce (x)")):
         ax.set_xlabel("nodes (log scale)")
         ax.set_ylabel(label)
@@ -73,11 +72,17 @@ def plot_compare(results, path: str | Path) -> Path:
     ax2.set_title("speedup against allreduce")
     # The legend sits below the line plots so it never hides a line.
     handles, labels = ax1.get_legend_handles_labels()
+    # the highlighted strategies first (fastest first), then the rest in their given order
+    rank = {name: i for i, (_, name) in enumerate(at_top)}
+    order = sorted(range(len(labels)), key=lambda j: (labels[j] not in bold, rank.get(labels[j], 0), j))
+    handles, labels = [handles[j] for j in order], [labels[j] + (" *" if labels[j] in bold and
+                                                                  len(names) > HIGHLIGHT + 1 else "")
+                                                     for j in order]
     fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 9) or 1, fontsize=8,
                bbox_to_anchor=(0.36, 0.0), frameon=False)
     if ok:
         top = max(r.nodes for r in ok)
-        last = [r for r in ok if r.nodes == top]
+        last = sorted((r for r in ok if r.nodes == top), key=lambda r: r.mean_s)  # fastest first
         bottom = [0.0] * len(last)
         for attr, label in _PARTS:
             vals = [getattr(r.breakdown, attr) for r in last]
@@ -85,7 +90,7 @@ def plot_compare(results, path: str | Path) -> Path:
             bottom = [b + v for b, v in zip(bottom, vals)]
         ax3.set_xticks(range(len(last)), [r.strategy for r in last], rotation=60, ha="right", fontsize=7)
         ax3.set_ylabel("seconds per iteration")
-        ax3.set_title(f"where the time goes at {top} nodes")
+        ax3.set_title(f"where the time goes at {top} nodes (fastest first)")
         ax3.legend(fontsize=8)
     fig.tight_layout(rect=(0, 0.12, 1, 1))
     path = Path(path)

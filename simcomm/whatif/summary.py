@@ -199,37 +199,6 @@ def inputs_table(sweep: dict) -> list[list[str]]:
     return out
 
 
-def _axis_changes(sweep, rows) -> list[str]:
-    """For each facet axis: how iteration time moves across its values, per strategy, at the largest x."""
-    x, out = x_axis(sweep), []
-    ok = ok_rows(rows)
-    if not ok:
-        return out
-    top = max(r.get(x) for r in ok) if x != "strategy" else None
-    for key in facet_keys(sweep):
-        others = [k for k in facet_keys(sweep) if k != key]
-        for strategy in dict.fromkeys(r.get("strategy") for r in ok):
-            sel = [r for r in ok if r.get("strategy") == strategy and (top is None or r.get(x) == top)]
-            ref = sel[0] if sel else None
-            sel = [r for r in sel if all(r.get(k) == ref.get(k) for k in others)]
-            if len(sel) < 2:
-                continue
-            lo, hi = min(sel, key=lambda r: r["iteration_s"]), max(sel, key=lambda r: r["iteration_s"])
-            d = hi["iteration_s"] - lo["iteration_s"]
-            if d <= 0:
-                continue
-            dc = (hi["comm_exposed_s"] or 0) - (lo["comm_exposed_s"] or 0)
-            dk = (hi["compute_s"] or 0) - (lo["compute_s"] or 0)
-            at = f" at {x}={top}" if top is not None else ""
-            why = (f"{dc / d:.0%} of the gap is exposed communication ({_ms(lo['comm_exposed_s'] or 0)} -> "
-                   f"{_ms(hi['comm_exposed_s'] or 0)})" if abs(dc) >= abs(dk) else
-                   f"{dk / d:.0%} of the gap is compute on the critical rank ({_ms(lo['compute_s'] or 0)} -> "
-                   f"{_ms(hi['compute_s'] or 0)})")
-            out.append(f"{strategy}{at}: {key}={hi.get(key)} is {d / lo['iteration_s']:.1%} slower than "
-                       f"{key}={lo.get(key)} ({_ms(hi['iteration_s'])} vs {_ms(lo['iteration_s'])}); {why}.")
-    return out
-
-
 def _stragglers(rows) -> list[str]:
     ok = ok_rows(rows)
     slow = [r for r in ok if (r.get("straggler_scale") or 1) != 1 or (r.get("jitter") or 0) > 0]
@@ -269,7 +238,6 @@ def findings(sweep: dict, rows) -> list[str]:
     out += answers(sweep, rows)
     out += _saturation(rows)
     out += _scaling_findings(sweep, rows)
-    out += _axis_changes(sweep, rows)
     out += _stragglers(rows)
     na = [r for r in rows if r.get("status") == "not-applicable"]
     bad = [r for r in rows if r.get("status") == "failed"]
