@@ -1,9 +1,8 @@
-"""Self-contained HTML what-if report: inline CSS, plots as base64 PNG ``data:`` URIs, no network.
+"""Self-contained HTML rendering of the what-if report: inline CSS, plots as base64 PNG ``data:`` URIs, no network.
 
-Sections, in order: the question and inputs, the plain-language summary,
-the ranked configuration table, iteration time against the varied
-parameter, the time breakdown, per-link-family utilisation, the topology
-drawing, and the failed / not-applicable points.  Everything shown is
+What the report says is the document model (:mod:`simcomm.report.document`): the
+question and inputs, the summary with the pairwise answers, the ranked table, the
+shared assumptions, the plots and the failed / not-applicable points.  Everything is
 computed from the saved rows, so ``simcomm report DIR`` rebuilds it exactly.
 """
 
@@ -13,20 +12,11 @@ import base64
 import html
 from pathlib import Path
 
-from simcomm.whatif.results import input_columns, write_text_atomic
-from simcomm.whatif.summary import assumptions, findings, inputs_table, ranked_table
+from simcomm.report.document import CAPTIONS, Block, Bullets, Figure, Heading, Paragraph, Quote, Table, whatif_document
+from simcomm.whatif.results import write_text_atomic
 
 __all__ = ["CAPTIONS", "render_html", "write_html", "write_reports"]
 
-CAPTIONS = {
-    "time": "Iteration time against the varied parameter, one line per strategy (below: scaling efficiency, "
-            "per-rank throughput relative to the smallest node count; the dotted line is 90 %).",
-    "breakdown": "Where the time goes: compute, data loading, compression and exposed communication stack to "
-                 "the iteration time; the hatched bar is communication hidden behind computation.",
-    "utilisation": "Mean utilisation of each link family over one iteration (bytes carried / (capacity x "
-                   "iteration time), averaged over that family's links).",
-    "topology": "The simulated cluster (smallest node count of the sweep).",
-}
 _CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1250px;color:#222;
 line-height:1.45;padding:0 1em}
@@ -46,35 +36,31 @@ def _table(head, body) -> str:
     return f"<table><thead><tr>{h}</tr></thead><tbody>{rows}</tbody></table>"
 
 
+def _block(b: Block, figs: dict[str, bytes]) -> str:
+    if isinstance(b, Heading):
+        return f"<h{b.level}>{html.escape(b.text)}</h{b.level}>"
+    if isinstance(b, Quote):
+        return f"<p class='q'>{html.escape(b.text)}</p>"
+    if isinstance(b, Paragraph):
+        return f"<p>{html.escape(b.text)}</p>"
+    if isinstance(b, Bullets):
+        cls = f" class='{b.css}'" if b.css else ""
+        return f"<ul{cls}>" + "".join(f"<li>{html.escape(x)}</li>" for x in b.items) + "</ul>"
+    if isinstance(b, Table):
+        return _table(b.head, b.body)
+    if isinstance(b, Figure):
+        data = base64.b64encode(figs[b.name]).decode("ascii")
+        return (f"<figure><img alt='{b.name} plot' src='data:image/png;base64,{data}'>"
+                f"<figcaption>{html.escape(b.caption)}</figcaption></figure>")
+    raise TypeError(f"unknown report block {b!r}")  # pragma: no cover - the model is closed
+
+
 def render_html(sweep: dict, rows: list[dict], figs: dict[str, bytes]) -> str:
-    """The report as one HTML string."""
+    """The report as one HTML string (:func:`~simcomm.report.document.whatif_document`)."""
     q = sweep.get("question") or "What if the cluster, network or strategy changed?"
-    parts = [(f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>simcomm what-if: "
-              f"{html.escape(q)}</title><style>{_CSS}</style></head><body>"),
-             "<h1>simcomm what-if report</h1>", f"<p class='q'>{html.escape(q)}</p>",
-             f"<p>{len(rows)} point(s); {sum(r.get('status') == 'ok' for r in rows)} simulated.</p>",
-             "<h2>Inputs</h2>", _table(["parameter", "value"], inputs_table(sweep)),
-             "<h2>Summary</h2><ul class='findings'>",
-             *(f"<li>{html.escape(s)}</li>" for s in findings(sweep, rows)), "</ul>",
-             "<h2>Ranked configurations</h2><p>Best first, by time per sample (iteration time / global batch).</p>",
-             _table(*ranked_table(sweep, rows))]
-    shared = assumptions(rows)
-    if shared:
-        parts += ["<h2>Assumptions</h2><p>Shared by every simulated point (each point's own: results.json).</p>"
-                  "<ul>", *(f"<li>{html.escape(a)}</li>" for a in shared), "</ul>"]
-    titles = {"time": "Iteration time", "breakdown": "Breakdown", "utilisation": "Link utilisation",
-              "topology": "Topology"}
-    for name, png in figs.items():
-        data = base64.b64encode(png).decode("ascii")
-        parts.append(f"<h2>{titles.get(name, name)}</h2><figure><img alt='{name} plot' "
-                     f"src='data:image/png;base64,{data}'><figcaption>{html.escape(CAPTIONS.get(name, ''))}"
-                     "</figcaption></figure>")
-    bad = [r for r in rows if r.get("status") in ("failed", "not-applicable")]
-    if bad:
-        keys = [k for k in input_columns(sweep) if any(r.get(k) is not None for r in bad)][:6]
-        parts += ["<h2>Failed and not-applicable points</h2>",
-                  _table([*keys, "status", "why"], [[*(str(r.get(k)) for k in keys), r["status"],
-                                                      str(r.get("error") or r.get("reason"))] for r in bad])]
+    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>simcomm what-if: "
+             f"{html.escape(q)}</title><style>{_CSS}</style></head><body>"]
+    parts += [_block(b, figs) for b in whatif_document(sweep, rows, tuple(figs))]
     parts.append("<p><small>Generated by simcomm from results.json; rebuild with <code>simcomm report DIR</code>. "
                  "Model and definitions: docs/whatif.md.</small></p></body></html>\n")
     return "\n".join(parts)

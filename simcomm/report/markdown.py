@@ -1,13 +1,12 @@
-"""Markdown twin of the HTML what-if report: same sections, plots as PNG files beside it."""
+"""Markdown rendering of the what-if report document (:mod:`simcomm.report.document`), plots as PNGs beside it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from simcomm.fileio import write_bytes
-from simcomm.report.html import CAPTIONS
-from simcomm.whatif.results import input_columns, write_text_atomic
-from simcomm.whatif.summary import assumptions, findings, inputs_table, ranked_table
+from simcomm.report.document import Block, Bullets, Figure, Heading, Paragraph, Quote, Table, whatif_document
+from simcomm.whatif.results import write_text_atomic
 
 __all__ = ["md_text", "render_markdown", "write_markdown"]
 
@@ -41,28 +40,28 @@ def _md_table(head, body) -> str:
     return "\n".join(lines)
 
 
+def _block(b: Block, images: dict[str, str]) -> list[str]:
+    if isinstance(b, Heading):
+        return ["#" * b.level + " " + b.text]
+    if isinstance(b, Quote):
+        return [f"> {md_text(b.text)}"]
+    if isinstance(b, Paragraph):
+        return [b.text]
+    if isinstance(b, Bullets):
+        return [f"- {md_text(x)}" for x in b.items]
+    if isinstance(b, Table):
+        return [_md_table(b.head, b.body)]
+    if isinstance(b, Figure):
+        return [f"![{b.name} plot]({images[b.name]})", "", f"*{b.caption}*"]
+    raise TypeError(f"unknown report block {b!r}")  # pragma: no cover - the model is closed
+
+
 def render_markdown(sweep: dict, rows: list[dict], images: dict[str, str]) -> str:
-    """The report as Markdown; ``images`` maps figure name -> relative PNG path."""
-    q = sweep.get("question") or "What if the cluster, network or strategy changed?"
-    out = ["# simcomm what-if report", "", f"> {md_text(q)}", "",
-           f"{len(rows)} point(s); {sum(r.get('status') == 'ok' for r in rows)} simulated.", "",
-           "## Inputs", "", _md_table(["parameter", "value"], inputs_table(sweep)), "", "## Summary", ""]
-    out += [f"- {s}" for s in findings(sweep, rows)]
-    out += ["", "## Ranked configurations", "", "Best first, by time per sample (iteration time / global batch).",
-            "", _md_table(*ranked_table(sweep, rows)), ""]
-    shared = assumptions(rows)
-    if shared:
-        out += ["## Assumptions", "", "Shared by every simulated point (each point's own: results.json).", ""]
-        out += [f"- {md_text(a)}" for a in shared] + [""]
-    for name, rel in images.items():
-        out += [f"## {name.capitalize()}", "", f"![{name} plot]({rel})", "", f"*{CAPTIONS.get(name, '')}*", ""]
-    bad = [r for r in rows if r.get("status") in ("failed", "not-applicable")]
-    if bad:
-        keys = [k for k in input_columns(sweep) if any(r.get(k) is not None for r in bad)][:6]
-        out += ["## Failed and not-applicable points", "",
-                _md_table([*keys, "status", "why"], [[*(str(r.get(k)) for k in keys), r["status"],
-                                                      str(r.get("error") or r.get("reason"))] for r in bad]), ""]
-    return "\n".join(out) + "\n"
+    """The report as Markdown (:func:`~simcomm.report.document.whatif_document`); ``images``: figure -> PNG path."""
+    out: list[str] = []
+    for b in whatif_document(sweep, rows, tuple(images)):
+        out += _block(b, images) + [""]
+    return "\n".join(out)
 
 
 def write_markdown(path: Path, sweep: dict, rows: list[dict], figs: dict[str, bytes]) -> Path:
