@@ -84,13 +84,21 @@ class Context:
                               f"(stack {self.stack().name}); use --stack nccl or drop --{which.replace('_', '-')}")
         return Runtime(rules, spec.nccl_algo, spec.nccl_proto)
 
+    def calibration_notes(self, nodes: int, extra: int) -> tuple[str, ...]:
+        """How the calibrated link file (``links``) was put on this cluster (empty without one)."""
+        self.cluster(nodes, extra)
+        return self._clusters[(nodes, extra)][2]
+
     def cluster(self, nodes: int, extra: int):
         """(raw, stack-applied) topology of ``nodes`` training nodes plus ``extra`` server nodes."""
         key = (nodes, extra)
         if key not in self._clusters:
             topo = build_cluster(self.scenario, nodes, extra, base=self.given_topology)
-            self._clusters[key] = (topo, apply_stack(topo, self.stack()))
-        return self._clusters[key]
+            eff = apply_stack(topo, self.stack())
+            # Calibrated links go on after the stack: their latency split per hop accounts for the
+            # stack's own per-hop overheads on the rest of the route, so a route adds up to the fit.
+            self._clusters[key] = (_calibrated(self.scenario, topo)[0], ) + _calibrated(self.scenario, eff)
+        return self._clusters[key][:2]
 
 
 def load_trace_for(scn: Scenario, notes: list, device: str | None = None):
@@ -233,6 +241,20 @@ def _preset(scn: Scenario, nodes: int):
 
     topo = presets.preset(scn.cluster, nodes=nodes, gpus_per_node=scn.gpus_per_node)
     return with_network(topo, scn.network, scn.cluster) if scn.network.any() else topo
+
+
+def _calibrated(scn: Scenario, topo) -> tuple:
+    """(``topo`` with the scenario's calibrated link file on it, the assumed lines); unchanged without ``links``."""
+    if not scn.network.links:
+        return topo, ()
+    from simcomm.links.toml_file import load_link_file
+    from simcomm.topologies.calibrated import with_calibrated_links
+
+    path = scn.network.links
+    if not Path(path).is_file():
+        raise ConfigError(f"links: file {path!r} does not exist or is not a regular file")
+    out, notes = with_calibrated_links(topo, load_link_file(path), path)
+    return out, tuple(notes)
 
 
 def _nic_attach(topo) -> str | None:
@@ -507,7 +529,7 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
     ctx.built = (raw, topo)
     n_train = _train_ranks(raw, scn.nodes, extra)
     gpn = max(1, n_train // scn.nodes)
-    notes = list(ctx.notes)
+    notes = list(ctx.notes) + list(ctx.calibration_notes(scn.nodes, extra))
     if scn.gpus_per_node is None:
         notes.append(f"{gpn} GPU(s) per node ({scn.cluster} preset)")
     stack_name, why = ctx.stack_choice()

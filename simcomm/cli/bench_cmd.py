@@ -85,9 +85,10 @@ def bench_command(
                          gpus_per_thread=gpus_per_thread, progress=lambda: bar.advance(task))
     name, why = ctx.stack_choice()
     changed = ", ".join(f"{k}={getattr(scn.network, k)}" for k in ("inter", "intra", "nic", "nics_per_node",
-                                                                       "topology", "oversubscription")
+                                                                       "topology", "oversubscription", "links")
                         if getattr(scn.network, k) is not None)
-    header = (f"simcomm bench {collective}: {cluster}{f' ({changed})' if changed else ''}, {nodes} node(s), {topo.n_ranks} ranks, stack {name} "
+    where = f"{cluster} ({changed})" if changed else cluster
+    header = (f"simcomm bench {collective}: {where}, {nodes} node(s), {topo.n_ranks} ranks, stack {name} "
               f"({runtime.rules} collectives{'' if why is None else '; ' + why}), {fidelity} fidelity, "
               f"{gpus_per_thread} GPU(s) per host thread (-g)")
     if as_json:

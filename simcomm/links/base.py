@@ -28,6 +28,7 @@ class LinkClass:
     latency: seconds per hop (the α contribution of one traversal).
     family: ``nvlink``, ``nvswitch``, ``pcie``, ``infiniband``, ``roce``,
         ``ethernet``, ``aries``, ``shm`` or ``custom``; reports group bytes by it.
+    measured: a calibrated class (``--links``): transport stacks leave it unscaled.
     """
 
     name: str
@@ -36,6 +37,8 @@ class LinkClass:
     family: str = "custom"
     summary: str = ""
     reference: str = ""
+    #: measured end to end (simcomm calibrate): the stack's efficiency and overhead are already in it
+    measured: bool = False
 
     def __post_init__(self) -> None:
         if not self.bandwidth > 0 or self.bandwidth == float("inf"):

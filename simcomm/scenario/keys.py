@@ -142,6 +142,8 @@ KEYS: tuple[Key, ...] = (
     _k("topology", "network", "topology", "choice", "internode network kind", choices=TOPOLOGIES),
     _k("oversubscription", "network", "oversubscription", "float", "fat-tree uplink oversubscription r "
        "(implies topology fat-tree)", lo=1, hi=1024),
+    _k("links", "network", "links", "str", "calibrated link file (simcomm calibrate --out): calib-inter on the "
+       "host links, calib-intra inside a machine, used as measured"),
 )
 KEY: dict[str, Key] = {k.name: k for k in KEYS}
 

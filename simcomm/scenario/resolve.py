@@ -109,6 +109,9 @@ def flat_from_toml(raw: dict, base_dir: Path | None = None) -> tuple[dict, set[s
     for key, value in raw.items():
         put(str(key).replace("-", "_"), value, key)
     if base_dir is not None:
+        links = flat.get("links")
+        if isinstance(links, str) and links and not Path(links).is_absolute():
+            flat["links"] = str(base_dir / links)
         trace = flat.get("trace")
         if isinstance(trace, str) and trace and not Path(trace).is_absolute():
             flat["trace"] = str(base_dir / trace)

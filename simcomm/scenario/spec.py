@@ -125,8 +125,10 @@ class NetworkSpec:
     nics_per_node: int | None = None
     topology: str | None = None
     oversubscription: float | None = None
+    links: str | None = None  # a calibrated link file, put on any cluster (simcomm.topologies.calibrated)
 
     def any(self) -> bool:
+        """True when a two-level preset's network is changed (``links`` applies to every cluster, apart)."""
         return any(v is not None for v in (self.inter, self.intra, self.nic, self.nics_per_node, self.topology,
                                            self.oversubscription))
 

@@ -105,6 +105,8 @@ class Stack:
 
         ``arch`` (the GPUs' SM version) sets NVLink's rate on ``nccl_nvlink`` stacks.
         """
+        if lc.measured:  # calibrated end to end: this stack's share and overhead are already in the numbers
+            return lc
         intra = lc.family in INTRANODE_FAMILIES
         eff = self.intra_efficiency if intra else self.efficiency
         if self.nccl_nvlink and lc.family in ("nvlink", "nvswitch") and arch:
