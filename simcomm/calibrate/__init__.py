@@ -1,6 +1,9 @@
 """Calibration: measure a real (or emulated) cluster, fit link classes, check predictions.
 
-* :mod:`~simcomm.calibrate.fit` – α-β(-γ) least squares with scipy, refusing bad data;
+* :mod:`~simcomm.calibrate.fit` – robust α-β fit (Theil-Sen β, smallest-excess α), α-β-γ least squares,
+  refusing bad data;
+* :mod:`~simcomm.calibrate.accept` – line-rate bound, warnings (unsettled rounds, busy machine, self-check);
+* :mod:`~simcomm.calibrate.check` – ``--check``: validate a record, replay it against the model;
 * :mod:`~simcomm.calibrate.linkfile` – atomic, round-trip-checked link TOML;
 * :mod:`~simcomm.calibrate.bench` / :mod:`~simcomm.calibrate.worker` – torch.distributed
   microbenchmarks (torch imported lazily, only inside ranks);

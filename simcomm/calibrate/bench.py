@@ -7,6 +7,16 @@ What one run measures, every rank taking part in every collective:
   ``$SIMCOMM_LEAF`` tells the switches apart, one under another leaf switch
   (``cross``: its goodput is the leaf-spine trunk's), where such ranks exist;
   one-way time = RTT/2;
+* a *stream probe* on the same pair: rank 0 sends ``stream_count`` messages of
+  ``stream_bytes`` back to back and the peer answers once; goodput =
+  ``(K - 1)·S / (t_K - t_1)`` (the difference cancels latency, the answer and
+  TCP's ramp-up), which is what the link sustains for bulk data;
+* the ping-pong sweep and the stream probe run in *rounds*: after each round
+  rank 0 fits the round's bandwidth, and the class is done once two or more
+  rounds agree within ``stable`` (``(max - min) / median``) or after
+  ``rounds`` rounds; the record keeps every round's bandwidth and whether it
+  settled, and the per-size time is the median over rounds of each round's
+  best repeat;
 * ``allreduce`` (sum, float32), ``allgather`` (``nbytes`` = gathered total),
   ``broadcast`` from rank 0;
 * parameter-server ``ps_push`` (every other rank sends ``nbytes`` to rank 0 at
@@ -44,6 +54,12 @@ class BenchSpec:
     warmup: int = 1
     collectives: tuple[str, ...] = COLLECTIVE_CASES
     meta: dict = field(default_factory=dict)
+    #: most rounds of the ping-pong sweep (+ stream probe) per class; at least 2 are run when > 1
+    rounds: int = 4
+    #: rounds agree when their fitted bandwidths' (max - min) / median is at most this
+    stable: float = 0.03
+    stream_bytes: int = 1048576
+    stream_count: int = 4
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -51,7 +67,9 @@ class BenchSpec:
     @classmethod
     def from_json(cls, d: dict) -> BenchSpec:
         return cls(tuple(d["p2p_sizes"]), tuple(d["coll_sizes"]), int(d["repeats"]), int(d["warmup"]),
-                   tuple(d["collectives"]), dict(d.get("meta", {})))
+                   tuple(d["collectives"]), dict(d.get("meta", {})), int(d.get("rounds", 1)),
+                   float(d.get("stable", 0.03)), int(d.get("stream_bytes", 1048576)),
+                   int(d.get("stream_count", 4)))
 
 
 def node_name() -> str:
@@ -114,6 +132,87 @@ def _pingpong(peer: int, nbytes: int, spec: BenchSpec) -> list[float]:
     return [t / 2.0 for t in _timed(op, reps, warm)]
 
 
+def _stream(peer: int, spec: BenchSpec) -> dict:
+    """Bulk goodput rank 0 -> peer: ``(K - 1)·S / (t_K - t_1)``, best of ``repeats`` each."""
+    import torch
+    import torch.distributed as dist
+
+    rank = dist.get_rank()
+    size, count = int(spec.stream_bytes), max(2, int(spec.stream_count))
+    buf = torch.zeros(max(1, size // 4), dtype=torch.float32)
+    inbox = torch.zeros_like(buf)
+    ack = torch.zeros(1, dtype=torch.float32)
+
+    def burst(k: int):
+        def op():
+            if rank == 0:
+                for q in [dist.isend(buf, peer) for _ in range(k)]:
+                    q.wait()
+                dist.recv(ack, peer)
+            elif rank == peer:
+                for _ in range(k):
+                    dist.recv(inbox, 0)
+                dist.send(ack, 0)
+        return op
+
+    reps = max(3, min(spec.repeats, 5))
+    t1 = min(_timed(burst(1), reps, 1))
+    tk = min(_timed(burst(count), reps, 0))
+    nbytes = (count - 1) * buf.numel() * 4
+    return {"bytes": buf.numel() * 4, "count": count, "t1": t1, "tk": tk,
+            "goodput_Bps": nbytes / (tk - t1) if tk > t1 else None}
+
+
+def _round_bandwidth(sizes: list, times: list) -> float | None:
+    """The bandwidth one round's sweep fits to, or None where it does not fit (rank 0 only)."""
+    from simcomm.calibrate.fit import fit_alpha_beta
+
+    try:
+        return fit_alpha_beta(sizes, times, name="round").bandwidth
+    except CalibrationError:
+        return None
+
+
+def _p2p_class(peer: int, spec: BenchSpec) -> dict:
+    """Rounds of the ping-pong sweep and stream probe until the fitted bandwidth settles."""
+    import torch.distributed as dist
+
+    from simcomm.calibrate.fit import spread
+
+    rank = dist.get_rank()
+    rounds, bws, streams = [], [], []
+    most = max(1, int(spec.rounds))
+    stable = False
+    for k in range(most):
+        best, medians, samples = [], [], []
+        for n in spec.p2p_sizes:
+            s = _pingpong(peer, int(n), spec)
+            # the fit uses the best repeat (NetPIPE's convention): slower repeats add OS wake-up
+            # delays (≈1.5 ms on an idle VM) that belong to the host, not to the link
+            best.append(min(s))
+            medians.append(statistics.median(s))
+            samples.append(s)
+        streams.append(_stream(peer, spec))
+        rounds.append((best, medians, samples))
+        bws.append(_round_bandwidth([int(n) for n in spec.p2p_sizes], best) if rank == 0 else None)
+        ok = [b for b in bws if b is not None]
+        stable = len(ok) >= 2 and spread(ok) <= spec.stable
+        flag = [stable or k + 1 == most or most == 1]
+        dist.broadcast_object_list(flag, src=0)  # every rank leaves the loop together
+        if flag[0]:
+            break
+    sizes = [int(n) for n in spec.p2p_sizes]
+    times = [statistics.median(r[0][i] for r in rounds) for i in range(len(sizes))]
+    medians = [statistics.median(r[1][i] for r in rounds) for i in range(len(sizes))]
+    goods = [s["goodput_Bps"] for s in streams if s["goodput_Bps"]]
+    ok = [b for b in bws if b is not None]
+    return {"ranks": [0, peer], "sizes": sizes, "times": times, "medians": medians,
+            "samples": [[x for r in rounds for x in r[2][i]] for i in range(len(sizes))],
+            "rounds": {"bandwidths_Bps": bws, "spread": spread(ok) if ok else None,
+                       "stable": bool(stable), "limit": spec.stable, "max_rounds": most},
+            "stream": {"goodput_Bps": statistics.median(goods) if goods else None, "probes": streams}}
+
+
 def _collective(kind: str, nbytes: int, spec: BenchSpec) -> list[float]:
     import torch
     import torch.distributed as dist
@@ -174,17 +273,7 @@ def run_benchmarks(spec: BenchSpec) -> dict | None:
     rec: dict = {"version": 1, "backend": dist.get_backend(), "world": world, "nodes": nodes,
                  "spec": spec.to_json(), "p2p": {}, "collectives": []}
     for cls, peer in _pairs(nodes, leaves).items():
-        sizes, times, medians, samples = [], [], [], []
-        for n in spec.p2p_sizes:
-            s = _pingpong(peer, int(n), spec)
-            sizes.append(int(n))
-            # the fit uses the best repeat (NetPIPE's convention): slower repeats add OS wake-up
-            # delays (≈1.5 ms on an idle VM) that belong to the host, not to the link
-            times.append(min(s))
-            medians.append(statistics.median(s))
-            samples.append(s)
-        rec["p2p"][cls] = {"ranks": [0, peer], "sizes": sizes, "times": times, "medians": medians,
-                           "samples": samples}
+        rec["p2p"][cls] = _p2p_class(peer, spec)
     if world >= 2:
         for kind in spec.collectives:
             for n in spec.coll_sizes:

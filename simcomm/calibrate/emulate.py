@@ -24,8 +24,8 @@ ACKs of an incoming flow wait behind up to 50 ms of outgoing data, which
 stalls every bidirectional pattern (rings) in a way no real NIC does
 (docs/accuracy.md).  ``qdisc="fq"`` (up to 16 hosts) adds one round-robin class per
 (source, destination) host pair, as fq_codel serves flows, so a small control message
-to one neighbour does not wait behind bulk data to another.  All count whole Ethernet frames, so TCP goodput is ``rate × 1448/1514`` ≈ 95.6 %
-of the shaped rate at MTU 1500 (see docs/calibration.md).
+to one neighbour does not wait behind bulk data to another.  All count whole Ethernet frames, so TCP goodput is
+``rate × 1448/1514`` ≈ 95.6 % of the shaped rate at MTU 1500 (see docs/calibration.md).
 
 Every veth is created with both ends directly inside namespaces this run
 made, so nothing is added to the machine's own namespace and interface names
@@ -199,10 +199,14 @@ class EmulatedCluster:
         if r.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)}: {r.stderr.strip()}")
 
+    def burst_bytes(self, rate: float) -> int:
+        """The token bucket of a link shaped at ``rate`` B/s: ``burst``, else 50 us of traffic, >= 2 frames."""
+        return self.burst or max(2 * (self.mtu + 14), int(rate * 50e-6))
+
     def _shape(self, ns: str, dev: str, rate: float) -> None:
         bits = int(round(rate * 8))
         frame = self.mtu + 14
-        burst = self.burst or max(2 * frame, int(rate * 50e-6))
+        burst = self.burst_bytes(rate)
         limit = max(256 * 1024, int(rate * 0.05))  # 50 ms of queue: TCP sees delay, not loss
         if self.qdisc == "tbf":
             self._tc(ns, "qdisc", "replace", "dev", dev, "root", "tbf", "rate", f"{bits}bit",
@@ -304,4 +308,4 @@ class EmulatedCluster:
         """A JSON-able record of the emulated cluster (for result files)."""
         return {"hosts": self.n_hosts, "topology": self.topology, "leaves": self.n_leaves,
                 "rate_Bps": self.rate, "trunk_rate_Bps": self.trunk_rate, "mtu": self.mtu,
-                "qdisc": f"{self.qdisc} on both veth ends"}
+                "qdisc": f"{self.qdisc} on both veth ends", "burst_B": self.burst_bytes(self.rate)}

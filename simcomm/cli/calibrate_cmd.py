@@ -9,12 +9,16 @@ Modes:
 * ``--check FILE``: no measuring; compare predictions with a recorded run.
 
 Writes ``--out`` (link TOML for ``--links``) and the measurement record as
-JSON beside it (same name, ``.json``).  Nothing is written when anything fails.
+JSON beside it (same name, ``.json``).  No link file is written when anything
+fails or the fit is refused (:mod:`simcomm.calibrate.accept`: above the line
+rate, poor R²); a refused measurement is kept as ``<out>.refused.json`` for
+diagnosis.  What is doubtful but not wrong is written with ``warning:`` lines.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import typer
@@ -22,7 +26,7 @@ import typer
 from simcomm.cli.app import app
 from simcomm.cli.console import print_json, stdout, table
 from simcomm.errors import ConfigError
-from simcomm.units import format_size, format_time, parse_size
+from simcomm.units import format_size, format_time, parse_bandwidth, parse_size
 
 BACKENDS = ("gloo", "nccl")
 
@@ -78,6 +82,15 @@ def calibrate_command(
     emulate: int = typer.Option(0, "--emulate", help="Run on an emulated cluster of this many hosts (root)."),
     rate: str = typer.Option("200Mb/s", "--rate", help="Emulated host-link rate."),
     topology: str = typer.Option("star", "--topology", help="Emulated topology: star or two-tier."),
+    leaves: int = typer.Option(2, "--leaves", help="Emulated two-tier: leaf switches."),
+    trunk_rate: str = typer.Option(None, "--trunk-rate", help="Emulated two-tier: leaf-spine rate (default --rate)."),
+    ranks_per_host: int = typer.Option(1, "--ranks-per-host", help="Emulated: ranks per host (2+ adds intra)."),
+    mtu: int = typer.Option(1500, "--mtu", help="Emulated: MTU of every link (9000: jumbo frames)."),
+    qdisc: str = typer.Option("ackprio", "--qdisc", help="Emulated queueing: ackprio, fq or tbf."),
+    burst: str = typer.Option(None, "--burst", help="Emulated token bucket (default 50 us of traffic, >= 2 frames)."),
+    line_rate: str = typer.Option(None, "--line-rate", help="Nominal link rate; a faster fit is refused."),
+    rounds: int = typer.Option(4, "--rounds", help="Most ping-pong rounds until the bandwidth settles."),
+    stable: float = typer.Option(0.03, "--stable", help="Rounds agree when their spread is at most this."),
     timeout: float = typer.Option(30.0, "--timeout", help="Seconds to wait for the ranks to meet."),
     check: Path = typer.Option(None, "--check", help="Compare predictions with this record; measure nothing."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
@@ -87,8 +100,7 @@ def calibrate_command(
         _check(check, as_json)
         return
     from simcomm.calibrate.bench import BenchSpec
-    from simcomm.calibrate.launch import fit_record, launch_emulated, launch_local, run_from_env
-    from simcomm.calibrate.linkfile import write_json_atomic, write_link_file
+    from simcomm.calibrate.launch import launch_emulated, launch_local, run_from_env
 
     if backend not in BACKENDS:
         raise ConfigError(f"backend: {backend!r} is not one of {', '.join(BACKENDS)}")
@@ -96,20 +108,85 @@ def calibrate_command(
         raise ConfigError(f"repeats: {repeats} must be at least 1")
     if timeout <= 0:
         raise ConfigError(f"timeout: {timeout} must be positive")
-    spec = BenchSpec(parse_sizes(sizes), parse_sizes(coll_sizes, "coll-sizes"), repeats)
+    if not 1 <= rounds <= 20:
+        raise ConfigError(f"rounds: {rounds} must be between 1 and 20")
+    if not 0 < stable < 1:
+        raise ConfigError(f"stable: {stable} must be a fraction between 0 and 1 (0.03 = 3 %)")
+    line = parse_bandwidth(line_rate, "line-rate") if line_rate is not None else None
+    if line is not None and not line > 0:
+        raise ConfigError(f"line-rate: {line_rate!r} must be positive")
+    if not out.parent.is_dir():
+        raise ConfigError(f"out: directory {str(out.parent)!r} does not exist")
+    emu_kw = _emulator_options(emulate, topology, leaves, trunk_rate, ranks_per_host, mtu, qdisc, burst)
+    spec = BenchSpec(parse_sizes(sizes), parse_sizes(coll_sizes, "coll-sizes"), repeats, rounds=rounds,
+                     stable=stable)
+    load0 = os.getloadavg()[0]
     if emulate:
         from simcomm.calibrate.emulate import EmulatedCluster
 
-        with EmulatedCluster(emulate, rate, topology=topology) as cl:
-            rec = launch_emulated(cl, spec, backend=backend, timeout=timeout)
+        with EmulatedCluster(emulate, rate, topology=topology, **emu_kw) as cl:
+            rec = launch_emulated(cl, spec, backend=backend, timeout=timeout, ranks_per_host=ranks_per_host)
     elif ranks or "RANK" not in os.environ:
         rec = launch_local(spec, ranks or 2, backend=backend, timeout=timeout)
     else:
         rec = run_from_env(spec, backend=backend, timeout=timeout)
         if rec is None:  # not rank 0: rank 0 writes the files
             return
-    fits, links = fit_record(rec)
+    rec["load"] = [load0, os.getloadavg()[0]]  # 1-min load average before / after the measurement
+    finish(rec, out, line_rate=line, as_json=as_json)
+
+
+def _emulator_options(emulate: int, topology: str, leaves: int, trunk_rate: str | None, ranks_per_host: int,
+                      mtu: int, qdisc: str, burst: str | None) -> dict:
+    """EmulatedCluster keywords from the flags, each checked before any namespace is built."""
+    from simcomm.calibrate.emulate import QDISCS
+
+    given = {"--trunk-rate": trunk_rate is not None, "--ranks-per-host": ranks_per_host != 1,
+             "--mtu": mtu != 1500, "--qdisc": qdisc != "ackprio", "--burst": burst is not None}
+    if not emulate:
+        used = [k for k, v in given.items() if v]
+        if used:
+            raise ConfigError(f"{used[0].lstrip('-')}: only applies to an emulated cluster (--emulate H)")
+        return {}
+    if qdisc not in QDISCS:
+        raise ConfigError(f"qdisc: {qdisc!r} is not one of {', '.join(QDISCS)}")
+    if not 576 <= mtu <= 9000:
+        raise ConfigError(f"mtu: {mtu} must be between 576 and 9000 bytes")
+    if not 1 <= ranks_per_host <= 16:
+        raise ConfigError(f"ranks-per-host: {ranks_per_host} must be between 1 and 16")
+    if trunk_rate is not None and topology != "two-tier":
+        raise ConfigError("trunk-rate: only a two-tier topology has trunks (--topology two-tier)")
+    kw: dict = {"mtu": mtu, "qdisc": qdisc, "leaves": leaves}
+    if trunk_rate is not None:
+        kw["trunk_rate"] = parse_bandwidth(trunk_rate, "trunk-rate")
+        if not kw["trunk_rate"] > 0:
+            raise ConfigError(f"trunk-rate: {trunk_rate!r} must be positive")
+    if burst is not None:
+        b = parse_size(burst, "burst")
+        if not mtu + 14 <= b <= 64 * 1024 * 1024:
+            raise ConfigError(f"burst: {burst!r} must hold at least one frame ({mtu + 14} B) and at most 64 MiB")
+        kw["burst"] = int(b)
+    return kw
+
+
+def finish(rec: dict, out: Path, *, line_rate: float | None = None, as_json: bool = False) -> None:
+    """Fit, refuse or warn (accept.py), then write the record and the link file, or nothing."""
+    from simcomm.calibrate.accept import accept
+    from simcomm.calibrate.fit import CalibrationError
+    from simcomm.calibrate.launch import fit_record
+    from simcomm.calibrate.linkfile import write_json_atomic, write_link_file
+
+    load = tuple(rec["load"]) if isinstance(rec.get("load"), list) and len(rec["load"]) == 2 else None
+    try:
+        fits, links = fit_record(rec)
+        warns = accept(rec, fits, line_rate=line_rate, load=load)
+    except CalibrationError as exc:
+        # A refused run keeps its measurements for diagnosis, under a name --links never reads.
+        kept = write_json_atomic(out.with_suffix(".refused.json"), {**rec, "refused": str(exc)})
+        raise CalibrationError(f"{exc}; no link file written, the measurements are in {kept}") from None
     rec["fits"] = {k: f.as_dict() for k, f in fits.items()}
+    if line_rate is not None:
+        rec["line_rate_Bps"] = line_rate
     record = write_json_atomic(out.with_suffix(".json"), rec)
     try:
         write_link_file(out, links, header=f"backend {rec['backend']}, {rec['world']} ranks on "
@@ -117,8 +194,11 @@ def calibrate_command(
     except BaseException:
         record.unlink(missing_ok=True)  # no record without its link file
         raise
+    for w in warns:
+        sys.stderr.write(f"warning: {' '.join(w.split())}\n")
     if as_json:
-        print_json({"links": str(out), "record": str(out.with_suffix(".json")), "fits": rec["fits"]})
+        print_json({"links": str(out), "record": str(out.with_suffix(".json")), "fits": rec["fits"],
+                    "warnings": warns})
         return
     t = table(f"fitted link classes -> {out}", [("class", "left"), ("bandwidth", "right"), ("latency", "right"),
                                                 ("R^2", "right"), ("median |err|", "right"), ("worst", "right")])

@@ -3,6 +3,8 @@
 Needs root and iproute2 (CI runs as root); skipped otherwise.
 """
 
+import json
+
 import pytest
 
 from simcomm.calibrate.emulate import EmulatedCluster, emulation_available, list_namespaces
@@ -10,10 +12,6 @@ from simcomm.calibrate.emulate import EmulatedCluster, emulation_available, list
 # Real shaped links and real TCP: timing-sensitive, so these run in the serial pass.
 pytestmark = [pytest.mark.skipif(emulation_available() is not None, reason=str(emulation_available())),
               pytest.mark.serial]
-
-#: TCP goodput per shaped byte: tbf counts 1514-byte frames carrying 1448 payload bytes
-GOODPUT = 1448 / 1514
-
 
 def test_namespaces_are_removed_when_the_body_raises():
     cl = EmulatedCluster(3, "100Mb/s", topology="two-tier", leaves=2)
@@ -78,26 +76,58 @@ def test_namespaces_are_removed_when_setup_fails():
 @pytest.mark.slow
 @pytest.mark.parametrize("mbit", [100, 200])
 def test_calibration_recovers_the_shaped_rate(mbit):
+    """One run, no retries: the expectation is this run's own stream probe.
+
+    The stream probe (bench._stream: 4 back-to-back 1 MiB messages minus one, so latency
+    and TCP's ramp-up cancel) measures what the shaped link sustains during this very run,
+    under this run's load; the ping-pong fit is held to it.  The band is asymmetric on
+    purpose: a ping-pong leaves the pipe empty after every message, so a host delay (a
+    vCPU waking, preemption by another process) can only add time to it and lower the
+    fitted rate, while the stream keeps the pipe full and hides such delays.  Below: up
+    to 4 % (the robust fit takes the Theil-Sen slope of the large sizes, which cancels the
+    per-message ramp that made 256 KB-1 MB ping-pongs 1.5-3.8 % slow; measured
+    -0.8...+0.9 % on 2026-11-26 at load 2).  Above: 2 %, the stream's own timer noise
+    (+0.7 % seen at 100 Mb/s, where the bucket's first burst shortens t_K).  The stream is
+    held to the shaped goodput (rate x 1448/1514) the same way: an emulated link can only
+    lose rate to the CPU, never gain it.
+    """
+    from simcomm.calibrate.accept import shaped_goodput
     from simcomm.calibrate.bench import BenchSpec
-    from simcomm.calibrate.fit import CalibrationError
     from simcomm.calibrate.launch import fit_record, launch_emulated
 
     spec = BenchSpec(p2p_sizes=(1024, 16384, 65536, 262144, 1048576), coll_sizes=(), repeats=3, collectives=())
-    want = mbit * 1e6 / 8 * GOODPUT
-    # Re-measurement is allowed: a single run on a shared 2-core host can be preempted, which shows
-    # as a bad fit or as a fit the calibrator itself refuses (e.g. a negative latency).
-    for attempt in range(3):
-        with EmulatedCluster(2, f"{mbit}Mb/s") as cl:
-            rec = launch_emulated(cl, spec, limit=120)
-        times = rec["p2p"]["inter"]["samples"][0]  # the 1 KB one-way times: latency dominated
-        try:
-            fit = fit_record(rec)[0]["inter"]
-        except CalibrationError:
-            if attempt == 2:
-                raise
-            continue
-        if abs(fit.bandwidth / want - 1) <= 0.05 and 0.2 * min(times) <= fit.alpha <= max(times):
-            break
-    assert fit.bandwidth == pytest.approx(want, rel=0.05)
-    assert 0 < fit.alpha <= max(times)
-    assert fit.alpha >= 0.2 * min(times)
+    with EmulatedCluster(2, f"{mbit}Mb/s") as cl:
+        rec = launch_emulated(cl, spec, limit=120)
+    d = rec["p2p"]["inter"]
+    fit = fit_record(rec)[0]["inter"]
+    stream = d["stream"]["goodput_Bps"]
+    assert 1 <= len(d["rounds"]["bandwidths_Bps"]) <= spec.rounds
+    assert -0.04 <= stream / shaped_goodput(mbit * 1e6 / 8) - 1 <= 0.02
+    assert -0.04 <= fit.bandwidth / stream - 1 <= 0.02
+    times = d["samples"][0]  # the 1 KB one-way times of every round: latency dominated
+    assert 0.2 * min(times) <= fit.alpha <= max(times)
+
+
+@pytest.mark.slow
+def test_the_cli_reproduces_the_accuracy_setup(tmp_path, capsys):
+    """--mtu, --qdisc, --burst, --trunk-rate, --leaves reach the emulator and the record.
+
+    (--ranks-per-host is passed through in test_calibrate_accept, without root: with two ranks
+    per host on 2 shared cores the loopback ping-pong is scheduling noise at these sizes, and
+    the fit refuses it, rightly.)
+    """
+    from simcomm.cli.app import main
+
+    out = tmp_path / "emu.toml"
+    code = main(["calibrate", "--emulate", "3", "--topology", "two-tier", "--leaves", "2", "--trunk-rate", "100Mb/s",
+                 "--rate", "200Mb/s", "--mtu", "9000", "--qdisc", "fq", "--burst", "20KB",
+                 "--sizes", "1KB,64KB,512KB,1MB", "--coll-sizes", "256KB", "--repeats", "2", "--rounds", "1",
+                 "--out", str(out), "--json"])
+    assert code == 0, capsys.readouterr().err
+    rec = json.loads(out.with_suffix(".json").read_text())
+    assert rec["cluster"] == {"hosts": 3, "topology": "two-tier", "leaves": 2, "rate_Bps": 25e6,
+                              "trunk_rate_Bps": 12.5e6, "mtu": 9000, "qdisc": "fq on both veth ends",
+                              "burst_B": 20000}
+    assert rec["world"] == 3 and rec["nodes"] == ["h0", "h1", "h2"]
+    assert set(rec["p2p"]) == {"inter", "cross"}  # h0 and h1 on leaf 0, h2 on leaf 1
+    assert len(rec["load"]) == 2 and "warnings" in rec

@@ -56,9 +56,40 @@ def test_too_few_sizes_is_one_line():
         fit_alpha_beta([1e3, 1e3, 1e6], [1e-4, 1e-4, 1e-2])
 
 
-def test_non_monotone_is_refused():
-    with pytest.raises(CalibrationError, match="non-monotone measurement: 1048576 B"):
+def test_a_broken_sweep_is_refused_by_its_fit_quality():
+    # 1 MB in 1 ms but 4 MB in 200 ms: no alpha + n*beta line explains it (R^2 = 0.711); this
+    # used to be refused as "non-monotone", which also refused harmless jitter (test_calibrate_accept)
+    with pytest.raises(CalibrationError, match=r"explains the times poorly \(R\^2 = 0.711, below 0.98\)"):
         fit_alpha_beta([1024, 65536, 1048576, 4194304], [1e-4, 3e-3, 1e-3, 0.2])
+
+
+def test_bandwidth_dominated_points_off_the_line_are_refused():
+    # R^2 stays high (the 4 MB point dominates the variance) but 2 of the 3 large sizes are
+    # 15 % off any line through them: the median error of the points that decide beta is too big
+    from simcomm.calibrate.fit import MAX_BIG_ERROR
+
+    sizes = [1024, 4096, 262144, 1048576, 4194304]
+    times = [1e-4, 1.4e-4, 262144 / 1e8 * 1.3, 1048576 / 1e8 * 0.8, 4194304 / 1e8]
+    with pytest.raises(CalibrationError, match=f"limit {MAX_BIG_ERROR:.0%}"):
+        fit_alpha_beta(sizes, times)
+
+
+def test_theil_sen_ignores_one_wild_point():
+    from simcomm.calibrate.fit import theil_sen
+
+    x = [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert theil_sen(x, [2.0, 4.0, 6.0, 8.0, 10.0]) == (2.0, 0.0)
+    slope, c = theil_sen(x, [2.0, 4.0, 60.0, 8.0, 10.0])  # pairwise slopes: 2 (six), 29, 56, -52, -25
+    assert slope == 2.0 and c == 0.0
+
+
+def test_line_rate_is_a_hard_bound():
+    from simcomm.calibrate.fit import check_line_rate
+
+    f = fit_alpha_beta(SIZES, 1e-4 + SIZES / 126e6, name="ping-pong inter")
+    check_line_rate(f, 126.1e6)  # just under the line: accepted
+    with pytest.raises(CalibrationError, match="126 MB/s is above the line rate 125 MB/s"):
+        check_line_rate(f, 125e6)
 
 
 def test_jitter_at_the_latency_floor_passes():
