@@ -30,7 +30,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from simcomm.calibrate.e2e import (
+from e2e import (
     E2ESpec,
     compute_scale,
     e2e_topology,

@@ -37,7 +37,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait(procs: list[subprocess.Popen], deadline: float) -> None:
+def wait_all(procs: list[subprocess.Popen], deadline: float) -> None:
     """Wait for every rank; on the first failure or at the deadline, stop the rest."""
     errors = []
     while True:
@@ -89,7 +89,7 @@ def launch_local(spec: BenchSpec, ranks: int, *, backend: str = "gloo", timeout:
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                   env={**os.environ, "SIMCOMM_NODE": os.environ.get("SIMCOMM_NODE", "local")})
                  for r in range(ranks)]
-        _wait(procs, time.monotonic() + limit)
+        wait_all(procs, time.monotonic() + limit)
         return json.loads(Path(out).read_text())
 
 
@@ -104,7 +104,7 @@ def launch_emulated(cluster, spec: BenchSpec, *, ranks_per_host: int = 1, backen
                                 _worker_args(r, world, master, port, spec, out, backend, timeout),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
                  for r in range(world)]
-        _wait(procs, time.monotonic() + limit)
+        wait_all(procs, time.monotonic() + limit)
         rec = json.loads(Path(out).read_text())
     rec["cluster"] = cluster.describe()
     return rec

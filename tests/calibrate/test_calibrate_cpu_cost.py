@@ -2,7 +2,7 @@
 
 import pytest
 
-from simcomm.calibrate.e2e import E2ESpec, measure
+from e2e import E2ESpec, measure
 from simcomm.errors import ConfigError
 from simcomm.pipeline import simulate
 from simcomm.scenario import Scenario, StackSpec

@@ -6,7 +6,7 @@ The first tests are pure (no torch, no root); the smoke test runs real gloo trai
 
 import pytest
 
-from simcomm.calibrate.e2e import (
+from e2e import (
     E2ESpec,
     compute_scale,
     e2e_topology,
@@ -14,7 +14,7 @@ from simcomm.calibrate.e2e import (
     predict_e2e,
     trace_compute_s,
 )
-from simcomm.calibrate.e2e_worker import is_exchange
+from e2e_worker import is_exchange
 from simcomm.calibrate.emulate import emulation_available, list_namespaces
 from simcomm.errors import ConfigError
 from simcomm.strategies.node_based import exchanges_per_epoch
@@ -55,7 +55,7 @@ def test_measure_uses_the_slowest_rank_and_epoch_weights():
 
 
 def test_jitter_is_the_within_rank_spread_of_each_probe_half_over_the_median():
-    from simcomm.calibrate.e2e import probe_jitter
+    from e2e import probe_jitter
 
     # halves [9, 11] and [9, 11]: spread 1 each; [10, 10]: 0; [8, 12]: 2 -> median 1; median probe 10
     rows = [{"probe": [9.0, 11.0, 9.0, 11.0]}, {"probe": [10.0, 10.0, 8.0, 12.0]}]
@@ -108,7 +108,7 @@ def test_sgp_worker_posts_its_receive_before_its_send(i, peer):
     import argparse
 
     torch = pytest.importorskip("torch")
-    from simcomm.calibrate.e2e_worker import Rank
+    from e2e_worker import Rank
 
     a = argparse.Namespace(rank=0, world=4, strategy="sgp", model="resnet20-cifar", batch=1, per_host=1)
     dist = _RecordingDist()
@@ -127,7 +127,7 @@ skip_no_emu = pytest.mark.skipif(emulation_available() is not None, reason=str(e
 @pytest.mark.serial
 @pytest.mark.slow
 def test_e2e_smoke_allreduce_on_two_hosts():
-    from simcomm.calibrate.e2e import launch_e2e
+    from e2e import launch_e2e
     from simcomm.calibrate.emulate import EmulatedCluster
     from simcomm.traces.capture import CaptureConfig, capture_trace
 

@@ -1,6 +1,6 @@
-"""One rank of a real data-parallel training run: ``python -m simcomm.calibrate.e2e_worker ...``.
+"""One rank of a real data-parallel training run: ``python benchmarks/accuracy/e2e_worker.py ...``.
 
-Started by :func:`simcomm.calibrate.e2e.launch_e2e` inside an emulated
+Started by ``launch_e2e`` (e2e.py beside this file) inside an emulated
 cluster.  Every rank builds the same zoo model (seeded), trains on one fixed
 random batch (no data loading: the trace has none either) with plain SGD and
 the loss of trace capture (mean of squared outputs), and times each

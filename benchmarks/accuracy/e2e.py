@@ -1,6 +1,7 @@
 """End-to-end training iterations on the emulated cluster, and simcomm's prediction of them.
 
-``launch_e2e`` runs :mod:`simcomm.calibrate.e2e_worker` ranks inside an
+An experiment of simcomm's accuracy suite (docs/accuracy.md), kept in benchmarks/, not in
+the product.  ``launch_e2e`` runs ``e2e_worker.py`` (beside this file) ranks inside an
 :class:`~simcomm.calibrate.emulate.EmulatedCluster` (workers host-major,
 ``per_host`` ranks per host; for ``ps`` one more host holds the server);
 ``measure`` turns the record into mean iteration times; ``predict_e2e``
@@ -30,12 +31,13 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from simcomm.calibrate.launch import _wait
+from simcomm.calibrate.launch import wait_all
 from simcomm.calibrate.predict import cluster_topology
 from simcomm.errors import ConfigError
 
@@ -114,10 +116,11 @@ def launch_e2e(cluster, spec: E2ESpec, *, limit: float = 300.0, timeout: float =
                   "--iters", str(spec.iters), "--warmup", str(spec.warmup), "--k-prime", str(spec.k_prime),
                   "--epoch", str(spec.epoch), "--probe", str(spec.probe), "--probe-warmup", str(spec.probe_warmup),
                   "--timeout", f"{timeout:g}", "--out", out]
-        procs = [cluster.python(spec.host_of(r), "simcomm.calibrate.e2e_worker", ["--rank", str(r), *common],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        worker = str(Path(__file__).with_name("e2e_worker.py"))  # a script beside this file, not a package module
+        procs = [cluster.popen(spec.host_of(r), [sys.executable, worker, "--rank", str(r), *common],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
                  for r in range(spec.world)]
-        _wait(procs, time.monotonic() + limit)
+        wait_all(procs, time.monotonic() + limit)
         rec = json.loads(Path(out).read_text())
     rec.update(spec=asdict(spec), cluster=cluster.describe(), load=os.getloadavg()[0])
     return rec
