@@ -35,6 +35,10 @@ for _e in PRESETS.entries():
 def resolve(target: str, *, nodes: int | None = None, gpus_per_node: int | None = None) -> Topology:
     """A preset name, or the path of a ``.toml``/``.graphml`` file."""
     p = Path(target)
-    if target not in PRESETS and (p.suffix.lower() in (".toml", ".graphml", ".xml") or p.exists()):
+    try:
+        is_file = target not in PRESETS and (p.suffix.lower() in (".toml", ".graphml", ".xml") or p.exists())
+    except (OSError, ValueError):  # a name too long for a path, or with a NUL byte: a (wrong) preset name
+        is_file = False
+    if is_file:
         return load_topology_file(p)
     return preset(target, nodes=nodes, gpus_per_node=gpus_per_node)
