@@ -21,11 +21,13 @@ Warned (one ``warning:`` line each on stderr, and kept in the record's ``warning
   the one asked for;
 * the machine was loaded when the run started (1-min load average per CPU above
   :data:`LOAD_PER_CPU`);
-* the fitted link predicts the run's own collectives more than :data:`SELF_CHECK_LIMIT`
-  off (median) or any one of them more than :data:`SELF_CHECK_WORST` off, i.e. what
-  ``--check`` would show, less gloo's 2-rank all-gather (a known gap of the model).  The
-  worst-case limit is there because on 2 hosts at 1 Gb/s the rings ran 2x slower than the
-  one-way cases: a median of 9 %, but all-reduce at -55 %.
+
+Refused too, unless ``--allow-misfit`` (then warned): the fitted link predicts the run's
+own collectives more than :data:`SELF_CHECK_LIMIT` off (median) or any one of them more
+than :data:`SELF_CHECK_WORST` off, i.e. what ``--check`` would show, less gloo's 2-rank
+all-gather (a known gap of the model).  The worst-case limit is there because on 2 hosts
+at 1 Gb/s with 1 500-byte frames the rings ran 2x slower than the one-way cases: a median
+of 9 %, but all-reduce at -55 %; such a link file would make every prediction from it wrong.
 """
 
 from __future__ import annotations
@@ -71,8 +73,12 @@ def _line_rates(rec: dict, line_rate: float | None) -> dict[str, tuple[float, st
 
 
 def accept(rec: dict, fits: dict[str, Fit], *, line_rate: float | None = None,
-           load: tuple[float, float] | None = None) -> list[str]:
-    """Refuse what must not be written; return the warnings (also stored in ``rec['warnings']``)."""
+           load: tuple[float, float] | None = None, allow_misfit: bool = False) -> list[str]:
+    """Refuse what must not be written; return the warnings (also stored in ``rec['warnings']``).
+
+    A fit that fails its own self-check is refused unless ``allow_misfit`` (``--allow-misfit``):
+    a link file that predicts the run it came from half off would mislead every later run.
+    """
     bounds = _line_rates(rec, line_rate)
     for cls, f in sorted(fits.items()):
         if cls in bounds:
@@ -110,7 +116,11 @@ def accept(rec: dict, fits: dict[str, Fit], *, line_rate: float | None = None,
         if load[0] > LOAD_PER_CPU * cpus:
             warns.append(f"the machine was busy: 1-min load average {load[0]:.2f} before the run and "
                          f"{load[1]:.2f} after, on {cpus} CPUs; timings share the CPUs with other work")
-    warns += _self_check(rec)
+    misfit = _self_check(rec)
+    if misfit and not allow_misfit:
+        rec["warnings"] = warns + misfit
+        raise CalibrationError(misfit[0] + "; refused (--allow-misfit writes it anyway)")
+    warns += misfit
     rec["warnings"] = warns
     return warns
 

@@ -94,6 +94,8 @@ def calibrate_command(
     timeout: float = typer.Option(30.0, "--timeout", help="Seconds to wait for the ranks to meet."),
     check: Path = typer.Option(None, "--check", help="Compare predictions with this record; measure nothing."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    allow_misfit: bool = typer.Option(False, "--allow-misfit", help="Write the link file even when it predicts "
+                                      "the run's own collectives far off (warned, not refused)."),
 ) -> None:
     """Measure links with torch.distributed, fit alpha/beta, write a link TOML; or --check a record."""
     if check is not None:
@@ -133,7 +135,7 @@ def calibrate_command(
         if rec is None:  # not rank 0: rank 0 writes the files
             return
     rec["load"] = [load0, os.getloadavg()[0]]  # 1-min load average before / after the measurement
-    finish(rec, out, line_rate=line, as_json=as_json)
+    finish(rec, out, line_rate=line, as_json=as_json, allow_misfit=allow_misfit)
 
 
 def _emulator_options(emulate: int, topology: str, leaves: int, trunk_rate: str | None, ranks_per_host: int,
@@ -169,7 +171,8 @@ def _emulator_options(emulate: int, topology: str, leaves: int, trunk_rate: str 
     return kw
 
 
-def finish(rec: dict, out: Path, *, line_rate: float | None = None, as_json: bool = False) -> None:
+def finish(rec: dict, out: Path, *, line_rate: float | None = None, as_json: bool = False,
+           allow_misfit: bool = False) -> None:
     """Fit, refuse or warn (accept.py), then write the record and the link file, or nothing."""
     from simcomm.calibrate.accept import accept
     from simcomm.calibrate.fit import CalibrationError
@@ -179,7 +182,7 @@ def finish(rec: dict, out: Path, *, line_rate: float | None = None, as_json: boo
     load = tuple(rec["load"]) if isinstance(rec.get("load"), list) and len(rec["load"]) == 2 else None
     try:
         fits, links = fit_record(rec)
-        warns = accept(rec, fits, line_rate=line_rate, load=load)
+        warns = accept(rec, fits, line_rate=line_rate, load=load, allow_misfit=allow_misfit)
     except CalibrationError as exc:
         # A refused run keeps its measurements for diagnosis, under a name --links never reads.
         kept = write_json_atomic(out.with_suffix(".refused.json"), {**rec, "refused": str(exc)})

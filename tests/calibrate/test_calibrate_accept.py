@@ -119,15 +119,20 @@ def test_rounds_that_could_not_be_fitted_are_a_warning():
                                  "quiet machine"]
 
 
-def test_a_fit_that_misses_its_own_collectives_is_a_warning(monkeypatch, tmp_path, capsys):
+def test_a_fit_that_misses_its_own_collectives_is_refused_unless_allowed(monkeypatch, tmp_path, capsys):
     # 2 ranks, alpha = 50 us, 100 MB/s: a 1 MB ps_pull takes alpha + 1e6 / 100e6 = 10.05 ms;
     # an all-reduce of 4 MB on 2 ranks, 2 (alpha + 2e6 / (100e6 ACK_SHARE)) = 40.96 ms, but took 82 ms
     colls = [{"kind": "ps_pull", "ranks": 2, "nbytes": 1000000, "time": 10.05e-3},
              {"kind": "allreduce", "ranks": 2, "nbytes": 4000000, "time": 82e-3}]
     code, _, err = run_cli(monkeypatch, tmp_path, capsys, record(collectives=colls))
-    assert code == 0 and err.count("\n") == 1
-    assert err.startswith("warning: the fitted link predicts this run's own collectives ")
-    assert "worst -50%, allreduce 4000000 B" in err
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("error: the fitted link predicts this run's own collectives ")
+    assert "worst -50%, allreduce 4000000 B" in err and "--allow-misfit" in err
+    assert not (tmp_path / "links.toml").exists()
+    kept = json.loads((tmp_path / "links.refused.json").read_text())
+    assert kept["self_check"]["cases"] == 2 and kept["refused"]
+    code, _, err = run_cli(monkeypatch, tmp_path, capsys, record(collectives=colls), "--allow-misfit")
+    assert code == 0 and err.startswith("warning: the fitted link predicts this run's own collectives ")
     assert json.loads((tmp_path / "links.json").read_text())["self_check"]["cases"] == 2
 
 
