@@ -15,6 +15,8 @@ line naming the file and the class.
 
 from __future__ import annotations
 
+import os
+import stat
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -27,6 +29,8 @@ __all__ = ["load_link_file", "parse_link_table", "FAMILIES"]
 
 FAMILIES = ("nvlink", "nvswitch", "pcie", "infiniband", "roce", "ethernet", "aries", "shm", "custom")
 _KEYS = ("bandwidth", "latency", "family", "summary")
+MAX_BANDWIDTH = 1e16
+MAX_LATENCY = 1.0
 
 
 def parse_link_table(table: object, where: str, *, allow_preset_names: bool = False) -> dict[str, LinkClass]:
@@ -50,6 +54,11 @@ def parse_link_table(table: object, where: str, *, allow_preset_names: bool = Fa
                 raise ConfigError(f"{field}: missing key {key!r}")
         bw = parse_bandwidth(spec["bandwidth"], f"{field} bandwidth")
         lat = parse_time(spec["latency"], f"{field} latency")
+        # physical bounds: 1 B/s .. 10 PB/s and at most 1 s per hop (1e308 s would make every time inf)
+        if not 1.0 <= bw <= MAX_BANDWIDTH:
+            raise ConfigError(f"{field}: bandwidth {bw:.4g} B/s is out of range (1 B/s to 10 PB/s)")
+        if not 0.0 <= lat <= MAX_LATENCY:
+            raise ConfigError(f"{field}: latency {lat:.4g} s is out of range (0 to 1 s per hop)")
         family = spec.get("family", "custom")
         if family not in FAMILIES:
             raise ConfigError(f"{field}: family {family!r} is not one of {', '.join(FAMILIES)}")
@@ -64,6 +73,9 @@ def load_link_file(path: str | Path) -> dict[str, LinkClass]:
     """Read ``path`` and return its link classes by name (``ConfigError`` on any problem)."""
     p = Path(path)
     try:
+        st = os.stat(p)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > 1 << 20:
+            raise ConfigError(f"link file {str(p)!r}: not a regular file of at most 1 MiB")
         data = tomllib.loads(p.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"link file {str(p)!r}: cannot read ({exc.strerror or exc})") from None

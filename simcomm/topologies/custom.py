@@ -25,6 +25,8 @@ destination, ECMP among equal next hops).
 
 from __future__ import annotations
 
+import os
+import stat
 import tomllib
 from pathlib import Path
 from xml.etree.ElementTree import ParseError
@@ -36,7 +38,10 @@ from simcomm.links.base import LINKS, LinkClass, link_class
 from simcomm.links.toml_file import parse_link_table
 from simcomm.topologies.base import TOPOLOGIES, ShortestPathRouter, Topology
 
-__all__ = ["load_topology_file", "save_topology_toml"]
+__all__ = ["load_topology_file", "save_topology_toml", "MAX_TOPOLOGY_BYTES"]
+
+#: a topology file larger than this is refused before it is read (64 MiB holds ~10^6 edges)
+MAX_TOPOLOGY_BYTES = 64 << 20
 
 _KINDS = ("nic", "rank", "switch")
 
@@ -105,6 +110,9 @@ def _from_toml(text: str, where: str, stem: str) -> Topology:
                 raise TopologyError(f"{where}: edge {i} names node {end!r}, which is not in [nodes]")
         if e["a"] == e["b"]:
             raise TopologyError(f"{where}: edge {i} is a self-loop on {e['a']!r}")
+        if g.has_edge(e["a"], e["b"]):  # one link per node pair: a second would be silently merged
+            raise TopologyError(f"{where}: edge {i} joins {e['a']!r} and {e['b']!r} again; give each pair one "
+                                "edge (a faster link is another link class)")
         g.add_edge(e["a"], e["b"], link=e["link"])
     name = data.get("name", stem)
     if not isinstance(name, str):
@@ -158,10 +166,14 @@ def load_topology_file(path: str | Path) -> Topology:
     if p.suffix.lower() not in (".toml", ".graphml", ".xml"):
         raise ConfigError(f"{where}: unknown format {p.suffix!r}; valid choices: .toml, .graphml")
     try:
+        st = os.stat(p)  # follows links: a link to /dev/zero is refused like /dev/zero
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(f"{where}: not a regular file (a directory, device or FIFO)")
+        if st.st_size > MAX_TOPOLOGY_BYTES:
+            raise ConfigError(f"{where}: {st.st_size:,} bytes; a topology file may be at most "
+                              f"{MAX_TOPOLOGY_BYTES:,}")
         if p.suffix.lower() == ".toml":
             return _from_toml(p.read_text(encoding="utf-8"), where, p.stem)
-        if not p.is_file():
-            raise OSError("no such file")
         return _from_graphml(p, where)
     except OSError as exc:
         raise ConfigError(f"{where}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
