@@ -105,6 +105,13 @@ def whatif_command(
     from simcomm.sweep.store import check_out_dir
 
     check_out_dir(out, force=force)  # never replace a user's own report.md / results.csv
+    try:  # the one place results go: made (or refused) before any point runs or any progress is drawn
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".simcomm-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"--out: cannot write results into {str(out)!r} ({exc.strerror or exc})") from None
     err = stderr()
     err.print(f"whatif: {len(grid)} point(s) into {out}")
     with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -47,3 +47,9 @@ def test_a_topology_file_fixes_its_size(cli, tmp_path):
     rc, out, err = cli("compare", "--cluster", str(f), "--strategies", "allreduce", "--quiet", "--json")
     assert rc == 0, err
     assert '"nodes": 3' in out
+
+
+def test_whatif_out_that_cannot_be_written_is_refused_before_any_point(cli):
+    rc, out, err = cli("whatif", "--out", "/proc/x", "--vary", "nodes=2,4", "--strategies", "allreduce",
+                       "--sequential")
+    assert rc == 2 and err.count("\n") == 1 and err.startswith("error: --out: cannot write results into '/proc/x'")
