@@ -42,10 +42,32 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     """Predict distributed-training iteration time for every communication strategy."""
 
 
+#: (command, module under simcomm.cli, function), in the order ``simcomm --help`` lists them
+COMMANDS = (("list", "list_cmd", "list_command"), ("cost", "cost_cmd", "cost_command"),
+            ("run", "run_cmd", "run_command"), ("compare", "compare_cmd", "compare_command"),
+            ("calibrate", "calibrate_cmd", "calibrate_command"), ("whatif", "whatif_cmd", "whatif_command"),
+            ("report", "report_cmd", "report_command"), ("validate", "validate_cmd", "validate_command"),
+            ("bench", "bench_cmd", "bench_command"))
+#: (group, module, its typer.Typer): commands with sub-commands
+GROUPS = (("trace", "trace_cmd", "trace_app"), ("topology", "topology_cmd", "topology_app"))
+_registered: list[bool] = []
+
+
 def _register() -> None:
-    # Each command module adds itself to ``app``; imported here, not at module
-    # top, so that ``simcomm.cli.app`` stays importable while a command is broken.
-    from simcomm.cli import commands  # noqa: F401
+    """Attach every command to ``app``, once.
+
+    The app imports the commands (they never import the app), lazily, so that
+    ``simcomm.cli.app`` stays importable while one command module is broken.
+    """
+    if _registered:
+        return
+    from importlib import import_module
+
+    for name, module, attr in COMMANDS:
+        app.command(name)(getattr(import_module(f"simcomm.cli.{module}"), attr))
+    for name, module, attr in GROUPS:
+        app.add_typer(getattr(import_module(f"simcomm.cli.{module}"), attr), name=name)
+    _registered.append(True)
 
 
 def main(argv: list[str] | None = None) -> int:

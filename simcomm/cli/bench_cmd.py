@@ -10,7 +10,6 @@ from typing import Optional
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from simcomm.cli.app import app
 from simcomm.cli.scenario_flags import scenario_flags
 from simcomm.cli.console import print_json, stderr
 from simcomm.errors import ConfigError
@@ -33,7 +32,6 @@ def render_rows(rows, header: str) -> str:
     return "\n".join(out) + "\n"
 
 
-@app.command("bench")
 @scenario_flags(sections=("stack", "network"))
 def bench_command(
     collective: str = typer.Argument(..., help="all_reduce, all_gather, reduce_scatter, broadcast, reduce, "

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import typer
 
-from simcomm.cli.app import app
 from simcomm.cli.console import print_json, stdout, table
 from simcomm.errors import ConfigError
 from simcomm.units import format_size, format_time, parse_bandwidth, parse_size
@@ -71,7 +70,6 @@ def _check(file: Path, as_json: bool) -> None:
     out.print(f"median |error| {s['median_abs_error']:.1%}, worst {s['max_abs_error']:.1%} over {s['cases']} cases")
 
 
-@app.command("calibrate")
 def calibrate_command(
     backend: str = typer.Option("gloo", "--backend", help="gloo (CPU) or nccl (GPU)."),
     sizes: str = typer.Option("1KB..4MB", "--sizes", help="Ping-pong sizes: A..B (x4 steps) or a comma list."),

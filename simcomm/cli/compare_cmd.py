@@ -18,7 +18,6 @@ from typing import Optional
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from simcomm.cli.app import app
 from simcomm.cli.console import print_json, stderr, stdout, table
 from simcomm.cli.run_cmd import build_scenario
 from simcomm.cli.scenario_flags import scenario_flags
@@ -52,7 +51,6 @@ def parse_strategies(text: str) -> list[str]:
     return names
 
 
-@app.command("compare")
 @scenario_flags(skip=("strategy", "nodes"))
 def compare_command(
     scenario: Optional[Path] = typer.Argument(None, help="Scenario TOML file (flags override it)."),

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import typer
 
-from simcomm.cli.app import app
 from simcomm.cli.console import print_json, stdout, table
 from simcomm.errors import ConfigError, UnitError, UnknownNameError
 from simcomm.units import format_bandwidth, format_size, format_time, parse_size, parse_time
@@ -139,7 +138,6 @@ def _render(res: dict) -> None:
               + " (nccl-tests' bus bandwidth); for NCCL's own algorithms on a cluster: simcomm bench")
 
 
-@app.command("cost")
 def cost_command(
     collective: str = typer.Argument(..., help="allreduce, reduce_scatter, allgather, broadcast, reduce, "
                                                "gather, scatter, alltoall or p2p."),

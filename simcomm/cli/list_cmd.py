@@ -6,7 +6,6 @@ import importlib
 
 import typer
 
-from simcomm.cli.app import app
 from simcomm.cli.console import print_json, stdout, table
 from simcomm.errors import UnknownNameError
 
@@ -50,7 +49,6 @@ def _available() -> list[str]:
     return out
 
 
-@app.command("list")
 def list_command(
     catalogue: str = typer.Argument(..., help="links, topologies, collectives, cost-models, strategies, traces, ..."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import typer
 
-from simcomm.cli.app import app
 from simcomm.cli.console import stderr, stdout
 from simcomm.errors import ConfigError
 
@@ -64,7 +63,6 @@ def _load(d: Path) -> tuple[dict, list[dict], str | None]:
     return saved.sweep, rows_from_records(saved.records), saved.warning(store)
 
 
-@app.command("report")
 def report_command(
     results: Path = typer.Argument(..., help="The --out directory of a simcomm whatif run."),
     html: bool = typer.Option(True, "--html/--no-html", help="Also write the self-contained report.html."),

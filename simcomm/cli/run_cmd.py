@@ -15,7 +15,6 @@ from typing import Optional
 
 import typer
 
-from simcomm.cli.app import app
 from simcomm.cli.console import stderr, print_json, stdout, table
 from simcomm.errors import ConfigError
 from simcomm.cli.scenario_flags import scenario_flags
@@ -113,7 +112,6 @@ def render_result(res, console) -> None:
         console.print(f"assumed: {line}")
 
 
-@app.command("run")
 @scenario_flags()
 def run_command(
     scenario: Optional[Path] = typer.Argument(None, help="Scenario TOML file (flags override it)."),

@@ -6,13 +6,11 @@ from pathlib import Path
 
 import typer
 
-from simcomm.cli.app import app
 from simcomm.cli.console import print_json, stdout, table
 from simcomm.errors import ConfigError
 from simcomm.units import format_bandwidth, format_time
 
 topology_app = typer.Typer(help="Inspect cluster topologies: summary, drawing, routes.", no_args_is_help=True)
-app.add_typer(topology_app, name="topology")
 
 _TARGET = typer.Argument(..., help="A preset name (simcomm list topologies) or a .toml/.graphml file.")
 _NODES = typer.Option(None, "--nodes", help="Override the preset's node count.")

@@ -14,7 +14,6 @@ from contextlib import contextmanager
 
 import typer
 
-from simcomm.cli.app import app
 from simcomm.cli.console import stderr, stdout, table
 from simcomm.errors import ConfigError
 from simcomm.outpath import check_output_path
@@ -22,7 +21,6 @@ from simcomm.units import format_size, format_time
 
 trace_app = typer.Typer(help="Per-layer compute traces: synthesize, capture, import, show.",
                         no_args_is_help=True, add_completion=False, rich_markup_mode=None)
-app.add_typer(trace_app, name="trace")
 
 
 def _batches(text: str) -> list[int]:

@@ -13,7 +13,6 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from simcomm.fileio import write_text
-from simcomm.cli.app import app
 from simcomm.cli.console import print_json, stderr, stdout, table
 
 __all__ = ["validate_command", "write_atomic"]
@@ -38,7 +37,6 @@ def _print(results, console) -> None:
             console.print(f"assumed: {line}")
 
 
-@app.command("validate")
 def validate_command(
     case: Optional[list[str]] = typer.Option(None, "--case", help="Case name (repeatable; default: all)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable JSON."),

@@ -25,7 +25,6 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from simcomm.cli.app import app
 from simcomm.cli.console import stderr, stdout, table
 from simcomm.cli.scenario_flags import scenario_flags
 from simcomm.errors import ConfigError
@@ -62,7 +61,6 @@ def print_summary(sweep: dict, rows: list[dict], out: Path, console) -> None:
     console.print(f"results: {out / 'results.csv'}, {out / 'results.json'}")
 
 
-@app.command("whatif")
 @scenario_flags(skip=("strategy",))
 def whatif_command(
     scenario: Path | None = typer.Argument(None, help="Scenario TOML with a [sweep] table (flags add to it)."),

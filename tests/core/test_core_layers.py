@@ -82,3 +82,10 @@ def test_the_contract_can_fail(tmp_path):
     (pkg / "ops" / "__init__.py").write_text("def f():\n    from simcomm.cli.app import app\n    import typer\n")
     found = list(_imports(pkg))
     assert ("ops/__init__.py", "ops", "simcomm.cli.app", 2) in found and ("ops/__init__.py", "ops", "typer", 3) in found
+
+
+def test_cli_commands_do_not_import_the_app():
+    """The app imports the commands (simcomm.cli.app.COMMANDS); a command importing the app would be a cycle."""
+    bad = [f"{rel}:{line}" for rel, pkg, name, line in _imports()
+           if pkg == "cli" and name == "simcomm.cli.app" and not rel.endswith("app.py")]
+    assert not bad, bad
