@@ -18,7 +18,8 @@ def simulate(plan, topology, *, fidelity: str = "flow", seed: int = 0, **options
     re-solves; False is the plain reference), ``ppn=None`` (override ranks-per-machine for two-level
     algorithms), ``record_link_usage=False`` (bytes/s per link family over time in
     ``meta["link_usage"]``), ``link_bytes=True`` (False: no bytes per link family, and
-    the analytic fidelity needs no event loop).  See docs/engine.md.
+    the analytic fidelity needs no event loop), ``scalar=True`` (False: the fluid core keeps
+    numpy arrays even for a few live flows; the same floats either way).  See docs/engine.md.
     """
     from simcomm.engine.executor import run
     from simcomm.gcpause import gc_paused

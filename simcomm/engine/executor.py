@@ -28,7 +28,8 @@ from simcomm.topologies.base import Topology
 __all__ = ["run", "FIDELITIES"]
 
 FIDELITIES = ("flow", "analytic")
-OPTIONS = ("coalesce", "incremental", "ppn", "record_link_usage", "comm_cpu", "resolution", "runtime", "link_bytes")
+OPTIONS = ("coalesce", "incremental", "ppn", "record_link_usage", "comm_cpu", "resolution", "runtime", "link_bytes",
+           "scalar")
 #: Compute stretches stop once the CPU time still owed is below this (seconds).
 _CPU_TOL = 1e-12
 #: ... or after this many rounds (the CPU cost of communication would exceed the CPU).
@@ -43,8 +44,9 @@ class Context:
 
     def __init__(self, env: simpy.Environment, topology: Topology, *, coalesce: bool, ppn: int | None,
                  incremental: bool = True, record_usage: bool = False, resolution: float = 0.0,
-                 link_bytes: bool = True):
+                 link_bytes: bool = True, scalar: bool = True):
         self.env = env
+        self.scalar = scalar  # False: the fluid core keeps numpy arrays even for few flows (reference)
         self.link_bytes = link_bytes  # False: bytes per link family are not counted
         self.resolution = resolution
         self.record_usage = record_usage
@@ -86,8 +88,9 @@ def _check_options(fidelity: str, options: dict) -> None:
     rt = options.get("runtime")
     if rt is not None and not isinstance(rt, Runtime):
         raise ConfigError(f"runtime: {rt!r} must be a simcomm.engine.schedule.Runtime")
-    if not isinstance(options.get("link_bytes", True), bool):
-        raise ConfigError(f"link_bytes: {options['link_bytes']!r} must be True or False")
+    for name in ("link_bytes", "scalar"):
+        if not isinstance(options.get(name, True), bool):
+            raise ConfigError(f"{name}: {options[name]!r} must be True or False")
 
 
 def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int = 0, **options) -> Timeline:
@@ -114,6 +117,9 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     (``Timeline.link_class_bytes``); with False that dict is empty, and the
     analytic fidelity then runs without an event loop (:func:`analytic.longest_path`:
     the same start and end of every op, in one pass in op order).
+    ``scalar`` (default True) lets the fluid core hold few live flows in Python floats
+    (:mod:`simcomm.engine.small`: the same arithmetic, bit for bit, without numpy's
+    per-call cost); False keeps its arrays throughout (the reference for tests).
     ``seed`` is recorded; the models are deterministic and draw no random numbers.
     """
     _check_options(fidelity, options)
@@ -124,7 +130,8 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     ctx = Context(env, topology, coalesce=bool(options.get("coalesce", True)), ppn=options.get("ppn"),
                   incremental=bool(options.get("incremental", True)),
                   record_usage=bool(options.get("record_link_usage", False)),
-                  resolution=float(options.get("resolution", 0.0)), link_bytes=options.get("link_bytes", True))
+                  resolution=float(options.get("resolution", 0.0)), link_bytes=options.get("link_bytes", True),
+                  scalar=options.get("scalar", True))
     if fidelity == "flow":
         from simcomm.engine.flow import FlowPricer
 

@@ -59,7 +59,8 @@ class FlowPricer:
         self.ctx = ctx
         self.env = ctx.env
         self.fam = ctx.family_of_link if ctx.record_usage else None
-        self.net = LiveNetwork(ctx.env, ctx.topology.capacity, ctx.incremental, self.fam, ctx.resolution)
+        self.net = LiveNetwork(ctx.env, ctx.topology.capacity, ctx.incremental, self.fam, ctx.resolution,
+                               ctx.scalar)
         self._routes: dict = {}  # routes per (group, step pattern), see route_step
         self._pairs: dict = {}  # (src, dst) -> (latency, route length, links, bytes per family) of a message
         self._periods: dict = {}  # isolated durations (and usage) of scalable step patterns
@@ -190,7 +191,7 @@ class FlowPricer:
             return lat + (d0 - lat) * (n / n0), prof
         iso = run_isolated(self.net.core.capacity, routed.nbytes, routed.latency, routed.route_len,
                            routed.links, incremental=self.ctx.incremental, family_of_link=self.fam,
-                           resolution=self.ctx.resolution)
+                           resolution=self.ctx.resolution, scalar=self.ctx.scalar)
         self.ctx.stats["isolated_runs"] += 1
         self.ctx.stats["isolated_solves"] += iso.solves
         if iso.merged:
@@ -228,7 +229,7 @@ class FlowPricer:
             t_start = now - resume
             st = run_isolated(self.net.core.capacity, routed.nbytes, routed.latency, routed.route_len,
                               routed.links, until=resume, incremental=self.ctx.incremental,
-                              resolution=self.ctx.resolution)
+                              resolution=self.ctx.resolution, scalar=self.ctx.scalar)
             fin = t_start + st.finish
             if st.merged:
                 self.ctx.stats["merged_flows"] += st.merged

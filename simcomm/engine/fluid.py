@@ -17,7 +17,10 @@ transfer times are merged into one event at the middle of their span
 (:meth:`FluidCore.next_time`; docs/engine.md, "Event resolution").  The live
 engine (:mod:`simcomm.engine.network`) drives it from SimPy; :func:`run_isolated`
 drives it alone, to price a step pattern once or to rebuild the state of a
-partly run step (see docs/engine.md, "Coalesced repeats").
+partly run step (see docs/engine.md, "Coalesced repeats").  While at most
+:data:`~simcomm.engine.small.MAX_LIVE` flows are live the state lives in Python
+lists instead (:mod:`simcomm.engine.small`), run by the same arithmetic bit for
+bit: numpy's per-call cost dominates events on a handful of flows.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import numpy as np
 
 from simcomm.engine.maxmin import maxmin_rates, maxmin_rates_global
 from simcomm.engine.prune import link_rank, route_matrix
+from simcomm.engine.small import MAX_LIVE, SmallFlows
 
 __all__ = ["FluidCore", "IsolatedState", "run_isolated", "merge_usage", "TIME_TOL"]
 
@@ -68,9 +72,10 @@ class FluidCore:
     """
 
     _FIELDS = ("rem", "t_ref", "rate", "t_bw", "t_next", "phase", "batch", "index", "e_start", "e_len")
+    _refresh = _REFRESH
 
     def __init__(self, capacity: np.ndarray, incremental: bool = True, family_of_link: np.ndarray | None = None,
-                 resolution: float = 0.0):
+                 resolution: float = 0.0, scalar: bool = True):
         self.capacity = np.asarray(capacity, dtype=float)
         self.incremental = incremental  # False: the plain reference (every flow, textbook solver, every event)
         self.resolution = float(resolution)  # 0: every completion is its own event (exact)
@@ -109,6 +114,25 @@ class FluidCore:
         self.rounds = 0
         self.full_solves = 0
         self.merged = 0  # flows retired at a merged event, not at their own finish instant
+        # The scalar twin (simcomm.engine.small) holds the state while few flows are live;
+        # scalar=False keeps the arrays throughout (the reference the tests compare against).
+        self.use_small = bool(scalar) and incremental
+        self._small: SmallFlows | None = None
+        self._caps: list | None = None
+        self._ranks: list | None = None
+        self.route_info: dict = {}  # pruning data per route, shared by the scalar twin's sessions
+
+    def _cap_list(self) -> list:
+        if self._caps is None:
+            self._caps = self.capacity.tolist()
+        return self._caps
+
+    def _rank_list(self) -> list:
+        if self._ranks is None:
+            if self._rank is None:
+                self._rank = link_rank(self.capacity)
+            self._ranks = self._rank.tolist()
+        return self._ranks
 
     # ---- input -----------------------------------------------------------
     def add(self, rem: np.ndarray, t_bw: np.ndarray, route_len: np.ndarray, links: np.ndarray,
@@ -151,6 +175,8 @@ class FluidCore:
         """Absolute time of the next phase change, ``inf`` when nothing is active."""
         if self.n_live == 0:
             return self.t if (self._pending or self._born_done) else np.inf
+        if self._small is not None:
+            return self._small.next_time(self.resolution)
         t_min = float(self.t_next.min())
         if self.resolution <= 0:
             return t_min
@@ -176,6 +202,8 @@ class FluidCore:
         done_batches, self._born_done = self._born_done, []
         if self._pending:
             self._merge()
+        if self._small is not None:
+            return self._settle_small(now, tol, done_batches)
         first = self.resolution > 0
         while self.n_live:
             due = self.t_next <= now + tol
@@ -207,6 +235,25 @@ class FluidCore:
             self._sample(now)
         return [(b, self._finish.pop(b)) for b in done_batches]
 
+    def _settle_small(self, now: float, tol: float, done_batches: list[int]) -> list[tuple[int, np.ndarray]]:
+        """settle's loop, compaction and sample on the scalar twin (the same steps, see settle)."""
+        sm = self._small
+        first = self.resolution > 0
+        lim = now + tol
+        while self.n_live:
+            # (a pass finds nothing due exactly when no t_next is within tol: skip the call)
+            if not first and min(sm.t_next) > lim:
+                break
+            if not sm.step(now, tol, first, done_batches):
+                break
+            first = False
+        n_slots = len(sm.rem) + len(sm.gone_routes)
+        if (self.n_live == 0 and n_slots) or 2 * self.n_live < n_slots - 4096:
+            sm.compact()
+        if self.family_of_link is not None:
+            self.usage.append((np.array([now]), sm.sample(self.family_of_link, self.n_families)[None, :]))
+        return [(b, self._finish.pop(b)) for b in done_batches]
+
     def _retire(self, gone: np.ndarray, now: float, done_batches: list[int]) -> None:
         # The finished flows grouped by batch, batches taken in id order.
         per: dict[int, list[int]] = {}
@@ -223,6 +270,18 @@ class FluidCore:
         self.n_live -= len(gone)
 
     def _merge(self) -> None:
+        if self.use_small:
+            n_new = sum(len(p[1]) for p in self._pending)
+            if self._small is None and len(self.rem) == 0 and n_new <= MAX_LIVE:
+                self._small = SmallFlows(self)  # an empty network starts in scalar form
+            if self._small is not None:
+                if self.n_live + n_new <= MAX_LIVE:
+                    added = self._small.merge(self._pending, self.t)
+                    if added >= 0:
+                        self._pending = []
+                        self.n_live += added
+                        return
+                self._from_small()  # too many flows, or a route that crosses a link twice
         parts, self._pending = self._pending, []
         n0, e0 = len(self.rem), len(self.e_link)
         lens = np.concatenate([np.asarray(p[4], dtype=np.int64) for p in parts])
@@ -254,6 +313,15 @@ class FluidCore:
             self.link_count = np.bincount(on.ravel(), minlength=n_ext)
             self.link_load = np.bincount(on.ravel(), weights=np.repeat(self.rate[self.phase == BANDWIDTH], width),
                                          minlength=n_ext)
+
+    def _from_small(self) -> None:
+        """Move the scalar twin's state into the arrays (the merge that follows rebuilds rows and loads)."""
+        fields, e_link = self._small.arrays()
+        self._small = None
+        for name, value in fields.items():
+            setattr(self, name, value)
+        self.e_link = e_link
+        self.rows = np.zeros((len(self.rem), 1), dtype=np.int64)
 
     def _compact(self) -> None:
         """Drop gone slots (and their entries); slot order is kept."""
@@ -387,6 +455,8 @@ class FluidCore:
             if p[0] == bid:
                 hit = np.flatnonzero(np.asarray(p[1]) == index)
                 return float(np.asarray(p[2])[hit[0]]) if hit.size else 0.0
+        if self._small is not None:
+            return self._small.bytes_left(bid, index, at)
         slot = np.flatnonzero((self.batch == bid) & (self.index == index) & (self.phase != GONE))
         if slot.size == 0:
             return 0.0
@@ -397,6 +467,8 @@ class FluidCore:
 
     def snapshot(self, at: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``(index, rem, t_bw, in_bw)`` of live flows at ``at`` (between events, no settle)."""
+        if self._small is not None:
+            return self._small.snapshot(at)
         live = self.phase != GONE
         in_bw = self.phase[live] == BANDWIDTH
         rem = self.rem[live] - np.where(in_bw, self.rate[live] * (at - self.t_ref[live]), 0.0)
@@ -419,13 +491,14 @@ class IsolatedState:
 
 def run_isolated(capacity: np.ndarray, nbytes: np.ndarray, latency: np.ndarray, route_len: np.ndarray,
                  links: np.ndarray, until: float = np.inf, incremental: bool = True,
-                 family_of_link: np.ndarray | None = None, resolution: float = 0.0) -> IsolatedState:
+                 family_of_link: np.ndarray | None = None, resolution: float = 0.0,
+                 scalar: bool = True) -> IsolatedState:
     """Run one batch of flows, started at time 0, alone on an empty network.
 
     Stops at ``until`` (events at exactly ``until`` are applied) and reports the
     state there; with the default it runs to completion.
     """
-    core = FluidCore(capacity, incremental, family_of_link, resolution)
+    core = FluidCore(capacity, incremental, family_of_link, resolution, scalar)
     core.add(np.asarray(nbytes, float), np.asarray(latency, float), route_len, links)
     done = core.settle(0.0)
     while not done:

@@ -72,11 +72,11 @@ class LiveNetwork:
     """Flows and reservations on one topology's directed links."""
 
     def __init__(self, env: Environment, capacity: np.ndarray, incremental: bool = True,
-                 family_of_link: np.ndarray | None = None, resolution: float = 0.0):
+                 family_of_link: np.ndarray | None = None, resolution: float = 0.0, scalar: bool = True):
         if not isinstance(env, Environment):
             raise TypeError("LiveNetwork needs simcomm.engine.network.Environment (for its late events)")
         self.env = env
-        self.core = FluidCore(capacity, incremental, family_of_link, resolution)
+        self.core = FluidCore(capacity, incremental, family_of_link, resolution, scalar)
         self.reservation: Reservation | None = None
         self.interrupts = 0
         self.settles = 0

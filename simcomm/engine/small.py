@@ -1,0 +1,443 @@
+"""The fluid core's scalar twin for networks with few live flows.
+
+:class:`~simcomm.engine.fluid.FluidCore` keeps flows in numpy arrays; each of
+its events is a few dozen numpy calls (tens of µs) however few flows are live.
+A chain of single messages (the per-tensor parameter server: one push and one
+pull live at a time, 3 events per message) pays that cost ~10^6 times.
+:class:`SmallFlows` holds the same state in Python lists and dicts and runs the
+same algorithm, operation for operation, in scalar floats: the same pruned
+routes (dominance counted over every flow present, gone ones included, until
+the same compaction), the same re-solve set, the same per-link sums taken in
+the same entry order, the same local-minimum rounds, the same ``rem``,
+``t_ref`` and ``t_next`` updates.  IEEE-754 double arithmetic on Python floats
+is the arithmetic numpy applies element-wise, so every float, every statistic
+and every event is bit-for-bit the vectorised core's (docs/engine.md, "The
+scalar core for few flows"; tests/engine/test_engine_small.py compares them).
+
+The core switches to this form when it is empty and back to arrays when a
+merge would bring more than :data:`MAX_LIVE` live flows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import numpy as np
+
+from simcomm.engine.maxmin import REL_TOL
+
+__all__ = ["SmallFlows", "MAX_LIVE", "maxmin_small"]
+
+#: Live flows above which the arrays (one numpy call per operation) beat Python loops.
+MAX_LIVE = 16
+LATENCY, BANDWIDTH = 0, 1
+_INF = math.inf
+_MARGIN = 1.0 + REL_TOL
+_SLOT_FIELDS = ("rem", "t_ref", "rate", "t_bw", "t_next", "phase", "batch", "index", "route", "row")
+
+
+def _floats(a) -> list:
+    return a.tolist() if isinstance(a, np.ndarray) and a.dtype == np.float64 else np.asarray(a, float).tolist()
+
+
+def _ints(a) -> list:
+    return a.tolist() if isinstance(a, np.ndarray) and a.dtype.kind == "i" else np.asarray(a, np.int64).tolist()
+
+
+def _div(a: float, b: float) -> float:
+    """``a / b`` as numpy computes it with errors ignored (a positive ``a`` here)."""
+    if b == 0.0:
+        return _INF if a > 0 else (math.nan if a == 0 or a != a else -_INF)
+    return a / b
+
+
+def maxmin_small(entries, cap: dict) -> tuple[list[float], int]:
+    """:func:`simcomm.engine.maxmin.maxmin_rates` (no weights) in scalar floats.
+
+    ``entries[i]`` lists the links flow i crosses (in entry order); ``cap`` maps
+    each link to its capacity.  Same rounds, same sums in the same order.
+    """
+    n = len(entries)
+    if n == 1 and len(entries[0]) == 1:  # one flow on one link: its capacity (np.maximum(cap, 0)) / 1.0
+        v = cap[entries[0][0]]
+        return [v if not v < 0.0 else 0.0], 1
+    if n == 1 and len(set(entries[0])) == len(entries[0]):
+        # One flow crossing no link twice: every share is its link's capacity (np.maximum(cap, 0))
+        # over 1 flow, and the smallest freezes it in the first round (what the rounds below do).
+        if not entries[0]:
+            return [_INF], 0
+        v = min(cap[link] for link in entries[0])
+        return [v if not v < 0.0 else 0.0], 1
+    rate = [_INF] * n
+    flows = [i for i in range(n) if entries[i]]
+    if not flows:
+        return rate, 0
+    c = {}
+    for ent in entries:
+        for link in ent:
+            if link not in c:
+                v = cap[link]
+                c[link] = v if not v < 0.0 else 0.0  # np.maximum(cap, 0.0)
+    if all(len(entries[i]) == 1 for i in flows):
+        load: dict = {}
+        for i in flows:
+            link = entries[i][0]
+            load[link] = load.get(link, 0.0) + 1.0
+        for i in flows:
+            link = entries[i][0]
+            rate[i] = _div(c[link], load[link])
+        return rate, 1
+    rounds = 0
+    while flows:
+        rounds += 1
+        load = {}
+        for i in flows:
+            for link in entries[i]:
+                load[link] = load.get(link, 0.0) + 1.0
+        share = {link: _div(c[link], v) for link, v in load.items()}
+        fmin = {i: min(share[link] for link in entries[i]) for i in flows}
+        blocked = set()
+        for i in flows:
+            lim = fmin[i] * _MARGIN
+            for link in entries[i]:
+                if lim < share[link]:
+                    blocked.add(link)
+        took: dict = {}
+        hit = []
+        rest = []
+        for i in flows:
+            ent = entries[i]
+            h = [link for link in ent if link not in blocked]
+            if h:
+                rate[i] = f = fmin[i]
+                for link in ent:
+                    took[link] = took.get(link, 0.0) + f
+                hit.extend(h)
+            else:
+                rest.append(i)
+        for link, v in took.items():
+            c[link] = c[link] - v
+        for link in hit:
+            c[link] = 0.0
+        flows = rest
+    return rate, rounds
+
+
+class SmallFlows:
+    """The live state of a :class:`FluidCore` in Python lists (live slots in slot order)."""
+
+    def __init__(self, core):
+        self.core = core
+        self.cap = core._cap_list()
+        self.rank = core._rank_list()
+        self.rem: list[float] = []
+        self.t_ref: list[float] = []
+        self.rate: list[float] = []
+        self.t_bw: list[float] = []
+        self.t_next: list[float] = []
+        self.phase: list[int] = []
+        self.batch: list[int] = []
+        self.index: list[int] = []
+        self.route: list[tuple] = []
+        self.row: list[tuple] = []
+        self.gone_routes: list[tuple] = []  # routes of finished flows still counted by the pruning
+        self.count: Counter = Counter()     # link -> entries of present flows crossing it
+        self.together: Counter = Counter()  # (link, lower-ranked link) -> position pairs of present routes
+        self.load: dict = {}      # link -> sum of rates of bandwidth-phase flows (pruned routes)
+        self.nflows: dict = {}    # link -> bandwidth-phase flows (pruned routes)
+        self._info: dict = core.route_info  # route -> (pair keys, per position: (link, keys to lower-ranked links))
+
+    @property
+    def n_slots(self) -> int:
+        return len(self.rem) + len(self.gone_routes)
+
+    # ---- pruning ---------------------------------------------------------
+    def _route_info(self, route: tuple):
+        info = self._info.get(route)
+        if info is None:
+            rank = self.rank
+            pairs = []
+            for p in range(len(route)):
+                for q in range(p + 1, len(route)):
+                    a, b = route[p], route[q]
+                    if a != b:
+                        pairs.append((a, b) if rank[b] < rank[a] else (b, a))
+            checks = tuple((x, tuple((x, y) for y in set(route) if rank[y] < rank[x])) for x in route)
+            info = self._info[route] = (tuple(pairs), checks)
+        return info
+
+    def _count(self, route: tuple) -> None:
+        self.count.update(route)
+        self.together.update(self._route_info(route)[0])
+
+    def _prune(self, route: tuple) -> tuple:
+        """The non-dominated links of ``route`` (prune.route_matrix's row, unpadded)."""
+        count, together = self.count, self.together
+        out = []
+        for x, keys in self._route_info(route)[1]:
+            cx = count[x]
+            for key in keys:
+                if together.get(key, 0) == cx:
+                    break
+            else:
+                out.append(x)
+        return tuple(out)
+
+    # ---- state changes ---------------------------------------------------
+    def merge(self, parts, t: float) -> int:
+        """Append pending batches (FluidCore._merge); return the number of flows added.
+
+        Returns -1, changing nothing, when a route crosses a link twice: prune.route_matrix
+        counts such a route's link pairs once per position pair, which this form does not
+        repeat, so those flows stay with the arrays.
+        """
+        count, together, info = self.count, self.together, self._info
+        batches = []
+        for bid, idx, rem, t_bw, route_len, links in parts:
+            flat, lens = _ints(links), _ints(route_len)
+            routes, pos = [], 0
+            for k in lens:
+                route = tuple(flat[pos:pos + k])
+                pos += k
+                if len(set(route)) != len(route):
+                    return -1
+                routes.append(route)
+            batches.append((bid, _ints(idx), _floats(rem), _floats(t_bw), routes))
+        added = 0
+        for bid, idx, rem, t_bw, routes in batches:
+            n = len(rem)
+            self.rem += rem
+            self.t_ref += [t] * n
+            self.rate += [0.0] * n
+            self.t_bw += t_bw
+            self.t_next += t_bw
+            self.phase += [LATENCY] * n
+            self.batch += [bid] * n
+            self.index += idx
+            for route in routes:
+                self.route.append(route)
+                count.update(route)
+                hit = info.get(route)
+                together.update((hit or self._route_info(route))[0])
+            added += n
+        # Rows of every live flow over the flows present, then loads and counts rebuilt on them.
+        self.row = row = [self._prune(r) for r in self.route]
+        load, nflows = {}, {}
+        for i, ph in enumerate(self.phase):
+            if ph == BANDWIDTH:
+                r = self.rate[i]
+                for link in row[i]:
+                    load[link] = load.get(link, 0.0) + r
+                    nflows[link] = nflows.get(link, 0) + 1
+        self.load, self.nflows = load, nflows
+        return added
+
+    def compact(self) -> None:
+        """Forget finished flows (FluidCore._compact): the pruning counts only the live ones."""
+        self.gone_routes = []
+        self.count, self.together = Counter(), Counter()
+        for r in self.route:
+            self._count(r)
+
+    def step(self, now: float, tol: float, first: bool, done_batches: list) -> bool:
+        """One pass of FluidCore.settle's loop; False when nothing is due."""
+        core = self.core
+        lim = now + tol
+        t_next, phase = self.t_next, self.phase
+        if first:
+            # FluidCore.settle's first pass: flows due within the resolution finish now too.
+            res = core.resolution
+            lo = now - tol
+            t_bw = self.t_bw
+            due = []
+            early = late = 0
+            for i, t in enumerate(t_next):
+                if t <= lim:
+                    due.append(i)
+                    if t < lo and phase[i] == BANDWIDTH:
+                        late += 1
+                elif phase[i] == BANDWIDTH and t - now <= res * (t - t_bw[i]):
+                    due.append(i)
+                    early += 1
+            if early or late:
+                core.merged += early + late
+        else:
+            due = [i for i, t in enumerate(t_next) if t <= lim]
+        if not due:
+            return False
+        gone = [i for i in due if phase[i] == BANDWIDTH]
+        enter = [i for i in due if phase[i] == LATENCY]
+        if gone:
+            batch, index, finish, left = self.batch, self.index, core._finish, core._left
+            if len(gone) == 1:
+                i = gone[0]
+                b = batch[i]
+                finish[b][index[i]] = now
+                left[b] -= 1
+                if left[b] == 0:
+                    del left[b]
+                    done_batches.append(b)
+            else:
+                per: dict = {}
+                for i in gone:
+                    per.setdefault(batch[i], []).append(index[i])
+                for b in sorted(per):
+                    finish[b][per[b]] = now
+                    left[b] -= len(per[b])
+                    if left[b] == 0:
+                        del left[b]
+                        done_batches.append(b)
+            for i in gone:
+                phase[i] = 2  # GONE until the solve below has used its rate and row
+                t_next[i] = _INF
+            core.n_live -= len(gone)
+        if enter:
+            t_ref = self.t_ref
+            for i in enter:
+                phase[i] = BANDWIDTH
+                t_ref[i] = now
+                t_next[i] = _INF
+        self.solve(now, gone, enter)
+        if gone:
+            route = self.route
+            if len(gone) == len(route):
+                self.gone_routes.extend(route)
+                for name in _SLOT_FIELDS:
+                    setattr(self, name, [])
+            else:
+                for i in reversed(gone):
+                    self.gone_routes.append(route[i])
+                    for name in _SLOT_FIELDS:
+                        del getattr(self, name)[i]
+        return True
+
+    def solve(self, now: float, gone: list, enter: list) -> None:
+        """FluidCore._solve (incremental) in scalar floats."""
+        core = self.core
+        rate, row, nflows, load, cap = self.rate, self.row, self.nflows, self.load, self.cap
+        # T: the smallest rate that left, or share a new flow starts from (the rule of
+        # FluidCore._solve); a running minimum is numpy's min for these NaN-free floats.
+        threshold = _INF
+        left = None
+        if gone:
+            left = {}
+            for i in gone:
+                r = rate[i]
+                if r < threshold:
+                    threshold = r
+                for link in row[i]:
+                    nflows[link] -= 1
+                    left[link] = left.get(link, 0.0) + r
+                rate[i] = 0.0
+        if enter:
+            for i in enter:
+                for link in row[i]:
+                    nflows[link] = nflows.get(link, 0) + 1
+            for i in enter:
+                for link in row[i]:
+                    share = cap[link] / nflows[link]  # the count includes this flow: >= 1
+                    if share < threshold:
+                        threshold = share
+        core.solves += 1
+        phase = self.phase
+        live = [i for i, ph in enumerate(phase) if ph == BANDWIDTH]
+        bar = threshold * (1.0 - 1e-9)
+        slots = [i for i in live if rate[i] >= bar or i in enter]
+        full = core.solves % core._refresh == 0 or len(slots) == len(live)
+        if full:
+            slots = live
+        if left is not None and not (full and slots):
+            for link, v in left.items():
+                load[link] = load.get(link, 0.0) - v
+        if not slots:
+            return
+        entries = [row[i] for i in slots]
+        if full:
+            core.full_solves += 1
+            old = None
+            residual = cap
+        else:
+            old = {}
+            for i, e in zip(slots, entries):
+                r = rate[i]
+                for link in e:
+                    old[link] = old.get(link, 0.0) + r
+            residual = {link: cap[link] - (load.get(link, 0.0) - v) for link, v in old.items()}
+        rates, rounds = maxmin_small(entries, residual)
+        core.rounds += rounds
+        new: dict = {}
+        for r, e in zip(rates, entries):
+            for link in e:
+                new[link] = new.get(link, 0.0) + r
+        if full:
+            self.load = new
+        else:
+            for link, v in new.items():
+                load[link] = load.get(link, 0.0) - old[link] + v
+        rem, t_ref, t_next = self.rem, self.t_ref, self.t_next
+        for i, r in zip(slots, rates):
+            x = rem[i] - rate[i] * (now - t_ref[i])
+            rem[i] = x
+            t_ref[i] = now
+            rate[i] = r
+            t_next[i] = now + (_div(x, r) if x > 0 else 0.0)
+
+    # ---- queries ---------------------------------------------------------
+    def next_time(self, resolution: float) -> float:
+        t_next = self.t_next
+        t_min = min(t_next)
+        if resolution <= 0:
+            return t_min
+        group = [t for t, tb, ph in zip(t_next, self.t_bw, self.phase)
+                 if ph == BANDWIDTH and t - t_min <= resolution * (t - tb)]
+        if not group:
+            return t_min
+        t_e = 0.5 * (t_min + max(group))
+        lat = [t for t, ph in zip(t_next, self.phase) if ph == LATENCY]
+        if lat:
+            t_e = min(t_e, min(lat))
+        return t_e
+
+    def sample(self, family: np.ndarray, n_families: int) -> np.ndarray:
+        fam = [0.0] * n_families
+        for i, ph in enumerate(self.phase):
+            if ph == BANDWIDTH:
+                r = self.rate[i]
+                for link in self.route[i]:
+                    f = int(family[link])
+                    fam[f] = fam[f] + r
+        return np.array(fam)
+
+    def bytes_left(self, bid: int, index: int, at: float) -> float:
+        for i, (b, j) in enumerate(zip(self.batch, self.index)):
+            if b == bid and j == index:
+                if self.phase[i] == BANDWIDTH:
+                    return max(float(self.rem[i] - self.rate[i] * (at - self.t_ref[i])), 0.0)
+                return float(self.rem[i])
+        return 0.0
+
+    def snapshot(self, at: float):
+        rem = [x - (r * (at - tr) if ph == BANDWIDTH else 0.0)
+               for x, r, tr, ph in zip(self.rem, self.rate, self.t_ref, self.phase)]
+        return (np.array(self.index, dtype=np.int64), np.maximum(np.array(rem, dtype=float), 0.0),
+                np.array(self.t_bw, dtype=float), np.array([ph == BANDWIDTH for ph in self.phase], dtype=bool))
+
+    def arrays(self):
+        """The state as FluidCore's per-slot arrays (finished flows first, then live in slot order)."""
+        n_gone = len(self.gone_routes)
+        routes = self.gone_routes + self.route
+        gone_f = [0.0] * n_gone
+        fields = {
+            "rem": gone_f + self.rem, "t_ref": gone_f + self.t_ref, "rate": gone_f + self.rate,
+            "t_bw": gone_f + self.t_bw, "t_next": [_INF] * n_gone + self.t_next,
+        }
+        out = {k: np.array(v, dtype=float) for k, v in fields.items()}
+        out["phase"] = np.array([2] * n_gone + self.phase, dtype=np.int8)
+        out["batch"] = np.array([-1] * n_gone + self.batch, dtype=np.int64)
+        out["index"] = np.array([-1] * n_gone + self.index, dtype=np.int64)
+        lens = np.array([len(r) for r in routes], dtype=np.int64)
+        out["e_len"] = lens
+        out["e_start"] = np.cumsum(lens) - lens
+        e_link = np.array([x for r in routes for x in r], dtype=np.int64)
+        return out, e_link
