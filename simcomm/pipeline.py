@@ -338,15 +338,16 @@ def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: boo
     from simcomm import jitter as jit
 
     out = []
+    from simcomm.engine.options import EngineOptions
+
+    # One options object per run: the flow fidelity's CPU cost and event resolution, the stack's runtime.
+    opts = EngineOptions(runtime=runtime, record_link_usage=record_link_usage,
+                         **({"comm_cpu": comm_cpu, "resolution": resolution} if fidelity == "flow" else {}))
     for n_kind, (weight, plan) in enumerate(kinds):
-        extra = {"runtime": runtime} if runtime is not None else {}
-        if fidelity == "flow":
-            extra.update({k: v for k, v in (("comm_cpu", comm_cpu), ("resolution", resolution)) if v})
         run_plan, copies = plan, None
         if jitter:
             run_plan, copies = jit.chain(plan, jit.draw(jitter, jit.ITERATIONS, plan.n_ranks, (seed, n_kind)))
-        tl = engine.simulate(run_plan, topo, fidelity=fidelity, seed=seed, record_link_usage=record_link_usage,
-                             **extra)
+        tl = engine.simulate(run_plan, topo, fidelity=fidelity, seed=seed, options=opts)
         if merged is not None:
             merged.append(int(tl.meta.get("merged_flows", 0)))
         if ran is not None:
@@ -367,8 +368,7 @@ def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: boo
             try:
                 # Only its times are needed: without link bytes the closed forms need no event loop.
                 est = iteration_time(plan, engine.simulate(plan, topo, fidelity="analytic", seed=seed,
-                                                           link_bytes=False,
-                                                           **({"runtime": runtime} if runtime else {})))[0]
+                                                           options=EngineOptions(runtime=runtime, link_bytes=False)))[0]
             except (NotImplementedError, SimcommError):
                 est = None
         bd = breakdown(run_plan, tl, n_train, window)

@@ -2,18 +2,22 @@
 
 Public API (implemented in :mod:`simcomm.engine.executor`)::
 
-    simulate(plan, topology, *, fidelity="flow", seed=0) -> Timeline
+    simulate(plan, topology, *, fidelity="flow", seed=0, options=EngineOptions(...)) -> Timeline
 """
 
+from simcomm.engine.options import EngineOptions
 from simcomm.engine.timeline import Timeline
 
-__all__ = ["Timeline", "simulate"]
+__all__ = ["Timeline", "simulate", "EngineOptions"]
 
 
-def simulate(plan, topology, *, fidelity: str = "flow", seed: int = 0, **options) -> Timeline:
+def simulate(plan, topology, *, fidelity: str = "flow", seed: int = 0, options: EngineOptions | None = None,
+             **kwargs) -> Timeline:
     """Run ``plan`` on ``topology`` at ``fidelity`` (``flow`` or ``analytic``).
 
-    Options: ``coalesce=True`` (exact shortcut for repeated steps; False runs the
+    ``options`` (:class:`EngineOptions`) says how; keyword arguments of the same names
+    are applied on top (``simulate(plan, topo, resolution=0.01)``).  Options:
+    ``coalesce=True`` (exact shortcut for repeated steps; False runs the
     plain flow model), ``incremental=True`` (exact incremental max-min
     re-solves; False is the plain reference), ``ppn=None`` (override ranks-per-machine for two-level
     algorithms), ``record_link_usage=False`` (bytes/s per link family over time in
@@ -25,4 +29,4 @@ def simulate(plan, topology, *, fidelity: str = "flow", seed: int = 0, **options
     from simcomm.gcpause import gc_paused
 
     with gc_paused():  # a run allocates millions of short-lived objects and leaves no cycles
-        return run(plan, topology, fidelity=fidelity, seed=seed, **options)
+        return run(plan, topology, fidelity=fidelity, seed=seed, options=options, **kwargs)

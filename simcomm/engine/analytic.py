@@ -52,6 +52,16 @@ class AnalyticPricer:
         self._cache: dict[tuple, tuple[float, np.ndarray]] = {}
         self._pairs: dict[tuple[int, int], tuple[float, float, np.ndarray]] = {}  # latency, bottleneck, families
 
+    # The Pricer protocol's bookkeeping: closed forms merge no flows and record no link usage.
+    live_merged = 0
+
+    @property
+    def usage(self) -> list:
+        return []
+
+    def finish_stats(self) -> None:
+        return None
+
     def _route_params(self, routed) -> tuple[np.ndarray, np.ndarray]:
         """Per transfer: route latency and bottleneck capacity."""
         cap = self.ctx.topology.capacity[routed.links]

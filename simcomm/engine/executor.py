@@ -13,6 +13,8 @@ the same op stream.
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from collections import defaultdict
 
 import numpy as np
@@ -22,14 +24,13 @@ from simcomm.engine.network import Environment
 from simcomm.engine.schedule import Runtime, group_ppn, prepare
 from simcomm.engine.timeline import Timeline
 from simcomm.errors import ConfigError, PlanError, SimcommError
+from simcomm.engine.options import FIDELITIES, EngineOptions, Pricer
 from simcomm.ops import Collective, CommPlan, Compute, Transfer
 from simcomm.topologies.base import Topology
 
 __all__ = ["run", "FIDELITIES"]
 
-FIDELITIES = ("flow", "analytic")
-OPTIONS = ("coalesce", "incremental", "ppn", "record_link_usage", "comm_cpu", "resolution", "runtime", "link_bytes",
-           "scalar")
+OPTIONS = tuple(f.name for f in fields(EngineOptions))
 #: Compute stretches stop once the CPU time still owed is below this (seconds).
 _CPU_TOL = 1e-12
 #: ... or after this many rounds (the CPU cost of communication would exceed the CPU).
@@ -70,30 +71,8 @@ class Context:
             self.family_bytes += repeats * routed.family_bytes(self.family_of_link, len(self.families))
 
 
-def _check_options(fidelity: str, options: dict) -> None:
-    if fidelity not in FIDELITIES:
-        raise ConfigError(f"fidelity: unknown {fidelity!r}; valid choices: {', '.join(FIDELITIES)}")
-    unknown = sorted(set(options) - set(OPTIONS))
-    if unknown:
-        raise ConfigError(f"engine option {unknown[0]!r} is unknown; valid choices: {', '.join(OPTIONS)}")
-    cpu = options.get("comm_cpu", 0.0)
-    if not (isinstance(cpu, (int, float)) and np.isfinite(cpu) and cpu >= 0):
-        raise ConfigError(f"comm_cpu: {cpu!r} must be a non-negative number of seconds per byte")
-    res = options.get("resolution", 0.0)
-    if not (isinstance(res, (int, float)) and 0 <= res < 1):
-        raise ConfigError(f"resolution: {res!r} must be a number in [0, 1) (0 = exact flow events)")
-    ppn = options.get("ppn")
-    if ppn is not None and (not isinstance(ppn, int) or ppn < 1):
-        raise ConfigError(f"ppn: {ppn!r} must be a positive integer")
-    rt = options.get("runtime")
-    if rt is not None and not isinstance(rt, Runtime):
-        raise ConfigError(f"runtime: {rt!r} must be a simcomm.engine.schedule.Runtime")
-    for name in ("link_bytes", "scalar"):
-        if not isinstance(options.get(name, True), bool):
-            raise ConfigError(f"{name}: {options[name]!r} must be True or False")
-
-
-def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int = 0, **options) -> Timeline:
+def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int = 0,
+        options: EngineOptions | None = None, **kwargs) -> Timeline:
     """Simulate ``plan`` on ``topology``; see :func:`simcomm.engine.simulate`.
 
     Options: ``coalesce`` (default True) enables the exact shortcuts of the flow
@@ -122,16 +101,17 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     per-call cost); False keeps its arrays throughout (the reference for tests).
     ``seed`` is recorded; the models are deterministic and draw no random numbers.
     """
-    _check_options(fidelity, options)
+    if fidelity not in FIDELITIES:
+        raise ConfigError(f"fidelity: unknown {fidelity!r}; valid choices: {', '.join(FIDELITIES)}")
+    opts = EngineOptions.of(options, **kwargs)  # every option typed and checked once
     if plan.n_ranks > topology.n_ranks:
         raise PlanError(f"plan uses {plan.n_ranks} ranks but topology {topology.name!r} "
                         f"has only {topology.n_ranks}")
     env = Environment()
-    ctx = Context(env, topology, coalesce=bool(options.get("coalesce", True)), ppn=options.get("ppn"),
-                  incremental=bool(options.get("incremental", True)),
-                  record_usage=bool(options.get("record_link_usage", False)),
-                  resolution=float(options.get("resolution", 0.0)), link_bytes=options.get("link_bytes", True),
-                  scalar=options.get("scalar", True))
+    ctx = Context(env, topology, coalesce=opts.coalesce, ppn=opts.ppn, incremental=opts.incremental,
+                  record_usage=opts.record_link_usage, resolution=float(opts.resolution),
+                  link_bytes=opts.link_bytes, scalar=opts.scalar)
+    pricer: Pricer
     if fidelity == "flow":
         from simcomm.engine.flow import FlowPricer
 
@@ -144,7 +124,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     ops = plan.ops
     n = len(ops)
     prepared = {}
-    runtime = options.get("runtime") or Runtime()
+    runtime = opts.runtime or Runtime()
     chosen: dict[tuple, int] = {}
     # A preparation depends on the op's key, the runtime and the ppn override alone, so small
     # ones are kept with the topology for the next run (a strategy's flow run, then its analytic
@@ -194,8 +174,8 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
         yield from pricer.collective(op, prepared[op.id])
         finish(op.id)
 
-    cpu = float(options.get("comm_cpu", 0.0))
-    track = cpu > 0 and hasattr(pricer, "rank_bytes")
+    cpu = float(opts.comm_cpu)
+    track = cpu > 0 and fidelity == "flow"  # the analytic fidelity has no shared network to count bytes on
     if track:
         pricer.track_ranks()
 
@@ -255,21 +235,20 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
             raise exc.__cause__ from None
         raise
 
-    if hasattr(pricer, "finish_stats"):
-        pricer.finish_stats()
+    pricer.finish_stats()
     start, end = np.array(start, dtype=float), np.array(end, dtype=float)
     missing = np.flatnonzero(np.isnan(end))
     if len(missing):
         op = ops[int(missing[0])]
         raise PlanError(f"op {op.id} ({op.label or type(op).__name__}) never ran: its dependencies "
                         "or its group's stream order can never be satisfied")
-    if getattr(pricer, "live_merged", 0):  # the shared network's merges (isolated runs count their own)
+    if pricer.live_merged:  # the shared network's merges (isolated runs count their own)
         ctx.stats["merged_flows"] += pricer.live_merged
     stats = _meta(ctx, seed, chosen)
     if ctx.record_usage:
         from simcomm.engine.fluid import merge_usage
 
-        stats["link_usage"] = merge_usage(getattr(pricer, "usage", []), ctx.families)
+        stats["link_usage"] = merge_usage(pricer.usage, ctx.families)
     link_bytes = {f: float(b) for f, b in zip(ctx.families, ctx.family_bytes)} if ctx.link_bytes else {}
     return Timeline(start=start, end=end, makespan=float(end.max()) if n else 0.0, link_class_bytes=link_bytes,
                     fidelity=fidelity, meta=stats)

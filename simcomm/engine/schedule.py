@@ -14,9 +14,7 @@
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
@@ -62,31 +60,20 @@ def group_ppn(topology: Topology, ranks: tuple[int, ...]) -> int:
     return runs[0] if len(set(runs)) == 1 else 1
 
 
-@lru_cache(maxsize=None)
-def _accepts(cls: type, method: str, keyword: str) -> bool:
-    return keyword in inspect.signature(getattr(cls, method)).parameters
-
-
 def takes_ppn(alg: Algorithm) -> bool:
     """Whether the algorithm's schedule depends on ranks per machine (two-level ones)."""
     return bool(getattr(alg, "hierarchical", False))
 
 
 def algorithm_steps(alg: Algorithm, p: int, nbytes: float, root: int, ppn: int) -> list[Step]:
-    if _accepts(type(alg), "steps", "ppn"):
-        return alg.steps(p, nbytes, root, ppn=ppn)
-    return alg.steps(p, nbytes, root)
+    """``alg.steps`` through the Algorithm contract (every algorithm takes ``ppn``; flat ones ignore it)."""
+    return alg.steps(p, nbytes, root, ppn=ppn)
 
 
 def algorithm_cost(alg: Algorithm, p: int, nbytes: float, alpha: float, beta: float, gamma: float,
                    ppn: int, alpha_inter: float | None = None, beta_inter: float | None = None) -> float:
-    """``alg.cost(...).total``, passing ``ppn`` and internode α/β to algorithms that take them."""
-    kw = {}
-    if _accepts(type(alg), "cost", "ppn"):
-        kw["ppn"] = ppn
-    if alpha_inter is not None and _accepts(type(alg), "cost", "alpha_inter"):
-        kw["alpha_inter"], kw["beta_inter"] = alpha_inter, beta_inter
-    return alg.cost(p, nbytes, alpha, beta, gamma, **kw).total
+    """``alg.cost(...).total`` through the Algorithm contract (``ppn`` and internode α/β for every algorithm)."""
+    return alg.cost(p, nbytes, alpha, beta, gamma, ppn=ppn, alpha_inter=alpha_inter, beta_inter=beta_inter).total
 
 
 @dataclass(frozen=True)

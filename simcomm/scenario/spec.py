@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from simcomm.engine.options import SCENARIO_RESOLUTION
 from simcomm.errors import ConfigError
 from simcomm.precision import check_wire_dtype, get_precision
 from simcomm.scenario.keys import FIDELITIES, JITTER_DISTS, SCALINGS
@@ -53,10 +54,8 @@ from simcomm.stacks.base import COLLECTIVE_RULES, NCCL_ALGOS, NCCL_PROTOS, nccl_
 __all__ = ["Scenario", "WorkloadSpec", "StackSpec", "NetworkSpec", "BaselineSpec", "NO_BASELINE", "parse_baseline",
            "FIDELITIES", "COLLECTIVE_RULES", "DEFAULT_RESOLUTION"]
 
-#: Flow completions within this fraction of the finishing transfers' own durations share
-#: one event (engine option ``resolution``): 1 % keeps crossover-sgd at 1 024 GPUs under
-#: 10 s and moves its communication time by about 0.02 % (docs/engine.md, "Event resolution").
-DEFAULT_RESOLUTION = 0.01
+#: a scenario's event resolution unless it says otherwise: defined with the engine's options, once
+DEFAULT_RESOLUTION = SCENARIO_RESOLUTION
 
 
 def _is_num(v) -> bool:
