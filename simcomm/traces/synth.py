@@ -21,6 +21,7 @@ from dataclasses import replace
 
 import simcomm
 from simcomm.errors import ConfigError
+from simcomm.traces.zoo.transformer import transformer_meta
 from simcomm.traces.devices import DeviceSpec, get_device
 from simcomm.traces.io import DTYPE_BYTES, DTYPES
 from simcomm.traces.schema import Layer, Trace
@@ -96,5 +97,6 @@ def synth_trace(model: str, device: str | DeviceSpec, batch: int | list[int] = 6
         meta={"compute_eff": dev.compute_eff, "memory_eff": dev.memory_eff, "efficiency_source": source,
               "optimizer": optimizer,
               "peak_flops": dev.flops_for(dtype), "mem_bw": dev.mem_bw, "launch_s": dev.launch_s,
-              "note": "roofline synthesis; iteration_s is the layer sum, not a measurement"},
+              "note": "roofline synthesis; iteration_s is the layer sum, not a measurement",
+              **transformer_meta(model)},  # a transformer's shape, for the layouts that shard it
     )

@@ -106,3 +106,8 @@ def build_model(name: str):
     model = MODELS.get(name)
     from simcomm.traces.zoo.torchnet import build_module
     return build_module(model.arch, model.input_shape)
+
+# decoder-only transformers (dense and MoE): analytic only, see simcomm/traces/zoo/transformer.py
+from simcomm.traces.zoo import transformer as _transformer  # noqa: E402
+
+_transformer.register(_add)
