@@ -316,7 +316,8 @@ def _train_ranks(topo, nodes: int, extra: int) -> int:
 def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: bool = True,
               on_timeline=None, record_link_usage: bool = False, comm_cpu: float = 0.0,
               resolution: float = 0.0, merged: list | None = None, jitter: float = 0.0,
-              runtime: Runtime | None = None, ran: dict | None = None, rank_means: bool = False):
+              runtime: Runtime | None = None, ran: dict | None = None, rank_means: bool = False,
+              busiest: int = 0):
     """Simulate each (weight, plan); returns IterationKinds.
 
     ``on_timeline(label, weight, plan, timeline, topology)`` is called for each
@@ -332,7 +333,8 @@ def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: boo
     collectives run on the stack (:class:`~simcomm.engine.schedule.Runtime`); ``ran``
     receives, per (collective, algorithm asked), what the engine ran and how often.
     ``rank_means``: also record each kind's mean over training ranks of their finish
-    times (:func:`rank_mean`; not with ``jitter``).
+    times (:func:`rank_mean`; not with ``jitter``).  ``busiest``: record that many of the
+    busiest directed links of each kind, with their utilisation over the iteration.
     """
     from simcomm import engine
     from simcomm import jitter as jit
@@ -341,7 +343,7 @@ def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: boo
     from simcomm.engine.options import EngineOptions
 
     # One options object per run: the flow fidelity's CPU cost and event resolution, the stack's runtime.
-    opts = EngineOptions(runtime=runtime, record_link_usage=record_link_usage,
+    opts = EngineOptions(runtime=runtime, record_link_usage=record_link_usage, busiest_links=busiest,
                          **({"comm_cpu": comm_cpu, "resolution": resolution} if fidelity == "flow" else {}))
     for n_kind, (weight, plan) in enumerate(kinds):
         run_plan, copies = plan, None
@@ -375,8 +377,8 @@ def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: boo
         if copies is not None:  # the window spans len(copies) - 1 iterations
             bd = bd.scaled(1.0 / max(1, len(copies) - 1))
         rmean = rank_mean(plan, tl, n_train) if rank_means and copies is None else None
-        out.append(IterationKind(plan.info.kind, float(weight), t, bd, lb, est,
-                                 rmean))
+        hot = tuple((a, b, c, busy / per / t if t > 0 else 0.0) for a, b, c, _, busy in tl.meta.get("busiest_links", ()))
+        out.append(IterationKind(plan.info.kind, float(weight), t, bd, lb, est, rmean, hot))
     return out
 
 
@@ -508,7 +510,7 @@ def _ran_lines(ran: dict, runtime) -> list[str]:
 
 
 def simulate(scn: Scenario, *, ctx: Context | None = None, baseline: bool = True,
-             analytic: bool = True, on_timeline=None) -> Result:
+             analytic: bool = True, on_timeline=None, busiest_links: int = 0) -> Result:
     """Simulate ``scn`` and return its Result (NotApplicable is reported in the Result).
 
     ``baseline=False`` skips the "speedup vs" run.  ``on_timeline`` receives each
@@ -517,10 +519,11 @@ def simulate(scn: Scenario, *, ctx: Context | None = None, baseline: bool = True
     (:mod:`simcomm.gcpause`: plans of 10^5 ops and their runs leave no cycles).
     """
     with gc_paused():
-        return _simulate(scn, ctx, baseline, analytic, on_timeline)
+        return _simulate(scn, ctx, baseline, analytic, on_timeline, busiest_links)
 
 
-def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool, on_timeline) -> Result:
+def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool, on_timeline,
+              busiest_links: int = 0) -> Result:
     ctx = ctx or Context(scn)
     strategy = make_strategy(scn.strategy, scn.options)
     trace = ctx.trace()
@@ -587,7 +590,7 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
     kinds = tuple(run_plans(plans, topo, n_train, scn.fidelity, scn.seed, analytic, on_timeline,
                             record_link_usage=on_timeline is not None, comm_cpu=cpu,
                             resolution=scn.resolution, merged=merged, jitter=wl.compute_jitter,
-                            runtime=runtime, ran=ran, rank_means=bool(scale)))
+                            runtime=runtime, ran=ran, rank_means=bool(scale), busiest=busiest_links))
     assumed += _ran_lines(ran, runtime)
     mean, bd, lb, est = _mean(kinds)
     rmean = None
@@ -622,4 +625,5 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
     return Result(**common, kinds=kinds, mean_s=mean, breakdown=bd, link_bytes=lb, analytic_mean_s=est,
                   iterations_per_epoch=k, epoch_s=k * mean if k else None,
                   samples_per_s=w.global_batch / mean if mean > 0 else math.inf,
-                  baseline_s=base_s, speedup=speedup, baseline=base_desc, assumed=tuple(assumed), rank_mean_s=rmean)
+                  baseline_s=base_s, speedup=speedup, baseline=base_desc, assumed=tuple(assumed), rank_mean_s=rmean,
+                  busiest_links=max(kinds, key=lambda k: k.weight).busiest_links if kinds else ())

@@ -64,6 +64,8 @@ class IterationKind:
     link_bytes: dict = field(default_factory=dict)
     analytic_s: float | None = None
     rank_mean_s: float | None = None  # mean over training ranks of each rank's finish (heterogeneous compute)
+    #: (from, to, link class, utilisation over the iteration) of the busiest directed links, when asked for
+    busiest_links: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,8 @@ class Result:
     #: mean over training ranks of the time each finishes its iteration (set with per-node compute scales:
     #: a synchronous step makes every rank finish late, a gossip step only the slow one)
     rank_mean_s: float | None = None
+    #: the busiest directed links of the most frequent kind of iteration: (from, to, class, utilisation)
+    busiest_links: tuple = ()
 
     @property
     def global_batch(self) -> int:
@@ -108,6 +112,8 @@ class Result:
         for row in (d, *d["kinds"]):
             if row.get("rank_mean_s") is None:
                 row.pop("rank_mean_s", None)
+            if not row.get("busiest_links"):
+                row.pop("busiest_links", None)
         return d
 
 

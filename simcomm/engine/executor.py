@@ -64,11 +64,14 @@ class Context:
         index = {f: i for i, f in enumerate(self.families)}
         self.family_of_link = np.array([index[f] for f in fams], dtype=np.int64)
         self.family_bytes = np.zeros(len(self.families))
+        self.per_link: np.ndarray | None = None
         self.stats: dict[str, int] = defaultdict(int)
 
     def count_bytes(self, routed, repeats: int) -> None:
         if self.link_bytes and len(routed) and len(self.families):
             self.family_bytes += repeats * routed.family_bytes(self.family_of_link, len(self.families))
+            if self.per_link is not None:  # only when the busiest individual links are asked for
+                np.add.at(self.per_link, routed.links, repeats * np.repeat(routed.nbytes, routed.route_len))
 
 
 def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int = 0,
@@ -111,6 +114,8 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     ctx = Context(env, topology, coalesce=opts.coalesce, ppn=opts.ppn, incremental=opts.incremental,
                   record_usage=opts.record_link_usage, resolution=float(opts.resolution),
                   link_bytes=opts.link_bytes, scalar=opts.scalar)
+    if opts.busiest_links:
+        ctx.per_link = np.zeros(len(topology.link_names))
     pricer: Pricer
     if fidelity == "flow":
         from simcomm.engine.flow import FlowPricer
@@ -250,6 +255,12 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
 
         stats["link_usage"] = merge_usage(pricer.usage, ctx.families)
     link_bytes = {f: float(b) for f, b in zip(ctx.families, ctx.family_bytes)} if ctx.link_bytes else {}
+    if ctx.per_link is not None:
+        # busiest = longest time at full rate (bytes / capacity): a fast link carrying more can be idler
+        busy = ctx.per_link / topology.capacity
+        top = sorted(np.flatnonzero(ctx.per_link), key=lambda i: (-busy[i], i))[:opts.busiest_links]
+        stats["busiest_links"] = [(*map(str, topology.link_endpoints(int(i))), topology.link_names[i],
+                                   float(ctx.per_link[i]), float(busy[i])) for i in top]
     return Timeline(start=start, end=end, makespan=float(end.max()) if n else 0.0, link_class_bytes=link_bytes,
                     fidelity=fidelity, meta=stats)
 

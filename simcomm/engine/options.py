@@ -41,6 +41,9 @@ class EngineOptions:
     ``runtime``: how collectives run on the stack (its rules, NCCL overrides).
     ``link_bytes``: count bytes per link family (False: the analytic fidelity needs no event loop).
     ``scalar``: the fluid core holds few live flows in Python floats (same arithmetic).
+    ``busiest_links``: report this many directed links that were busiest, i.e. longest at full rate
+    (``meta["busiest_links"]``: ``(from, to, link class, bytes, bytes / capacity in seconds)``; 0: none,
+    and no per-link counting).
     """
 
     coalesce: bool = True
@@ -52,6 +55,7 @@ class EngineOptions:
     runtime: Runtime | None = None
     link_bytes: bool = True
     scalar: bool = True
+    busiest_links: int = 0
 
     def __post_init__(self) -> None:
         for name in ("coalesce", "incremental", "record_link_usage", "link_bytes", "scalar"):
@@ -66,6 +70,9 @@ class EngineOptions:
         ppn = self.ppn
         if ppn is not None and (isinstance(ppn, bool) or not isinstance(ppn, int) or ppn < 1):
             raise ConfigError(f"ppn: {ppn!r} must be a positive integer")
+        n = self.busiest_links
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 1000:
+            raise ConfigError(f"busiest_links: {n!r} must be an integer in [0, 1000]")
         if self.runtime is not None and not isinstance(self.runtime, Runtime):
             raise ConfigError(f"runtime: {self.runtime!r} must be a simcomm.engine.schedule.Runtime")
 

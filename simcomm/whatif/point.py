@@ -12,9 +12,10 @@ Utilisation of link family f over one iteration of length T::
 
     util_f = bytes_f / (T * sum of the capacities of f's directed links)
 
-i.e. the mean busy fraction of that family's links (the engine reports bytes
-per family, not per link, so a single hot link among idle ones is diluted).
-Capacities are the transport stack's effective ones.
+i.e. the mean busy fraction of that family's links, which dilutes a single hot
+link among idle ones; so each row also names its three busiest individual
+directed links with their utilisation (bytes / (T x that link's capacity),
+``busiest_links``).  Capacities are the transport stack's effective ones.
 
 With a straggler or jitter, ``rank_mean_s`` is the mean over training ranks
 of the time each rank finishes its iteration: a synchronous step makes every
@@ -49,7 +50,7 @@ def evaluate(point: dict) -> dict:
     """Simulate one what-if point; returns a flat JSON-able row of outputs (inputs are kept by the store)."""
     scn = to_scenario(check_point(point))
     ctx = Context(scn)
-    res = simulate(scn, ctx=ctx, baseline=True, analytic=False)
+    res = simulate(scn, ctx=ctx, baseline=True, analytic=False, busiest_links=3)
     raw, eff = ctx.built  # the cluster this point ran on
     nic_family = raw.links[raw.meta["nic_link"]].family if raw.meta.get("nic_link") in raw.links else None
     row = {"status": "not-applicable" if res.not_applicable else "ok", "reason": res.not_applicable,
@@ -77,4 +78,7 @@ def evaluate(point: dict) -> dict:
         row[f"util_{fam}"] = util[fam]
     if res.rank_mean_s is not None:
         row["rank_mean_s"] = res.rank_mean_s
+    # the busiest individual links (a family's mean dilutes one hot uplink among idle ones)
+    row["busiest_links"] = [{"link": f"{a} -> {b}", "class": c.split("@")[0], "util": float(u)}
+                            for a, b, c, u in res.busiest_links]
     return row

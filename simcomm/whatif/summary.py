@@ -109,20 +109,31 @@ def _scaling_findings(sweep, rows) -> list[str]:
 
 
 def _saturation(rows) -> list[str]:
+    """The busiest individual link across the sweep (the cause), and the busiest family's mean."""
     ok = ok_rows(rows)
+    out = []
+    hot = max(((link["util"], link, r) for r in ok for link in (r.get("busiest_links") or [])),
+              default=None, key=lambda t: t[0])
+    if hot is not None:
+        u, link, r = hot
+        where = f"{r.get('strategy')} at {r.get('nodes')} nodes" + (f" on {r.get('inter_used')}"
+                                                                   if r.get("inter_used") else "")
+        verdict = ("it is saturated: adding bandwidth there pays off" if u >= SATURATED else
+                   "no single link is saturated, so exposed communication comes from latency, waiting and "
+                   "the order of transfers more than from bandwidth")
+        out.append(f"The busiest single link is {link['link']} ({link['class']}), busy {u:.0%} of the iteration "
+                   f"for {where}; {verdict}.")
     best = max(((r[k], k[5:], r) for r in ok for k in r if k.startswith("util_") and r[k] is not None),
                default=None, key=lambda t: t[0])
     if best is None:
-        return []
+        return out
     u, fam, r = best
     where = f"{r.get('strategy')} at {r.get('nodes')} nodes" + (f" on {r.get('inter_used')}" if r.get("inter_used")
                                                                else "")
     if u >= SATURATED:
-        return [f"The {fam} links saturate: {u:.0%} mean utilisation for {where}; adding bandwidth there pays off."]
-    return [(f"No link family is saturated on average: the busiest is {fam} at {u:.0%} mean utilisation ({where}). "
-             "That mean is over every link of the family, so a few hot links (an oversubscribed uplink, one NIC "
-             "carrying a ring's node boundary) among idle ones do not show in it; read the exposed communication "
-             "in the pairwise answers above.")]
+        return out + [f"The {fam} links saturate: {u:.0%} mean utilisation for {where}; adding bandwidth there "
+                      "pays off."]
+    return out + [f"Busiest link family on average: {fam} at {u:.0%} mean utilisation ({where})."]
 
 
 def _fmt(v) -> str:

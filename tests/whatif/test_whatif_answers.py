@@ -32,3 +32,23 @@ def test_each_neighbouring_pair_is_stated_at_the_largest_node_count():
 
 def test_assumptions_are_the_lines_every_point_shares():
     assert assumptions(ROWS) == ["shared line"]
+
+
+def test_the_busiest_individual_link_is_named_as_the_cause():
+    from simcomm.whatif.summary import findings
+
+    rows = [dict(r, busiest_links=[{"link": "edge0 -> agg0", "class": "ib-edr-os4", "util": 0.85 if i == 2 else 0.3}],
+                 util_infiniband=0.2, time_per_sample_s=r["iteration_s"] / 64, inter_used=r["inter"])
+            for i, r in enumerate(ROWS)]
+    text = " ".join(findings(SWEEP, rows))
+    assert ("The busiest single link is edge0 -> agg0 (ib-edr-os4), busy 85% of the iteration for allreduce at 64 "
+            "nodes on ib-edr; it is saturated: adding bandwidth there pays off.") in text
+
+
+def test_a_point_reports_its_busiest_links():
+    from simcomm.whatif.point import evaluate
+
+    row = evaluate({"strategy": "allreduce", "nodes": 8, "oversubscription": 4.0})
+    links = row["busiest_links"]
+    assert len(links) == 3 and all(0 < x["util"] <= 1 for x in links)
+    assert links[0]["class"].startswith("ib-edr-os4")  # the tapered uplink, not a NIC or PCIe link
