@@ -560,7 +560,11 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
                        compute_scale=scale or None, dataset_size=dataset, wire_dtype=wire)
     if scn.batch is None:
         notes.append(f"per-rank batch {w.batch} (the trace's)")
-    memory_check(trace, w.batch, ctx.device(), scn.cluster, notes)
+    own = strategy.memory(w, ctx.device())  # a layout that shards state checks its own memory
+    if own is None:
+        memory_check(trace, w.batch, ctx.device(), scn.cluster, notes)
+    else:
+        notes.extend(own)
     common = dict(strategy=scn.strategy, options=dict(scn.options), nodes=scn.nodes, gpus_per_node=gpn,
                   n_ranks=n_train, cluster=scn.cluster, model=trace.model, batch=w.batch,
                   fidelity=scn.fidelity, stack=stack_name)

@@ -94,6 +94,16 @@ class Strategy:
         """``[(weight, CommPlan), ...]``, one per kind of iteration (see module docstring)."""
         return [(1.0, self.plan(workload, topology))]
 
+    def memory(self, workload: Workload, device: str | None) -> tuple[str, ...] | None:
+        """Lines saying how this strategy's per-GPU memory was checked, or None for the generic estimate.
+
+        Strategies that shard model state (a large-model layout) override this, check their own
+        memory against ``device`` (a trace device name, or None when the cluster names none) and
+        raise a ConfigError with the numbers when it does not fit.  ``None`` lets the pipeline
+        check a full replica per GPU (:mod:`simcomm.memory`).
+        """
+        return None
+
     def extra_nodes(self) -> int:
         """Nodes this strategy needs beyond the training nodes (e.g. dedicated servers)."""
         return 0

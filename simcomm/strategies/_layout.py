@@ -1,0 +1,169 @@
+"""Layout arithmetic of ``megatron``: rank placement, model structure, stage split and pipeline schedules.
+
+Kept apart from the plan emission (``megatron.py``) because every piece here is a
+pure function of sizes that tests check by hand:
+
+* :class:`Layout`: ranks ``R = tp·pp·dp`` placed tensor-parallel first
+  (consecutive ranks, so a TP group sits inside a node), then pipeline, then data
+  parallel: ``rank(t, p, d) = t + tp·(p + pp·d)`` (order ``tp-pp-dp``), or
+  Megatron-core's default ``tp-dp-pp``, ``t + tp·(d + dp·p)``; expert-parallel
+  groups are ``ep`` consecutive data-parallel replicas of one (t, p).
+* :func:`structure`: a transformer trace read as blocks (layers ``block{i}.attn``,
+  ``block{i}.mlp`` or ``block{i}.moe``) with the layers before the first block
+  (``embed``) and after the last (``head``).
+* :func:`chunks`: the layers of each virtual pipeline stage (consecutive blocks).
+* :func:`schedule`: each stage's ordered list of forward and backward tasks for
+  GPipe, 1F1B and interleaved 1F1B, as Megatron-LM orders them
+  (``megatron/core/pipeline_parallel/schedules.py``).  The bubble is not here: it
+  emerges when the engine runs these orders with their data dependencies.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from simcomm.errors import ConfigError
+
+__all__ = ["Layout", "Structure", "structure", "chunks", "schedule", "SCHEDULES", "ORDERS", "layer_kind"]
+
+SCHEDULES = ("gpipe", "1f1b", "interleaved")
+ORDERS = ("tp-pp-dp", "tp-dp-pp")
+_BLOCK = re.compile(r"^block(\d+)\.(attn|mlp|moe)$")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Parallel sizes and the rank placement (TP innermost, then PP, then DP)."""
+
+    tp: int
+    pp: int
+    dp: int
+    ep: int = 1
+    virtual: int = 1
+    order: str = "tp-pp-dp"  # or "tp-dp-pp" (Megatron-core's default: replicas inside a pipeline stage)
+
+    @property
+    def n_ranks(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    def rank(self, t: int, p: int, d: int) -> int:
+        if self.order == "tp-dp-pp":
+            return t + self.tp * (d + self.dp * p)
+        return t + self.tp * (p + self.pp * d)
+
+    def stage_ranks(self, p: int) -> list[int]:
+        """Every rank of pipeline stage ``p`` (all TP ranks of all replicas), in rank order."""
+        return sorted(self.rank(t, p, d) for t in range(self.tp) for d in range(self.dp))
+
+    def tp_group(self, p: int, d: int) -> tuple[int, ...]:
+        return tuple(self.rank(t, p, d) for t in range(self.tp))
+
+    def dp_group(self, t: int, p: int) -> tuple[int, ...]:
+        return tuple(self.rank(t, p, d) for d in range(self.dp))
+
+    def ep_groups(self, t: int, p: int) -> list[tuple[int, ...]]:
+        """Expert-parallel groups of (t, p): ``ep`` consecutive replicas each."""
+        return [tuple(self.rank(t, p, d0 + e) for e in range(self.ep)) for d0 in range(0, self.dp, self.ep)]
+
+    def edp_groups(self, t: int, p: int) -> list[tuple[int, ...]]:
+        """Expert-data-parallel groups of (t, p): the replicas holding the same experts (d ≡ k mod ep)."""
+        return [tuple(self.rank(t, p, d) for d in range(k, self.dp, self.ep)) for k in range(self.ep)]
+
+
+@dataclass(frozen=True)
+class Structure:
+    """Layer indices of a transformer trace: before the blocks, each block, after the blocks."""
+
+    pre: tuple[int, ...]
+    blocks: tuple[tuple[int, ...], ...]
+    post: tuple[int, ...]
+
+
+def layer_kind(name: str) -> str:
+    """``attn``, ``mlp``, ``moe``, ``embed``, ``head`` or ``other`` from a layer's name."""
+    m = _BLOCK.match(name)
+    if m:
+        return m.group(2)
+    return name if name in ("embed", "head") else "other"
+
+
+def structure(names: list[str]) -> Structure | None:
+    """Blocks of consecutive ``block{i}.*`` layers in forward order; None if the trace has no blocks."""
+    pre: list[int] = []
+    blocks: dict[int, list[int]] = {}
+    post: list[int] = []
+    order: list[int] = []
+    for j, name in enumerate(names):
+        m = _BLOCK.match(name)
+        if m:
+            i = int(m.group(1))
+            if post or (order and order[-1] != i and i in blocks):
+                raise ConfigError(f"trace: layer {name!r} is out of order; blocks must be consecutive "
+                                  "block{i}.attn/.mlp/.moe layers between embed and head")
+            if i not in blocks:
+                order.append(i)
+                blocks[i] = []
+            blocks[i].append(j)
+        elif blocks:
+            post.append(j)
+        else:
+            pre.append(j)
+    if not blocks:
+        return None
+    return Structure(tuple(pre), tuple(tuple(blocks[i]) for i in order), tuple(post))
+
+
+def chunks(s: Structure, n_virtual: int) -> list[tuple[int, ...]]:
+    """Layers of each of ``n_virtual`` virtual stages: equal runs of blocks, embed first, head last.
+
+    The caller has checked that the blocks divide evenly.
+    """
+    per = len(s.blocks) // n_virtual
+    out = []
+    for u in range(n_virtual):
+        layers = [j for blk in s.blocks[u * per:(u + 1) * per] for j in blk]
+        if u == 0:
+            layers = list(s.pre) + layers
+        if u == n_virtual - 1:
+            layers += list(s.post)
+        out.append(tuple(layers))
+    return out
+
+
+def schedule(kind: str, pp: int, m: int, v: int = 1) -> list[list[tuple[str, int, int]]]:
+    """Per stage, the ordered tasks ``(F|B, microbatch, chunk)`` of one iteration.
+
+    * ``gpipe``: every forward, then every backward (Huang et al. 2019).
+    * ``1f1b``: stage p runs ``pp - p - 1`` warm-up forwards, then alternates one
+      forward and one backward, then drains the remaining backwards (PipeDream-Flush,
+      Narayanan et al. 2021).
+    * ``interleaved``: Megatron-LM's interleaved 1F1B over ``v`` model chunks per
+      rank: virtual micro-batch k is micro-batch ``(k // (pp·v))·pp + k % pp`` of chunk
+      ``(k // pp) % v`` (reversed chunks in backward); warm-up ``2(pp - p - 1) + (v - 1)·pp``.
+    """
+    out = []
+    for p in range(pp):
+        if kind == "gpipe":
+            tasks = [("F", i, 0) for i in range(m)] + [("B", i, 0) for i in range(m)]
+        elif kind == "1f1b":
+            warm = min(pp - p - 1, m)
+            tasks = [("F", i, 0) for i in range(warm)]
+            for i in range(m - warm):
+                tasks += [("F", warm + i, 0), ("B", i, 0)]
+            tasks += [("B", i, 0) for i in range(m - warm, m)]
+        else:
+            total = m * v
+
+            def task(k: int, forward: bool) -> tuple[str, int, int]:
+                group, within = divmod(k, pp * v)
+                c = within // pp
+                return ("F" if forward else "B", group * pp + within % pp, c if forward else v - 1 - c)
+
+            warm = total if m == pp else min(total, 2 * (pp - p - 1) + (v - 1) * pp)
+            tasks = [task(k, True) for k in range(warm)]
+            for k in range(total - warm):
+                tasks += [task(warm + k, True), task(k, False)]
+            tasks += [task(k, False) for k in range(total - warm, total)]
+        out.append(tasks)
+    return out

@@ -1,0 +1,573 @@
+"""``megatron``: composable large-model layouts (tensor, sequence, pipeline, data/ZeRO and expert parallelism).
+
+Ranks ``R = tp·pp·dp`` are placed tensor-parallel first (consecutive ranks, inside
+a node), then pipeline, then data parallel (``order=tp-dp-pp`` swaps the last two, as
+Megatron-core does by default; :mod:`simcomm.strategies._layout`).
+Every rank runs its pipeline stage's schedule of micro-batch tasks; the plan is
+made only of the ordinary ops, so the engine does not know what it runs:
+
+* **TP** (Megatron column/row, Shoeybi et al. 2019): per block per micro-batch
+  an all-reduce of b·s·h after attention and after the MLP in forward (``g``), and
+  one at each sublayer's input in backward (``f``): 4 per block; the compute
+  after each waits for it.  The vocabulary-parallel embedding all-reduces its
+  output in forward and the head its input gradient in backward.  With
+  ``sequence_parallel`` (Korthikanti et al. 2022) each all-reduce becomes an
+  all-gather before and a reduce-scatter after the sublayer, the same volume.
+* **PP**: stages hold consecutive blocks (embed on the first, head on the last);
+  a forward task sends its b·s·h activation to the next stage (Transfer), a
+  backward task its gradient to the previous one.  Stages run GPipe, 1F1B or
+  interleaved 1F1B orders; the bubble emerges from these dependencies.
+* **DP**: with ``zero=0`` each gradient bucket is all-reduced over the replicas
+  as soon as the last micro-batch's backward has produced it (DDP's overlap;
+  ``overlap_grad_reduce=false``: after the whole backward, Megatron-LM's default);
+  ZeRO-1/2 reduce-scatter instead, update their 1/dp shard and all-gather the
+  parameters; ZeRO-3/FSDP all-gather each layer's parameters before its forward
+  and again before its backward (one layer ahead) and reduce-scatter its
+  gradients after its backward, every micro-batch.
+* **EP** (MoE layers, Lepikhin et al. 2020): an all-to-all dispatch before and a
+  combine after each expert layer, forward and backward, of b·s·h·top_k·capacity
+  per rank; expert gradients are reduced over the replicas holding the same experts.
+* ``recompute``: ``full`` re-runs each layer's forward (with its TP/EP
+  communication) just before its backward; ``selective`` adds the attention
+  core's share s/(2h+s) of the attention forward to its backward.
+* Tied embeddings with ``pp > 1``: the first and last stage all-reduce the word
+  embedding's gradient (vocab·h/tp) before the optimizer step, as Megatron-LM does.
+
+Closed form (uniform stages, free communication): 1F1B and GPipe take
+``(m + p - 1)·(t_f + t_b)``; interleaving with v chunks ``(m + (p - 1)/v)·(t_f + t_b)``.
+docs/strategies-llm.md derives every volume.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from simcomm.errors import ConfigError
+from simcomm.ops import PlanBuilder
+from simcomm.precision import DTYPE_BYTES
+from simcomm.strategies._layout import ORDERS, SCHEDULES, Layout, chunks, layer_kind, schedule, structure
+from simcomm.strategies.base import NotApplicable, Strategy, register
+from simcomm.strategies.common import check_choice
+from simcomm.workload import layer_times
+
+RECOMPUTE = ("none", "selective", "full")
+
+
+def _pos(name: str, value, *, optional: bool = False) -> None:
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name.replace('_', '-')}: {value!r} must be a positive integer")
+
+
+@dataclass(frozen=True)
+class MegatronParams:
+    """Options of ``megatron`` (the layout)."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int | None = None  # None: the rest of the ranks, R / (tp·pp)
+    microbatch: int | None = None  # samples per micro-batch
+    microbatches: int | None = None  # per replica per iteration
+    global_batch: int | None = None  # None: the workload's (per-rank batch × ranks)
+    schedule: str = "1f1b"
+    virtual: int = 1  # model chunks per rank (interleaved)
+    sequence_parallel: bool = False
+    zero: int = 0
+    recompute: str = "none"
+    experts_parallel: int = 1
+    capacity_factor: float = 1.0
+    order: str = "tp-pp-dp"  # rank order, innermost first
+    overlap_grad_reduce: bool = True  # False: Megatron-LM's default, gradients reduced after the last backward
+
+    def __post_init__(self):
+        for name in ("tp", "pp", "virtual", "experts_parallel"):
+            _pos(name, getattr(self, name))
+        for name in ("dp", "microbatch", "microbatches", "global_batch"):
+            _pos(name, getattr(self, name), optional=True)
+        check_choice("schedule", self.schedule, SCHEDULES)
+        check_choice("recompute", self.recompute, RECOMPUTE)
+        check_choice("order", self.order, ORDERS)
+        if isinstance(self.zero, bool) or self.zero not in (0, 1, 2, 3):
+            raise ConfigError(f"zero: {self.zero!r} is not valid; valid choices: 0, 1, 2, 3 (3 = FSDP full shard)")
+        if not (isinstance(self.capacity_factor, (int, float)) and math.isfinite(self.capacity_factor)
+                and self.capacity_factor > 0):
+            raise ConfigError(f"capacity-factor: {self.capacity_factor!r} must be a positive number")
+        if self.virtual > 1 and self.schedule != "interleaved":
+            raise ConfigError(f"virtual: {self.virtual} chunks per rank need schedule interleaved "
+                              f"(not {self.schedule})")
+        if self.schedule == "interleaved" and self.pp < 2:
+            raise ConfigError("schedule: interleaved needs pp >= 2 (it interleaves pipeline stages)")
+
+    @property
+    def assumed(self) -> tuple[str, ...]:
+        out = ["placement: tensor-parallel ranks consecutive (inside a node), then "
+               + ("pipeline stages, then data-parallel replicas" if self.order == "tp-pp-dp"
+                  else "data-parallel replicas, then pipeline stages (Megatron-core's default order)")]
+        if self.zero == 3:
+            out.append("zero 3: parameters all-gathered before every micro-batch's forward and backward, "
+                       "gradients reduce-scattered after each (FSDP without no_sync, DeepSpeed ZeRO-3)")
+        return tuple(out)
+
+
+@dataclass(frozen=True)
+class _Sizes:
+    """The resolved batch split."""
+
+    global_batch: int
+    microbatch: int
+    microbatches: int
+    how: str
+
+
+def _sizes(p: MegatronParams, lay: Layout, w) -> _Sizes:
+    """Global batch = microbatch × microbatches × dp; any two given fix the third (one line on a mismatch)."""
+    g = p.global_batch if p.global_batch is not None else w.batch * w.n_ranks
+    src = "given" if p.global_batch is not None else f"the workload's {w.batch} per rank × {w.n_ranks} ranks"
+    if g % lay.dp:
+        raise ConfigError(f"global-batch: {g} ({src}) does not divide over dp {lay.dp} replicas")
+    per = g // lay.dp
+    if p.microbatch is not None and p.microbatches is not None:
+        if p.microbatch * p.microbatches != per:
+            raise ConfigError(f"microbatch: {p.microbatch} × microbatches {p.microbatches} × dp {lay.dp} = "
+                              f"{p.microbatch * p.microbatches * lay.dp}, not the global batch {g} ({src}); "
+                              "give global-batch or one of the two")
+        return _Sizes(g, p.microbatch, p.microbatches, "given")
+    if p.microbatches is not None:
+        if per % p.microbatches:
+            raise ConfigError(f"microbatches: {p.microbatches} does not divide the {per} samples per replica "
+                              f"(global batch {g} ({src}) / dp {lay.dp})")
+        return _Sizes(g, per // p.microbatches, p.microbatches, "microbatch derived")
+    mb = p.microbatch if p.microbatch is not None else (1 if lay.pp > 1 else per)
+    if per % mb:
+        raise ConfigError(f"microbatch: {mb} does not divide the {per} samples per replica "
+                          f"(global batch {g} ({src}) / dp {lay.dp})")
+    how = "given" if p.microbatch is not None else (
+        "micro-batch 1 sample (pipelines need many micro-batches; Megatron-LM's large runs use 1-2)"
+        if lay.pp > 1 else "one micro-batch per replica (no pipeline, so no gradient accumulation)")
+    return _Sizes(g, mb, per // mb, how)
+
+
+def _layout(p: MegatronParams, w, names: list[str]):
+    """(Layout, Structure or None, sizes): every divisibility check, each one line naming the mismatch."""
+    n = w.n_ranks
+    ep = p.experts_parallel
+    if p.dp is None:
+        if n % (p.tp * p.pp):
+            raise ConfigError(f"layout: tp {p.tp} × pp {p.pp} = {p.tp * p.pp} does not divide the {n} GPUs")
+        dp = n // (p.tp * p.pp)
+    else:
+        dp = p.dp
+        if p.tp * p.pp * dp != n:
+            raise ConfigError(f"layout: tp {p.tp} × pp {p.pp} × dp {dp} = {p.tp * p.pp * dp} is not the {n} GPUs")
+    lay = Layout(p.tp, p.pp, dp, ep, p.virtual, p.order)
+    s = structure(names)
+    meta = dict(w.trace.meta.get("transformer") or {})
+    if s is None:
+        if p.tp > 1 or p.pp > 1 or ep > 1:
+            raise NotApplicable(f"tp/pp/experts-parallel need a transformer trace (layers block{{i}}.attn and "
+                                f".mlp/.moe); trace {w.trace.model!r} has none")
+    else:
+        stages = p.pp * p.virtual
+        if len(s.blocks) % stages:
+            raise ConfigError(f"layout: {len(s.blocks)} layers do not divide into pp {p.pp} × virtual "
+                              f"{p.virtual} = {stages} stages")
+        for key in ("heads", "kv_heads"):
+            h = meta.get(key)
+            if h and h % p.tp:
+                raise ConfigError(f"tp: {p.tp} does not divide the {h} {key.replace('_', ' ')} "
+                                  f"(attention heads split over the tensor-parallel ranks)")
+    if dp % ep:
+        raise ConfigError(f"experts-parallel: {ep} does not divide dp {dp} (expert-parallel groups are "
+                          "carved out of the data-parallel replicas)")
+    if ep > 1:
+        if not any(layer_kind(x) == "moe" for x in names):
+            raise ConfigError(f"experts-parallel: {ep} needs MoE layers (block{{i}}.moe); trace "
+                              f"{w.trace.model!r} has none")
+        experts = meta.get("experts")
+        if experts and experts % ep:
+            raise ConfigError(f"experts-parallel: {ep} does not divide the {experts} experts")
+    sizes = _sizes(p, lay, w)
+    if p.schedule == "interleaved" and sizes.microbatches % p.pp:
+        raise ConfigError(f"microbatches: {sizes.microbatches} is not a multiple of pp {p.pp} "
+                          "(Megatron-LM's interleaved schedule needs it)")
+    return lay, s, sizes
+
+
+@register
+class Megatron(Strategy):
+    """Tensor, sequence, pipeline, data (ZeRO/FSDP) and expert parallelism composed (module docstring)."""
+
+    name = "megatron"
+    summary = "large-model layout: tensor, sequence, pipeline (GPipe/1F1B/interleaved), ZeRO/FSDP and expert parallel"
+    reference = ("Narayanan et al. SC'21 (Megatron-LM); Korthikanti et al. 2022; Rajbhandari et al. 2020 (ZeRO); "
+                 "Huang et al. 2019 (GPipe); Lepikhin et al. 2020 (GShard)")
+    Params = MegatronParams
+
+    def describe(self) -> str:
+        p = self.params
+        parts = [f"tp {p.tp}", f"pp {p.pp}", f"dp {'rest' if p.dp is None else p.dp}", f"schedule {p.schedule}"]
+        if p.virtual > 1:
+            parts.append(f"virtual {p.virtual}")
+        if p.sequence_parallel:
+            parts.append("sequence parallel")
+        parts += [f"zero {p.zero}", f"recompute {p.recompute}"]
+        if p.order != "tp-pp-dp":
+            parts.append(f"order {p.order}")
+        if p.experts_parallel > 1:
+            parts.append(f"ep {p.experts_parallel} capacity {p.capacity_factor:g}")
+        return f"megatron ({', '.join(parts)})"
+
+    def memory(self, workload, device):
+        """The layout's own memory (simcomm.memory_llm: sharded state, Korthikanti activations, in-flight
+        micro-batches of the schedule), checked against ``device``; a layout that does not fit is one line."""
+        from simcomm.traces.zoo.transformer import TRANSFORMERS
+
+        model = workload.trace.model
+        if model not in TRANSFORMERS:
+            return ("memory: not checked (the layout shards model state, and the trace is not a zoo transformer "
+                    "whose shape the memory model knows)",)
+        from simcomm import memory_llm
+
+        p = self.params
+        lay, _, sizes = _layout(p, workload, [layer.name for layer in workload.layers])
+        dtype = "fp32" if workload.trace.dtype in ("fp32", "float32") else "bf16"
+        mem = memory_llm.estimate(model, tp=lay.tp, pp=lay.pp, dp=lay.dp, ep=lay.ep, zero=p.zero,
+                                  micro_batch=sizes.microbatch, microbatches=sizes.microbatches,
+                                  sequence_parallel=p.sequence_parallel, recompute=p.recompute,
+                                  schedule=p.schedule, virtual_stages=lay.virtual, dtype=dtype)
+        if device is not None:
+            from simcomm.errors import UnknownNameError
+            from simcomm.traces import device_for_cluster
+
+            try:
+                memory_llm.check_fits(mem, device_for_cluster(device))
+            except UnknownNameError:
+                device = None
+        where = "" if device is not None else " (not checked: the cluster names no known GPU)"
+        return (f"memory: {mem.total / 1e9:.4g} GB per GPU on the fullest pipeline stage{where} "
+                f"({mem.breakdown()})",)
+
+    def plan(self, workload, topology):
+        names = [layer.name for layer in workload.layers]
+        lay, s, sizes = _layout(self.params, workload, names)
+        return _Emitter(self.params, lay, s, sizes, workload, topology.n_ranks).plan()
+
+
+class _Emitter:
+    """Builds one iteration's plan; state is per-rank ``wait`` lists (what the next op must wait for)."""
+
+    def __init__(self, p: MegatronParams, lay: Layout, s, sizes: _Sizes, w, n_ranks: int):
+        self.p, self.lay, self.w, self.sizes = p, lay, w, sizes
+        self.b = PlanBuilder(n_ranks)
+        n_layers = len(w.layers)
+        u_count = lay.pp * lay.virtual
+        self.chunks = chunks(s, u_count) if s is not None else [tuple(range(n_layers))]
+        self.kinds = [layer_kind(x.name) for x in w.layers]
+        tr = w.trace
+        meta = dict(tr.meta.get("transformer") or {})
+        mb, tp, ep = sizes.microbatch, lay.tp, lay.ep
+        act = DTYPE_BYTES.get(tr.dtype, 4)
+        sp = p.sequence_parallel and tp > 1
+        self.sp = sp
+        self.tf, self.tb, self.grad, self.upd, self.tpb, self.a2a, self.act = [], [], [], [], [], [], []
+        for j, (layer, lw) in enumerate(zip(tr.layers, w.layers)):
+            f, bk = layer_times(layer, tr.batch, mb)
+            moe = self.kinds[j] == "moe"
+            shard = tp * (ep if moe else 1)
+            extra = 0.0
+            if p.recompute == "selective" and self.kinds[j] == "attn":
+                sq, hd = _seq_hidden(lw, meta)
+                extra = f * sq / (2 * hd + sq)  # attention core's share of the forward FLOPs
+            self.tf.append(f / tp)
+            self.tb.append((bk + extra) / tp)
+            self.grad.append(lw.grad_bytes / shard)
+            self.upd.append(lw.update_s / shard)
+            shape = lw.input_shape if self.kinds[j] == "head" else lw.output_shape
+            self.tpb.append(math.prod(shape) * mb * act if shape else 0.0)
+            out = math.prod(lw.output_shape) * mb * act if lw.output_shape else 0.0
+            self.act.append(out / tp if sp else out)
+            self.a2a.append(out * int(meta.get("top_k", 1) or 1) * p.capacity_factor / (tp if sp else 1))
+        self.ready: dict = {}
+        self.last_bwd: dict = {}  # (layer, rank) -> op id of that rank's final backward of the layer
+        self.buckets: dict[int, list] = {}  # stage -> [(kind groups, nbytes)]
+        self.counts = {"allreduce": 0, "reduce_scatter": 0, "allgather": 0, "alltoall": 0, "transfer": 0}
+
+    # -- groups (cached: plans of millions of ops ask for them per layer per micro-batch) ------------------
+    def _cached(self, key, make):
+        cache = self.__dict__.setdefault("_cache", {})
+        if key not in cache:
+            cache[key] = make()
+        return cache[key]
+
+    def _tp_groups(self, p: int):
+        return self._cached(("tp", p), lambda: [self.lay.tp_group(p, d) for d in range(self.lay.dp)])
+
+    def _ep_groups(self, p: int):
+        return self._cached(("ep", p), lambda: [g for t in range(self.lay.tp) for g in self.lay.ep_groups(t, p)])
+
+    def _dp_groups(self, p: int, j: int):
+        lay = self.lay
+        if self.kinds[j] == "moe" and lay.ep > 1:
+            return self._cached(("edp", p), lambda: [g for t in range(lay.tp) for g in lay.edp_groups(t, p)])
+        return self._cached(("dp", p), lambda: [lay.dp_group(t, p) for t in range(lay.tp)])
+
+    def _coll(self, kind, groups, nbytes, wait, stream, label, after=None):
+        """One collective per group (size >= 2), after each member's ``wait``; members then wait for it."""
+        ids = {}
+        for g in groups:
+            if len(g) < 2:
+                continue
+            deps = [x for r in g for x in (wait[r] if after is None else after.get(r, ()))]
+            cid = self.b.collective(kind, g, nbytes, after=deps, stream=stream, label=label)
+            self.counts[kind] += 1
+            for r in g:
+                ids[r] = cid
+                if after is None:
+                    wait[r] = [cid]
+        return ids
+
+    # -- one layer ---------------------------------------------------------------------------------------
+    def _comm(self, j: int, p: int, where: str):
+        """Communication around layer j: ``where`` in fwd-pre, fwd-post, bwd-pre, bwd-post (in issue order)."""
+        return self._cached(("comm", j, p, where), lambda: self._comm_of(j, p, where))
+
+    def _comm_of(self, j: int, p: int, where: str):
+        k, out = self.kinds[j], []
+        tp_in = tp_out = None
+        if self.lay.tp > 1:
+            if k in ("attn", "mlp", "moe", "head"):
+                tp_in = "allgather" if self.sp else "f"
+            if k in ("attn", "mlp", "moe", "embed"):
+                tp_out = "reduce_scatter" if self.sp else "allreduce"
+        tpg = ("tp", self._tp_groups(p), self.tpb[j])
+        ep = ("ep", self._ep_groups(p), self.a2a[j]) if k == "moe" and self.lay.ep > 1 else None
+        if where == "fwd-pre":
+            if tp_in == "allgather":
+                out.append(("allgather",) + tpg)
+            if ep:
+                out.append(("alltoall",) + ep)
+        elif where == "fwd-post":
+            if ep:
+                out.append(("alltoall",) + ep)
+            if tp_out:
+                out.append((tp_out,) + tpg)
+        elif where == "bwd-pre":  # the conjugate of the forward's output op
+            if tp_out == "reduce_scatter":
+                out.append(("allgather",) + tpg)
+            if ep:
+                out.append(("alltoall",) + ep)
+        else:  # bwd-post: the conjugate of the forward's input op
+            if ep:
+                out.append(("alltoall",) + ep)
+            if tp_in:
+                out.append(("allreduce" if tp_in == "f" else "reduce_scatter",) + tpg)
+        return out
+
+    def _layer(self, j, p, ranks, wait, phase, label, ag=None):
+        """Comm before, compute, comm after one layer on every rank of stage p; returns compute ids by rank."""
+        name = self.w.layers[j].name
+        fwd = phase != "B"
+        for kind, stream, groups, nbytes in self._comm(j, p, "fwd-pre" if fwd else "bwd-pre"):
+            self._coll(kind, groups, nbytes, wait, stream, f"{stream}-{kind} {name} {label}")
+        secs = self.tf[j] if fwd else self.tb[j]
+        ids = {}
+        for r in ranks:
+            deps = wait[r] + ([ag[r]] if ag and r in ag else [])
+            ids[r] = self.b.compute(r, secs * self.w.scale(r), after=deps, label=f"{phase} {name} {label}")
+            wait[r] = [ids[r]]
+        for kind, stream, groups, nbytes in self._comm(j, p, "fwd-post" if fwd else "bwd-post"):
+            self._coll(kind, groups, nbytes, wait, stream, f"{stream}-{kind} {name} {label}")
+        return ids
+
+    def _pass(self, p, layers, ranks, wait, forward: bool, label: str):
+        """A forward or backward pass over ``layers`` (already in execution order)."""
+        zero3 = self.p.zero == 3 and self.lay.dp > 1
+        before = {r: self.b.tail(r, "compute") for r in ranks}
+        computes: list[dict] = []
+        ags: dict[int, dict] = {}
+
+        def gather(k):
+            j = layers[k]
+            if k >= 2:
+                after = {r: (computes[k - 2][r],) for r in ranks}
+            elif k == 1:
+                after = {r: (before[r],) if before[r] is not None else () for r in ranks}
+            else:
+                after = {r: () for r in ranks}
+            ags[k] = self._coll("allgather", self._dp_groups(p, j), self.grad[j], wait, "ag",
+                                f"zero3-allgather {self.w.layers[j].name} {label}", after=after)
+
+        for k, j in enumerate(layers):
+            if zero3:
+                if k == 0:
+                    gather(0)
+                if k + 1 < len(layers):
+                    gather(k + 1)  # prefetch one layer ahead
+            if not forward and self.p.recompute == "full":
+                self._layer(j, p, ranks, wait, "R", label, ags.get(k))
+            computes.append(self._layer(j, p, ranks, wait, "F" if forward else "B", label, ags.get(k)))
+            if zero3 and not forward:
+                done = {r: (computes[k][r],) for r in ranks}
+                self._coll("reduce_scatter", self._dp_groups(p, j), self.grad[j], wait, "rs",
+                           f"zero3-reduce_scatter {self.w.layers[j].name} {label}", after=done)
+        return computes
+
+    # -- tasks -------------------------------------------------------------------------------------------
+    def _task(self, p: int, task, last_of_chunk: bool):
+        kind, mb, c = task
+        lay, n_u = self.lay, self.lay.pp * self.lay.virtual
+        u = c * lay.pp + p
+        ranks = self._cached(("stage", p), lambda: lay.stage_ranks(p))
+        coords = [(t, d) for d in range(lay.dp) for t in range(lay.tp)]
+        if kind == "F":
+            src = self.ready.get(("F", mb, u - 1), {}) if u > 0 else {}
+        else:
+            src = self.ready[("B", mb, u + 1)] if u + 1 < n_u else self.ready[("F", mb, u)]
+        wait = {lay.rank(t, p, d): list(src.get((t, d), ())) for t, d in coords}
+        layers = self.chunks[u] if kind == "F" else tuple(reversed(self.chunks[u]))
+        label = f"{kind}{mb}" + (f".{c}" if lay.virtual > 1 else "")
+        computes = self._pass(p, layers, ranks, wait, kind == "F", label)
+        if kind == "B" and last_of_chunk:
+            for k, j in enumerate(layers):
+                for r in ranks:
+                    self.last_bwd[(j, r)] = computes[k][r]
+        nxt = u + 1 if kind == "F" else u - 1
+        out = {}
+        for t, d in coords:
+            r = lay.rank(t, p, d)
+            if 0 <= nxt < n_u:
+                dst = lay.rank(t, nxt % lay.pp, d)
+                nbytes = self.act[self.chunks[u][-1] if kind == "F" else self.chunks[u - 1][-1]]
+                if dst != r:
+                    tid = self.b.transfer(r, dst, nbytes, after=wait[r], stream="pp",
+                                          label=f"pp-{'activation' if kind == 'F' else 'gradient'} {label}")
+                    self.counts["transfer"] += 1
+                    out[(t, d)] = (tid,)
+                    continue
+            out[(t, d)] = tuple(wait[r])
+        self.ready[(kind, mb, u)] = out
+        if kind == "B" and last_of_chunk and self.p.zero < 3 and self.p.overlap_grad_reduce:
+            self._reduce_grads(p, self.chunks[u])
+
+    def _reduce_grads(self, p: int, chunk, at_end: bool = False):
+        """DDP-style buckets of this chunk, reduced as soon as their last gradient is ready.
+
+        ``at_end``: after the rank's whole backward instead (no overlap).
+        """
+        if self.lay.dp < 2:
+            return
+        members = set(chunk)
+        kind = "allreduce" if self.p.zero == 0 else "reduce_scatter"
+        for bucket in self.w.buckets:
+            mine = [j for j in bucket if j in members]
+            for part in ([j for j in mine if self.kinds[j] != "moe" or self.lay.ep == 1],
+                         [j for j in mine if self.kinds[j] == "moe" and self.lay.ep > 1]):
+                if not part:
+                    continue
+                groups = self._dp_groups(p, part[0])
+                nbytes = sum(self.grad[j] for j in part)
+                after = {r: (self.b.tail(r, "compute") if at_end else max(self.last_bwd[(j, r)] for j in part),)
+                         for g in groups for r in g}
+                self._coll(kind, groups, nbytes, {}, "dp", f"dp-{kind} stage{p}", after=after)
+                self.buckets.setdefault(p, []).append((groups, nbytes))
+
+    def plan(self):
+        lay, p = self.lay, self.p
+        m = self.sizes.microbatches
+        orders = schedule(p.schedule, lay.pp, m, lay.virtual)
+        last = [{} for _ in range(lay.pp)]  # stage -> chunk -> index of its final backward
+        for s, tasks in enumerate(orders):
+            for i, (kind, _, c) in enumerate(tasks):
+                if kind == "B":
+                    last[s][c] = i
+        idx = [0] * lay.pp
+        n_u = lay.pp * lay.virtual
+        remaining = sum(len(t) for t in orders)
+        while remaining:
+            progress = False
+            for s in range(lay.pp):
+                while idx[s] < len(orders[s]):
+                    kind, mb, c = orders[s][idx[s]]
+                    u = c * lay.pp + s
+                    need = (("F", mb, u - 1) if u > 0 else None) if kind == "F" else \
+                        (("B", mb, u + 1) if u + 1 < n_u else ("F", mb, u))
+                    if need is not None and need not in self.ready:
+                        break
+                    self._task(s, orders[s][idx[s]], kind == "B" and last[s][c] == idx[s])
+                    idx[s] += 1
+                    remaining -= 1
+                    progress = True
+            if not progress:  # a schedule whose orders wait on each other: a bug in _layout.schedule
+                raise RuntimeError(f"pipeline schedule {p.schedule} deadlocks at tasks {idx}")
+        if p.zero < 3 and not p.overlap_grad_reduce:
+            for s in range(lay.pp):
+                for u in reversed(range(s, n_u, lay.pp)):  # the last chunks' gradients are ready first
+                    self._reduce_grads(s, self.chunks[u], at_end=True)
+        self._tied_embeddings()
+        self._update()
+        sz = self.sizes
+        ignored = ("data loading is not modelled by megatron (its time is not in the step)",) \
+            if self.w.dataload_s > 0 else ()
+        assumed = ignored + (f"layout tp {lay.tp} × pp {lay.pp} × dp {lay.dp}"
+                   + (f" (ep {lay.ep})" if lay.ep > 1 else "")
+                   + f": global batch {sz.global_batch} = micro-batch {sz.microbatch} × {sz.microbatches} "
+                   f"micro-batches × dp {lay.dp} ({sz.how})",)
+        return self.b.build(kind="every iteration", assumed=assumed, strategy="megatron",
+                            layout={"tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "ep": lay.ep,
+                                    "virtual": lay.virtual},
+                            microbatch=sz.microbatch, microbatches=sz.microbatches, global_batch=sz.global_batch,
+                            collectives=dict(self.counts))
+
+    def _tied_embeddings(self):
+        """Tied input/output embeddings across stages: the first and last stage all-reduce the word-embedding gradient.
+
+        Megatron-LM keeps a copy of the word embeddings on the last stage for the
+        output layer and sums the two gradients (its "embedding group") before the
+        optimizer step: vocab·h / tp gradients per TP lane.
+        """
+        lay = self.lay
+        meta = dict(self.w.trace.meta.get("transformer") or {})
+        names = [x.name for x in self.w.layers]
+        if lay.pp < 2 or not meta.get("tied") or "embed" not in names or "head" not in names:
+            return
+        nbytes = meta.get("vocab", 0) * meta.get("hidden", 0) * self.w.dtype_bytes / lay.tp
+        emb, head = names.index("embed"), names.index("head")
+        for d in range(lay.dp):
+            for t in range(lay.tp):
+                g = (lay.rank(t, 0, d), lay.rank(t, lay.pp - 1, d))
+                after = {g[0]: (self.last_bwd[(emb, g[0])],), g[1]: (self.last_bwd[(head, g[1])],)}
+                self._coll("allreduce", [g], nbytes, {}, "dp", "embedding-allreduce (tied)", after=after)
+
+    def _update(self):
+        """Optimizer step on each rank's (sharded) parameters, then ZeRO-1/2's parameter all-gather."""
+        lay, zero = self.lay, self.p.zero
+        for s in range(lay.pp):
+            ranks = lay.stage_ranks(s)
+            layers = [j for u in range(s, lay.pp * lay.virtual, lay.pp) for j in self.chunks[u]]
+            ups = {}
+            for r in ranks:
+                secs = 0.0
+                for j in layers:
+                    shard = 1
+                    if zero >= 1:
+                        shard = len(self._dp_groups(s, j)[0])
+                    secs += self.upd[j] / shard
+                stream = "rs" if zero == 3 else "dp"
+                tail = self.b.tail(r, stream)
+                ups[r] = (self.b.compute(r, secs * self.w.scale(r), after=() if tail is None else (tail,),
+                                         label="update", category="update"),)
+            if zero in (1, 2):
+                for groups, nbytes in self.buckets.get(s, []):
+                    self._coll("allgather", groups, nbytes, {}, "dp", f"zero{zero}-allgather stage{s}", after=ups)
+
+
+def _seq_hidden(lw, meta) -> tuple[int, int]:
+    """(sequence length, hidden size) of an attention layer: its output shape, else the trace's meta."""
+    if len(lw.output_shape) == 2:
+        return int(lw.output_shape[0]), int(lw.output_shape[1])
+    if meta.get("seq") and meta.get("hidden"):
+        return int(meta["seq"]), int(meta["hidden"])
+    raise ConfigError(f"recompute: selective needs the sequence length and hidden size; layer {lw.name!r} "
+                      "has no (seq, hidden) output shape and the trace no transformer meta")
