@@ -510,14 +510,21 @@ def _ran_lines(ran: dict, runtime) -> list[str]:
 
 
 def simulate(scn: Scenario, *, ctx: Context | None = None, baseline: bool = True,
-             analytic: bool = True, on_timeline=None, busiest_links: int = 0) -> Result:
+             analytic: bool = True, on_timeline=None, busiest_links: int = 0, topology=None,
+             trace=None) -> Result:
     """Simulate ``scn`` and return its Result (NotApplicable is reported in the Result).
 
-    ``baseline=False`` skips the "speedup vs" run.  ``on_timeline`` receives each
-    simulated kind of iteration of the chosen strategy (not of the baseline), see
-    :func:`run_plans`.  Runs with the cyclic garbage collector paused
+    ``baseline=False`` skips the "speedup vs" run.  ``topology``/``trace``: a ready-made
+    Topology or Trace for library callers (a validation case's paper cluster) instead of the
+    scenario's names; everything else is the unchanged ``simcomm run`` path.  ``busiest_links``:
+    how many of the busiest directed links to report.  ``on_timeline`` receives each simulated
+    kind of iteration of the chosen strategy (not of the baseline), see :func:`run_plans`.  Runs with the cyclic garbage collector paused
     (:mod:`simcomm.gcpause`: plans of 10^5 ops and their runs leave no cycles).
     """
+    if topology is not None or trace is not None:
+        if ctx is not None:
+            raise ValueError("simulate: give a ready-made topology/trace or a ctx, not both")
+        ctx = Context(scn, given_trace=trace, given_topology=topology)
     with gc_paused():
         return _simulate(scn, ctx, baseline, analytic, on_timeline, busiest_links)
 

@@ -196,7 +196,7 @@ def predict_e2e(spec: E2ESpec, topology, trace, scale: float, cpu_per_byte: floa
     (:attr:`Measured.cpu_per_byte`), given to the stack; ``jitter`` the compute's
     coefficient of variation from the compute probe (:attr:`Measured.jitter`).
     """
-    from simcomm.pipeline import Context, simulate
+    from simcomm.pipeline import simulate
     from simcomm.scenario import Scenario, StackSpec, WorkloadSpec
 
     options = dict(STRATEGY_OPTIONS[spec.strategy])
@@ -206,5 +206,5 @@ def predict_e2e(spec: E2ESpec, topology, trace, scale: float, cpu_per_byte: floa
                    batch=spec.batch, dataset_size=spec.epoch * spec.workers * spec.batch, fidelity="flow",
                    workload=WorkloadSpec(bucket_mb=25.0, compute_scale=(scale,) * spec.nodes, compute_jitter=jitter),
                    stack=StackSpec("ideal", cpu_per_byte=cpu_per_byte), options=options)
-    return simulate(scn, ctx=Context(scn, given_trace=trace, given_topology=topology), baseline=False,
+    return simulate(scn, topology=topology, trace=trace, baseline=False,
                     analytic=False)

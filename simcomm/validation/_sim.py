@@ -3,14 +3,13 @@
 ``simulate`` takes a :class:`~simcomm.scenario.Scenario` plus optionally a
 ready Topology and Trace.  The pipeline's public knobs cover presets only,
 so for setups without a preset (seed 004's 56 Gb/s cluster) we hand our own
-objects to :class:`~simcomm.pipeline.Context` (``given_trace``/``given_topology``);
+objects to :func:`simcomm.pipeline.simulate` (its ``topology``/``trace`` arguments);
 everything else (workload, strategy, stack, engine, breakdown) is the
 unmodified ``simcomm run`` path.
 """
 
 from __future__ import annotations
 
-from simcomm.pipeline import Context
 from simcomm.pipeline import simulate as _simulate
 from simcomm.scenario import Scenario
 
@@ -26,5 +25,4 @@ def bundled(name: str):
 
 def simulate(scn: Scenario, *, topology=None, trace=None, baseline: bool = False):
     """``simcomm run`` on ``scn`` with an optional ready-made topology and trace."""
-    ctx = Context(scn, given_trace=trace, given_topology=topology)
-    return _simulate(scn, ctx=ctx, baseline=baseline, analytic=False)
+    return _simulate(scn, topology=topology, trace=trace, baseline=baseline, analytic=False)
