@@ -30,9 +30,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Union
 
-from simcomm.errors import PlanError
+from simcomm.errors import ConfigError, PlanError
 
-__all__ = ["Compute", "Collective", "Transfer", "Op", "CommPlan", "IterationInfo", "PlanBuilder"]
+__all__ = ["Compute", "Collective", "Transfer", "Op", "CommPlan", "IterationInfo", "PlanBuilder", "MAX_PLAN_OPS"]
+
+#: the largest plan a run may build (ps at 1 024 GPUs is 0.66 M ops; a 175B layout on 1 024 GPUs ~0.5 M)
+MAX_PLAN_OPS = 15_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +199,7 @@ class PlanBuilder:
         return tuple(sorted(deps))
 
     def _push(self, op: Op, ranks: Iterable[int]) -> int:
-        self._ops.append(op)
+        self._append(op)
         for r in ranks:
             self._tail[(r, op.stream)] = op.id
         return op.id
@@ -204,7 +207,7 @@ class PlanBuilder:
     def compute(self, rank: int, seconds: float, *, after: Iterable[int] = (), label: str = "",
                 stream: str = "compute", category: str = "compute") -> int:
         op = Compute(len(self._ops), rank, float(seconds), self._dep1(rank, stream, after), label, stream, category)
-        self._ops.append(op)
+        self._append(op)
         self._tail[(rank, stream)] = op.id
         return op.id
 
@@ -219,13 +222,22 @@ class PlanBuilder:
     def transfer(self, src: int, dst: int, nbytes: float, *, after: Iterable[int] = (), label: str = "",
                  stream: str = "comm", category: str = "comm") -> int:
         op = Transfer(len(self._ops), src, dst, float(nbytes), self._dep1(src, stream, after), label, stream, category)
-        self._ops.append(op)
+        self._append(op)
         self._tail[(src, stream)] = op.id
         return op.id
 
     def tail(self, rank: int, stream: str) -> int | None:
         """Id of the last op issued on (rank, stream), if any."""
         return self._tail.get((rank, stream))
+
+    def _append(self, op: Op) -> None:
+        # A plan takes ~0.3 kB per op to build and ~1 kB with its run: refuse a setting whose plan would exhaust it,
+        # with the numbers, before the machine starts swapping (issue 15: sizes that exhaust memory).
+        if len(self._ops) >= MAX_PLAN_OPS:
+            raise ConfigError(f"plan: this setting needs more than {MAX_PLAN_OPS:,} ops on {self.n_ranks:,} ranks "
+                              f"(about {MAX_PLAN_OPS * 1000 / 1e9:.0f} GB to build and run); simulate fewer nodes or "
+                              "a strategy with collective ops, or split the question (simcomm whatif)")
+        self._ops.append(op)
 
     def build(self, *, kind: str = "every iteration", period: tuple[int, int] | None = None,
               period_ranks: Mapping[int, tuple[int, int]] | None = None, iterations_in_plan: int = 1,

@@ -53,3 +53,12 @@ def test_whatif_out_that_cannot_be_written_is_refused_before_any_point(cli):
     rc, out, err = cli("whatif", "--out", "/proc/x", "--vary", "nodes=2,4", "--strategies", "allreduce",
                        "--sequential")
     assert rc == 2 and err.count("\n") == 1 and err.startswith("error: --out: cannot write results into '/proc/x'")
+
+
+def test_a_plan_that_would_exhaust_memory_is_one_line(monkeypatch, cli):
+    """A setting whose plan outgrows the op budget stops with the numbers instead of swapping for hours."""
+    import simcomm.ops as ops
+
+    monkeypatch.setattr(ops, "MAX_PLAN_OPS", 1000)  # ps on 16 nodes builds ~10 000 ops
+    rc, out, err = cli("run", "-s", "ps", "--nodes", "16", "--no-baseline")
+    assert rc == 2 and err.count("\n") == 1 and err.startswith("error: plan: this setting needs more than 1,000 ops")
