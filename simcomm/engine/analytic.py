@@ -49,7 +49,7 @@ class AnalyticPricer:
     def __init__(self, ctx):
         self.ctx = ctx
         self.env = ctx.env
-        self._cache: dict[tuple, tuple[float, np.ndarray]] = {}
+        self._cache: dict[tuple, tuple[float, np.ndarray | None]] = {}
         self._pairs: dict[tuple[int, int], tuple[float, float, np.ndarray]] = {}  # latency, bottleneck, families
 
     # The Pricer protocol's bookkeeping: closed forms merge no flows and record no link usage.
@@ -128,16 +128,16 @@ class AnalyticPricer:
             steps = [Step.make(np.concatenate((idx, zeros, idx[1:])),
                                np.concatenate(((idx + 1) % p, idx[1:], zeros)), 0.0)]
             fam = None
-        lat, cap, intra = [], [], []
+        lats, caps, intras = [], [], []
         for s in steps:
             routed = route_step(ctx.topology, group, s, ctx.gamma)
             a, c = self._route_params(routed)
-            lat.append(a)
-            cap.append(c)
-            intra.append(ctx.machine[routed.src] == ctx.machine[routed.dst])
+            lats.append(a)
+            caps.append(c)
+            intras.append(ctx.machine[routed.src] == ctx.machine[routed.dst])
             if fam is not None:
                 fam += s.repeat * routed.family_bytes(ctx.family_of_link, len(ctx.families))
-        lat, cap, intra = np.concatenate(lat), np.concatenate(cap), np.concatenate(intra)
+        lat, cap, intra = np.concatenate(lats), np.concatenate(caps), np.concatenate(intras)
         if not takes_ppn(alg) or intra.all() or not intra.any():
             return algorithm_cost(alg, p, op.nbytes, lat.max(), 1.0 / cap.min(), gamma, ppn), fam
         # Two-level algorithms: intranode stages priced by intranode pairs, internode by the rest.

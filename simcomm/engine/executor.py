@@ -116,19 +116,20 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
                   link_bytes=opts.link_bytes, scalar=opts.scalar)
     if opts.busiest_links:
         ctx.per_link = np.zeros(len(topology.link_names))
-    pricer: Pricer
+    flow_pricer = analytic_pricer = None
     if fidelity == "flow":
         from simcomm.engine.flow import FlowPricer
 
-        pricer = FlowPricer(ctx)
+        flow_pricer = FlowPricer(ctx)
     else:
         from simcomm.engine.analytic import AnalyticPricer
 
-        pricer = AnalyticPricer(ctx)
+        analytic_pricer = AnalyticPricer(ctx)
+    pricer: Pricer = flow_pricer or analytic_pricer  # type: ignore[assignment]  # exactly one is set
 
     ops = plan.ops
     n = len(ops)
-    prepared = {}
+    prepared: dict = {}  # by op key, and by op id (the same objects)
     runtime = opts.runtime or Runtime()
     chosen: dict[tuple, int] = {}
     # A preparation depends on the op's key, the runtime and the ppn override alone, so small
@@ -155,13 +156,14 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
         # Closed forms share nothing, so every op's times follow from its deps in op order.
         from simcomm.engine.analytic import longest_path
 
-        start, end = longest_path(ops, pricer, prepared)
-        return Timeline(start=start, end=end, makespan=float(end.max()) if n else 0.0, link_class_bytes={},
+        assert analytic_pricer is not None
+        t0, t1 = longest_path(ops, analytic_pricer, prepared)
+        return Timeline(start=t0, end=t1, makespan=float(t1.max()) if n else 0.0, link_class_bytes={},
                         fidelity=fidelity, meta=_meta(ctx, seed, chosen))
 
     # Plain lists while running (cheaper per op than numpy items); arrays at the end.
-    start = [np.nan] * n
-    end = [np.nan] * n
+    start: list[float] = [np.nan] * n
+    end: list[float] = [np.nan] * n
     done = [env.event() for _ in range(n)]
     arrived = [0] * n
 
@@ -182,16 +184,17 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     cpu = float(opts.comm_cpu)
     track = cpu > 0 and fidelity == "flow"  # the analytic fidelity has no shared network to count bytes on
     if track:
-        pricer.track_ranks()
+        assert flow_pricer is not None  # only the flow fidelity tracks ranks' bytes
+        flow_pricer.track_ranks()
 
     def cpu_stretched(op):
         # The rank's CPU also moved bytes while computing: owe comm_cpu per byte, and
         # keep computing until the owed time (which itself overlaps more traffic) is paid.
-        b0 = pricer.rank_bytes(op.rank)
+        b0 = flow_pricer.rank_bytes(op.rank)
         yield env.timeout(op.seconds)
         paid = 0.0
         for _ in range(_CPU_ROUNDS):
-            owed = cpu * (pricer.rank_bytes(op.rank) - b0) - paid
+            owed = cpu * (flow_pricer.rank_bytes(op.rank) - b0) - paid
             if owed <= _CPU_TOL:
                 break
             paid += owed
@@ -230,8 +233,8 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
         members = (op.src,) if isinstance(op, Transfer) else op.ranks
         for r in members:
             queues.setdefault((r, op.stream), []).append(op.id)
-    for key in sorted(queues):
-        env.process(stream(queues[key]))
+    for qkey in sorted(queues):
+        env.process(stream(queues[qkey]))
     try:
         env.run()
     except Exception as exc:
@@ -241,8 +244,8 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
         raise
 
     pricer.finish_stats()
-    start, end = np.array(start, dtype=float), np.array(end, dtype=float)
-    missing = np.flatnonzero(np.isnan(end))
+    t_start, t_end = np.array(start, dtype=float), np.array(end, dtype=float)
+    missing = np.flatnonzero(np.isnan(t_end))
     if len(missing):
         op = ops[int(missing[0])]
         raise PlanError(f"op {op.id} ({op.label or type(op).__name__}) never ran: its dependencies "
@@ -261,12 +264,12 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
         top = sorted(np.flatnonzero(ctx.per_link), key=lambda i: (-busy[i], i))[:opts.busiest_links]
         stats["busiest_links"] = [(*map(str, topology.link_endpoints(int(i))), topology.link_names[i],
                                    float(ctx.per_link[i]), float(busy[i])) for i in top]
-    return Timeline(start=start, end=end, makespan=float(end.max()) if n else 0.0, link_class_bytes=link_bytes,
+    return Timeline(start=t_start, end=t_end, makespan=float(t_end.max()) if n else 0.0, link_class_bytes=link_bytes,
                     fidelity=fidelity, meta=stats)
 
 
 def _meta(ctx: Context, seed: int, chosen: dict) -> dict:
-    stats = dict(sorted(ctx.stats.items()))
+    stats: dict = dict(sorted(ctx.stats.items()))
     stats["seed"] = seed
     # What each collective really ran: (kind, algorithm asked, what ran, how many ops).
     stats["algorithms"] = [(k, a, ran, n) for (k, a, ran), n in sorted(chosen.items())]

@@ -83,6 +83,7 @@ class FlowPricer:
         Coalesced repeats (reservations) are priced without live flows and are not
         counted (docs/engine.md, "CPU cost of communication").
         """
+        assert self._moved is not None  # track_ranks() came first (comm_cpu > 0)
         done = float(self._moved[rank])
         for bid, idx, nbytes in self._moving.get(rank, ()):
             done += nbytes - self.net.core.bytes_left(bid, idx, self.env.now)
@@ -248,7 +249,9 @@ class FlowPricer:
         for r, item in items:
             self._moving.setdefault(r, []).append(item)
         fin = yield ev
+        moved = self._moved
+        assert moved is not None  # this path runs only while ranks are tracked
         for r, item in items:
             self._moving[r].remove(item)
-            self._moved[r] += item[2]
+            moved[r] += item[2]
         return fin

@@ -217,11 +217,11 @@ class FluidCore:
                 late = (self.phase == BANDWIDTH) & (self.t_next < now - tol)
                 self.merged += int(early.sum() + late.sum())
                 due |= early
-            due = np.flatnonzero(due)
-            if due.size == 0:
+            hit = np.flatnonzero(due)
+            if hit.size == 0:
                 break
-            ph = self.phase[due]
-            gone, enter = due[ph == BANDWIDTH], due[ph == LATENCY]
+            ph = self.phase[hit]
+            gone, enter = hit[ph == BANDWIDTH], hit[ph == LATENCY]
             if gone.size:
                 self._retire(gone, now, done_batches)
             if enter.size:
@@ -238,6 +238,7 @@ class FluidCore:
     def _settle_small(self, now: float, tol: float, done_batches: list[int]) -> list[tuple[int, np.ndarray]]:
         """settle's loop, compaction and sample on the scalar twin (the same steps, see settle)."""
         sm = self._small
+        assert sm is not None  # settle() calls this only while the scalar twin holds the flows
         first = self.resolution > 0
         lim = now + tol
         while self.n_live:
@@ -311,11 +312,13 @@ class FluidCore:
             on = self.rows[self.phase == BANDWIDTH]
             n_ext, width = len(self.link_load), self.rows.shape[1]
             self.link_count = np.bincount(on.ravel(), minlength=n_ext)
-            self.link_load = np.bincount(on.ravel(), weights=np.repeat(self.rate[self.phase == BANDWIDTH], width),
+            # (numpy's stubs type every bincount as integer; with weights it is float64)
+            self.link_load = np.bincount(on.ravel(), weights=np.repeat(self.rate[self.phase == BANDWIDTH], width),  # type: ignore[assignment]
                                          minlength=n_ext)
 
     def _from_small(self) -> None:
         """Move the scalar twin's state into the arrays (the merge that follows rebuilds rows and loads)."""
+        assert self._small is not None
         fields, e_link = self._small.arrays()
         self._small = None
         for name, value in fields.items():
@@ -338,9 +341,10 @@ class FluidCore:
         """Record bytes/s per link family: each flow's rate times the links of that family it crosses."""
         fam = np.zeros(self.n_families)
         if self.n_live:
+            assert self.family_of_link is not None  # sampling is on only with a family map
             on = np.flatnonzero(self.phase == BANDWIDTH)
             links = self.e_link[self._entries(on)]
-            fam = np.bincount(self.family_of_link[links], weights=np.repeat(self.rate[on], self.e_len[on]),
+            fam = np.bincount(self.family_of_link[links], weights=np.repeat(self.rate[on], self.e_len[on]),  # type: ignore[assignment]
                               minlength=self.n_families)
         self.usage.append((np.array([now]), fam[None, :]))
 

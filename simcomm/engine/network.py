@@ -22,6 +22,7 @@ model (docs/engine.md, "Coalesced repeats").
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 import simpy
@@ -96,7 +97,7 @@ class LiveNetwork:
             self._interrupt()
         bid = self.core.add(rem, t_bw, route_len, links, finish)
         ev = self.env.event()
-        ev.batch = bid  # lets a caller follow the batch's progress (FluidCore.bytes_left)
+        ev.batch = bid  # type: ignore[attr-defined]  # lets a caller follow the batch (FluidCore.bytes_left)
         self._waiters[bid] = ev
         self._kick()
         return ev
@@ -107,10 +108,13 @@ class LiveNetwork:
         res = Reservation(self.env, self.env.now, period, count)
         self.reservation = res
         timer = self.env.timeout(res.end - self.env.now)
-        timer.callbacks.append(lambda _ev, res=res: self._expire(res))
+        timer.callbacks.append(partial(self._expire_on, res))
         return res
 
     # ---- internals -------------------------------------------------------
+    def _expire_on(self, res: Reservation, _ev: simpy.Event) -> None:
+        self._expire(res)
+
     def _expire(self, res: Reservation) -> None:
         if self.reservation is res:
             self.reservation = None
@@ -118,6 +122,7 @@ class LiveNetwork:
 
     def _interrupt(self) -> None:
         res, self.reservation = self.reservation, None
+        assert res is not None  # called only while a reservation holds the network
         self.interrupts += 1
         elapsed = self.env.now - res.t0
         k = int(math.floor(elapsed / res.period))
@@ -137,6 +142,9 @@ class LiveNetwork:
         self._kicked = False
         self._settle()
 
+    def _wake_on(self, gen: int, _ev: simpy.Event) -> None:
+        self._on_wake(gen)
+
     def _on_wake(self, gen: int) -> None:
         if gen == self._gen and not self._kicked:
             self._settle()
@@ -150,5 +158,5 @@ class LiveNetwork:
         if nxt < math.inf:
             gen = self._gen
             ev = LateEvent(self.env, max(nxt - self.env.now, 0.0))
-            ev.callbacks.append(lambda _ev, gen=gen: self._on_wake(gen))
+            ev.callbacks.append(partial(self._wake_on, gen))
             ev.succeed()

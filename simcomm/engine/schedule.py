@@ -179,12 +179,12 @@ def route_step(topology: Topology, group: np.ndarray, step: Step, gamma: np.ndar
     key = None
     if cache is not None:
         key = (group.tobytes() if group_key is None else group_key, step.src.tobytes(), step.dst.tobytes())
-    hit = cache.get(key) if key is not None else None
+    hit = cache.get(key) if cache is not None and key is not None else None
     if hit is None:
         route_len, links = topology.routes(src, dst)
         owner = np.repeat(np.arange(len(src)), route_len)
         latency = np.bincount(owner, weights=topology.latency[links], minlength=len(src))
-        if key is not None:
+        if cache is not None and key is not None:
             cache[key] = (latency, route_len, links)
     else:
         latency, route_len, links = hit

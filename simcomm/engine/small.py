@@ -223,7 +223,8 @@ class SmallFlows:
             added += n
         # Rows of every live flow over the flows present, then loads and counts rebuilt on them.
         self.row = row = [self._prune(r) for r in self.route]
-        load, nflows = {}, {}
+        load: dict[int, float] = {}
+        nflows: dict[int, int] = {}
         for i, ph in enumerate(self.phase):
             if ph == BANDWIDTH:
                 r = self.rate[i]
@@ -319,7 +320,7 @@ class SmallFlows:
         # T: the smallest rate that left, or share a new flow starts from (the rule of
         # FluidCore._solve); a running minimum is numpy's min for these NaN-free floats.
         threshold = _INF
-        left = None
+        left: dict | None = None
         if gone:
             left = {}
             for i in gone:
@@ -355,7 +356,7 @@ class SmallFlows:
         entries = [row[i] for i in slots]
         if full:
             core.full_solves += 1
-            old = None
+            old: dict | None = None
             residual = cap
         else:
             old = {}
@@ -373,6 +374,7 @@ class SmallFlows:
         if full:
             self.load = new
         else:
+            assert old is not None  # filled above whenever the update is not a full rebuild
             for link, v in new.items():
                 load[link] = load.get(link, 0.0) - old[link] + v
         rem, t_ref, t_next = self.rem, self.t_ref, self.t_next
