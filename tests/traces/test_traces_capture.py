@@ -99,7 +99,10 @@ def test_kineto_import_matches_direct_capture(tmp_path):
     for attr in ("forward_s", "backward_s"):
         a = sum(getattr(x, attr) for x in direct.layers)
         b = sum(getattr(x, attr) for x in imported.layers)
-        assert abs(b / a - 1) < 0.05, (attr, a, b)
+        # 8 %: the profiler's own tracer runs inside the profiled regions only; with another process on
+        # the 2 cores it measured up to 5.9 % (2026-11-26), quiet under 2 %.  A misattributed layer or
+        # step (what this test guards) moves the sums by far more.
+        assert abs(b / a - 1) < 0.08, (attr, a, b)
     # per layer: 5 % plus 100 us for the Python overhead (hooks, profiler's tracer) that only one side
     # sees; on this shared 2-core machine a preempted Python region can inflate one layer, so 90 % must hold
     ok = [abs(getattr(b, attr) - getattr(a, attr)) <= 0.05 * getattr(a, attr) + 1e-4
