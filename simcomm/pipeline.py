@@ -292,9 +292,14 @@ def with_network(base, net, cluster: str):
                      device=meta.get("device"), name=base.name)
 
 
-def dataset_size_for(scn: Scenario, trace, notes: list) -> int:
+def dataset_size_for(scn: Scenario, trace, notes: list) -> int | None:
+    """Samples per epoch: the scenario's, else the trace's dataset, else a guess from the input (images only)."""
     if scn.dataset_size is not None:
         return scn.dataset_size
+    if trace.meta.get("transformer"):  # a language model's epoch is a token budget no default can guess
+        notes.append("epoch: not reported (a language model has no default dataset; give --dataset-size in "
+                     "sequences)")
+        return None
     name = str(trace.meta.get("dataset", "")).lower().replace("-", "")
     if name not in DATASETS:
         shape = trace.layers[0].input_shape if trace.layers else ()

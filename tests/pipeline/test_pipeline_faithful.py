@@ -133,3 +133,16 @@ def test_a_cluster_past_the_rank_limit_is_one_line(cli):
         "error: nodes x gpus_per_node: 65536 x 8 = 524,288 ranks is more than simcomm simulates (262,144)"]
     rc, out, err = cli("bench", "all_reduce", "--cluster", "dgx-h100-ndr", "--nodes", "32769")
     assert rc == 2 and "32,769 x 8 gives 262,152 ranks" in err
+
+
+def test_a_language_model_has_no_guessed_epoch():
+    """A transformer trace gets no ImageNet-sized epoch by default; --dataset-size gives one."""
+    from simcomm.pipeline import simulate
+    from simcomm.scenario import from_flat
+
+    flat = {"strategy": "allreduce", "model": "gpt2-small", "cluster": "dgx-a100-hdr", "nodes": 1,
+            "precision": "bf16", "batch": 2, "baseline": "none"}
+    res = simulate(from_flat(flat))
+    assert res.epoch_s is None and any(a.startswith("epoch: not reported") for a in res.assumed)
+    res = simulate(from_flat({**flat, "dataset_size": 1600}))
+    assert res.iterations_per_epoch == 100  # 1 600 sequences / (2 per rank x 8 ranks)
