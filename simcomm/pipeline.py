@@ -14,7 +14,7 @@ from pathlib import Path
 from simcomm.engine.schedule import Runtime
 from simcomm.errors import ConfigError, SimcommError
 from simcomm.gcpause import gc_paused
-from simcomm.result import Breakdown, IterationKind, Result, breakdown, iteration_time
+from simcomm.result import Breakdown, IterationKind, Result, breakdown, exposed_by, iteration_time
 from simcomm.scenario import Scenario, node_scales
 from simcomm.stacks import apply_stack, get_stack
 from simcomm.strategies.base import STRATEGIES, NotApplicable, make_params
@@ -322,7 +322,7 @@ def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: boo
               on_timeline=None, record_link_usage: bool = False, comm_cpu: float = 0.0,
               resolution: float = 0.0, merged: list | None = None, jitter: float = 0.0,
               runtime: Runtime | None = None, ran: dict | None = None, rank_means: bool = False,
-              busiest: int = 0):
+              busiest: int = 0, comm_streams: dict | None = None):
     """Simulate each (weight, plan); returns IterationKinds.
 
     ``on_timeline(label, weight, plan, timeline, topology)`` is called for each
@@ -383,7 +383,10 @@ def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: boo
             bd = bd.scaled(1.0 / max(1, len(copies) - 1))
         rmean = rank_mean(plan, tl, n_train) if rank_means and copies is None else None
         hot = tuple((a, b, c, busy / per / t if t > 0 else 0.0) for a, b, c, _, busy in tl.meta.get("busiest_links", ()))
-        out.append(IterationKind(plan.info.kind, float(weight), t, bd, lb, est, rmean, hot))
+        split = {}
+        if comm_streams and copies is None:
+            split = exposed_by(plan, tl, n_train, window, comm_streams)
+        out.append(IterationKind(plan.info.kind, float(weight), t, bd, lb, est, rmean, hot, split))
     return out
 
 
@@ -606,9 +609,16 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
     kinds = tuple(run_plans(plans, topo, n_train, scn.fidelity, scn.seed, analytic, on_timeline,
                             record_link_usage=on_timeline is not None, comm_cpu=cpu,
                             resolution=scn.resolution, merged=merged, jitter=wl.compute_jitter,
-                            runtime=runtime, ran=ran, rank_means=bool(scale), busiest=busiest_links))
+                            runtime=runtime, ran=ran, rank_means=bool(scale), busiest=busiest_links,
+                            comm_streams=type(strategy).comm_streams))
     assumed += _ran_lines(ran, runtime)
     mean, bd, lb, est = _mean(kinds)
+    split: dict[str, float] = {}
+    if kinds and all(k.exposed_by for k in kinds):
+        total_w = sum(k.weight for k in kinds)
+        for k in kinds:
+            for name, v in k.exposed_by.items():
+                split[name] = split.get(name, 0.0) + k.weight * v / total_w
     rmean = None
     if scale and all(k.rank_mean_s is not None for k in kinds):
         total = sum(k.weight for k in kinds)
@@ -642,4 +652,5 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
                   iterations_per_epoch=k, epoch_s=k * mean if k else None,
                   samples_per_s=w.global_batch / mean if mean > 0 else math.inf,
                   baseline_s=base_s, speedup=speedup, baseline=base_desc, assumed=tuple(assumed), rank_mean_s=rmean,
-                  busiest_links=max(kinds, key=lambda k: k.weight).busiest_links if kinds else ())
+                  busiest_links=max(kinds, key=lambda k: k.weight).busiest_links if kinds else (),
+                  exposed_by=split)

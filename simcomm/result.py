@@ -66,6 +66,8 @@ class IterationKind:
     rank_mean_s: float | None = None  # mean over training ranks of each rank's finish (heterogeneous compute)
     #: (from, to, link class, utilisation over the iteration) of the busiest directed links, when asked for
     busiest_links: tuple = ()
+    #: exposed time by parallelism (tensor, pipeline, data, expert) and waiting, for layouts that name them
+    exposed_by: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,8 @@ class Result:
     rank_mean_s: float | None = None
     #: the busiest directed links of the most frequent kind of iteration: (from, to, class, utilisation)
     busiest_links: tuple = ()
+    #: exposed time by parallelism and the remaining wait (pipeline bubble), weighted over the kinds
+    exposed_by: dict = field(default_factory=dict)
 
     @property
     def global_batch(self) -> int:
@@ -114,6 +118,8 @@ class Result:
                 row.pop("rank_mean_s", None)
             if not row.get("busiest_links"):
                 row.pop("busiest_links", None)
+            if not row.get("exposed_by"):
+                row.pop("exposed_by", None)
         return d
 
 
@@ -204,3 +210,37 @@ def breakdown(plan, timeline, n_train: int, window: tuple[float, float] | None =
     hidden = _intersect(u["m"], czd)
     return Breakdown(float(compute), float(dataload), float(exposed), float(hidden), float(compression),
                      float(server))
+
+
+def exposed_by(plan, timeline, n_train: int, window: tuple[float, float], streams: dict[str, str]) -> dict[str, float]:
+    """The critical rank's exposed time split by what it waited on (layouts whose streams name a parallelism).
+
+    ``streams`` maps an op's stream to a parallelism (``{"tp": "tensor", "pp": "pipeline", ...}``).
+    Communication of each kind not hidden behind the rank's compute is charged to the first kind
+    (in ``streams``' order) that covers it; what remains of the exposed time, with no transfer of
+    the rank in flight, is ``waiting``: the pipeline bubble and waits for other ranks.
+    """
+    r = critical_rank(plan, n_train)
+    lo, hi = window
+    start, end = np.asarray(timeline.start), np.asarray(timeline.end)
+    busy: list = []
+    comm: dict[str, list] = {kind: [] for kind in dict.fromkeys(streams.values())}
+    seen: set[str] = set()  # kinds the rank takes part in (reported even when they cost nothing)
+    for op in plan.ops:
+        s, e = max(lo, start[op.id]), min(hi, end[op.id])
+        if isinstance(op, Compute):
+            if op.rank == r and e > s:
+                busy.append((s, e))
+        elif isinstance(op, (Collective, Transfer)) and r in op.ranks and op.stream in streams:
+            seen.add(streams[op.stream])
+            if e > s:
+                comm[streams[op.stream]].append((s, e))
+    covered = _union(np.array(busy, dtype=float).reshape(-1, 2))
+    out: dict[str, float] = {}
+    for kind, iv in comm.items():
+        both = _union(np.vstack([covered, np.array(iv, dtype=float).reshape(-1, 2)]))
+        if kind in seen:
+            out[kind] = float(_measure(both) - _measure(covered))
+        covered = both
+    out["waiting"] = float(max(0.0, (hi - lo) - _measure(covered)))
+    return out

@@ -103,6 +103,10 @@ def render_result(res, console) -> None:
         tr.add_row(fam, format_size(v))  # summed over every link a byte crosses
     console.print(tr)
     console.print(f"mean iteration: {_t(res.mean_s)}   closed form: {_t(res.analytic_mean_s)}")
+    if res.exposed_by:
+        parts = [f"{k} {_t(v)}" for k, v in res.exposed_by.items() if k != "waiting"]
+        console.print("exposed by parallelism: " + ", ".join(parts) +
+                      f"; waiting (pipeline bubble, other ranks) {_t(res.exposed_by.get('waiting', 0.0))}")
     if res.epoch_s is not None:
         console.print(f"epoch: {_t(res.epoch_s)} ({res.iterations_per_epoch} iterations)")
     console.print(f"throughput: {res.samples_per_s:,.1f} samples/s (global batch {res.global_batch})")

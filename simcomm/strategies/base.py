@@ -79,6 +79,8 @@ class Strategy:
         "allreduce", (), "the DDP-style data-parallel default (no paper baseline of its own)")
     #: wire dtypes the strategy's messages may travel in (None: any)
     wire_dtypes: ClassVar[tuple[str, ...] | None] = None
+    #: op stream -> parallelism, for layouts whose exposed time is reported per parallelism ({}: not split)
+    comm_streams: ClassVar[dict[str, str]] = {}
 
     @dataclass(frozen=True)
     class Params:

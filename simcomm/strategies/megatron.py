@@ -204,6 +204,8 @@ class Megatron(Strategy):
     reference = ("Narayanan et al. SC'21 (Megatron-LM); Korthikanti et al. 2022; Rajbhandari et al. 2020 (ZeRO); "
                  "Huang et al. 2019 (GPipe); Lepikhin et al. 2020 (GShard)")
     Params = MegatronParams
+    #: exposed time per parallelism (Result.exposed_by): the streams this layout's ops use
+    comm_streams = {"tp": "tensor", "ep": "expert", "pp": "pipeline", "dp": "data", "ag": "data", "rs": "data"}
 
     def describe(self) -> str:
         p = self.params

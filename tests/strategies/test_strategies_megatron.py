@@ -406,3 +406,16 @@ def test_the_layout_checks_its_own_memory(cli):
                        "2", "--precision", "bf16", "--batch", "4", "--opt", "tp=2", "--opt", "pp=2", "--no-baseline")
     assert rc == 0, err
     assert "assumed: memory: " in out and "per GPU on the fullest pipeline stage" in out
+
+
+def test_exposed_time_splits_into_parallelisms_and_the_bubble():
+    """Free links, 1F1B on 4 stages, 8 micro-batches: the critical rank's exposed time is the bubble alone,
+    (p - 1)(t_f + t_b) = 3 x 6 ms of waiting; the links cost nothing, so no parallelism is charged."""
+    from simcomm.result import exposed_by, iteration_time
+
+    p, m = 4, 8
+    plan, tl = run(p, {"pp": p, "schedule": "1f1b", "microbatches": m, "global_batch": m}, trace=tiny(8))
+    cls = STRATEGIES.get("megatron")
+    split = exposed_by(plan, tl, p, iteration_time(plan, tl)[1], cls.comm_streams)
+    assert split["waiting"] == pytest.approx((p - 1) * 8 * (TF + TB) / p, rel=1e-9)
+    assert split["pipeline"] == pytest.approx(0.0, abs=1e-12)
