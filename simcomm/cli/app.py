@@ -47,7 +47,8 @@ COMMANDS = (("list", "list_cmd", "list_command"), ("cost", "cost_cmd", "cost_com
             ("run", "run_cmd", "run_command"), ("compare", "compare_cmd", "compare_command"),
             ("calibrate", "calibrate_cmd", "calibrate_command"), ("whatif", "whatif_cmd", "whatif_command"),
             ("report", "report_cmd", "report_command"), ("validate", "validate_cmd", "validate_command"),
-            ("bench", "bench_cmd", "bench_command"))
+            ("bench", "bench_cmd", "bench_command"),
+            ("plan", "plan_cmd", "plan_command"))
 #: (group, module, its typer.Typer): commands with sub-commands
 GROUPS = (("trace", "trace_cmd", "trace_app"), ("topology", "topology_cmd", "topology_app"))
 _registered: list[bool] = []

@@ -27,7 +27,7 @@ LAYERS = {
     "strategies": 3,
     "scenario": 4, "bench": 4,
     "pipeline": 5,
-    "compare": 6, "validation": 6, "calibrate": 6, "sweep": 6, "whatif": 6,
+    "compare": 6, "plan": 6, "validation": 6, "calibrate": 6, "sweep": 6, "whatif": 6,
     "report": 7,
     "cli": 8, "__main__": 8,
 }

@@ -1,0 +1,386 @@
+"""``simcomm plan``: search the ``megatron`` layouts of a transformer on a cluster (docs/plan.md).
+
+Three steps, cheapest first:
+
+1. :func:`enumerate_layouts`: every (tp, pp, dp, schedule, virtual, zero,
+   micro-batch, sequence parallel, recompute) that divides the GPU count, the
+   layers and the heads, and whose dp divides the global batch (the sizes the
+   ``megatron`` strategy itself accepts).
+2. :func:`fit_layouts`: the memory model (:func:`simcomm.memory_llm.estimate`
+   and :func:`~simcomm.memory_llm.check_fits`) keeps those that fit in a GPU;
+   none fitting is one error line naming the smallest need found.
+3. :class:`Pricer`: a closed-form step time for every fitting layout (compute
+   from the trace, pipeline bubble, tensor-parallel and data-parallel
+   collectives priced one at a time by the engine's analytic NCCL model), used
+   to rank them; the caller then simulates the best few with the pipeline
+   (:func:`simulate_row`).  Every row says how its step time was obtained.
+
+Pure library: no typer, rich or matplotlib here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from itertools import accumulate
+
+from simcomm import memory_llm
+from simcomm.errors import ConfigError
+
+__all__ = ["Layout", "Space", "Estimate", "Row", "divisors", "enumerate_layouts", "layout_memory", "fit_layouts",
+           "Pricer", "plan_ops", "rank_rows", "simulate_row", "ESTIMATE", "FLOW", "ANALYTIC"]
+
+ESTIMATE, FLOW, ANALYTIC = "estimate", "simulated flow", "simulated analytic"
+
+
+def divisors(n: int) -> list[int]:
+    """Positive divisors of ``n``, ascending."""
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+@dataclass(frozen=True, order=True)
+class Layout:
+    """One ``megatron`` layout (its fields are the strategy's options of the same names)."""
+
+    tp: int
+    pp: int
+    dp: int
+    schedule: str
+    virtual: int
+    zero: int
+    microbatch: int
+    sequence_parallel: bool
+    recompute: str
+
+    def microbatches(self, global_batch: int) -> int:
+        return global_batch // (self.dp * self.microbatch)
+
+    def options(self, global_batch: int) -> dict:
+        """Flat strategy options for :func:`simcomm.scenario.from_flat`."""
+        return {"tp": self.tp, "pp": self.pp, "dp": self.dp, "schedule": self.schedule, "virtual": self.virtual,
+                "zero": self.zero, "microbatch": self.microbatch, "sequence_parallel": self.sequence_parallel,
+                "recompute": self.recompute, "global_batch": global_batch}
+
+    def to_dict(self) -> dict:
+        return {"tp": self.tp, "pp": self.pp, "dp": self.dp, "schedule": self.schedule, "virtual": self.virtual,
+                "zero": self.zero, "microbatch": self.microbatch, "sequence_parallel": self.sequence_parallel,
+                "recompute": self.recompute}
+
+
+@dataclass(frozen=True)
+class Space:
+    """Which values each axis may take (defaults: everything the strategy supports, see docs/plan.md)."""
+
+    max_tp: int | None = None  # None: the GPUs per node (tensor parallelism stays on NVLink)
+    max_microbatch: int = 16
+    zeros: tuple[int, ...] = (0, 1, 2, 3)
+    schedules: tuple[str, ...] = ("1f1b", "interleaved", "gpipe")
+    recomputes: tuple[str, ...] = ("none", "selective", "full")
+    sequence_parallel: tuple[bool, ...] = (False, True)
+
+
+def enumerate_layouts(cfg, n_gpus: int, global_batch: int, gpus_per_node: int, space: Space = Space()) -> list[Layout]:
+    """Every layout of ``cfg`` (a TransformerConfig) on ``n_gpus`` GPUs for ``global_batch``, in a fixed order.
+
+    tp divides the GPUs, the heads, the KV heads and the FFN, and is at most ``max_tp``; pp divides
+    the layers and the GPUs left; dp is the rest and divides the global batch; the micro-batch divides
+    the samples per replica (at most ``max_microbatch``).  With pp = 1 the schedule is ``1f1b`` (there is
+    no pipeline to schedule); interleaving takes every virtual count v >= 2 dividing the layers per stage
+    and needs the micro-batches to be a multiple of pp (Megatron-LM's rule).  ZeRO stages > 0 need dp > 1
+    and sequence parallelism tp > 1 (otherwise they change nothing and would be duplicates).
+    """
+    max_tp = space.max_tp if space.max_tp is not None else gpus_per_node
+    out: list[Layout] = []
+    for tp in divisors(n_gpus):
+        if tp > max_tp or cfg.heads % tp or cfg.kv_heads % tp or cfg.ffn % tp:
+            continue
+        for pp in divisors(n_gpus // tp):
+            if cfg.layers % pp:
+                continue
+            dp = n_gpus // (tp * pp)
+            if global_batch % dp:
+                continue
+            per = global_batch // dp
+            scheds = [("1f1b", 1)] if pp == 1 else \
+                [(s, v) for s in space.schedules
+                 for v in ([1] if s != "interleaved" else [v for v in divisors(cfg.layers // pp) if v > 1])]
+            for schedule, v in scheds:
+                for zero in space.zeros:
+                    if zero and dp == 1:
+                        continue
+                    for mb in divisors(per):
+                        if mb > space.max_microbatch:
+                            break
+                        if schedule == "interleaved" and (per // mb) % pp:
+                            continue
+                        for sp in space.sequence_parallel:
+                            if sp and tp == 1:
+                                continue
+                            for rc in space.recomputes:
+                                out.append(Layout(tp, pp, dp, schedule, v, zero, mb, sp, rc))
+    return out
+
+
+def layout_memory(cfg, lay: Layout, global_batch: int, dtype: str = "bf16"):
+    """The memory model's fullest stage for ``lay`` (:func:`simcomm.memory_llm.estimate`)."""
+    return memory_llm.estimate(cfg, tp=lay.tp, pp=lay.pp, dp=lay.dp, zero=lay.zero, micro_batch=lay.microbatch,
+                               microbatches=lay.microbatches(global_batch), sequence_parallel=lay.sequence_parallel,
+                               recompute=lay.recompute, schedule=lay.schedule, virtual_stages=lay.virtual,
+                               dtype=dtype)
+
+
+def fit_layouts(cfg, layouts, global_batch: int, device, dtype: str = "bf16", progress=None):
+    """([(layout, memory)] that fit ``device`` (a trace device name or bytes), the smallest (layout, memory) seen).
+
+    A layout fits when :func:`simcomm.memory_llm.check_fits` accepts it.  ``progress()`` is called per layout.
+    """
+    fits, smallest = [], None
+    for lay in layouts:
+        mem = layout_memory(cfg, lay, global_batch, dtype)
+        if smallest is None or mem.total < smallest[1].total:
+            smallest = (lay, mem)
+        try:
+            memory_llm.check_fits(mem, device)
+        except ConfigError:
+            pass
+        else:
+            fits.append((lay, mem))
+        if progress is not None:
+            progress()
+    return fits, smallest
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Closed-form step time of a layout and its parts (seconds; docs/plan.md derives each)."""
+
+    compute: float  # m micro-batches of the slowest stage's forward + backward (+ recomputation)
+    tp: float  # tensor-parallel collectives of the slowest stage, m micro-batches (not overlapped)
+    bubble: float  # pipeline fill and drain: (p - 1)/v stage-times, plus the activations' point-to-point hops
+    dp: float  # data-parallel communication not hidden behind the backward (ZeRO-3: every micro-batch's)
+    update: float  # the optimizer step on this rank's (sharded) parameters
+
+    @property
+    def step(self) -> float:
+        return self.compute + self.tp + self.bubble + self.dp + self.update
+
+
+class Pricer:
+    """Closed-form step time of layouts of one model (its trace) on one cluster (topology + NCCL runtime).
+
+    Compute comes from the trace exactly as the ``megatron`` strategy uses it
+    (:func:`simcomm.workload.layer_times` at the micro-batch, / tp); each collective
+    (a TP all-reduce, a DP all-reduce over every TP lane at once, one activation
+    transfer) is priced once by the engine's analytic model on the real topology
+    and cached, so that thousands of layouts cost seconds.
+    """
+
+    def __init__(self, trace, topology, runtime, cfg, global_batch: int, wire_bytes: int = 2,
+                 bucket_bytes: float = 25e6):
+        from simcomm.workload import layer_times
+
+        self._layer_times = layer_times
+        self.trace, self.topo, self.runtime, self.cfg, self.gb = trace, topology, runtime, cfg, global_batch
+        self.wire, self.bucket_bytes = wire_bytes, bucket_bytes
+        self.act = 4 if trace.dtype in ("fp32", "float32") else 2
+        names = [x.name for x in trace.layers]
+        self.embed = names.index("embed") if "embed" in names else None
+        self.head = names.index("head") if "head" in names else None
+        self.blocks = [[j for j, n in enumerate(names) if n.startswith(f"block{i}.")] for i in range(cfg.layers)]
+        self._times: dict = {}
+        self._prices: dict = {}
+
+    # -- compute ------------------------------------------------------------------------------------------
+    def _per_mb(self, mb: int, recompute: str):
+        """Prefix sums over blocks of (forward, backward) seconds at micro-batch ``mb`` (unsharded), and the
+        embedding's and head's own."""
+        key = (mb, recompute)
+        if key not in self._times:
+            s, h = self.cfg.seq, self.cfg.hidden
+            fb = []
+            for j, layer in enumerate(self.trace.layers):
+                f, b = self._layer_times(layer, self.trace.batch, mb)
+                if recompute == "full":
+                    b += f  # every layer's forward (embedding and head too, as the strategy does) re-run
+                elif recompute == "selective" and layer.name.endswith(".attn"):
+                    b += f * s / (2 * h + s)  # the attention core's share of the forward
+                fb.append((f, b))
+            bf = [sum(fb[j][0] for j in blk) for blk in self.blocks]
+            bb = [sum(fb[j][1] for j in blk) for blk in self.blocks]
+            pre_f, pre_b = [0.0, *accumulate(bf)], [0.0, *accumulate(bb)]
+            ends = tuple(fb[j] if j is not None else (0.0, 0.0) for j in (self.embed, self.head))
+            self._times[key] = (pre_f, pre_b, ends, fb)
+        return self._times[key]
+
+    def _stage(self, lay: Layout, k: int):
+        """(forward, backward, blocks) of one micro-batch on stage ``k`` (unsharded seconds)."""
+        pre_f, pre_b, ((ef, eb), (hf, hb)), _ = self._per_mb(lay.microbatch, lay.recompute)
+        L, p, v = self.cfg.layers, lay.pp, lay.virtual
+        per = L // (p * v)
+        f = b = 0.0
+        for c in range(k, p * v, p):
+            f += pre_f[(c + 1) * per] - pre_f[c * per]
+            b += pre_b[(c + 1) * per] - pre_b[c * per]
+        if k == 0:
+            f, b = f + ef, b + eb
+        if k == p - 1:
+            f, b = f + hf, b + hb
+        return f, b, per * v
+
+    # -- communication (engine's analytic model, cached) ----------------------------------------------------
+    def price(self, kind: str, groups: tuple, nbytes: float) -> float:
+        """Seconds of one ``kind`` over every group at once (``"transfer"``: groups of (src, dst))."""
+        if nbytes <= 0 or not groups:
+            return 0.0
+        key = (kind, groups, round(nbytes))
+        if key not in self._prices:
+            from simcomm import engine
+            from simcomm.engine.options import EngineOptions
+            from simcomm.ops import PlanBuilder
+
+            b = PlanBuilder(self.topo.n_ranks)
+            for g in groups:
+                if kind == "transfer":
+                    b.transfer(g[0], g[1], nbytes, label="plan-price")
+                else:
+                    b.collective(kind, g, nbytes, label="plan-price")
+            tl = engine.simulate(b.build(kind="price"), self.topo, fidelity="analytic", seed=0,
+                                 options=EngineOptions(runtime=self.runtime, link_bytes=False))
+            self._prices[key] = float(max(tl.end))
+        return self._prices[key]
+
+    def _grad_bytes(self, lay: Layout, k: int) -> float:
+        """Gradient bytes of stage ``k`` per TP rank in the wire dtype (memory_llm's own parameter count)."""
+        dense, expert = memory_llm.stage_params(self.cfg, lay.tp, lay.pp, k, lay.virtual)
+        return (dense + expert) * self.wire
+
+    def estimate(self, lay: Layout) -> Estimate:
+        """The closed form of docs/plan.md ("Estimate") for ``lay``."""
+        tp, p, v, dp = lay.tp, lay.pp, lay.virtual, lay.dp
+        m = lay.microbatches(self.gb)
+        s, h = self.cfg.seq, self.cfg.hidden
+        act = lay.microbatch * s * h * self.act
+        tp_groups = (tuple(range(tp)),)
+        ar = self.price("allreduce", tp_groups, act) if tp > 1 else 0.0
+        if lay.sequence_parallel and tp > 1:
+            ar = self.price("allgather", tp_groups, act) + self.price("reduce_scatter", tp_groups, act)
+        # per block and micro-batch: 4 TP all-reduces (2 forward, 2 backward), 6 with full recomputation
+        per_block = (6 if lay.recompute == "full" else 4) * ar
+        dp_groups = tuple(tuple(t + tp * p * d for d in range(dp)) for t in range(tp)) if dp > 1 else ()
+        worst = None
+        for k in range(p):
+            f, b, nblocks = self._stage(lay, k)
+            f, b = f / tp, b / tp
+            t_tp = nblocks * per_block + (ar if k == 0 else 0.0) + (ar if k == p - 1 else 0.0)
+            grads = self._grad_bytes(lay, k)
+            idx = self._stage_layers(lay, k)
+            layers = [self.trace.layers[j] for j in idx]
+            first = layers[0].params * self.wire / tp  # first in forward order: its gradient is ready last
+            last = layers[-1].params * self.wire / tp
+            if lay.zero == 3:
+                # prefetched one layer ahead: each layer's gather hides behind the previous layer's forward,
+                # its gather and reduce-scatter behind a backward, except the first gather of each pass and the
+                # reduce-scatter of the layer whose backward comes last
+                fb = self._per_mb(lay.microbatch, lay.recompute)[3]
+                exposed = (self.price("allgather", dp_groups, first) + self.price("allgather", dp_groups, last)
+                           + self.price("reduce_scatter", dp_groups, first))
+                for j in idx:
+                    nb = self.trace.layers[j].params * self.wire / tp
+                    ag, rs = self.price("allgather", dp_groups, nb), self.price("reduce_scatter", dp_groups, nb)
+                    exposed += max(0.0, ag - fb[j][0] / tp) + max(0.0, ag + rs - fb[j][1] / tp)
+                dp_t, per_mb_extra = 0.0, exposed
+            else:
+                kind = "allreduce" if lay.zero == 0 else "reduce_scatter"
+                red = self.price(kind, dp_groups, grads)
+                # buckets overlap the last micro-batch's backward, except the last bucket (the stage's first
+                # layer, at least one bucket's worth), which starts when the backward ends
+                tail = self.price(kind, dp_groups, min(grads, max(first, self.bucket_bytes)))
+                dp_t = max(0.0, red - b, tail) if dp_groups else 0.0
+                if lay.zero in (1, 2):
+                    dp_t += self.price("allgather", dp_groups, grads)  # updated parameters, after the step
+                per_mb_extra = 0.0
+            upd = sum(x.update_s for x in layers) / tp / (dp if lay.zero else 1)
+            stage_t = f + b + t_tp + per_mb_extra
+            cand = (stage_t, f + b, t_tp, per_mb_extra, dp_t, upd)
+            if worst is None or cand > worst:
+                worst = cand
+        stage_t, comp, t_tp, extra, dp_t, upd = worst
+        hops = 0.0
+        if p > 1:
+            nbytes = act / tp if lay.sequence_parallel else act
+            hops = 2 * (p * v - 1) * self.price("transfer", ((0, tp),), nbytes)
+        bubble = (p - 1) / v * stage_t + hops if p > 1 else 0.0
+        return Estimate(m * comp, m * t_tp, bubble, dp_t + m * extra, upd)
+
+    def _stage_layers(self, lay: Layout, k: int):
+        """Trace indices of stage ``k``'s layers in forward order (embedding first on stage 0, head last on the
+        last stage)."""
+        per = self.cfg.layers // (lay.pp * lay.virtual)
+        out = [j for c in range(k, lay.pp * lay.virtual, lay.pp) for i in range(c * per, (c + 1) * per)
+               for j in self.blocks[i]]
+        if k == 0 and self.embed is not None:
+            out.insert(0, self.embed)
+        if k == lay.pp - 1 and self.head is not None:
+            out.append(self.head)
+        return out
+
+
+def plan_ops(cfg, lay: Layout, n_gpus: int, global_batch: int) -> int:
+    """Approximate ops of the layout's simulated plan (docs/strategies-llm.md, "Plan size"): one compute per
+    rank per sublayer per micro-batch and phase, one collective per TP group per sublayer and phase."""
+    m = lay.microbatches(global_batch)
+    sub = 2 * cfg.layers // lay.pp  # attention and MLP per block on one stage
+    phases = 3 if lay.recompute == "full" else 2
+    computes = n_gpus * m * sub * phases
+    colls = (n_gpus // lay.tp) * m * sub * phases * (2 if lay.sequence_parallel else 1) if lay.tp > 1 else 0
+    zero3 = (n_gpus // lay.dp) * m * sub * 3 if lay.zero == 3 else 0
+    return computes + colls + zero3 + 2 * n_gpus * m * lay.virtual
+
+
+@dataclass
+class Row:
+    """One ranked layout: its memory, its estimate, and (when simulated) the pipeline's step time."""
+
+    layout: Layout
+    memory_bytes: int
+    estimate: Estimate
+    step_s: float = 0.0
+    priced: str = ESTIMATE
+    compute_s: float | None = None  # simulated: mean per-rank compute
+    exposed_s: float | None = None  # simulated: step - compute (communication, bubble and update not hidden)
+    note: str = ""
+
+    def __post_init__(self):
+        if not self.step_s:
+            self.step_s = self.estimate.step
+
+    def to_dict(self, global_batch: int) -> dict:
+        e = self.estimate
+        return {**self.layout.to_dict(), "microbatches": self.layout.microbatches(global_batch),
+                "memory_gb": self.memory_bytes / 1e9, "step_s": self.step_s, "priced": self.priced,
+                "samples_per_s": global_batch / self.step_s if self.step_s > 0 else math.inf,
+                "estimate": {"step_s": e.step, "compute_s": e.compute, "tp_s": e.tp, "bubble_s": e.bubble,
+                             "dp_s": e.dp, "update_s": e.update},
+                "simulated": None if self.priced == ESTIMATE else {"compute_s": self.compute_s,
+                                                                   "exposed_s": self.exposed_s},
+                "note": self.note}
+
+
+def rank_rows(rows: list[Row]) -> list[Row]:
+    """Fastest first by the best number each row has (simulated, else estimate); ties by less memory, then
+    the layout's own order, so the ranking is deterministic."""
+    return sorted(rows, key=lambda r: (r.step_s, r.memory_bytes, r.layout))
+
+
+def simulate_row(row: Row, base: dict, global_batch: int, fidelity: str) -> Row:
+    """Run ``row``'s layout through :func:`simcomm.pipeline.simulate` (``base``: flat scenario keys)."""
+    from simcomm.pipeline import simulate
+    from simcomm.scenario import from_flat
+
+    scn = from_flat({**base, "strategy": "megatron", "fidelity": fidelity, "batch": global_batch,
+                     "scaling": "strong", **row.layout.options(global_batch)})
+    res = simulate(scn, baseline=False, analytic=False)
+    if res.not_applicable:
+        return replace(row, note=f"not simulated: {res.not_applicable}")
+    return replace(row, step_s=res.mean_s, priced=FLOW if fidelity == "flow" else ANALYTIC,
+                   compute_s=res.breakdown.compute, exposed_s=res.mean_s - res.breakdown.compute)

@@ -1,0 +1,258 @@
+"""``simcomm plan`` (simcomm/plan.py, simcomm/cli/plan_cmd.py): enumeration, memory filter, ranking, CLI."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simcomm import plan
+from simcomm.traces.zoo.transformer import TransformerConfig
+
+TINY = TransformerConfig("tiny", layers=4, hidden=16, ffn=64, heads=4, kv_heads=4, vocab=32, seq=8, tied=True)
+ONE = plan.Space(zeros=(0,), schedules=("1f1b", "interleaved"), recomputes=("none",), sequence_parallel=(False,),
+                 max_microbatch=1)
+
+
+def test_enumeration_count_by_hand():
+    # 8 GPUs, 4 layers, 4 heads, global batch 8, micro-batch 1, ZeRO 0, no SP, no recompute:
+    #   tp divides 8 and the 4 heads: 1, 2, 4 (8 does not divide 4 heads)
+    #   tp 1: pp 1 (dp 8), pp 2 (dp 4, m 2: 1f1b + interleaved v2), pp 4 (dp 2: 1f1b; 1 layer per stage, no v)
+    #   tp 2: pp 1 (dp 4), pp 2 (dp 2, m 4: 1f1b + v2), pp 4 (dp 1)
+    #   tp 4: pp 1 (dp 2), pp 2 (dp 1, m 8: 1f1b + v2)          (pp 4 would need 16 GPUs)
+    # = 1 + 2 + 1 + 1 + 2 + 1 + 1 + 2 = 11
+    lays = plan.enumerate_layouts(TINY, 8, 8, 8, ONE)
+    assert len(lays) == 11
+    assert sorted((x.tp, x.pp, x.dp, x.virtual) for x in lays) == [
+        (1, 1, 8, 1), (1, 2, 4, 1), (1, 2, 4, 2), (1, 4, 2, 1), (2, 1, 4, 1), (2, 2, 2, 1), (2, 2, 2, 2),
+        (2, 4, 1, 1), (4, 1, 2, 1), (4, 2, 1, 1), (4, 2, 1, 2)]
+    # every axis multiplies: 3 recomputes triple it; SP doubles the tp > 1 layouts (7 of the 11)
+    three = plan.enumerate_layouts(TINY, 8, 8, 8, plan.Space(zeros=(0,), schedules=("1f1b", "interleaved"),
+                                                              sequence_parallel=(False,), max_microbatch=1))
+    assert len(three) == 33
+    sp = plan.enumerate_layouts(TINY, 8, 8, 8, plan.Space(zeros=(0,), schedules=("1f1b", "interleaved"),
+                                                           recomputes=("none",), max_microbatch=1))
+    assert len(sp) == 11 + 7
+    # ZeRO 1-3 only where dp > 1: 8 of the 11 (not tp 2 pp 4, nor tp 4 pp 2 twice), 3 more stages each
+    zero = plan.enumerate_layouts(TINY, 8, 8, 8, plan.Space(schedules=("1f1b", "interleaved"), recomputes=("none",),
+                                                             sequence_parallel=(False,), max_microbatch=1))
+    assert len(zero) == 11 + 3 * 8
+
+
+def test_max_tp_and_microbatch_and_interleaving_rule():
+    lays = plan.enumerate_layouts(TINY, 8, 8, 2, ONE)  # 2 GPUs per node: tp <= 2
+    assert {x.tp for x in lays} == {1, 2}
+    many = plan.enumerate_layouts(TINY, 8, 8, 8, plan.Space(zeros=(0,), recomputes=("none",),
+                                                             sequence_parallel=(False,)))
+    for x in many:
+        per = 8 // x.dp
+        assert per % x.microbatch == 0 and x.microbatch <= 16
+        assert x.tp * x.pp * x.dp == 8 and TINY.layers % (x.pp * x.virtual) == 0
+        if x.schedule == "interleaved":
+            assert x.microbatches(8) % x.pp == 0 and x.virtual > 1
+        if x.pp == 1:
+            assert x.schedule == "1f1b" and x.virtual == 1
+    # tp 2 pp 2 dp 2: per-replica 4 -> micro-batch 1, 2, 4; interleaved needs m = 4/mb a multiple of 2 -> 1, 2
+    il = {x.microbatch for x in many if (x.tp, x.pp, x.schedule) == (2, 2, "interleaved")}
+    assert il == {1, 2}
+
+
+def test_every_layout_is_one_the_strategy_and_memory_model_accept():
+    from simcomm.strategies.megatron import MegatronParams
+
+    for x in plan.enumerate_layouts(TINY, 8, 8, 8):
+        opts = x.options(8)
+        MegatronParams(**opts)  # raises on an option the strategy refuses
+        plan.layout_memory(TINY, x, 8)  # raises on a size the memory model refuses
+
+
+def test_memory_filter_refuses_and_reports_the_smallest():
+    lays = plan.enumerate_layouts(TINY, 8, 8, 8)
+    mems = [plan.layout_memory(TINY, x, 8).total for x in lays]
+    lo = min(mems)
+    fits, smallest = plan.fit_layouts(TINY, lays, 8, lo - 1)
+    assert fits == [] and smallest[1].total == lo
+    fits, smallest = plan.fit_layouts(TINY, lays, 8, lo)
+    assert fits and all(m.total == lo for _, m in fits)
+    fits, _ = plan.fit_layouts(TINY, lays, 8, max(mems))
+    assert len(fits) == len(lays)
+    # more recomputation never needs more memory
+    by = {(x.tp, x.pp, x.dp, x.schedule, x.virtual, x.zero, x.microbatch, x.sequence_parallel, x.recompute): m
+          for x, m in zip(lays, mems)}
+    for k, m in by.items():
+        if k[-1] == "none":
+            assert by[k[:-1] + ("selective",)] <= m and by[k[:-1] + ("full",)] <= by[k[:-1] + ("selective",)]
+
+
+def _row(lay, mem, step):
+    return plan.Row(lay, mem, plan.Estimate(step, 0.0, 0.0, 0.0, 0.0))
+
+
+def test_ranking_is_deterministic_with_ties_broken_by_memory_then_layout():
+    lays = plan.enumerate_layouts(TINY, 8, 8, 8, ONE)
+    rows = [_row(x, 100 - i % 3, 1.0 + (i % 2)) for i, x in enumerate(lays)]
+    want = plan.rank_rows(rows)
+    for seed in range(5):
+        shuffled = rows[:]
+        random.Random(seed).shuffle(shuffled)
+        assert [r.layout for r in plan.rank_rows(shuffled)] == [r.layout for r in want]
+    keys = [(r.step_s, r.memory_bytes, r.layout) for r in want]
+    assert keys == sorted(keys)
+    # a simulated time replaces the estimate in the ranking
+    slow = plan.Row(want[0].layout, want[0].memory_bytes, want[0].estimate, step_s=9.0, priced=plan.FLOW)
+    assert plan.rank_rows([slow, want[1]])[0] is want[1]
+
+
+@pytest.fixture(scope="module")
+def small_search():
+    from simcomm.cli.plan_cmd import search
+
+    base = {"cluster": "dgx-a100-hdr", "model": "gpt2-small", "precision": "bf16"}
+    return search(plan_cfg("gpt2-small"), base, 1, 16, plan.Space(), "bf16")
+
+
+def plan_cfg(name):
+    from simcomm.traces.zoo.transformer import transformer_config
+
+    return transformer_config(name)
+
+
+def test_estimate_bubble_is_p_minus_1_over_v_stage_times(small_search):
+    rows, *_ = small_search
+    for r in rows:
+        e, lay = r.estimate, r.layout
+        assert e.step == pytest.approx(e.compute + e.tp + e.bubble + e.dp + e.update)
+        if lay.pp == 1:
+            assert e.bubble == 0.0
+        else:
+            assert e.bubble > 0.0
+        if lay.tp == 1:
+            assert e.tp == 0.0
+    # interleaving divides the fill and drain: same layout, v 2 vs v 1
+    pick = {(r.layout.tp, r.layout.pp, r.layout.zero, r.layout.microbatch, r.layout.recompute,
+             r.layout.sequence_parallel, r.layout.schedule, r.layout.virtual): r.estimate for r in rows}
+    a, b = pick[(1, 4, 0, 1, "none", False, "1f1b", 1)], pick[(1, 4, 0, 1, "none", False, "interleaved", 3)]
+    assert b.bubble < a.bubble and b.compute == pytest.approx(a.compute)
+
+
+def test_plan_ops_matches_a_built_plan_within_a_factor():
+    from simcomm.pipeline import Context
+    from simcomm.scenario import from_flat
+
+    lay = plan.Layout(2, 2, 2, "1f1b", 1, 0, 1, False, "none")
+    scn = from_flat({"strategy": "megatron", "model": "gpt2-small", "cluster": "dgx-a100-hdr", "nodes": 1,
+                     "batch": 8, "scaling": "strong", **lay.options(8)})
+    from simcomm.pipeline import make_strategy
+    from simcomm.workload import build_workload
+
+    ctx = Context(scn)
+    _, topo = ctx.cluster(1, 0)
+    w = build_workload(ctx.trace(), 8, global_batch=8, scaling="strong")
+    n = len(make_strategy("megatron", dict(scn.options)).plan(w, topo).ops)
+    guess = plan.plan_ops(plan_cfg("gpt2-small"), lay, 8, 8)
+    assert n / 2 <= guess <= 2 * n
+
+
+# -- CLI ------------------------------------------------------------------------------------------------------
+SMALL = ("plan", "--model", "gpt2-small", "--cluster", "dgx-a100-hdr", "--nodes", "1", "--global-batch", "16",
+         "--quiet", "--top", "4", "--simulate", "1")
+
+
+def test_cli_table_golden(cli, golden):
+    rc, out, err = cli(*SMALL)
+    assert rc == 0, err
+    assert "estimate" in out and "simulated" in out
+    # the one simulated row is reported in the breakdown even when it ranks below the rows shown
+    assert any(line.split("│")[8].strip() not in ("", "-") for line in out.splitlines()
+               if line.startswith("│") and len(line.split("│")) == 12)
+    assert sum(line.startswith("assumed:") for line in out.splitlines()) >= 5
+    golden("plan_gpt2_small.txt", out)
+
+
+def test_cli_json_is_deterministic_and_says_how_priced(cli):
+    rc, out, _ = cli(*SMALL, "--json", "--top", "5000")
+    rc2, out2, _ = cli(*SMALL, "--json", "--top", "5000")
+    assert rc == rc2 == 0 and out == out2
+    d = json.loads(out)
+    assert d["gpus"] == 8 and d["fit"] <= d["layouts"] and len(d["rows"]) == d["fit"]
+    priced = [r["priced"] for r in d["rows"]]
+    assert priced.count("simulated flow") == 1 and priced.count("estimate") == len(priced) - 1
+    steps = [r["step_s"] for r in d["rows"]]
+    assert steps == sorted(steps)
+    for r in d["rows"]:
+        assert r["tp"] * r["pp"] * r["dp"] == 8
+        assert r["samples_per_s"] == pytest.approx(16 / r["step_s"])
+        assert (r["simulated"] is None) == (r["priced"] == "estimate")
+    # --top 2 keeps the two best, plus the simulated row wherever it ranks
+    sim_rank = priced.index("simulated flow") + 1
+    rc, out, _ = cli(*SMALL, "--json", "--top", "2")
+    ranks = [r["rank"] for r in json.loads(out)["rows"]]
+    assert ranks == ([1, 2] if sim_rank <= 2 else [1, 2, sim_rank])
+
+
+def test_cli_png_writes_a_pareto_plot(cli, tmp_path):
+    path = tmp_path / "pareto.png"
+    rc, out, err = cli("plan", "--model", "gpt2-small", "--nodes", "2", "--global-batch", "16", "--quiet",
+                       "--simulate", "0", "--top", "1", "--zero", "0", "--recompute", "none", "--png", str(path))
+    assert rc == 0, err
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"plot: {path}" in out
+
+
+def test_pareto_front():
+    from simcomm.report.plan_plot import pareto_front
+
+    pts = [{"gpus": 8, "step_s": 4.0}, {"gpus": 16, "step_s": 5.0}, {"gpus": 32, "step_s": 1.0},
+           {"gpus": 4, "step_s": 6.0}]
+    assert [p["gpus"] for p in pareto_front(pts)] == [4, 8, 32]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("--model", "nope", "--global-batch", "8"), "model: 'nope' is unknown; valid choices: gpt2-small"),
+    (("--model", "resnet50", "--global-batch", "8"), "model: 'resnet50' is not a transformer"),
+    (("--model", "gpt2-small", "-g", "7", "--global-batch", "8"), "layout: no tp × pp × dp = 7 GPUs"),
+    (("--model", "megatron-39b", "-g", "1", "--global-batch", "8"), "the smallest needs 627.1 GB per GPU"),
+    (("--model", "gpt2-small", "--global-batch", "0"), "--global-batch: 0 must be >= 1"),
+    (("--model", "gpt2-small", "--global-batch", "8", "--zero", "4"), "--zero: '4' is not valid"),
+    (("--model", "gpt2-small", "--global-batch", "8", "--fidelity", "exact"), "--fidelity: 'exact'"),
+    (("--model", "gpt2-small", "--global-batch", "8", "--cluster", "nope"), "nope"),
+    (("--model", "gpt2-small", "--global-batch", "8", "--inter", "warp-drive"), "warp-drive"),
+])
+def test_cli_bad_input_is_one_error_line_exit_2(cli, args, needle):
+    rc, out, err = cli("plan", *args, "--quiet")
+    assert rc == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], err
+
+
+@settings(max_examples=40, deadline=None)
+@given(layers=st.sampled_from([1, 2, 3, 4, 6, 8]), heads=st.sampled_from([1, 2, 3, 4, 6]),
+       gpus=st.integers(1, 12), per_node=st.sampled_from([1, 2, 4, 8]), batch=st.integers(1, 24))
+def test_enumeration_matches_a_brute_force_of_the_rules(layers, heads, gpus, per_node, batch):
+    cfg = TransformerConfig("h", layers=layers, hidden=heads * 4, ffn=heads * 16, heads=heads, kv_heads=heads,
+                            vocab=16, seq=4, tied=True)
+    space = plan.Space(zeros=(0, 3), schedules=("1f1b", "interleaved"), recomputes=("none",), max_microbatch=4)
+    got = plan.enumerate_layouts(cfg, gpus, batch, per_node, space)
+    want = set()
+    for tp in range(1, gpus + 1):
+        for pp in range(1, gpus + 1):
+            for dp in range(1, gpus + 1):
+                if tp * pp * dp != gpus or tp > per_node or heads % tp or layers % pp or batch % dp:
+                    continue
+                for v in range(1, layers + 1):
+                    for sched in ("1f1b", "interleaved"):
+                        if (sched == "interleaved") != (v > 1) or (pp == 1 and sched != "1f1b") or layers % (pp * v):
+                            continue
+                        for mb in range(1, 5):
+                            m = batch // dp // mb if (batch // dp) % mb == 0 else 0
+                            if not m or (sched == "interleaved" and m % pp):
+                                continue
+                            for zero in (0, 3):
+                                for sp in (False, True):
+                                    if (zero and dp == 1) or (sp and tp == 1):
+                                        continue
+                                    want.add(plan.Layout(tp, pp, dp, sched, v, zero, mb, sp, "none"))
+    assert len(got) == len(set(got)) and set(got) == want
