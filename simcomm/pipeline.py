@@ -97,7 +97,16 @@ class Context:
             eff = apply_stack(topo, self.stack())
             # Calibrated links go on after the stack: their latency split per hop accounts for the
             # stack's own per-hop overheads on the rest of the route, so a route adds up to the fit.
-            self._clusters[key] = (_calibrated(self.scenario, topo)[0], ) + _calibrated(self.scenario, eff)
+            notes: tuple[str, ...] = ()
+            path = self.scenario.network.links
+            if path:
+                from simcomm.topologies.calibrated import with_calibrated_links
+
+                classes = _link_classes(path)  # read once, put on both views of the cluster
+                topo = with_calibrated_links(topo, classes, path)[0]
+                eff, notes = with_calibrated_links(eff, classes, path)
+                notes = tuple(notes)
+            self._clusters[key] = (topo, eff, notes)
         return self._clusters[key][:2]
 
 
@@ -243,18 +252,13 @@ def _preset(scn: Scenario, nodes: int):
     return with_network(topo, scn.network, scn.cluster) if scn.network.any() else topo
 
 
-def _calibrated(scn: Scenario, topo) -> tuple:
-    """(``topo`` with the scenario's calibrated link file on it, the assumed lines); unchanged without ``links``."""
-    if not scn.network.links:
-        return topo, ()
+def _link_classes(path: str) -> dict:
+    """The classes of a calibrated link file (``links``); a missing or special file is one line."""
     from simcomm.links.toml_file import load_link_file
-    from simcomm.topologies.calibrated import with_calibrated_links
 
-    path = scn.network.links
     if not Path(path).is_file():
         raise ConfigError(f"links: file {path!r} does not exist or is not a regular file")
-    out, notes = with_calibrated_links(topo, load_link_file(path), path)
-    return out, tuple(notes)
+    return load_link_file(path)
 
 
 def _nic_attach(topo) -> str | None:

@@ -21,13 +21,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from simcomm.cli.console import print_json, stderr, stdout, table
 from simcomm.cli.run_cmd import build_scenario
 from simcomm.cli.scenario_flags import scenario_flags
+from simcomm.compare import baseline_of, common_assumptions, ranked, run_compare, verdict
 from simcomm.scenario.resolve import file_cluster
 from simcomm.errors import ConfigError
 from simcomm.units import format_time
 
 __all__ = ["compare_command", "parse_nodes", "parse_strategies", "run_compare"]
-
-from simcomm.compare import baseline_of, common_assumptions, ranked, run_compare, verdict  # noqa: E402
 
 
 def parse_nodes(text: str) -> list[int]:

@@ -28,19 +28,18 @@ from rich.progress import (
 from simcomm.cli.console import stderr, stdout, table
 from simcomm.cli.scenario_flags import scenario_flags
 from simcomm.errors import ConfigError
+from simcomm.sweep.grammar import parse_scalar
 
 __all__ = ["print_summary", "whatif_command"]
 
 
 def _fixed_pairs(items: list[str] | None) -> dict:
-    from simcomm.sweep.grammar import _scalar
-
     out = {}
     for item in items or []:
         if "=" not in item:
             raise ConfigError(f"--set: {item!r} must look like key=value")
         k, v = item.split("=", 1)
-        out[k.strip().replace("-", "_")] = _scalar(v)
+        out[k.strip().replace("-", "_")] = parse_scalar(v)
     return out
 
 
@@ -88,10 +87,9 @@ def whatif_command(
     t_vary, t_strats, t_fixed, t_axes, t_q = ([], [], {}, {}, None)
     if scenario is not None:
         t_vary, t_strats, t_fixed, t_axes, t_q = load_sweep_toml(scenario)
-    from simcomm.sweep.grammar import _scalar
 
     # scenario flags are fixed keys, read like --set values (one vocabulary: simcomm.scenario.keys)
-    flag_values = {k: v if isinstance(v, bool) else _scalar(v) for k, v in (flags or {}).items()}
+    flag_values = {k: v if isinstance(v, bool) else parse_scalar(v) for k, v in (flags or {}).items()}
     fixed_all = {**t_fixed, **flag_values, **_fixed_pairs(fixed)}
     strats = [s.strip() for s in strategies.split(",") if s.strip()] if strategies is not None else t_strats
     if strategies is not None and not strats:

@@ -59,6 +59,8 @@ class LinkClass:
 
 
 LINKS: Registry[LinkClass] = Registry("link class", "simcomm.links")
+#: link families inside one machine (the others carry traffic between machines)
+INTRANODE_FAMILIES = frozenset({"nvlink", "nvswitch", "pcie", "shm"})
 
 
 def define(name: str, *, bandwidth: float, latency: float, family: str, summary: str, reference: str) -> LinkClass:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simcomm.fileio import atomic_open
+from simcomm.report.png import save_png
 
 __all__ = ["plot_compare"]
 
@@ -93,10 +93,4 @@ def plot_compare(results, path: str | Path) -> Path:
         ax3.set_title(f"where the time goes at {top} nodes (fastest first)")
         ax3.legend(fontsize=8)
     fig.tight_layout(rect=(0, 0.12, 1, 1))
-    path = Path(path)
-    try:
-        with atomic_open(path, "wb") as fh:
-            fig.savefig(fh, format="png", dpi=110, metadata={"Software": None})
-    finally:
-        plt.close(fig)
-    return path
+    return save_png(fig, path)

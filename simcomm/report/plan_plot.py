@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simcomm.fileio import atomic_open
+from simcomm.report.png import save_png
 
 __all__ = ["plot_pareto", "pareto_front"]
 
@@ -57,10 +57,4 @@ def plot_pareto(points: list[dict], path: str | Path, title: str = "") -> Path:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    path = Path(path)
-    try:
-        with atomic_open(path, "wb") as fh:
-            fig.savefig(fh, format="png", dpi=110, metadata={"Software": None})
-    finally:
-        plt.close(fig)
-    return path
+    return save_png(fig, path)

@@ -23,7 +23,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from simcomm.fileio import atomic_open
+from simcomm.report.png import save_png
 from simcomm.topologies.base import Topology  # noqa: E402
 
 __all__ = ["draw_topology", "layout", "dragonfly_groups"]
@@ -212,8 +212,6 @@ def draw_topology(topo: Topology, path: str | Path, *, max_nodes: int = 300) -> 
         ax.set_xticks([])
         if not (len(groups) > 1 and topo.graph.number_of_nodes() <= max_nodes):
             ax.set_ylabel("layer (0 = ranks)")
-        path = Path(path)
-        with atomic_open(path, "wb") as fh:
-            fig.savefig(fh, format="png", dpi=100, metadata={"Software": None})
+        save_png(fig, path, dpi=100)
     finally:
-        plt.close(fig)
+        plt.close(fig)  # also when drawing failed (save_png closes it after writing)

@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass
 
 from simcomm.errors import ConfigError
+from simcomm.topologies.two_level import INTER
 from simcomm.units import parse_time
 
 __all__ = ["Key", "KEYS", "KEY", "coerce", "MAX_NODES", "MAX_GPUS_PER_NODE", "FIDELITIES", "SCALINGS",
@@ -31,8 +32,8 @@ __all__ = ["Key", "KEYS", "KEY", "coerce", "MAX_NODES", "MAX_GPUS_PER_NODE", "FI
 FIDELITIES = ("flow", "analytic")
 SCALINGS = ("weak", "strong")
 JITTER_DISTS = ("normal", "uniform", "lognormal")
-#: internode network kinds of two-level clusters (simcomm.topologies.two_level.INTER; a test keeps them equal)
-TOPOLOGIES = ("switch", "fat-tree", "rail", "dragonfly", "torus", "ring")
+#: internode network kinds of two-level clusters (their registry: simcomm list fabrics)
+TOPOLOGIES = INTER
 #: the engine's rank cap (simcomm.topologies.fabric.MAX_RANKS) bounds nodes x GPUs per node
 MAX_NODES = 262_144
 MAX_GPUS_PER_NODE = 1_024

@@ -177,8 +177,8 @@ def from_flat(flat: dict, *, seconds: AbstractSet[str] = frozenset(), foreign_op
         from simcomm.strategies.base import STRATEGIES, option_names
 
         cls = STRATEGIES.get(strategy)
-        own = set(option_names(cls))
         if foreign_options == "drop":
+            own = set(option_names(cls))
             options = {k: v for k, v in options.items() if k in own}
         options = _typed_options(cls, options)
     sections: dict[str, dict] = {s: {} for s in _SECTIONS}

@@ -25,13 +25,12 @@ from dataclasses import dataclass, replace
 import networkx as nx
 
 from simcomm.errors import ConfigError
-from simcomm.links.base import LinkClass
+from simcomm.links.base import INTRANODE_FAMILIES, LinkClass
 from simcomm.registry import Registry
 
 __all__ = ["Stack", "STACKS", "INTRANODE_FAMILIES", "COLLECTIVE_RULES", "NCCL_ALGOS", "NCCL_PROTOS", "apply_stack",
            "get_stack", "nccl_name"]
 
-INTRANODE_FAMILIES = frozenset({"nvlink", "nvswitch", "pcie", "shm"})
 #: how ``auto`` collectives choose an algorithm (see :attr:`Stack.collectives`)
 COLLECTIVE_RULES = ("nccl", "openmpi", "openmpi-3.1", "mpich", "gloo")
 #: NCCL_ALGO / NCCL_PROTO values simcomm understands (lower case; docs/nccl.md)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from simcomm.errors import ConfigError
 
-__all__ = ["Grid", "parse_vary", "parse_values", "typed_axis"]
+__all__ = ["parse_scalar", "Grid", "parse_vary", "parse_values", "typed_axis"]
 
 _RANGE = re.compile(r"^\s*([0-9.eE+-]+)\s*\.\.\s*([0-9.eE+-]+?)\s*(?:([x*+])\s*([0-9.eE+-]+))?\s*$")
 _MAX_POINTS = 100_000
@@ -41,7 +41,7 @@ def _num(text: str, key: str) -> int | float:
     return int(f) if f.is_integer() and re.fullmatch(r"[+-]?\d+", text.strip()) else f
 
 
-def _scalar(text: str) -> object:
+def parse_scalar(text: str) -> object:
     """A list item: int, float, bool or string, in that order of preference."""
     t = text.strip()
     if re.fullmatch(r"[+-]?\d+", t):
@@ -109,7 +109,7 @@ def parse_values(key: str, text: str) -> tuple:
         return tuple(out)
     if ".." in text:
         raise ConfigError(f"--vary {key}: cannot parse range {text!r}; expected A..B, A..BxF or A..B+S")
-    items = [_scalar(v) for v in text.split(",")]
+    items = [parse_scalar(v) for v in text.split(",")]
     if any(v == "" for v in items):
         raise ConfigError(f"--vary {key}: empty item in {text!r}")
     return typed_axis(key, items)

@@ -26,13 +26,12 @@ for ``assumed:``.
 from __future__ import annotations
 
 from simcomm.errors import ConfigError
+from simcomm.links.base import INTRANODE_FAMILIES as INTRANODE
 from simcomm.links.base import LinkClass
 from simcomm.topologies.base import Topology
 
-__all__ = ["with_calibrated_links", "INTRANODE"]
+__all__ = ["with_calibrated_links"]
 
-#: link families inside one machine (the others carry traffic between machines)
-INTRANODE = frozenset({"nvlink", "nvswitch", "pcie", "shm"})  # = simcomm.stacks.base.INTRANODE_FAMILIES
 
 
 def _machine(g, n):

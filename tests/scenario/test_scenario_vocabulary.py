@@ -120,13 +120,6 @@ def test_every_key_is_a_flag_of_run_compare_and_whatif():
         assert not missing, (name, missing)
 
 
-def test_topology_choices_match_the_two_level_builder():
-    from simcomm.scenario.keys import TOPOLOGIES
-    from simcomm.topologies.two_level import INTER
-
-    assert TOPOLOGIES == INTER
-
-
 _VALUES = {
     "nodes": st.integers(1, 64), "batch": st.integers(1, 4096), "seed": st.integers(0, 2 ** 31),
     "bucket_mb": st.floats(0, 1000, allow_nan=False), "resolution": st.floats(0, 0.99),
