@@ -17,7 +17,26 @@ from simcomm.result import Result
 from simcomm.scenario import Scenario
 from simcomm.units import format_time
 
-__all__ = ["run_compare", "baseline_of", "ranked", "verdict", "common_assumptions"]
+__all__ = ["run_compare", "baseline_of", "ranked", "verdict", "common_assumptions", "split_variant",
+           "exposed_rows"]
+
+
+def split_variant(spec: str) -> tuple[str, dict]:
+    """``"megatron:tp=8,pp=2"`` -> ("megatron", {"tp": "8", "pp": "2"}); a plain name has no options.
+
+    Values stay strings: the strategy converts them by type, as for ``--opt`` and ``--baseline``.
+    """
+    name, _, rest = spec.partition(":")
+    opts: dict = {}
+    for item in filter(None, (x.strip() for x in rest.split(","))):
+        if "=" not in item:
+            raise ConfigError(f"--strategies: {item!r} in {spec!r} must look like key=value (e.g. megatron:tp=8)")
+        k, v = item.split("=", 1)
+        k = k.strip().replace("-", "_")
+        if k in opts:
+            raise ConfigError(f"--strategies: option {k!r} given twice in {spec!r}")
+        opts[k] = v.strip()
+    return name.strip(), opts
 
 
 def baseline_of(base: Scenario):
@@ -55,15 +74,18 @@ def run_compare(base: Scenario, strategies: list[str], nodes: list[int], progres
                 raise ConfigError(f"baseline: {name!r} does not apply at {n} nodes ({res.not_applicable}); choose "
                                   "another with --baseline, or --baseline none")
             ref = res.mean_s
-        for name in strategies:
-            opts = _own_options(base, name)
+        for spec in strategies:
+            name, variant = split_variant(spec)
+            opts = {**_own_options(base, name), **variant}  # a variant's own options win over --opt
             scn = replace(base, strategy=name, nodes=n, options=opts)
             try:
                 res = simulate(scn, ctx=ctx, baseline=False, analytic=False)
             except (ConfigError, PlanError) as exc:
-                if name == base.strategy and base.options:
+                if name == base.strategy and base.options and not variant:
                     raise  # the user's own options for this strategy are wrong
-                res = _unusable(scn, str(exc))
+                res = _unusable(scn, str(exc))  # e.g. a layout that does not divide or fit: n/a, with why
+            if variant:
+                res = replace(res, strategy=spec)  # variants of one strategy side by side, named as given
             if not res.not_applicable and ref:
                 res = replace(res, baseline_s=ref, speedup=ref / res.mean_s, baseline=desc)
             out.append(res)
@@ -121,6 +143,18 @@ def verdict(results: list[Result], nodes: list[int]) -> list[str]:
                      f", within 1 % of {second.strategy} (a tie at this model's accuracy)")
         lines.append(text)
     return lines
+
+
+def exposed_rows(results: list[Result]) -> tuple[list[str], list[dict]]:
+    """(kinds, one dict per applicable result that splits its exposed time): the exposed communication by
+    parallelism (``Result.exposed_by``: tensor, context, expert, pipeline, data) and waiting, in seconds."""
+    from simcomm.whatif.results import EXPOSED_KINDS
+
+    have = [r for r in results if not r.not_applicable and r.exposed_by]
+    seen = {k for r in have for k in r.exposed_by}
+    kinds = [k for k in EXPOSED_KINDS if k in seen] + sorted(seen - set(EXPOSED_KINDS))
+    return kinds, [{"strategy": r.strategy, "nodes": r.nodes, **{k: r.exposed_by.get(k) for k in kinds}}
+                   for r in have]
 
 
 def common_assumptions(results: list[Result]) -> list[str]:

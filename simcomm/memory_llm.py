@@ -17,6 +17,10 @@ device when interleaved), data-parallel size ``d``, expert-parallel size ``e``:
   ``d`` data-parallel ranks, stage 2 also the gradients, stage 3 also the
   parameters (expert state over ``d / e``, its own data-parallel group);
   shards are rounded up to whole elements as ZeRO pads its partitions.
+  With context parallelism (``c`` ranks per sequence) the state is sharded over
+  the ``d·c`` ranks that hold the same parameters (Megatron-core's distributed
+  optimizer uses the DP×CP group); with HSDP (``shard_group`` G, ZeRO-3 only) over
+  the G ranks of a shard group instead, replicated across the ``d·c / G`` groups.
 * **activations** per layer and micro-batch of ``b`` sequences of ``s``
   tokens, hidden ``h``, ``a`` heads (Korthikanti et al. 2022, "Reducing
   Activation Recomputation in Large Transformer Models", Table 2, bytes):
@@ -27,7 +31,9 @@ device when interleaved), data-parallel size ``d``, expert-parallel size ``e``:
   GPT's multi-head attention and 4h GELU MLP with dropout, and are applied
   unchanged to GQA, SwiGLU and MoE models (an approximation, stated).
   Embedding, final-norm, logits and loss activations are not counted (the
-  paper's section 4.3 shows them small next to the blocks').
+  paper's section 4.3 shows them small next to the blocks').  Context
+  parallelism keeps ``s / c`` tokens per rank, so every term is divided by
+  ``c`` (the ring's K/V buffers in flight are not counted).
 * **pipeline in-flight micro-batches**: stage ``k`` (0 = first) of 1F1B holds
   ``min(p - k, m)`` micro-batches' activations of its ``L/p`` layers; GPipe
   holds all ``m``; interleaved 1F1B (Narayanan et al. 2021, Megatron-LM's
@@ -183,10 +189,20 @@ def _positive(name: str, value) -> int:
     return value
 
 
-def _check_layout(cfg, tp, pp, dp, ep, zero, micro_batch, microbatches, schedule, v, recompute, stage_layers):
+def _check_layout(cfg, tp, pp, dp, ep, zero, micro_batch, microbatches, schedule, v, recompute, stage_layers,
+                  cp=1, shard_group=None, seq=None):
     for name, value in (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep), ("micro_batch", micro_batch),
-                        ("virtual_stages", v)):
+                        ("virtual_stages", v), ("cp", cp)):
         _positive(name, value)
+    if cp > 1 and (seq or cfg.seq) % cp:
+        raise ConfigError(f"cp: {cp} does not divide the sequence length {seq or cfg.seq} of {cfg.name}")
+    if shard_group is not None:
+        _positive("shard_group", shard_group)
+        if zero != 3:
+            raise ConfigError(f"shard_group: {shard_group} (HSDP) needs zero 3, not zero {zero}")
+        if (dp * cp) % shard_group:
+            raise ConfigError(f"shard_group: {shard_group} does not divide the {dp * cp} data-parallel replicas "
+                              f"(dp {dp} × cp {cp})")
     if microbatches is not None:
         _positive("microbatches", microbatches)
     if zero not in (0, 1, 2, 3) or isinstance(zero, bool):
@@ -209,7 +225,7 @@ def _check_layout(cfg, tp, pp, dp, ep, zero, micro_batch, microbatches, schedule
                               f"of {cfg.name} (and no virtual stages), got {stage_layers!r}")
     elif cfg.layers % (pp * v):
         raise ConfigError(f"pp: {pp} x virtual_stages {v} does not divide the {cfg.layers} layers of {cfg.name}")
-    if ep > 1 and (not cfg.experts or cfg.experts % ep or dp % ep):
+    if ep > 1 and (not cfg.experts or cfg.experts % ep or (dp * cp) % ep):
         raise ConfigError(f"ep: {ep} must divide the experts of {cfg.name} ({cfg.experts}) and dp ({dp})")
     if schedule == "interleaved" and v > 1 and microbatches is not None and microbatches % pp:
         raise ConfigError(f"microbatches: interleaving needs a multiple of pp ({pp}), got {microbatches}")
@@ -225,7 +241,8 @@ def estimate_stages(model, *, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1
                     micro_batch: int = 1, microbatches: int | None = None, seq: int | None = None,
                     sequence_parallel: bool = False, recompute: str = "none", schedule: str = "1f1b",
                     virtual_stages: int = 1, dtype: str = "bf16", optimizer: str = "adam",
-                    stage_layers: tuple[int, ...] | None = None) -> list[LLMMemory]:
+                    stage_layers: tuple[int, ...] | None = None, cp: int = 1,
+                    shard_group: int | None = None) -> list[LLMMemory]:
     """Memory of a rank of every pipeline stage (see the module rules); ``model``: a zoo name or a config.
 
     ``stage_layers`` gives uneven stages (Llama 3 405B: 126 layers on 16 stages, the first and last one layer
@@ -233,12 +250,15 @@ def estimate_stages(model, *, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1
     """
     cfg = _config(model)
     _check_layout(cfg, tp, pp, dp, ep, zero, micro_batch, microbatches, schedule, virtual_stages, recompute,
-                  stage_layers)
+                  stage_layers, cp, shard_group, seq)
     state_bytes_per_param(dtype, optimizer)  # unknown dtype or optimizer: one line before any work
     s = _positive("seq", seq) if seq is not None else cfg.seq
-    per_layer = layer_activation_bytes(s, micro_batch, cfg.hidden, cfg.heads, tp, sequence_parallel, recompute)
-    layout = (f"tp {tp}, pp {pp}{f' (x{virtual_stages} virtual)' if virtual_stages > 1 else ''}, dp {dp}"
-              f"{f', ep {ep}' if ep > 1 else ''}, ZeRO-{zero}, micro-batch {micro_batch}, {schedule}, "
+    per_layer = layer_activation_bytes(s, micro_batch, cfg.hidden, cfg.heads, tp, sequence_parallel, recompute) / cp
+    shards = shard_group if shard_group is not None else dp * cp  # ranks one parameter's state is split over
+    layout = (f"tp {tp}{f', cp {cp}' if cp > 1 else ''}, pp {pp}"
+              f"{f' (x{virtual_stages} virtual)' if virtual_stages > 1 else ''}, dp {dp}"
+              f"{f', ep {ep}' if ep > 1 else ''}, ZeRO-{zero}"
+              f"{f' (HSDP shard group {shard_group})' if shard_group is not None else ''}, micro-batch {micro_batch}, {schedule}, "
               f"recompute {recompute}{', sequence parallel' if sequence_parallel else ''}, {dtype}, {optimizer}")
     out = []
     for k in range(pp):
@@ -246,8 +266,8 @@ def estimate_stages(model, *, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1
         layers = len(stage_blocks(cfg.layers, pp, k, virtual_stages, stage_layers))  # L / pp when even
 
         # expert state has its own data-parallel group of dp / ep ranks
-        state = [a + b for a, b in zip(zero_state_bytes(dense, dp, zero, dtype, optimizer),
-                                       zero_state_bytes(expert, dp // ep, zero, dtype, optimizer))]
+        state = [a + b for a, b in zip(zero_state_bytes(dense, shards, zero, dtype, optimizer),
+                                       zero_state_bytes(expert, dp * cp // ep, zero, dtype, optimizer))]
         acts = per_layer * layers * in_flight(pp, k, microbatches, schedule, virtual_stages)
         out.append(LLMMemory(cfg.name, layout, k, dense + expert, *state, math.ceil(acts)))
     return out

@@ -101,6 +101,9 @@ class IterationInfo:
     iteration time is ``end[b] - end[a]``; ``period_ranks`` gives each rank's own
     ``(a, b)`` (a rank's finish, for per-rank means); ``iterations_in_plan`` divides
     its traffic per iteration.  ``assumed`` lines are printed with the result.
+    ``measured_ranks``: these ranks stand for all (a plan that simulates one of several
+    identical replicas in full, the others only where they communicate with it); the
+    critical rank and per-rank means are taken over them.  None: every rank.
     """
 
     kind: str = "every iteration"
@@ -108,6 +111,7 @@ class IterationInfo:
     period_ranks: Mapping[int, tuple[int, int]] | None = None
     iterations_in_plan: int = 1
     assumed: tuple[str, ...] = ()
+    measured_ranks: tuple[int, ...] | None = None
 
     def with_assumed(self, *lines: str) -> IterationInfo:
         return replace(self, assumed=tuple(self.assumed) + tuple(lines))
@@ -132,6 +136,10 @@ class CommPlan:
         n = self.n_ranks
         if n < 1:
             raise PlanError(f"plan has {n} ranks; need at least 1")
+        measured = self.info.measured_ranks
+        if measured is not None and (not measured or any(not 0 <= r < n for r in measured)
+                                     or len(set(measured)) != len(measured)):
+            raise PlanError(f"plan's measured ranks must be distinct ranks in 0..{n - 1}, at least one")
         for i, op in enumerate(self.ops):
             if op.id != i:
                 raise PlanError(f"op at position {i} has id {op.id}; ids must equal positions")
@@ -241,7 +249,8 @@ class PlanBuilder:
 
     def build(self, *, kind: str = "every iteration", period: tuple[int, int] | None = None,
               period_ranks: Mapping[int, tuple[int, int]] | None = None, iterations_in_plan: int = 1,
-              assumed: tuple[str, ...] = (), **meta) -> CommPlan:
+              assumed: tuple[str, ...] = (), measured_ranks: Sequence[int] | None = None, **meta) -> CommPlan:
         """The plan: the iteration protocol as typed fields, anything else as diagnostics in ``meta``."""
-        info = IterationInfo(kind, period, period_ranks, iterations_in_plan, tuple(assumed))
+        info = IterationInfo(kind, period, period_ranks, iterations_in_plan, tuple(assumed),
+                             None if measured_ranks is None else tuple(measured_ranks))
         return CommPlan(self.n_ranks, tuple(self._ops), dict(meta), info).validate()

@@ -356,6 +356,10 @@ def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: boo
                          **({"comm_cpu": comm_cpu, "resolution": resolution} if fidelity == "flow" else {}))
     for n_kind, (weight, plan) in enumerate(kinds):
         run_plan, copies = plan, None
+        if jitter and plan.info.measured_ranks is not None:
+            # identical replicas folded into one would all draw replica 0's compute: no straggler among them
+            raise ConfigError("workload.compute_jitter: draws every rank's compute separately, but this plan "
+                              "simulates one data-parallel replica for all; use --opt replicas=all (or auto)")
         if jitter:
             run_plan, copies = jit.chain(plan, jit.draw(jitter, jit.ITERATIONS, plan.n_ranks, (seed, n_kind)))
         tl = engine.simulate(run_plan, topo, fidelity=fidelity, seed=seed, options=opts)
@@ -403,6 +407,7 @@ def rank_mean(plan, tl, n_train: int) -> float:
     per = plan.info.period_ranks
     if per:
         return float(np.mean([float(tl.end[b] - tl.end[a]) for r, (a, b) in sorted(per.items()) if r < n_train]))
+    measured = plan.info.measured_ranks  # ranks that stand for all (a plan of one replica of several)
     f = np.zeros(n_train)
     for op in plan.ops:
         members = (op.rank,) if isinstance(op, Compute) else (op.src,) if isinstance(op, Transfer) \
@@ -410,6 +415,8 @@ def rank_mean(plan, tl, n_train: int) -> float:
         for r in members:
             if r < n_train:
                 f[r] = max(f[r], tl.end[op.id])
+    if measured is not None:
+        return float(np.mean(f[[r for r in measured if r < n_train]]))
     return float(np.mean(f))
 
 
@@ -587,6 +594,11 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
     common = dict(strategy=scn.strategy, options=dict(scn.options), nodes=scn.nodes, gpus_per_node=gpn,
                   n_ranks=n_train, cluster=scn.cluster, model=trace.model, batch=w.batch,
                   fidelity=scn.fidelity, stack=stack_name)
+    if wl.compute_jitter and getattr(strategy.params, "replicas", None) == "auto":
+        # replicas drawn apart are not identical: a layout that would fold them simulates every one
+        import dataclasses
+
+        strategy = type(strategy)(dataclasses.replace(strategy.params, replicas="all"))
     try:
         plans = strategy.iterations(w, topo)
     except NotApplicable as exc:

@@ -27,8 +27,8 @@ from itertools import accumulate
 from simcomm import memory_llm
 from simcomm.errors import ConfigError
 
-__all__ = ["Layout", "Space", "Estimate", "Row", "divisors", "enumerate_layouts", "layout_memory", "fit_layouts",
-           "Pricer", "plan_ops", "rank_rows", "simulate_row", "ESTIMATE", "FLOW", "ANALYTIC"]
+__all__ = ["Layout", "Space", "Estimate", "Row", "divisors", "enumerate_layouts", "batch_skipped", "layout_memory",
+           "fit_layouts", "Pricer", "plan_ops", "rank_rows", "simulate_row", "ESTIMATE", "FLOW", "ANALYTIC"]
 
 ESTIMATE, FLOW, ANALYTIC = "estimate", "simulated flow", "simulated analytic"
 
@@ -121,6 +121,24 @@ def enumerate_layouts(cfg, n_gpus: int, global_batch: int, gpus_per_node: int, s
     return out
 
 
+def batch_skipped(cfg, n_gpus: int, global_batch: int, gpus_per_node: int, space: Space = Space()) -> list[tuple]:
+    """The (tp, pp, dp) splits :func:`enumerate_layouts` skips only because dp does not divide the global batch.
+
+    The global batch is the user's and is kept exactly (never rounded to a multiple of dp); the caller
+    prints how many splits that rules out.
+    """
+    max_tp = space.max_tp if space.max_tp is not None else gpus_per_node
+    out = []
+    for tp in divisors(n_gpus):
+        if tp > max_tp or cfg.heads % tp or cfg.kv_heads % tp or cfg.ffn % tp:
+            continue
+        for pp in divisors(n_gpus // tp):
+            dp = n_gpus // (tp * pp)
+            if cfg.layers % pp == 0 and global_batch % dp:
+                out.append((tp, pp, dp))
+    return out
+
+
 def layout_memory(cfg, lay: Layout, global_batch: int, dtype: str = "bf16"):
     """The memory model's fullest stage for ``lay`` (:func:`simcomm.memory_llm.estimate`)."""
     return memory_llm.estimate(cfg, tp=lay.tp, pp=lay.pp, dp=lay.dp, zero=lay.zero, micro_batch=lay.microbatch,
@@ -177,9 +195,10 @@ class Pricer:
 
     def __init__(self, trace, topology, runtime, cfg, global_batch: int, wire_bytes: int = 2,
                  bucket_bytes: float = 25e6):
+        from simcomm.strategies.megatron import core_share
         from simcomm.workload import layer_times
 
-        self._layer_times = layer_times
+        self._layer_times, self._core_share = layer_times, core_share
         self.trace, self.topo, self.runtime, self.cfg, self.gb = trace, topology, runtime, cfg, global_batch
         self.wire, self.bucket_bytes = wire_bytes, bucket_bytes
         self.act = 4 if trace.dtype in ("fp32", "float32") else 2
@@ -203,7 +222,7 @@ class Pricer:
                 if recompute == "full":
                     b += f  # every layer's forward (embedding and head too, as the strategy does) re-run
                 elif recompute == "selective" and layer.name.endswith(".attn"):
-                    b += f * s / (2 * h + s)  # the attention core's share of the forward
+                    b += f * self._core_share(s, h, self.cfg.meta())  # the attention core's share of the forward
                 fb.append((f, b))
             bf = [sum(fb[j][0] for j in blk) for blk in self.blocks]
             bb = [sum(fb[j][1] for j in blk) for blk in self.blocks]
@@ -377,8 +396,10 @@ def simulate_row(row: Row, base: dict, global_batch: int, fidelity: str) -> Row:
     from simcomm.pipeline import simulate
     from simcomm.scenario import from_flat
 
-    scn = from_flat({**base, "strategy": "megatron", "fidelity": fidelity, "batch": global_batch,
-                     "scaling": "strong", **row.layout.options(global_batch)})
+    # The layout's global batch is the megatron option, exactly; the workload keeps the trace's per-rank batch
+    # (megatron does not read it).  Strong scaling would split the batch over the ranks and round it up to
+    # ceil(B / R)·R (and refuse B < R), changing the number the user gave.
+    scn = from_flat({**base, "strategy": "megatron", "fidelity": fidelity, **row.layout.options(global_batch)})
     res = simulate(scn, baseline=False, analytic=False)
     if res.not_applicable:
         return replace(row, note=f"not simulated: {res.not_applicable}")

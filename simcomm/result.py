@@ -168,11 +168,15 @@ def iteration_time(plan, timeline) -> tuple[float, tuple[float, float]]:
 
 
 def critical_rank(plan, n_train: int) -> int:
-    """Training rank with the most compute seconds (lowest id on ties)."""
+    """Training rank with the most compute seconds (lowest id on ties), among the plan's measured ranks if it names them."""
     secs = np.zeros(plan.n_ranks)
     for op in plan.ops:
         if isinstance(op, Compute) and op.category != "dataload":
             secs[op.rank] += op.seconds
+    measured = plan.info.measured_ranks
+    if measured is not None:
+        ranks = np.array(sorted(r for r in measured if r < n_train) or [min(measured)], dtype=np.int64)
+        return int(ranks[np.argmax(secs[ranks])])
     return int(np.argmax(secs[:max(1, n_train)]))
 
 

@@ -2,12 +2,12 @@
 
     python benchmarks/nccl/score.py                     # print the tables
     python benchmarks/nccl/score.py --write docs/accuracy.md   # replace its "GPU collectives" section
-    python benchmarks/nccl/score.py --fit-fill          # refit NVLS_TREE_FILL_LOOPS on its calibration run
+    python benchmarks/nccl/score.py --fit-fill --only nebius-h100-2x8-ib-allreduce   # NVLS-Tree fill check
 
 Every run is set up from its stated hardware (models.toml, written without
 looking at the measured rows) and every row is a *prediction*: nothing is
-fitted when scoring (``--fit-fill`` shows how NVLS_TREE_FILL_LOOPS was fitted
-on its held-out run).  Runs whose source called them anomalous are scored and
+fitted when scoring (``--fit-fill`` compares, for one run, the NVLS-Tree fill
+that would make each row exact with the one derived from NCCL's kernel).  Runs whose source called them anomalous are scored and
 shown but kept out of the medians, and so are *unsettled* rows, whose in-place and
 out-of-place times (the same operation, measured back to back by nccl-tests)
 differ by more than 1.5x in the source itself.  Errors are (predicted - measured) / measured of
@@ -95,6 +95,19 @@ def score_run(run: dict, model: dict) -> dict:
             "ranks": topo.n_ranks, "source": run["source"]}
 
 
+#: hardware classes (models.toml ``class``) outside issue 13's accuracy target, and why; still scored and shown.
+#: On these the rate that matters is set by software or hardware NCCL's code does not contain, so no NCCL
+#: mechanism can predict it: simcomm sees one line rate or one public share for what is really a host stack.
+OFF_TARGET = {
+    "cloud network (EFA, TCP, GPUDirect-TCPX)":
+        "the network is driven by stacks outside NCCL (the kernel's TCP stack, GPUDirect-TCPX/TCPXO's user-space "
+        "stacks, libfabric's EFA provider without GPUDirect RDMA), whose rate no NCCL source sets",
+    "PCIe without P2P (through host memory)":
+        "every byte crosses host memory, whose rate both ways is the CPU's and chipset's (NVIDIA/nccl#384: "
+        "'some CPUs do not handle bidirectional traffic well'), not NCCL's",
+}
+
+
 def _median(xs):
     return statistics.median(xs) if xs else None
 
@@ -103,8 +116,10 @@ def _pct(x):
     return "-" if x is None else f"{100 * x:.0f} %"
 
 
-def summary(results: list[dict]) -> dict:
-    healthy = [r for r in results if not r["anomalous"] and not r["calibration"]]
+def summary(results: list[dict], target: bool = False) -> dict:
+    """Median |error| per band over counted runs (``target``: only the classes issue 13's target covers)."""
+    healthy = [r for r in results if not r["anomalous"] and not r["calibration"]
+               and not (target and r["class"] in OFF_TARGET)]
     rows = [row for r in healthy for row in r["rows"] if not row["unsettled"]]
     out = {"runs": len(healthy), "rows": len(rows),
            "unsettled": sum(row["unsettled"] for r in healthy for row in r["rows"])}
@@ -145,7 +160,7 @@ def _algo_check(r: dict) -> str:
 
 
 def render(results: list[dict]) -> str:
-    from simcomm.nccl.execution import CALIBRATION_RUN, FILL_CALIBRATION_RUN
+    from simcomm.nccl.execution import CALIBRATION_RUN
 
     s = summary(results)
     lines = [START, "## GPU collectives: public nccl-tests runs", "",
@@ -153,11 +168,11 @@ def render(results: list[dict]) -> str:
              "Every row is a **prediction**: each run is set up from the hardware its source states",
              "(`benchmarks/nccl/models.toml`, written without the measured rows), simulated with",
              "`simcomm.bench` on the `nccl` stack, and compared with the measured out-of-place time.",
-             "Two numbers were fitted, each on one run that is then held out whole: the kernel launch per GPU",
+             "One number was fitted, on one run that is then held out whole: the kernel launch per GPU",
              "a host thread drives, per NCCL call (`LAUNCH_PER_GPU_S` in `simcomm/nccl/execution.py`;",
-             f"nccl-tests' `-g` is in `models.toml`), on the 8 B row of `{CALIBRATION_RUN}`; and NVLS-Tree's",
-             "pipeline fill in loops (`NVLS_TREE_FILL_LOOPS`), the median over the NVLS-Tree rows of",
-             f"`{FILL_CALIBRATION_RUN}`. One public number is used as stated: NVIDIA/nccl#384's",
+             f"nccl-tests' `-g` is in `models.toml`), on the 8 B row of `{CALIBRATION_RUN}`. NVLS-Tree's",
+             "and NVLS's pipeline fill is derived from their kernels' stages (`nvls_tree_fill_loops`), not fitted.",
+             "One public number is used as stated: NVIDIA/nccl#384's",
              "bidirectional share of a GPU's PCIe port through host memory (`HOST_BIDIR_SHARE`). Runs their",
              "source called anomalous are shown but not counted. Sources, hardware as stated, and every number:",
              "`benchmarks/nccl/runs/`.", "",
@@ -168,7 +183,16 @@ def render(results: list[dict]) -> str:
              f"| >= 1 MB | {_pct(s['>= 1 MB'])} | 10 % |",
              f"| <= 64 KB | {_pct(s['<= 64 KB'])} | 25 % |"]
     lines += [f"| {label} | {_pct(s[label])} | |" for label, _, _ in BANDS]
+    t = summary(results, target=True)
     lines += [f"| per-run median, >= 1 MB (median over runs) | {_pct(s['per-run >= 1 MB'])} | |", "",
+              f"Issue 13's target set: the {t['runs']} counted runs ({t['rows']} rows) outside the classes below, "
+              "which are scored and shown but whose rates NCCL's code does not set:", ""]
+    lines += [f"* {c}: {why}." for c, why in OFF_TARGET.items()]
+    lines += ["", "| band, target set | median abs error | target |", "|---|---:|---:|",
+              f"| >= 1 MB | {_pct(t['>= 1 MB'])} | 10 % |",
+              f"| <= 64 KB | {_pct(t['<= 64 KB'])} | 25 % |",
+              f"| 1-16 MiB | {_pct(t['1-16 MiB'])} | |",
+              f"| >= 128 MiB | {_pct(t['>= 128 MiB'])} | |", "",
               "By hardware class (counted runs; median |error| of their rows):", "",
               "| class | runs | <= 64 KB | >= 1 MB | >= 128 MiB |", "|---|---:|---:|---:|---:|"]
     classes = sorted({r["class"] for r in results})
@@ -195,25 +219,37 @@ def render(results: list[dict]) -> str:
 
 
 def fit_fill(run: dict, model: dict) -> tuple[float, list[float]]:
-    """NVLS-Tree's fill ``F`` that makes each NVLS-Tree row of ``run`` exact, and their median.
+    """NVLS-Tree's fill ``F`` that would make each NVLS-Tree row of ``run`` exact, and their median.
 
     The prediction is linear in ``F`` (its bandwidth term is that of ``n + F min(n, loop)`` bytes), so each
-    row's ``F`` is ``(measured - pred(0)) / (pred(1) - pred(0))``.  How ``NVLS_TREE_FILL_LOOPS`` was fitted.
+    row's ``F`` is ``(measured - pred(0)) / (pred(1) - pred(0))``.  A check of
+    :func:`simcomm.nccl.execution.nvls_tree_fill_loops`, which derives ``F`` from the kernel; nothing uses it.
     """
     from simcomm.nccl import execution
 
-    keep = execution.NVLS_TREE_FILL_LOOPS
+    keep = execution.nvls_tree_fill_loops
     try:
-        execution.NVLS_TREE_FILL_LOOPS = 0.0
+        execution.nvls_tree_fill_loops = lambda layout, mt: 0.0
         at0 = score_run(run, model)["rows"]
-        execution.NVLS_TREE_FILL_LOOPS = 1.0
+        execution.nvls_tree_fill_loops = lambda layout, mt: 1.0
         at1 = score_run(run, model)["rows"]
     finally:
-        execution.NVLS_TREE_FILL_LOOPS = keep
+        execution.nvls_tree_fill_loops = keep
     fs = [(a["measured_us"] - a["predicted_us"]) / (b["predicted_us"] - a["predicted_us"])
           for a, b in zip(at0, at1) if "NVLSTree" in a["algorithm"] and not a["unsettled"]
           and b["predicted_us"] > a["predicted_us"]]
     return _median(fs), fs
+
+
+def derived_fill(model: dict) -> float:
+    """The fill (loops) :func:`simcomm.nccl.execution.nvls_tree_fill_loops` derives for a run's machine."""
+    from simcomm.nccl.execution import nvls_tree_fill_loops
+    from simcomm.nccl.layout import group_layout
+    from simcomm.nccl.tuning import model as nccl_model
+
+    topo, _ = build(model)
+    layout = group_layout(topo, tuple(range(topo.n_ranks)))
+    return nvls_tree_fill_loops(layout, nccl_model("nvls-tree", "simple", "allreduce", layout, float(1 << 30)))
 
 
 def main(argv=None) -> int:
@@ -221,17 +257,21 @@ def main(argv=None) -> int:
     ap.add_argument("--write", type=Path, help="Markdown file whose GPU collectives section to replace")
     ap.add_argument("--only", help="score one run id")
     ap.add_argument("--fit-fill", action="store_true",
-                    help="print the NVLS-Tree fill fitted on FILL_CALIBRATION_RUN (or on --only's run)")
+                    help="with --only: the NVLS-Tree fill each row would need, against the derived one")
     args = ap.parse_args(argv)
     models = tomllib.loads((HERE / "models.toml").read_text(encoding="utf-8"))
     if args.fit_fill:
-        from simcomm.nccl.execution import FILL_CALIBRATION_RUN
-
-        rid = args.only or FILL_CALIBRATION_RUN
+        if not args.only or args.only not in models:
+            print("error: --fit-fill needs --only with a run id of benchmarks/nccl/runs", file=sys.stderr)
+            return 2
+        rid = args.only
         run = tomllib.loads((HERE / "runs" / f"{rid}.toml").read_text(encoding="utf-8"))
         med, fs = fit_fill(run, models[rid])
-        print(f"{rid}: NVLS-Tree fill F = {med:.4f} (median of {len(fs)} rows: "
-              + ", ".join(f"{f:.2f}" for f in fs) + ")")
+        if med is None:
+            print(f"{rid}: no NVLS-Tree row")
+            return 0
+        print(f"{rid}: NVLS-Tree fill derived F = {derived_fill(models[rid]):.2f}; per-row exact F median "
+              f"{med:.2f} ({len(fs)} rows: " + ", ".join(f"{f:.2f}" for f in fs) + ")")
         return 0
     results = []
     for path in sorted((HERE / "runs").glob("*.toml")):

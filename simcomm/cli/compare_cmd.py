@@ -21,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from simcomm.cli.console import print_json, stderr, stdout, table
 from simcomm.cli.run_cmd import build_scenario
 from simcomm.cli.scenario_flags import scenario_flags
-from simcomm.compare import baseline_of, common_assumptions, ranked, run_compare, verdict
+from simcomm.compare import baseline_of, common_assumptions, exposed_rows, ranked, run_compare, verdict
 from simcomm.scenario.resolve import file_cluster
 from simcomm.errors import ConfigError
 from simcomm.units import format_time
@@ -40,20 +40,73 @@ def parse_nodes(text: str) -> list[int]:
 
 
 def parse_strategies(text: str) -> list[str]:
+    """``all``, or names and variants: ``allreduce,megatron:tp=8,pp=2 megatron:tp=4,pp=4``.
+
+    A variant is ``NAME:key=value,...`` (the ``--baseline`` spelling); a ``key=value`` item after it
+    belongs to it, so commas and spaces both separate entries.  Each variant is checked (its name and
+    its options' names and types) here; layouts that then do not divide or fit are per-point ``n/a``.
+    """
+    from simcomm.compare import split_variant
     from simcomm.strategies import STRATEGIES
 
     if text.strip() == "all":
         return list(STRATEGIES.names())
-    names = [x.strip() for x in text.split(",") if x.strip()]
-    for n in names:
-        STRATEGIES.entry(n)  # unknown name: one line listing the choices
-    return names
+    specs: list[str] = []
+    for item in (x.strip() for x in text.replace(" ", ",").split(",")):
+        if not item:
+            continue
+        if "=" in item and ":" not in item:
+            if not specs or ":" not in specs[-1]:
+                raise ConfigError(f"--strategies: {item!r} is an option with no variant before it; write "
+                                  "NAME:key=value,key=value (e.g. megatron:tp=8,pp=2)")
+            specs[-1] += "," + item
+        else:
+            specs.append(item)
+    out = []
+    for spec in specs:
+        name, opts = split_variant(spec)
+        STRATEGIES.entry(name)  # unknown name: one line listing the choices
+        if opts:
+            from simcomm.pipeline import make_strategy
+
+            try:
+                make_strategy(name, opts)
+            except ConfigError as exc:
+                raise ConfigError(f"--strategies {spec}: {exc}") from None
+        label = name + (":" + ",".join(f"{k}={v}" for k, v in opts.items()) if opts else "")
+        if label in out:
+            raise ConfigError(f"--strategies: {label!r} given twice")
+        out.append(label)
+    return out
+
+
+def _options_owner(names: list[str], opts: list[str] | None) -> str | None:
+    """The first compared strategy that has every ``--opt`` key (the scenario is checked as that strategy's, so
+    ``--opt tp=2`` is valid with ``--strategies allreduce,megatron``); None: no options, or none has them all
+    (the resolver then names the option that belongs to no compared strategy)."""
+    if not opts:
+        return None
+    from simcomm.cli.run_cmd import parse_opts
+    from simcomm.compare import split_variant
+    from simcomm.strategies.base import STRATEGIES, option_names
+
+    from simcomm.scenario import KEY
+
+    keys = {k for k in parse_opts(opts) if k not in KEY}  # --opt nccl_algo=... is a stack setting, not an option
+    if not keys:
+        return None
+    for spec in names:
+        name = split_variant(spec)[0]
+        if keys <= set(option_names(STRATEGIES.get(name))):
+            return name
+    return None
 
 
 @scenario_flags(skip=("strategy", "nodes"))
 def compare_command(
     scenario: Optional[Path] = typer.Argument(None, help="Scenario TOML file (flags override it)."),
-    strategies: str = typer.Option("all", "--strategies", help="all, or a comma-separated list."),
+    strategies: str = typer.Option("all", "--strategies", help="all, or a comma-separated list; a variant is "
+                                   "NAME:key=value,... (e.g. megatron:tp=8,pp=2 megatron:tp=4,pp=4)."),
     nodes: Optional[str] = typer.Option(None, "--nodes", help="Comma-separated node counts (default 4,8,16; a "
                                         "topology file's own size)."),
     png: Optional[Path] = typer.Option(None, "--png", help="Write the comparison plot here."),
@@ -66,7 +119,8 @@ def compare_command(
 ) -> None:
     """Compare strategies across node counts: iteration time, speedup vs allreduce, breakdown."""
     names = parse_strategies(strategies)
-    base = build_scenario(scenario, flags, opts=opt)
+    owner = _options_owner(names, opt)
+    base = build_scenario(scenario, flags, opts=opt, **({"strategy": owner} if owner else {}))
     counts = parse_nodes(nodes) if nodes is not None else [base.nodes] if file_cluster(base.cluster) else [4, 8, 16]
     if file_cluster(base.cluster) and counts != [base.nodes]:
         raise ConfigError(f"--nodes: cluster {base.cluster!r} is a topology file with {base.nodes} node(s); its size "
@@ -87,9 +141,11 @@ def compare_command(
 
         plot_compare(results, png)
     ref = baseline_of(base)
+    kinds, _ = exposed_rows(results)  # layouts that split their exposed time add one column per parallelism
     rows = [{"strategy": r.strategy, "nodes": r.nodes, "ranks": r.n_ranks,
              "mean_s": None if r.not_applicable else r.mean_s,
              "speedup": None if r.not_applicable else r.speedup,
+             **{f"exposed_{k}_s": None if r.not_applicable else r.exposed_by.get(k) for k in kinds},
              "baseline": r.baseline or "", "not_applicable": r.not_applicable or ""} for r in results]
     if as_json:
         print_json(rows)
@@ -118,6 +174,14 @@ def compare_command(
     con.print("cells: mean iteration time" + ("" if ref is None else
                                              f" (speedup vs the baseline at the same nodes: {base_line})")
               + "; rows fastest first at the largest node count")
+    kinds, split = exposed_rows(results)
+    if split:
+        e = table("exposed time by parallelism (critical rank; waiting: pipeline bubble and other ranks)",
+                  [("strategy", "left"), ("nodes", "right")] + [(k, "right") for k in kinds])
+        order = ranked(results, names, counts)
+        for x in sorted(split, key=lambda x: (order.index(x["strategy"]), x["nodes"])):
+            e.add_row(x["strategy"], str(x["nodes"]), *("-" if x[k] is None else format_time(x[k]) for k in kinds))
+        con.print(e)
     for r in results:
         if r.not_applicable:
             con.print(f"n/a: {r.strategy} at {r.nodes} nodes: {r.not_applicable}")

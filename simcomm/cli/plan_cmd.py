@@ -203,6 +203,11 @@ def plan_command(
         if png is not None:
             sweep = _pareto_points(cfg, base, nodes, global_batch, space, dtype, bar, n_gpus, ranked[0])
     assumed = _assumed(ctx, space, n_gpus, nodes, precision, n_enum, n_fit, dev, k, fidelity, max_ops)
+    skipped = plan.batch_skipped(cfg, n_gpus, global_batch, max(1, n_gpus // nodes), space)
+    if skipped:
+        eg = ", ".join(f"tp {t} pp {p} dp {d}" for t, p, d in skipped[:3])
+        assumed.append(f"global batch {global_batch} kept exactly (never rounded): {len(skipped)} tp × pp × dp "
+                       f"split(s) skipped because dp does not divide it ({eg}{', ...' if len(skipped) > 3 else ''})")
     shown = ranked[:top]
     simulated = [(i, r) for i, r in enumerate(ranked) if r.priced != plan.ESTIMATE or r.note]
     if as_json:

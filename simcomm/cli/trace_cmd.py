@@ -78,6 +78,7 @@ def capture_command(
     grad_norms: int = typer.Option(0, "--grad-norms", help="Record per-layer gradient L1 norms over N iterations."),
     optimizer: str = typer.Option("sgd", "--optimizer", help="sgd (momentum) or adam."),
     threads: int = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's choice)."),
+    autocast: str = typer.Option(None, "--autocast", help="Mixed precision: bf16 or fp16 (torch.autocast)."),
     out: str = typer.Option(None, "--out", help="Output file (default MODEL-DEVICE-capture[-rankR].json)."),
 ) -> None:
     """Time every layer's forward and backward with torch (CUDA events on GPU, perf_counter on CPU)."""
@@ -98,7 +99,7 @@ def capture_command(
         raise ConfigError("iters: --iters must be >= 1, --warmup and --grad-norms >= 0")
     cfg = CaptureConfig(model=model, module=module, batches=tuple(_batches(batch)), input_shape=shape,
                         device=device, iters=iters, warmup=warmup, grad_norms=grad_norms,
-                        optimizer=optimizer, threads=threads)
+                        optimizer=optimizer, threads=threads, autocast=autocast)
     kind = "gpu" if device.startswith("cuda") else "cpu"  # the trace's device_kind, known before capturing
     stem = (model or module.split(":")[-1]) + f"-{kind}-capture{rank_suffix()}"
     target = check_output_path(_default_out(stem) if out is None else out, "out")

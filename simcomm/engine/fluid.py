@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simcomm.engine.lone import LoneFlows
 from simcomm.engine.maxmin import maxmin_rates, maxmin_rates_global
 from simcomm.engine.prune import link_rank, route_matrix
 from simcomm.engine.small import MAX_LIVE, SmallFlows
@@ -47,6 +48,7 @@ _REFRESH = 64
 
 _EMPTY_F = np.zeros(0)
 _EMPTY_I = np.zeros(0, dtype=np.int64)
+_NAN1 = np.full(1, np.nan)
 
 
 def _unique_inverse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -73,6 +75,9 @@ class FluidCore:
 
     _FIELDS = ("rem", "t_ref", "rate", "t_bw", "t_next", "phase", "batch", "index", "e_start", "e_len")
     _refresh = _REFRESH
+    #: The scalar twin takes its lean form while live routes are disjoint (simcomm.engine.lone);
+    #: False keeps the general scalar form throughout (a reference for tests; the same floats).
+    lean = True
 
     def __init__(self, capacity: np.ndarray, incremental: bool = True, family_of_link: np.ndarray | None = None,
                  resolution: float = 0.0, scalar: bool = True):
@@ -167,9 +172,40 @@ class FluidCore:
                                   route_len[alive], links[keep]))
         return bid
 
+    def add_message(self, nbytes: float, t_bw: float, route: tuple) -> int:
+        """Queue one flow of ``nbytes`` over ``route`` (a tuple of link ids); return its batch id.
+
+        The same as :meth:`add` of a one-flow batch, given Python scalars and the route's
+        tuple instead of arrays (a plan of messages adds hundreds of thousands of them).
+        """
+        bid = self._next_id
+        self._next_id += 1
+        self._finish[bid] = _NAN1.copy()
+        self._left[bid] = 1
+        self._pending.append((bid, [0], [nbytes], [t_bw], [len(route)], route))
+        return bid
+
     @property
     def empty(self) -> bool:
         return self.n_live == 0 and not self._pending and not self._born_done
+
+    def settle_next(self, now: float) -> tuple[list[tuple[int, np.ndarray]], float]:
+        """:meth:`settle` at ``now``, then :meth:`next_time`: what the live network does at each event.
+
+        In the scalar twin's lean form (simcomm.engine.lone) with at most one message queued
+        this is one call into it instead of several layers; the same steps either way.
+        """
+        sm = self._small
+        if sm is not None and sm.__class__ is LoneFlows and sm.lean and not self._born_done \
+                and self.family_of_link is None:
+            pend = self._pending
+            if not pend or (len(pend) == 1 and type(pend[0][5]) is tuple and self.n_live < MAX_LIVE):
+                now = float(now)
+                out = sm.settle_next(now, TIME_TOL * max(abs(now), 1e-300))
+                if out is not None:
+                    return out
+        done = self.settle(now)
+        return done, self.next_time()
 
     def next_time(self) -> float:
         """Absolute time of the next phase change, ``inf`` when nothing is active."""
@@ -202,7 +238,10 @@ class FluidCore:
         done_batches, self._born_done = self._born_done, []
         if self._pending:
             self._merge()
-        if self._small is not None:
+        sm = self._small
+        if sm is not None:
+            if sm.__class__ is LoneFlows and sm.lean:
+                return sm.settle(now, tol, done_batches)
             return self._settle_small(now, tol, done_batches)
         first = self.resolution > 0
         while self.n_live:
@@ -274,7 +313,8 @@ class FluidCore:
         if self.use_small:
             n_new = sum(len(p[1]) for p in self._pending)
             if self._small is None and len(self.rem) == 0 and n_new <= MAX_LIVE:
-                self._small = SmallFlows(self)  # an empty network starts in scalar form
+                # an empty network starts in scalar form
+                self._small = LoneFlows(self) if self.lean else SmallFlows(self)
             if self._small is not None:
                 if self.n_live + n_new <= MAX_LIVE:
                     added = self._small.merge(self._pending, self.t)
@@ -512,10 +552,12 @@ def run_isolated(capacity: np.ndarray, nbytes: np.ndarray, latency: np.ndarray, 
         done = core.settle(t)
     n = len(nbytes)
     if done:
+        core._small = None  # breaks the core <-> small-flows cycle: runs pause the collector (gcpause)
         return IsolatedState(core.t, done[0][1], np.zeros(n), np.zeros(n), core.solves, tuple(core.usage),
                              core.merged)
     idx, rem, t_bw, _ = core.snapshot(until)
     finish = core._finish[0].copy()
+    core._small = None
     r = np.zeros(n)
     tb = np.zeros(n)
     r[idx] = rem

@@ -151,9 +151,9 @@ class LiveNetwork:
 
     def _settle(self) -> None:
         self.settles += 1
-        for bid, fin in self.core.settle(self.env.now):
+        done, nxt = self.core.settle_next(self.env.now)
+        for bid, fin in done:
             self._waiters.pop(bid).succeed(fin)
-        nxt = self.core.next_time()
         self._gen += 1
         if nxt < math.inf:
             gen = self._gen

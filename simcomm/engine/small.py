@@ -241,6 +241,29 @@ class SmallFlows:
         for r in self.route:
             self._count(r)
 
+    def _record_finished(self, gone: list, now: float, done_batches: list) -> None:
+        """Write ``now`` as the finish of the flows ``gone``; batches left with no live flow are done."""
+        core = self.core
+        batch, index, finish, left = self.batch, self.index, core._finish, core._left
+        if len(gone) == 1:
+            i = gone[0]
+            b = batch[i]
+            finish[b][index[i]] = now
+            left[b] -= 1
+            if left[b] == 0:
+                del left[b]
+                done_batches.append(b)
+            return
+        per: dict = {}
+        for i in gone:
+            per.setdefault(batch[i], []).append(index[i])
+        for b in sorted(per):
+            finish[b][per[b]] = now
+            left[b] -= len(per[b])
+            if left[b] == 0:
+                del left[b]
+                done_batches.append(b)
+
     def step(self, now: float, tol: float, first: bool, done_batches: list) -> bool:
         """One pass of FluidCore.settle's loop; False when nothing is due."""
         core = self.core
@@ -270,25 +293,7 @@ class SmallFlows:
         gone = [i for i in due if phase[i] == BANDWIDTH]
         enter = [i for i in due if phase[i] == LATENCY]
         if gone:
-            batch, index, finish, left = self.batch, self.index, core._finish, core._left
-            if len(gone) == 1:
-                i = gone[0]
-                b = batch[i]
-                finish[b][index[i]] = now
-                left[b] -= 1
-                if left[b] == 0:
-                    del left[b]
-                    done_batches.append(b)
-            else:
-                per: dict = {}
-                for i in gone:
-                    per.setdefault(batch[i], []).append(index[i])
-                for b in sorted(per):
-                    finish[b][per[b]] = now
-                    left[b] -= len(per[b])
-                    if left[b] == 0:
-                        del left[b]
-                        done_batches.append(b)
+            self._record_finished(gone, now, done_batches)
             for i in gone:
                 phase[i] = 2  # GONE until the solve below has used its rate and row
                 t_next[i] = _INF

@@ -25,13 +25,16 @@ small and middle sizes, and simcomm applies them when the choice runs
   ``K t + (K - H) h``.  Large buffers use full slices and lose a few per cent;
   megabyte buffers, split into kilobyte slices over many channels, lose more.
 
-* **NVLS-Tree's pipeline fill** (:func:`nvls_tree_fill`).  The NVLS-Tree
-  kernel hands each loop of ``channels x heads x chunk`` bytes from warp group
-  to warp group (scatter, switch reduction and network send, the other node's
-  reduction, network receive and multicast, gather), the chunk following
+* **NVLS's and NVLS-Tree's pipeline fill** (:func:`nvls_tree_fill`).  Their
+  all-reduce kernels hand each loop of ``channels x heads x chunk`` bytes from
+  warp group to warp group (scatter, switch reduction and network send, the
+  other node's reduction, network receive and multicast, gather; on one node
+  scatter, reduce-and-broadcast, gather), the chunk following
   ``calcCollChunking``; the last group starts once the first loop has crossed
   the others, so ``n`` bytes take as long as ``n + F min(n, loop)`` would.
-  ``F = NVLS_TREE_FILL_LOOPS`` is fitted (below).
+  ``F`` (:func:`nvls_tree_fill_loops`) is that first trip over one
+  steady-state loop, from the bytes each stage moves and NCCL's own rates:
+  derived, not fitted.
 
 These enter the flows as a further efficiency factor; the tuning model's
 latency is kept as NCCL computes it.  Where NCCL stages a transfer through host
@@ -45,16 +48,16 @@ model leaves it out.  One host thread launches the collective's kernel on each
 GPU it drives, one after another (nccl-tests' ``-g``: a group call over its
 GPUs), so a call costs ``LAUNCH_PER_GPU_S`` per GPU of the thread
 (:func:`launch_s`); training frameworks run one process per GPU.  It is the
-first of the two calibrated numbers of the NCCL model, fitted on the 8 B all-reduce of
+one calibrated number of the NCCL model, fitted on the 8 B all-reduce of
 ``benchmarks/nccl/runs/autodl-2080ti-2gpu-pcie-allreduce`` (one thread driving
 two GPUs, ``-g 2``, where NCCL's model gives 8.60 us and the run measured
 12.25 us: 3.65 us for two launches); that run is held out of every reported
-score (docs/accuracy.md, "GPU collectives").  The second is NVLS-Tree's fill
-``F``, the median over the NVLS-Tree rows of FILL_CALIBRATION_RUN of the ``F``
-that makes each row exact; that run is held out too (HELD_OUT_RUNS).
+score (docs/accuracy.md, "GPU collectives"; HELD_OUT_RUNS).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -64,22 +67,18 @@ from simcomm.nccl.tuning import HW_LAT, ModelTime, graphs, runtime_channels
 KiB, MiB = 1024, 1 << 20
 
 __all__ = ["channels_used", "slice_bytes", "execution_efficiency", "NVLS_CHANNELS", "LAUNCH_PER_GPU_S", "launch_s",
-           "CALIBRATION_RUN", "FILL_CALIBRATION_RUN", "HELD_OUT_RUNS",
-           "NVLS_TREE_FILL_LOOPS", "nvls_tree_loop_bytes", "nvls_tree_fill", "HOST_BIDIR_SHARE", "host_staged",
+           "CALIBRATION_RUN", "HELD_OUT_RUNS",
+           "nvls_loop_bytes", "nvls_tree_loop_bytes", "nvls_tree_fill_loops", "nvls_tree_head_nic_bw", "nvls_tree_fill",
+           "HOST_BIDIR_SHARE", "host_staged",
            "host_bidirectional_stretch"]
 
 #: kernel launch per GPU a host thread drives, per NCCL call: 3.65 us over the 2 GPUs of CALIBRATION_RUN (above)
 LAUNCH_PER_GPU_S = 3.65e-6 / 2
 CALIBRATION_RUN = "autodl-2080ti-2gpu-pcie-allreduce"
 
-#: NVLS-Tree's pipeline fill, in loops (:func:`nvls_tree_loop_bytes`): the second and last calibrated number of
-#: the NCCL model, fitted on FILL_CALIBRATION_RUN (the median, over its 11 NVLS-Tree rows, 8 MiB - 8 GiB, of the
-#: F that makes each row exact: 2.884), which is held out of every score like CALIBRATION_RUN (docs/nccl.md,
-#: "Execution"; docs/accuracy.md).  Chosen as the run with the most NVLS-Tree rows and no small-message row.
-NVLS_TREE_FILL_LOOPS = 2.88
-FILL_CALIBRATION_RUN = "gcp-a4-b200-2x8-roce-allreduce"
-#: runs a calibrated number was fitted on: shown, never counted
-HELD_OUT_RUNS = (CALIBRATION_RUN, FILL_CALIBRATION_RUN)
+#: runs a calibrated number was fitted on: shown, never counted (NVLS-Tree's fill, once fitted on
+#: gcp-a4-b200-2x8-roce-allreduce, is now derived from the kernel's stages: :func:`nvls_tree_fill_loops`)
+HELD_OUT_RUNS = (CALIBRATION_RUN,)
 #: NCCL_NVLS_CHUNKSIZE's default (src/init.cc, v2.20+): NVLS-Tree's largest chunk
 NVLS_TREE_CHUNK = 128 * KiB
 
@@ -225,18 +224,79 @@ def nvls_tree_loop_bytes(layout: GroupLayout, nbytes: float) -> float:
     return float(ops * chunk)
 
 
-def nvls_tree_fill(layout: GroupLayout, nbytes: float) -> float:
+def nvls_loop_bytes(layout: GroupLayout, nbytes: float) -> float:
+    """Bytes of the buffer one NVLS all-reduce loop covers: channels x heads x chunk (``src/enqueue.cc``).
+
+    ``calcCollChunking``'s NVLS branch (2.20-2.28): the chunk starts at NCCL_NVLS_CHUNKSIZE (128 KiB) and, with
+    ``ops = channels x heads``, drops to 64 KiB while ``bytes < 64 x ops x chunk``, then to 32 KiB while
+    ``bytes < 8 x ops x chunk`` and to 16 KiB while ``bytes < 2 x ops x chunk`` (each test with the chunk the
+    previous one left).  8 x H100 (16 channels x 8 heads): 16 MiB loops from 1 GiB on, 8 MiB from 64 MiB.
+    """
+    ops = _full_channels("nvls", layout) * graphs(layout)["nvls"].n_ch
+    chunk = NVLS_CHUNK
+    if nbytes < 64 * ops * chunk and chunk > 64 * KiB:
+        chunk = 64 * KiB
+    if nbytes < 8 * ops * chunk and chunk > 32 * KiB:
+        chunk = 32 * KiB
+    if nbytes < 2 * ops * chunk and chunk > 16 * KiB:
+        chunk = 16 * KiB
+    return float(ops * chunk)
+
+
+def nvls_tree_head_nic_bw(layout: GroupLayout) -> float:
+    """GB/s of the NIC an NVLS head sends its chunks on: its path to the NIC, or its share of a NIC it shares."""
+    wired = layout.nic >= 0
+    if not wired.any():
+        return layout.gpu_nic_bw
+    # distinct NICs per node over the node's members (vectorised: 16 384-rank groups)
+    pairs = np.unique(np.stack([layout.node_of[wired], layout.nic[wired]]), axis=1)
+    nics = np.bincount(pairs[0], minlength=layout.n_nodes)
+    members = np.bincount(layout.node_of, minlength=layout.n_nodes)
+    has = nics > 0
+    return float(min(layout.gpu_nic_bw, (layout.nic_bw * nics[has] / members[has]).min()))
+
+
+def nvls_tree_fill_loops(layout: GroupLayout, mt: ModelTime) -> float:
+    """F: the loops by which the first loop's trip through NVLS-Tree's stages exceeds one steady-state loop.
+
+    ``src/device/all_reduce.h`` (NVLS_TREE, Simple) runs every loop through a chain of warp groups, each one
+    prims step per loop (so a stage starts on a loop only when the previous one has finished it): scatter (each
+    GPU writes ``heads x chunk`` per channel to the heads over NVLink: the whole loop), each head's reduce
+    (multimem reduce of its ``chunk``: ``loop / heads`` in on NVLink) and send up the network tree, at every tree
+    level a reduce on the way up and a broadcast on the way down (``loop / heads`` on NVLink each, the root's
+    reduce-and-broadcast counted once: ``2 depth + 1`` of them) with a network hop between levels (``loop /
+    heads`` through the head's NIC, ``2 depth`` hops), and gather (the whole loop in on NVLink).  The first loop
+    crosses them all in turn; afterwards one loop leaves per ``loop / algBw`` (the model's bandwidth).  So
+
+        F = algBw x [(2 + (2 depth + 1) / heads) / bwNVLink + 2 depth / (heads x bwNIC)] - 1
+
+    with NCCL's own rates (``layout.intra_bw``, the head's NIC) and depth = floor(log2 nodes), the tree depth
+    NCCL's model counts.  Nothing fitted.  In loops: 2 x 8 H100 with 400 Gb/s NICs 1.86, 2 x 8 B200 2.48.
+    Single-node NVLS (``mt.algo == "nvls"``) runs the same chain without the network (scatter, one
+    reduce-and-broadcast group, gather): depth 0, ``F = algBw (2 + 1/heads) / bwNVLink - 1`` (8 x H100: 0.56).
+    """
+    if mt.alg_bw <= 0 or layout.intra_bw <= 0 or (mt.algo == "nvls") != (layout.n_nodes == 1):
+        return 0.0  # NVLS across nodes (with SHARP) has another chain: not modelled
+    heads = graphs(layout)["nvls"].n_ch
+    depth = int(math.log2(layout.n_nodes)) if layout.n_nodes > 1 else 0
+    nic = nvls_tree_head_nic_bw(layout)
+    net = 2 * depth / (heads * nic) if nic > 0 else 0.0
+    path = (2.0 + (2 * depth + 1) / heads) / layout.intra_bw + net
+    return max(0.0, mt.alg_bw * path - 1.0)
+
+
+def nvls_tree_fill(layout: GroupLayout, nbytes: float, loops: float, loop_bytes=None) -> float:
     """Share of NVLS-Tree's bandwidth left after its pipeline fill (<= 1).
 
-    Each channel streams the buffer loop by loop through a chain of stages (``src/device/all_reduce.h``,
-    NVLS_TREE: scatter into the switch's buffers, switch reduction and network send, the other node's
-    reduction, network receive and multicast, gather), each handing a loop to the next; the last stage starts
-    only when the first loop has crossed the others.  The bandwidth term of ``n`` bytes becomes that of
-    ``n + F min(n, loop)`` bytes, F = NVLS_TREE_FILL_LOOPS (a partial loop fills with what it has).
+    Each channel streams the buffer loop by loop through a chain of stages (:func:`nvls_tree_fill_loops`),
+    each handing a loop to the next; the last stage starts only when the first loop has crossed the others.
+    The bandwidth term of ``n`` bytes becomes that of ``n + F min(n, loop)`` bytes, F = ``loops`` (a partial
+    loop fills with what it has).
     """
-    if nbytes <= 0 or NVLS_TREE_FILL_LOOPS <= 0:
+    if nbytes <= 0 or loops <= 0:
         return 1.0
-    return nbytes / (nbytes + NVLS_TREE_FILL_LOOPS * min(nbytes, nvls_tree_loop_bytes(layout, nbytes)))
+    loop = (loop_bytes or nvls_tree_loop_bytes)(layout, nbytes)
+    return nbytes / (nbytes + loops * min(nbytes, loop))
 
 
 def execution_efficiency(mt: ModelTime, kind: str, layout: GroupLayout, nbytes: float) -> float:
@@ -245,7 +305,9 @@ def execution_efficiency(mt: ModelTime, kind: str, layout: GroupLayout, nbytes: 
         return 1.0
     used, full = channels_used(mt.algo, mt.proto, kind, layout, nbytes)
     if mt.algo == "nvls-tree":
-        return (used / full) * nvls_tree_fill(layout, nbytes)
+        return (used / full) * nvls_tree_fill(layout, nbytes, nvls_tree_fill_loops(layout, mt))
+    if mt.algo == "nvls" and kind == "allreduce" and layout.n_nodes == 1:
+        return (used / full) * nvls_tree_fill(layout, nbytes, nvls_tree_fill_loops(layout, mt), nvls_loop_bytes)
     if mt.algo not in ("ring", "tree"):
         return used / full  # NVLS, CollNet, PAT: the table's latency is the whole operation's, not a step's
     s = slice_bytes(mt.algo, mt.proto, kind, layout, nbytes, used)

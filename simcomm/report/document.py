@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simcomm.whatif.results import input_columns
+from simcomm.whatif.results import exposed_columns, input_columns
 from simcomm.whatif.summary import assumptions, findings, inputs_table, ranked_table
 
 __all__ = ["Heading", "Paragraph", "Quote", "Bullets", "Table", "Figure", "Block", "whatif_document", "CAPTIONS",
@@ -81,6 +81,11 @@ def whatif_document(sweep: dict, rows: list[dict], figures: tuple[str, ...]) -> 
                         Paragraph("Best first, by time per sample (iteration time / global batch).")]
     head, body = ranked_table(sweep, rows)
     doc.append(Table(tuple(head), tuple(tuple(r) for r in body)))
+    if exposed_columns(rows):
+        doc.append(Paragraph("The tensor, context, expert, pipeline and data columns split the exposed "
+                             "communication by parallelism (the critical rank's communication not hidden behind its "
+                             "compute); waiting is the rest of its exposed time: the pipeline bubble and waits for "
+                             "other ranks (docs/strategies-llm.md)."))
     shared = assumptions(rows)
     if shared:
         doc += [Heading("Assumptions"), Paragraph("Shared by every simulated point (each point's own: results.json)."),
@@ -90,7 +95,9 @@ def whatif_document(sweep: dict, rows: list[dict], figures: tuple[str, ...]) -> 
                 Figure(name, FIGURE_TITLES.get(name, name), CAPTIONS.get(name, ""))]
     bad = [r for r in rows if r.get("status") in ("failed", "not-applicable")]
     if bad:
-        keys = [k for k in input_columns(sweep) if any(r.get(k) is not None for r in bad)][:6]
+        axes = [k for k, _ in sweep.get("axes", [])]  # the varied inputs first: they tell the points apart
+        keys = [k for k in dict.fromkeys([*axes, *input_columns(sweep)])
+                if any(r.get(k) is not None for r in bad)][:6]
         doc += [Heading("Failed and not-applicable points"),
                 Table((*keys, "status", "why"), tuple((*(str(r.get(k)) for k in keys), str(r["status"]),
                                                         str(r.get("error") or r.get("reason"))) for r in bad))]

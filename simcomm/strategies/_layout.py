@@ -7,7 +7,12 @@ pure function of sizes that tests check by hand:
   (consecutive ranks, so a TP group sits inside a node), then pipeline, then data
   parallel: ``rank(t, p, d) = t + tp·(p + pp·d)`` (order ``tp-pp-dp``), or
   Megatron-core's default ``tp-dp-pp``, ``t + tp·(d + dp·p)``; expert-parallel
-  groups are ``ep`` consecutive data-parallel replicas of one (t, p).
+  groups are ``ep`` consecutive data-parallel replicas of one (t, p).  With
+  context parallelism ``dp`` counts the parameter replicas, data × context
+  parallel (Megatron-core reduces gradients over DP×CP): replica ``d = c + cp·e``
+  is CP rank c of data replica e, placed right outside TP (``tp-cp-pp-dp``:
+  ``t + tp·(c + cp·(p + pp·e))``; ``tp-dp-pp`` is then Megatron-core's
+  ``tp-cp-dp-pp``), so the CP ring of (t, p, e) is ``cp`` replicas in a row.
 * :func:`structure`: a transformer trace read as blocks (layers ``block{i}.attn``,
   ``block{i}.mlp`` or ``block{i}.moe``) with the layers before the first block
   (``embed``) and after the last (``head``).
@@ -42,15 +47,22 @@ class Layout:
     ep: int = 1
     virtual: int = 1
     order: str = "tp-pp-dp"  # or "tp-dp-pp" (Megatron-core's default: replicas inside a pipeline stage)
+    cp: int = 1  # context-parallel ranks per data replica; ``dp`` (replicas of the parameters) includes them
 
     @property
     def n_ranks(self) -> int:
         return self.tp * self.pp * self.dp
 
+    @property
+    def data(self) -> int:
+        """Data-parallel replicas proper (each takes its own samples): dp / cp."""
+        return self.dp // self.cp
+
     def rank(self, t: int, p: int, d: int) -> int:
         if self.order == "tp-dp-pp":
             return t + self.tp * (d + self.dp * p)
-        return t + self.tp * (p + self.pp * d)
+        c, e = d % self.cp, d // self.cp
+        return t + self.tp * (c + self.cp * (p + self.pp * e))
 
     def stage_ranks(self, p: int) -> list[int]:
         """Every rank of pipeline stage ``p`` (all TP ranks of all replicas), in rank order."""
@@ -69,6 +81,20 @@ class Layout:
     def edp_groups(self, t: int, p: int) -> list[tuple[int, ...]]:
         """Expert-data-parallel groups of (t, p): the replicas holding the same experts (d ≡ k mod ep)."""
         return [tuple(self.rank(t, p, d) for d in range(k, self.dp, self.ep)) for k in range(self.ep)]
+
+    def cp_groups(self, t: int, p: int) -> list[tuple[int, ...]]:
+        """Context-parallel rings of (t, p): the ``cp`` replicas of each data replica, in ring order."""
+        return [tuple(self.rank(t, p, e * self.cp + c) for c in range(self.cp)) for e in range(self.data)]
+
+    def shard_groups(self, t: int, p: int, size: int) -> list[tuple[int, ...]]:
+        """HSDP shard groups of (t, p): ``size`` consecutive replicas each (parameters sharded inside)."""
+        g = self.dp_group(t, p)
+        return [g[i:i + size] for i in range(0, self.dp, size)]
+
+    def replica_groups(self, t: int, p: int, size: int) -> list[tuple[int, ...]]:
+        """HSDP replica groups of (t, p): the ranks holding the same shard, one per shard group."""
+        g = self.dp_group(t, p)
+        return [g[k::size] for k in range(size)]
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,16 @@ made only of the ordinary ops, so the engine does not know what it runs:
 * **EP** (MoE layers, Lepikhin et al. 2020): an all-to-all dispatch before and a
   combine after each expert layer, forward and backward, of b·s·h·top_k·capacity
   per rank; expert gradients are reduced over the replicas holding the same experts.
+* **CP** (``cp``, Megatron-core context parallelism): every rank holds s/cp tokens;
+  each attention layer runs in cp pieces around a ring passing the K/V block (cp - 1
+  steps forward; K/V and dK/dV, cp - 1 steps each, backward); gradients are reduced
+  over dp × cp (docs/layouts.md).
+* **HSDP** (``shard_group`` with ZeRO-3, FSDP's HYBRID_SHARD): the ZeRO-3 gathers and
+  reduce-scatters stay inside groups of that many replicas; each gradient shard is then
+  all-reduced across the groups.
 * ``recompute``: ``full`` re-runs each layer's forward (with its TP/EP
   communication) just before its backward; ``selective`` adds the attention
-  core's share s/(2h+s) of the attention forward to its backward.
+  core's share of the attention forward to its backward (:func:`core_share`).
 * Tied embeddings with ``pp > 1``: the first and last stage all-reduce the word
   embedding's gradient (vocab·h/tp) before the optimizer step, as Megatron-LM does.
 
@@ -52,6 +59,12 @@ from simcomm.strategies.common import check_choice
 from simcomm.workload import layer_times
 
 RECOMPUTE = ("none", "selective", "full")
+#: replicas: ``one`` simulates replica 0 (the replicas one expert-parallel group or context-parallel ring
+#: spans) and the data-parallel collectives over all; ``all`` every replica; ``auto`` folds when dp > 1,
+#: compute is uniform and the plan is large
+REPLICAS = ("auto", "one", "all")
+#: ``auto`` folds plans of at least this many compute ops; smaller ones are cheap to simulate in full
+FOLD_ABOVE = 20_000
 
 
 def _pos(name: str, value, *, optional: bool = False) -> None:
@@ -80,15 +93,22 @@ class MegatronParams:
     capacity_factor: float = 1.0
     order: str = "tp-pp-dp"  # rank order, innermost first
     overlap_grad_reduce: bool = True  # False: Megatron-LM's default, gradients reduced after the last backward
+    replicas: str = "auto"  # one: fold identical replicas (simulate replica 0 + full DP collectives); all; auto
+    cp: int = 1  # context parallel: the sequence split cp ways, K/V passed around a ring in each attention layer
+    shard_group: int | None = None  # HSDP (zero 3): parameters sharded within groups of this many replicas
 
     def __post_init__(self):
-        for name in ("tp", "pp", "virtual", "experts_parallel"):
+        for name in ("tp", "pp", "virtual", "experts_parallel", "cp"):
             _pos(name, getattr(self, name))
-        for name in ("dp", "microbatch", "microbatches", "global_batch"):
+        for name in ("dp", "microbatch", "microbatches", "global_batch", "shard_group"):
             _pos(name, getattr(self, name), optional=True)
+        if self.shard_group is not None and self.zero != 3:
+            raise ConfigError(f"shard-group: {self.shard_group} shards parameters within groups of replicas "
+                              f"(HSDP, FSDP's HYBRID_SHARD) and needs zero 3, not zero {self.zero}")
         check_choice("schedule", self.schedule, SCHEDULES)
         check_choice("recompute", self.recompute, RECOMPUTE)
         check_choice("order", self.order, ORDERS)
+        check_choice("replicas", self.replicas, REPLICAS)
         if isinstance(self.zero, bool) or self.zero not in (0, 1, 2, 3):
             raise ConfigError(f"zero: {self.zero!r} is not valid; valid choices: 0, 1, 2, 3 (3 = FSDP full shard)")
         if not (isinstance(self.capacity_factor, (int, float)) and math.isfinite(self.capacity_factor)
@@ -108,6 +128,16 @@ class MegatronParams:
         if self.zero == 3:
             out.append("zero 3: parameters all-gathered before every micro-batch's forward and backward, "
                        "gradients reduce-scattered after each (FSDP without no_sync, DeepSpeed ZeRO-3)")
+        if self.shard_group is not None:
+            out.append(f"hsdp: parameters sharded within groups of {self.shard_group} consecutive replicas "
+                       "(all-gather and reduce-scatter inside a group), each gradient shard all-reduced across "
+                       "the groups after its reduce-scatter (FSDP HYBRID_SHARD)")
+        if self.cp > 1:
+            out.append(f"context parallel {self.cp}: each sequence split {self.cp} ways (CP ranks right outside "
+                       f"TP, Megatron-core's tp-cp-dp-pp); per attention layer {self.cp - 1} ring steps of the "
+                       f"K/V block forward, {self.cp - 1} of K/V and {self.cp - 1} of dK/dV backward, overlapped "
+                       f"with the attention computed in {self.cp} equal pieces (TransformerEngine's p2p ring); "
+                       "gradients reduced over dp × cp")
         return tuple(out)
 
 
@@ -123,26 +153,27 @@ class _Sizes:
 
 def _sizes(p: MegatronParams, lay: Layout, w) -> _Sizes:
     """Global batch = microbatch × microbatches × dp; any two given fix the third (one line on a mismatch)."""
+    dp = lay.data  # context-parallel ranks share their replica's samples
     g = p.global_batch if p.global_batch is not None else w.batch * w.n_ranks
     src = "given" if p.global_batch is not None else f"the workload's {w.batch} per rank × {w.n_ranks} ranks"
-    if g % lay.dp:
-        raise ConfigError(f"global-batch: {g} ({src}) does not divide over dp {lay.dp} replicas")
-    per = g // lay.dp
+    if g % dp:
+        raise ConfigError(f"global-batch: {g} ({src}) does not divide over dp {dp} replicas")
+    per = g // dp
     if p.microbatch is not None and p.microbatches is not None:
         if p.microbatch * p.microbatches != per:
-            raise ConfigError(f"microbatch: {p.microbatch} × microbatches {p.microbatches} × dp {lay.dp} = "
-                              f"{p.microbatch * p.microbatches * lay.dp}, not the global batch {g} ({src}); "
+            raise ConfigError(f"microbatch: {p.microbatch} × microbatches {p.microbatches} × dp {dp} = "
+                              f"{p.microbatch * p.microbatches * dp}, not the global batch {g} ({src}); "
                               "give global-batch or one of the two")
         return _Sizes(g, p.microbatch, p.microbatches, "given")
     if p.microbatches is not None:
         if per % p.microbatches:
             raise ConfigError(f"microbatches: {p.microbatches} does not divide the {per} samples per replica "
-                              f"(global batch {g} ({src}) / dp {lay.dp})")
+                              f"(global batch {g} ({src}) / dp {dp})")
         return _Sizes(g, per // p.microbatches, p.microbatches, "microbatch derived")
     mb = p.microbatch if p.microbatch is not None else (1 if lay.pp > 1 else per)
     if per % mb:
         raise ConfigError(f"microbatch: {mb} does not divide the {per} samples per replica "
-                          f"(global batch {g} ({src}) / dp {lay.dp})")
+                          f"(global batch {g} ({src}) / dp {dp})")
     how = "given" if p.microbatch is not None else (
         "micro-batch 1 sample (pipelines need many micro-batches; Megatron-LM's large runs use 1-2)"
         if lay.pp > 1 else "one micro-batch per replica (no pipeline, so no gradient accumulation)")
@@ -153,20 +184,25 @@ def _layout(p: MegatronParams, w, names: list[str]):
     """(Layout, Structure or None, sizes): every divisibility check, each one line naming the mismatch."""
     n = w.n_ranks
     ep = p.experts_parallel
+    cp = p.cp
+    if n % cp:
+        raise ConfigError(f"cp: {cp} does not divide the {n} GPUs")
+    inner = p.tp * p.pp * cp
+    what = f"tp {p.tp} × pp {p.pp}" + (f" × cp {cp}" if cp > 1 else "")
     if p.dp is None:
-        if n % (p.tp * p.pp):
-            raise ConfigError(f"layout: tp {p.tp} × pp {p.pp} = {p.tp * p.pp} does not divide the {n} GPUs")
-        dp = n // (p.tp * p.pp)
+        if n % inner:
+            raise ConfigError(f"layout: {what} = {inner} does not divide the {n} GPUs")
+        dp = n // inner
     else:
         dp = p.dp
-        if p.tp * p.pp * dp != n:
-            raise ConfigError(f"layout: tp {p.tp} × pp {p.pp} × dp {dp} = {p.tp * p.pp * dp} is not the {n} GPUs")
-    lay = Layout(p.tp, p.pp, dp, ep, p.virtual, p.order)
+        if inner * dp != n:
+            raise ConfigError(f"layout: {what} × dp {dp} = {inner * dp} is not the {n} GPUs")
+    lay = Layout(p.tp, p.pp, dp * cp, ep, p.virtual, p.order, cp)  # Layout.dp: replicas of the parameters
     s = structure(names)
     meta = dict(w.trace.meta.get("transformer") or {})
     if s is None:
-        if p.tp > 1 or p.pp > 1 or ep > 1:
-            raise NotApplicable(f"tp/pp/experts-parallel need a transformer trace (layers block{{i}}.attn and "
+        if p.tp > 1 or p.pp > 1 or ep > 1 or cp > 1:
+            raise NotApplicable(f"tp/pp/cp/experts-parallel need a transformer trace (layers block{{i}}.attn and "
                                 f".mlp/.moe); trace {w.trace.model!r} has none")
     else:
         stages = p.pp * p.virtual
@@ -178,9 +214,23 @@ def _layout(p: MegatronParams, w, names: list[str]):
             if h and h % p.tp:
                 raise ConfigError(f"tp: {p.tp} does not divide the {h} {key.replace('_', ' ')} "
                                   f"(attention heads split over the tensor-parallel ranks)")
-    if dp % ep:
-        raise ConfigError(f"experts-parallel: {ep} does not divide dp {dp} (expert-parallel groups are "
-                          "carved out of the data-parallel replicas)")
+        seq = meta.get("seq")
+        if cp > 1 and not seq:
+            raise ConfigError(f"cp: {cp} splits the sequence, but trace {w.trace.model!r} has no transformer meta "
+                              "with its sequence length")
+        if cp > 1 and seq % cp:
+            raise ConfigError(f"cp: {cp} does not divide the sequence length {seq} (each context-parallel rank "
+                              "holds seq / cp tokens)")
+    if lay.dp % ep:
+        raise ConfigError(f"experts-parallel: {ep} does not divide dp {lay.dp}" + (f" (dp {dp} × cp {cp})" if cp > 1
+                          else "") + " (expert-parallel groups are carved out of the data-parallel replicas)")
+    if p.shard_group is not None:
+        if lay.dp % p.shard_group:
+            raise ConfigError(f"shard-group: {p.shard_group} does not divide the {lay.dp} data-parallel replicas"
+                              + (f" (dp {dp} × cp {cp})" if cp > 1 else "") + "; valid choices: "
+                              + ", ".join(str(g) for g in range(1, lay.dp + 1) if lay.dp % g == 0))
+        if ep > 1:
+            raise ConfigError("shard-group: HSDP with experts-parallel > 1 is not modelled; give one of them")
     if ep > 1:
         if not any(layer_kind(x) == "moe" for x in names):
             raise ConfigError(f"experts-parallel: {ep} needs MoE layers (block{{i}}.moe); trace "
@@ -189,6 +239,10 @@ def _layout(p: MegatronParams, w, names: list[str]):
         if experts and experts % ep:
             raise ConfigError(f"experts-parallel: {ep} does not divide the {experts} experts")
     sizes = _sizes(p, lay, w)
+    if p.global_batch is None and w.scaling == "strong":  # say it: strong scaling rounds B up to ⌈B/R⌉·R
+        sizes = _Sizes(sizes.global_batch, sizes.microbatch, sizes.microbatches,
+                       f"{sizes.how}; strong scaling's {w.batch} per rank × {w.n_ranks} ranks, the requested "
+                       "global batch rounded up to a multiple of the ranks; --opt global_batch=B keeps B exactly")
     if p.schedule == "interleaved" and sizes.microbatches % p.pp:
         raise ConfigError(f"microbatches: {sizes.microbatches} is not a multiple of pp {p.pp} "
                           "(Megatron-LM's interleaved schedule needs it)")
@@ -205,16 +259,19 @@ class Megatron(Strategy):
                  "Huang et al. 2019 (GPipe); Lepikhin et al. 2020 (GShard)")
     Params = MegatronParams
     #: exposed time per parallelism (Result.exposed_by): the streams this layout's ops use
-    comm_streams = {"tp": "tensor", "ep": "expert", "pp": "pipeline", "dp": "data", "ag": "data", "rs": "data"}
+    comm_streams = {"tp": "tensor", "cp": "context", "ep": "expert", "pp": "pipeline", "dp": "data", "ag": "data",
+                    "rs": "data"}
 
     def describe(self) -> str:
         p = self.params
-        parts = [f"tp {p.tp}", f"pp {p.pp}", f"dp {'rest' if p.dp is None else p.dp}", f"schedule {p.schedule}"]
+        parts = [f"tp {p.tp}"] + ([f"cp {p.cp}"] if p.cp > 1 else []) + \
+            [f"pp {p.pp}", f"dp {'rest' if p.dp is None else p.dp}", f"schedule {p.schedule}"]
         if p.virtual > 1:
             parts.append(f"virtual {p.virtual}")
         if p.sequence_parallel:
             parts.append("sequence parallel")
-        parts += [f"zero {p.zero}", f"recompute {p.recompute}"]
+        parts += [f"zero {p.zero}" + (f" shard group {p.shard_group}" if p.shard_group else ""),
+                  f"recompute {p.recompute}"]
         if p.order != "tp-pp-dp":
             parts.append(f"order {p.order}")
         if p.experts_parallel > 1:
@@ -235,7 +292,8 @@ class Megatron(Strategy):
         p = self.params
         lay, _, sizes = _layout(p, workload, [layer.name for layer in workload.layers])
         dtype = "fp32" if workload.trace.dtype in ("fp32", "float32") else "bf16"
-        mem = memory_llm.estimate(model, tp=lay.tp, pp=lay.pp, dp=lay.dp, ep=lay.ep, zero=p.zero,
+        mem = memory_llm.estimate(model, tp=lay.tp, pp=lay.pp, dp=lay.data, cp=lay.cp, ep=lay.ep, zero=p.zero,
+                                  shard_group=p.shard_group,
                                   micro_batch=sizes.microbatch, microbatches=sizes.microbatches,
                                   sequence_parallel=p.sequence_parallel, recompute=p.recompute,
                                   schedule=p.schedule, virtual_stages=lay.virtual, dtype=dtype)
@@ -263,6 +321,7 @@ class _Emitter:
     def __init__(self, p: MegatronParams, lay: Layout, s, sizes: _Sizes, w, n_ranks: int):
         self.p, self.lay, self.w, self.sizes = p, lay, w, sizes
         self.b = PlanBuilder(n_ranks)
+        self.live = _live_replicas(p, lay, w, sizes.microbatches)  # replicas simulated in full (the rest: only in DP collectives)
         n_layers = len(w.layers)
         u_count = lay.pp * lay.virtual
         self.chunks = chunks(s, u_count) if s is not None else [tuple(range(n_layers))]
@@ -270,7 +329,9 @@ class _Emitter:
         tr = w.trace
         meta = dict(tr.meta.get("transformer") or {})
         mb, tp, ep = sizes.microbatch, lay.tp, lay.ep
+        cp = lay.cp  # context parallel: every rank computes on (and sends activations of) seq / cp tokens
         act = DTYPE_BYTES.get(tr.dtype, 4)
+        self.kvb = _kv_block_bytes(meta, mb, tp, cp, act)
         sp = p.sequence_parallel and tp > 1
         self.sp = sp
         self.tf, self.tb, self.grad, self.upd, self.tpb, self.a2a, self.act = [], [], [], [], [], [], []
@@ -280,15 +341,14 @@ class _Emitter:
             shard = tp * (ep if moe else 1)
             extra = 0.0
             if p.recompute == "selective" and self.kinds[j] == "attn":
-                sq, hd = _seq_hidden(lw, meta)
-                extra = f * sq / (2 * hd + sq)  # attention core's share of the forward FLOPs
-            self.tf.append(f / tp)
-            self.tb.append((bk + extra) / tp)
+                extra = f * core_share(*_seq_hidden(lw, meta), meta)  # selective: the core is recomputed
+            self.tf.append(f / (tp * cp))
+            self.tb.append((bk + extra) / (tp * cp))
             self.grad.append(lw.grad_bytes / shard)
             self.upd.append(lw.update_s / shard)
             shape = lw.input_shape if self.kinds[j] == "head" else lw.output_shape
-            self.tpb.append(math.prod(shape) * mb * act if shape else 0.0)
-            out = math.prod(lw.output_shape) * mb * act if lw.output_shape else 0.0
+            self.tpb.append(math.prod(shape) * mb * act / cp if shape else 0.0)
+            out = math.prod(lw.output_shape) * mb * act / cp if lw.output_shape else 0.0
             self.act.append(out / tp if sp else out)
             self.a2a.append(out * int(meta.get("top_k", 1) or 1) * p.capacity_factor / (tp if sp else 1))
         self.ready: dict = {}
@@ -304,13 +364,42 @@ class _Emitter:
         return cache[key]
 
     def _tp_groups(self, p: int):
-        return self._cached(("tp", p), lambda: [self.lay.tp_group(p, d) for d in range(self.lay.dp)])
+        return self._cached(("tp", p), lambda: [self.lay.tp_group(p, d) for d in range(self.live)])
 
     def _ep_groups(self, p: int):
-        return self._cached(("ep", p), lambda: [g for t in range(self.lay.tp) for g in self.lay.ep_groups(t, p)])
+        n = self.live // self.lay.ep  # live replicas hold whole expert-parallel groups
+        return self._cached(("ep", p), lambda: [g for t in range(self.lay.tp) for g in self.lay.ep_groups(t, p)[:n]])
+
+    @property
+    def _mirror(self) -> dict[int, int]:
+        """Each folded replica's rank -> the live rank it stands for: same (t, p), replica ``d mod live``."""
+        lay, live = self.lay, self.live
+        return self._cached("mirror", lambda: {} if live == lay.dp else {
+            lay.rank(t, p, d): lay.rank(t, p, d % live)
+            for t in range(lay.tp) for p in range(lay.pp) for d in range(live, lay.dp)})
+
+    def _stage(self, p: int) -> list[int]:
+        """The live ranks of pipeline stage ``p`` (every TP rank of every simulated replica), in rank order."""
+        lay = self.lay
+        return self._cached(("stage", p), lambda: sorted(lay.rank(t, p, d) for t in range(lay.tp)
+                                                          for d in range(self.live)))
+
+    def _cp_groups(self, p: int):
+        """Context-parallel rings of stage p's simulated replicas."""
+        lay = self.lay
+        return self._cached(("cp", p), lambda: [g for t in range(lay.tp) for g in lay.cp_groups(t, p)
+                                                if max(g) in set(self._stage(p))])
+
+    def _hsdp_groups(self, p: int):
+        """HSDP replica groups of stage p: one rank per shard group holding the same shard (size dp / G)."""
+        lay, size = self.lay, self.p.shard_group
+        return self._cached(("hsdp", p), lambda: [g for t in range(lay.tp) for g in lay.replica_groups(t, p, size)])
 
     def _dp_groups(self, p: int, j: int):
         lay = self.lay
+        if self.p.shard_group is not None:  # HSDP: sharded (gathered, reduce-scattered) within a shard group
+            size = self.p.shard_group
+            return self._cached(("shard", p), lambda: [g for t in range(lay.tp) for g in lay.shard_groups(t, p, size)])
         if self.kinds[j] == "moe" and lay.ep > 1:
             return self._cached(("edp", p), lambda: [g for t in range(lay.tp) for g in lay.edp_groups(t, p)])
         return self._cached(("dp", p), lambda: [lay.dp_group(t, p) for t in range(lay.tp)])
@@ -321,7 +410,11 @@ class _Emitter:
         for g in groups:
             if len(g) < 2:
                 continue
-            deps = [x for r in g for x in (wait[r] if after is None else after.get(r, ()))]
+            if after is None:
+                deps = [x for r in g for x in wait[r]]
+            else:  # a folded replica's member waits for what its live mirror waits for (groups of none live too)
+                mirror = self._mirror
+                deps = [x for r in g for x in (after.get(r) or after.get(mirror.get(r, r), ()))]
             cid = self.b.collective(kind, g, nbytes, after=deps, stream=stream, label=label)
             self.counts[kind] += 1
             for r in g:
@@ -375,12 +468,62 @@ class _Emitter:
             self._coll(kind, groups, nbytes, wait, stream, f"{stream}-{kind} {name} {label}")
         secs = self.tf[j] if fwd else self.tb[j]
         ids = {}
-        for r in ranks:
-            deps = wait[r] + ([ag[r]] if ag and r in ag else [])
-            ids[r] = self.b.compute(r, secs * self.w.scale(r), after=deps, label=f"{phase} {name} {label}")
-            wait[r] = [ids[r]]
+        if self.lay.cp > 1 and self.kinds[j] == "attn":  # ring attention: compute in pieces around K/V sends
+            ids = self._ring(j, p, wait, fwd, secs, f"{phase} {name} {label}", ag)
+        else:
+            for r in ranks:
+                deps = wait[r] + ([ag[r]] if ag and r in ag else [])
+                ids[r] = self.b.compute(r, secs * self.w.scale(r), after=deps, label=f"{phase} {name} {label}")
+                wait[r] = [ids[r]]
         for kind, stream, groups, nbytes in self._comm(j, p, "fwd-post" if fwd else "bwd-post"):
             self._coll(kind, groups, nbytes, wait, stream, f"{stream}-{kind} {name} {label}")
+        return ids
+
+    def _ring(self, j, p, wait, fwd: bool, secs: float, label: str, ag=None):
+        """Ring attention over each context-parallel group (TransformerEngine's p2p ring, Megatron-core CP).
+
+        The attention runs in ``cp`` equal pieces, piece k on the K/V block that arrived at step k; the
+        send of the next block overlaps piece k.  Forward: ``cp - 1`` steps of the K/V block.  Backward:
+        K/V passed around again (only its own chunk was kept) and the partial dK/dV of each block travels
+        with the ring towards its owner: ``cp - 1`` steps of K/V and ``cp - 1`` of dK/dV, the last of them
+        after the last piece (exposed).  Returns each rank's last piece; ``wait`` then also holds the last
+        dK/dV arrival.  The layer's TP communication is emitted around this by ``_layer``.
+        """
+        n = self.lay.cp
+        kv = self.kvb  # the same block for every attention layer
+        ids = {}
+        for g in self._cp_groups(p):
+            nxt = {g[i]: g[(i + 1) % n] for i in range(n)}
+            cur = {r: wait[r] + ([ag[r]] if ag and r in ag else []) for r in g}
+            arrived: dict = {}  # rank -> the K/V transfer it computes on next
+            sent: dict = {}  # rank -> its previous K/V send (one buffer in flight per direction)
+            grad_in: dict = {}  # rank -> the dK/dV partial it adds to before passing on
+            for k in range(n):
+                step = {}
+                if k < n - 1:
+                    for r in g:
+                        deps = (cur[r] if k == 0 else [arrived[r]]) + ([sent[r]] if r in sent else [])
+                        tid = self.b.transfer(r, nxt[r], kv, after=deps, stream="cp",
+                                              label=f"cp-kv step{k + 1} {label}")
+                        self.counts["transfer"] += 1
+                        sent[r], step[nxt[r]] = tid, tid
+                for r in g:
+                    deps = cur[r] + ([arrived[r]] if k > 0 else [])
+                    cur[r] = [self.b.compute(r, secs / n * self.w.scale(r), after=deps,
+                                             label=f"{label} piece{k}")]
+                    ids[r] = cur[r][0]
+                if not fwd and k > 0:
+                    new_in = {}
+                    for r in g:
+                        deps = cur[r] + ([grad_in[r]] if r in grad_in else [])
+                        tid = self.b.transfer(r, nxt[r], kv, after=deps, stream="cp",
+                                              label=f"cp-dkv step{k} {label}")
+                        self.counts["transfer"] += 1
+                        new_in[nxt[r]] = tid
+                    grad_in = new_in
+                arrived = step
+            for r in g:
+                wait[r] = cur[r] + ([grad_in[r]] if r in grad_in else [])
         return ids
 
     def _pass(self, p, layers, ranks, wait, forward: bool, label: str):
@@ -412,8 +555,13 @@ class _Emitter:
             computes.append(self._layer(j, p, ranks, wait, "F" if forward else "B", label, ags.get(k)))
             if zero3 and not forward:
                 done = {r: (computes[k][r],) for r in ranks}
-                self._coll("reduce_scatter", self._dp_groups(p, j), self.grad[j], wait, "rs",
-                           f"zero3-reduce_scatter {self.w.layers[j].name} {label}", after=done)
+                rs = self._coll("reduce_scatter", self._dp_groups(p, j), self.grad[j], wait, "rs",
+                                f"zero3-reduce_scatter {self.w.layers[j].name} {label}", after=done)
+                if self.p.shard_group is not None:  # HSDP: the gradient shard all-reduced across shard groups
+                    self._coll("allreduce", self._hsdp_groups(p), self.grad[j] / self.p.shard_group, wait, "rs",
+                               f"hsdp-allreduce {self.w.layers[j].name} {label}",
+                               after={r: (rs[r],) if r in rs else done.get(r, ()) for g in self._hsdp_groups(p)
+                                      for r in g})
         return computes
 
     # -- tasks -------------------------------------------------------------------------------------------
@@ -421,8 +569,8 @@ class _Emitter:
         kind, mb, c = task
         lay, n_u = self.lay, self.lay.pp * self.lay.virtual
         u = c * lay.pp + p
-        ranks = self._cached(("stage", p), lambda: lay.stage_ranks(p))
-        coords = [(t, d) for d in range(lay.dp) for t in range(lay.tp)]
+        ranks = self._stage(p)
+        coords = self._cached("coords", lambda: [(t, d) for d in range(self.live) for t in range(lay.tp)])
         if kind == "F":
             src = self.ready.get(("F", mb, u - 1), {}) if u > 0 else {}
         else:
@@ -470,8 +618,9 @@ class _Emitter:
                     continue
                 groups = self._dp_groups(p, part[0])
                 nbytes = sum(self.grad[j] for j in part)
+                # the groups cover the stage; only live ranks compute (_coll gives folded members their mirror's)
                 after = {r: (self.b.tail(r, "compute") if at_end else max(self.last_bwd[(j, r)] for j in part),)
-                         for g in groups for r in g}
+                         for r in self._stage(p)}
                 self._coll(kind, groups, nbytes, {}, "dp", f"dp-{kind} stage{p}", after=after)
                 self.buckets.setdefault(p, []).append((groups, nbytes))
 
@@ -512,13 +661,23 @@ class _Emitter:
         sz = self.sizes
         ignored = ("data loading is not modelled by megatron (its time is not in the step)",) \
             if self.w.dataload_s > 0 else ()
-        assumed = ignored + (f"layout tp {lay.tp} × pp {lay.pp} × dp {lay.dp}"
+        assumed = ignored + (f"layout tp {lay.tp}" + (f" × cp {lay.cp}" if lay.cp > 1 else "")
+                   + f" × pp {lay.pp} × dp {lay.data}"
                    + (f" (ep {lay.ep})" if lay.ep > 1 else "")
                    + f": global batch {sz.global_batch} = micro-batch {sz.microbatch} × {sz.microbatches} "
-                   f"micro-batches × dp {lay.dp} ({sz.how})",)
-        return self.b.build(kind="every iteration", assumed=assumed, strategy="megatron",
-                            layout={"tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "ep": lay.ep,
-                                    "virtual": lay.virtual},
+                   f"micro-batches × dp {lay.data} ({sz.how})",)
+        measured = None
+        if self.live < lay.dp:
+            measured = tuple(sorted(r for s in range(lay.pp) for r in self._stage(s)))
+            which = "replica 0's" if self.live == 1 else \
+                f"replicas 0-{self.live - 1}'s (whole expert-parallel groups and context-parallel rings)"
+            assumed += (f"data-parallel replicas identical: simulating {which} compute, tensor and pipeline "
+                        f"traffic; data-parallel collectives span all {lay.dp} replicas (times from the simulated "
+                        "ranks; link traffic counts only their tensor and pipeline bytes; --opt replicas=all "
+                        "simulates every replica)",)
+        return self.b.build(kind="every iteration", assumed=assumed, strategy="megatron", measured_ranks=measured,
+                            layout={"tp": lay.tp, "pp": lay.pp, "dp": lay.data, "ep": lay.ep,
+                                    "virtual": lay.virtual, "cp": lay.cp},
                             microbatch=sz.microbatch, microbatches=sz.microbatches, global_batch=sz.global_batch,
                             collectives=dict(self.counts))
 
@@ -536,17 +695,18 @@ class _Emitter:
             return
         nbytes = meta.get("vocab", 0) * meta.get("hidden", 0) * self.w.dtype_bytes / lay.tp
         emb, head = names.index("embed"), names.index("head")
-        for d in range(lay.dp):
+        for d in range(lay.dp):  # folded replicas too: this traffic is on the data-parallel stream
             for t in range(lay.tp):
+                live = (lay.rank(t, 0, d % self.live), lay.rank(t, lay.pp - 1, d % self.live))
                 g = (lay.rank(t, 0, d), lay.rank(t, lay.pp - 1, d))
-                after = {g[0]: (self.last_bwd[(emb, g[0])],), g[1]: (self.last_bwd[(head, g[1])],)}
+                after = {g[0]: (self.last_bwd[(emb, live[0])],), g[1]: (self.last_bwd[(head, live[1])],)}
                 self._coll("allreduce", [g], nbytes, {}, "dp", "embedding-allreduce (tied)", after=after)
 
     def _update(self):
         """Optimizer step on each rank's (sharded) parameters, then ZeRO-1/2's parameter all-gather."""
         lay, zero = self.lay, self.p.zero
         for s in range(lay.pp):
-            ranks = lay.stage_ranks(s)
+            ranks = self._stage(s)
             layers = [j for u in range(s, lay.pp * lay.virtual, lay.pp) for j in self.chunks[u]]
             ups = {}
             for r in ranks:
@@ -563,6 +723,56 @@ class _Emitter:
             if zero in (1, 2):
                 for groups, nbytes in self.buckets.get(s, []):
                     self._coll("allgather", groups, nbytes, {}, "dp", f"zero{zero}-allgather stage{s}", after=ups)
+
+
+def _live_replicas(p: MegatronParams, lay: Layout, w, microbatches: int) -> int:
+    """How many data-parallel replicas the plan simulates in full (``replicas``; docs/performance.md, "Large-model layouts").
+
+    Replicas run the same ops, so on a symmetric cluster one stands for all: the rest
+    appear only in the data-parallel collectives (their full groups).  Expert-parallel
+    groups span ``ep`` consecutive replicas and context-parallel rings ``cp``, so a fold
+    keeps lcm(ep, cp) replicas live.  Per-rank compute scales (stragglers) make replicas
+    differ: ``auto`` then keeps all, and ``one`` is refused.  ``auto`` also keeps all when
+    the full plan is small (under :data:`FOLD_ABOVE` compute ops), where folding saves nothing.
+    """
+    uniform = len(set(w.compute_scale)) <= 1
+    computes = lay.n_ranks * microbatches * len(w.layers) * (3 if p.recompute == "full" else 2) // lay.pp
+    auto_all = not uniform or computes < FOLD_ABOVE
+    if p.replicas == "all" or lay.dp == math.lcm(lay.ep, lay.cp) or (p.replicas == "auto" and auto_all):
+        return lay.dp
+    if not uniform:
+        raise ConfigError("replicas: one folds identical replicas, but the per-rank compute scales differ "
+                          "(straggler or heterogeneous nodes); valid choices: auto, all")
+    return math.lcm(lay.ep, lay.cp)  # whole expert-parallel groups and whole context-parallel rings stay live
+
+
+def _kv_block_bytes(meta, mb: int, tp: int, cp: int, act: int) -> float:
+    """Bytes of one context-parallel rank's K and V block: 2 · b · (s / cp) · kv_heads · head_dim / tp.
+
+    The ring passes this block once per step (docs/layouts.md, "Context parallelism"); GQA's fewer
+    K/V heads make it smaller than the b·s·h activation.
+    """
+    if cp < 2:
+        return 0.0
+    heads = int(meta.get("heads") or 1)
+    head_dim = int(meta.get("head_dim") or int(meta["hidden"]) // heads)
+    kv = int(meta.get("kv_heads") or heads) * head_dim
+    return 2.0 * mb * (int(meta["seq"]) // cp) * kv / tp * act
+
+
+def core_share(sq: int, hd: int, meta) -> float:
+    """The attention core's share (QK^T and PV) of an attention layer's forward FLOPs.
+
+    The zoo counts the core as FlashAttention runs it with a causal mask (half the s x s scores:
+    ``2 s^2 q`` per sample) beside the projections' ``2 s (h (q + 2 kv) + q h)``; a trace whose
+    ``meta["attention_core"]`` is ``"full"`` (Megatron-LM's unfused attention of 2021-2022) counts
+    all ``4 s^2 q``.  With ``q = h`` and no GQA that is ``s / (4h + s)``, or ``s / (2h + s)`` for full.
+    """
+    heads = int(meta.get("heads") or 1)
+    kv = int(meta.get("kv_heads") or heads) * (hd / heads)
+    gemm = 2 * sq * (hd * (hd + 2 * kv) + hd * hd)
+    core = 4 * sq * sq * hd / (1 if meta.get("attention_core") == "full" else 2)
+    return core / (gemm + core)
 
 
 def _seq_hidden(lw, meta) -> tuple[int, int]:

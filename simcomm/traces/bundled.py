@@ -141,12 +141,16 @@ def trace_for(model: str, device: str, batch: int | None = None, dtype: str = "f
     b = DEFAULT_SYNTH_BATCH if batch is None else batch
     trace = synth_trace(model, dev, b, dtype)
     default = " (default batch)" if batch is None else ""
-    how = _how(dev, dtype)
+    how = _how(dev, dtype, model)
     return trace, f"trace: roofline synthesis of {model} on {dev.label} (batch {b}{default}, {dtype}, {how})"
 
 
-def _how(dev, dtype: str) -> str:
-    eff = dev.efficiency(dtype)
+def _how(dev, dtype: str, model: str | None = None) -> str:
+    from simcomm.traces.zoo.transformer import transformer_meta
+
+    eff = dev.efficiency(dtype, "transformer" if model and transformer_meta(model) else "cnn")
     if not eff.calibrated:
         return "uncalibrated roofline: default efficiencies"
+    if eff.source.startswith("CNN factors"):
+        return "roofline with ResNet-50's factors (no transformer fit for this device)"
     return "calibrated roofline" + (", factors borrowed" if eff.source.startswith("borrowed") else "")

@@ -15,6 +15,13 @@ additive); per-layer medians and inter-quartile ranges are kept in
 zero_grad, autograd bookkeeping, hook overhead) is the gap between the layer
 sum and the measured iteration; docs/traces.md quantifies it.
 
+Inputs are random normal tensors, except for a model with ``vocab_size`` (the zoo's
+dense transformers, :mod:`simcomm.traces.zoo.torchnet`), which gets int64 token
+ids; a model with ``returns_loss`` is differentiated through its own loss, any
+other through the mean of its squared output.  ``CaptureConfig.autocast`` runs
+forward and backward under ``torch.autocast`` (bf16 or fp16; parameters keep
+their dtype, ``meta.autocast`` records it).
+
 Under ``torchrun`` each rank captures its own trace: LOCAL_RANK picks
 ``cuda:LOCAL_RANK`` and RANK is appended to the default output name.
 
@@ -28,6 +35,7 @@ CPU count.  Progress is reported through callbacks (the CLI draws it).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import platform
@@ -40,7 +48,7 @@ import simcomm
 from simcomm.errors import ConfigError
 from simcomm.traces.schema import Layer, Trace
 
-__all__ = ["CV_WARN", "CaptureConfig", "capture_trace", "capture_warning", "rank_suffix", "load_factory"]
+__all__ = ["AUTOCAST", "CV_WARN", "CaptureConfig", "capture_trace", "capture_warning", "rank_suffix", "load_factory"]
 
 #: Iteration-time coefficient of variation above which a capture warns (10 %): the emulated
 #: cluster's ranks jitter by 0.10-0.18 on shared cores (docs/workload.md); an H100's unhooked steps spread
@@ -61,6 +69,12 @@ class CaptureConfig:
     optimizer: str = "sgd"
     threads: int | None = None
     seed: int = 0
+    # run forward and backward inside torch.autocast at this dtype (None: the parameters' dtype)
+    autocast: str | None = None
+
+
+#: ``CaptureConfig.autocast`` choices and their torch dtypes
+AUTOCAST = {"bf16": "bfloat16", "fp16": "float16"}
 
 
 def rank_suffix() -> str:
@@ -113,6 +127,25 @@ def _device(torch, name: str):
     except (RuntimeError, ValueError) as exc:
         raise ConfigError(f"device: {name!r} is not usable: {exc}") from None
     return dev
+
+
+def _inputs(torch, model, shape, gen=None):
+    """Model inputs: int64 token ids below ``model.vocab_size`` for a language model, else normal floats.
+
+    ``gen`` None gives the probe's zeros (a valid token id too).
+    """
+    vocab = getattr(model, "vocab_size", None)
+    if vocab:
+        if gen is None:
+            return torch.zeros(shape, dtype=torch.long)
+        return torch.randint(0, vocab, shape, generator=gen, dtype=torch.long)
+    return torch.zeros(shape) if gen is None else torch.randn(shape, generator=gen)
+
+
+def _loss(torch, model, out):
+    """The scalar to differentiate: the model's own loss (zoo transformers), else the mean squared output."""
+    out = _first_tensor(torch, out)
+    return out.float() if getattr(model, "returns_loss", False) else out.float().square().mean()
 
 
 def _first_tensor(torch, obj):
@@ -205,7 +238,7 @@ def _measure(torch, model, layers, cfg, dev, batch, in_shape, progress):
     opt = (torch.optim.Adam(model.parameters(), lr=1e-4) if cfg.optimizer == "adam"
            else torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9))
     gen = torch.Generator().manual_seed(cfg.seed + batch)
-    x = torch.randn((batch, *in_shape), generator=gen).to(dev)
+    x = _inputs(torch, model, (batch, *in_shape), gen).to(dev)
     rows, iters, steps, orders = [], [], [], []
     try:
         with warnings.catch_warnings():
@@ -258,8 +291,7 @@ def _loop(torch, model, x, opt, timer, cfg, n_layers, cuda, rows, iters, steps, 
         host0 = fill.before()
         t_start = timer.now()
         opt.zero_grad(set_to_none=True)
-        out = _first_tensor(torch, model(x))
-        out.float().square().mean().backward()
+        _loss(torch, model, model(x)).backward()
         for key in [k for k in timer.open if k[0] == "b"]:
             timer.stop(key)
         t_mid = timer.now()
@@ -312,9 +344,9 @@ def _grad_norms(torch, model, layers, opt, cfg, dev, batch, in_shape, progress) 
     gen = torch.Generator().manual_seed(cfg.seed + 7919 * batch)
     norms: list[list[float]] = [[] for _ in layers]
     for _ in range(cfg.grad_norms):
-        x = torch.randn((batch, *in_shape), generator=gen).to(dev)
+        x = _inputs(torch, model, (batch, *in_shape), gen).to(dev)
         opt.zero_grad(set_to_none=True)
-        _first_tensor(torch, model(x)).float().square().mean().backward()
+        _loss(torch, model, model(x)).backward()
         for i, (_, mod) in enumerate(layers):
             grads = [p.grad for p in mod.parameters() if p.grad is not None]
             norms[i].append(float(sum(g.abs().sum().item() for g in grads)) if grads else 0.0)
@@ -374,6 +406,8 @@ def capture_trace(cfg: CaptureConfig, progress=None, stage=None) -> Trace:
     torch = _torch()
     if cfg.optimizer not in ("sgd", "adam"):
         raise ConfigError(f"optimizer: {cfg.optimizer!r} is not one of sgd, adam")
+    if cfg.autocast is not None and cfg.autocast not in AUTOCAST:
+        raise ConfigError(f"autocast: {cfg.autocast!r} is not one of {', '.join(AUTOCAST)} (or none)")
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     dev = _device(torch, cfg.device)
@@ -382,8 +416,12 @@ def capture_trace(cfg: CaptureConfig, progress=None, stage=None) -> Trace:
     flops_by_name = {}
     if cfg.model is not None:
         from simcomm.traces.zoo import MODELS, build_model, model_spec
+        from simcomm.traces.zoo.transformer import TRANSFORMERS
         entry = MODELS.get(cfg.model)
-        model = build_model(cfg.model)
+        # a transformer's parameters are created on the capture device: initialising 1-10 billion of them
+        # on the host first would take longer than the capture itself
+        with dev if cfg.model in TRANSFORMERS else contextlib.nullcontext():
+            model = build_model(cfg.model)
         in_shape = cfg.input_shape or entry.input_shape
         if cfg.input_shape is None or tuple(cfg.input_shape) == tuple(entry.input_shape):
             flops_by_name = {x.name: x.flops for x in model_spec(cfg.model).layers}
@@ -396,9 +434,19 @@ def capture_trace(cfg: CaptureConfig, progress=None, stage=None) -> Trace:
         if getattr(mod, "inplace", False) is True:
             mod.inplace = False
     model = model.to(dev).train()
+    # autocast around probe, iterations and gradient norms alike: as benchmarks/gpu/capture_h100.py's
+    # amp-capture does for CNNs (parameters, gradients and optimizer state stay in their own dtype)
+    amp = (torch.autocast(device_type=dev.type, dtype=getattr(torch, AUTOCAST[cfg.autocast]))
+           if cfg.autocast else contextlib.nullcontext())
+    with amp:
+        return _capture(torch, cfg, dev, model, in_shape, flops_by_name, loads, progress, say)
+
+
+def _capture(torch, cfg, dev, model, in_shape, flops_by_name, loads, progress, say) -> Trace:
+    """Probe, measure and assemble the trace of a built model (already on ``dev``)."""
     leaves = [(n, m) for n, m in model.named_modules() if n and next(m.children(), None) is None]
     say("probing layer shapes")
-    seen = _probe(torch, model, leaves, torch.zeros((2, *in_shape), device=dev))
+    seen = _probe(torch, model, leaves, _inputs(torch, model, (2, *in_shape)).to(dev))
     order = {name: i for i, name in enumerate(seen)}  # dicts keep first-call order
     layers = sorted(((n, m) for n, m in leaves if n in seen), key=lambda nm: order[nm[0]])
     if not layers:
@@ -437,7 +485,8 @@ def capture_trace(cfg: CaptureConfig, progress=None, stage=None) -> Trace:
                     "backward_median_s": statistics.median(bwd), "backward_iqr_s": _iqr(bwd)}))
     missing = [i for i in reversed(range(len(layers))) if i not in border]
     ready = tuple(border) + tuple(missing)
-    dtype = {4: "fp32", 2: "fp16", 8: "fp64"}.get(next((p.element_size() for p in model.parameters()), 4), "fp32")
+    names = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64"}
+    dtype = names.get(str(next((p.dtype for p in model.parameters()), "float32")).replace("torch.", ""), "fp32")
     cuda = dev.type == "cuda"
     return Trace(
         model=cfg.model or cfg.module, batch=main, dtype=dtype,
@@ -451,7 +500,10 @@ def capture_trace(cfg: CaptureConfig, progress=None, stage=None) -> Trace:
               "layer_sums_s": [sum(f) + sum(b) + s for (f, b), s in zip(rows, steps)], "optimizer_step_s": step_mid,
               "iteration_median_s": statistics.median(iters), "kept_iterations": list(keep), "optimizer": cfg.optimizer,
               "threads": torch.get_num_threads(), "rank": int(os.environ.get("RANK", "0")),
-              "input_shape": list(in_shape), "loss": "mean of squared outputs (synthetic random inputs)",
+              "input_shape": list(in_shape),
+              "loss": ("the model's next-token cross-entropy on random token ids"
+                       if getattr(model, "returns_loss", False) else "mean of squared outputs (synthetic random inputs)"),
+              **({"autocast": cfg.autocast} if cfg.autocast else {}),
               "captured": "real measurement on this machine", **_noise(iters, loads)},
     )
 

@@ -59,6 +59,9 @@ class DeviceSpec:
     label: str = ""  # display name ("V100", "GTX 1080 Ti")
     fp32_math: str = "fp32"  # "tf32" where fp32 training runs on TF32 tensor cores by default
     fitted: tuple = ()  # ((dtype, Efficiency), ...): calibrated factors per trace dtype
+    # ((dtype, Efficiency), ...) for GEMM-bound transformers: ResNet-50's factors (convolutions, small
+    # elementwise kernels) are several times too pessimistic for their large matrix multiplies
+    fitted_transformer: tuple = ()
 
     def flops_for(self, dtype: str) -> float:
         """Peak FLOP/s for ``dtype``; a device without that dtype is a user error."""
@@ -69,10 +72,20 @@ class DeviceSpec:
                               f"valid choices: {', '.join(valid)}")
         return self.peak_flops[math]
 
-    def efficiency(self, dtype: str) -> Efficiency:
-        """Factors for ``dtype``: the fitted entry, else the device's defaults (labelled)."""
+    def efficiency(self, dtype: str, family: str = "cnn") -> Efficiency:
+        """Factors for ``dtype``: the fitted entry, else the device's defaults (labelled).
+
+        ``family="transformer"`` prefers a transformer fit and otherwise falls back to the
+        CNN fit, saying so in the source.
+        """
+        if family == "transformer":
+            for key, eff in self.fitted_transformer:
+                if key == dtype:
+                    return eff
         for key, eff in self.fitted:
             if key == dtype:
+                if family == "transformer":
+                    return Efficiency(eff.compute, eff.memory, f"CNN factors (no transformer fit): {eff.source}")
                 return eff
         return Efficiency(self.compute_eff, self.memory_eff, "default (not calibrated)")
 
@@ -128,12 +141,20 @@ _add("a100-80g", "gpu", "NVIDIA A100 SXM4 80 GB: 19.5 TF fp32, 156 TF tf32, 312 
 _H100_PEAKS = {"fp32": 66.9e12, "tf32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12}
 _H100_FITS = (("fp32", _H100_FP32), ("fp16", _H100_FP16),
               ("bf16", _borrow(_H100_FP16, "bf16 runs at the fp16 tensor peak; no bf16 row was published")))
+# Transformers (additive roofline, simcomm.traces.synth): fitted so the roofline's forward+backward of
+# megatron-1.7b (batch 4, sequence 2048, bf16 autocast) equals its CUDA capture on an H100 SXM5
+# (2026-11-26, benchmarks/gpu/h100-2026-11-26-llm; docs/traces.md, "Transformer capture"); held out on
+# hidden sizes 2304-16384 (benchmarks/gpu/h100-2026-11-26-llm-scale) the median error is 6.9 %
+_H100_TF = Efficiency(0.656, DEFAULT_MEMORY_EFF, "fitted on an H100 CUDA capture of megatron-1.7b b4 bf16 "
+                      "(benchmarks/gpu/h100-2026-11-26-llm)")
+_H100_TF_FITS = (("bf16", _H100_TF), ("fp16", _borrow(_H100_TF, "fp16 runs at the bf16 tensor peak")))
 _add("h100", "gpu", "NVIDIA H100 SXM5: 66.9 TF fp32, 494.7 TF tf32, 989.4 TF fp16/bf16 tensor, 3.35 TB/s",
      "[H100-gk]; fitted on Lambda 2023 ResNet-50 (DLE code, NGC 22.10)", _H100_PEAKS, 3.35e12, 80 * _GIB, "H100",
-     fp32_math="tf32", fitted=_H100_FITS)
+     fp32_math="tf32", fitted=_H100_FITS, fitted_transformer=_H100_TF_FITS)
 _add("h200", "gpu", "NVIDIA H200 SXM: H100 compute (GH100), 141 GB HBM3e, 4.8 TB/s",
      "[H200-gt] [H200-lz]; factors of the h100 fit", _H100_PEAKS, 4.8e12, 141 * _GIB, "H200", fp32_math="tf32",
-     fitted=tuple((d, _borrow(e, "same GH100 compute as h100")) for d, e in _H100_FITS))
+     fitted=tuple((d, _borrow(e, "same GH100 compute as h100")) for d, e in _H100_FITS),
+     fitted_transformer=tuple((d, _borrow(e, "same GH100 compute as h100")) for d, e in _H100_TF_FITS))
 _add("b200", "gpu", "NVIDIA B200 (HGX, 1000 W): 80 TF fp32, 1100 TF tf32, 2250 TF fp16/bf16 dense, 8 TB/s, 192 GB",
      "[B200-gk]; factors borrowed from the h100 fit (no published B200 single-GPU number)",
      {"fp32": 80e12, "tf32": 1100e12, "fp16": 2250e12, "bf16": 2250e12}, 8e12, 192 * _GIB, "B200", fp32_math="tf32",

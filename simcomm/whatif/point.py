@@ -73,6 +73,10 @@ def evaluate(point: dict) -> dict:
                 "speedup": _f(res.speedup), "baseline_s": _f(res.baseline_s),
                 "inter_family": nic_family, "inter_util": util.get(nic_family, 0.0) if nic_family else None,
                 "kinds": [{"label": k.label, "weight": float(k.weight), "time_s": float(k.time_s)} for k in res.kinds]})
+    # layouts that name their parallelisms split the exposed time (Result.exposed_by): tensor, context,
+    # expert, pipeline, data communication not hidden behind compute, and waiting (bubble, other ranks)
+    for kind, v in res.exposed_by.items():
+        row[f"exposed_{kind}_s"] = float(v)
     for fam, b in sorted(res.link_bytes.items()):
         row[f"bytes_{fam}"] = float(b)
         row[f"util_{fam}"] = util[fam]

@@ -19,8 +19,10 @@ from pathlib import Path
 from simcomm.fileio import write_text
 
 __all__ = [
+    "EXPOSED_KINDS",
     "OUTPUT_ORDER",
     "SWEEP_FILE",
+    "exposed_columns",
     "input_columns",
     "rows_from_records",
     "write_results",
@@ -34,6 +36,8 @@ OUTPUT_ORDER = ("status", "reason", "error", "iteration_s", "rank_mean_s", "comp
                 "model_used", "batch_used", "global_batch", "inter_used", "topology_used", "inter_family",
                 "inter_util")
 _JSON_ONLY = ("assumed", "kinds", "node_scales")
+#: the parallelisms a layout's exposed time is split by (Result.exposed_by), in column order
+EXPOSED_KINDS = ("tensor", "context", "expert", "pipeline", "data", "waiting")
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -66,9 +70,18 @@ def input_columns(sweep: dict) -> list[str]:
     return list(dict.fromkeys([*sweep.get("base", {}), *(k for k, _ in sweep.get("axes", []))]))
 
 
+def exposed_columns(rows: list[dict]) -> list[str]:
+    """The ``exposed_<kind>_s`` columns some row has, in :data:`EXPOSED_KINDS` order (unknown kinds last)."""
+    have = {k for r in rows for k in r if k.startswith("exposed_") and k.endswith("_s")}
+    known = [f"exposed_{k}_s" for k in EXPOSED_KINDS]
+    return [c for c in known if c in have] + sorted(have - set(known))
+
+
 def _columns(rows: list[dict], inputs: list[str]) -> list[str]:
     seen = list(inputs)
-    outs = [c for c in OUTPUT_ORDER]
+    outs = list(OUTPUT_ORDER)
+    at = outs.index("comm_hidden_s") + 1
+    outs[at:at] = exposed_columns(rows)  # only sweeps of layouts that report the split get these columns
     extra = sorted({k for r in rows for k in r} - set(seen) - set(outs) - set(_JSON_ONLY))
     return seen + outs + extra
 

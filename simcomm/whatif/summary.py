@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections import defaultdict
 from itertools import pairwise
 
+from simcomm.whatif.results import exposed_columns
+
 __all__ = [
     "answers",
     "assumptions",
@@ -263,14 +265,16 @@ def ranked_table(sweep: dict, rows, limit: int = 30) -> tuple[list[str], list[li
     """Header and string cells of the ranked configuration table (best first, at most ``limit``)."""
     keys = ["strategy", x_axis(sweep), *facet_keys(sweep)]
     keys = list(dict.fromkeys(keys))
+    top = ranked(rows)[:limit]
+    split = exposed_columns(top)  # layouts that split their exposed time by parallelism (megatron)
     head = ["#", *keys, "iteration", "time/sample", "samples/s", "speedup vs allreduce", "exposed comm",
-            "busiest link"]
+            *(c[len("exposed_"):-2] for c in split), "busiest link"]
     body = []
-    for i, r in enumerate(ranked(rows)[:limit], 1):
+    for i, r in enumerate(top, 1):
         utils = [(r[k], k[5:]) for k in r if k.startswith("util_") and r[k] is not None]
         u, fam = max(utils) if utils else (0.0, "-")
         body.append([str(i), *(str(r.get(k)) for k in keys), _ms(r["iteration_s"]),
                      f"{r['time_per_sample_s'] * 1e6:.1f} us", f"{r['samples_per_s']:,.0f}",
                      "-" if r.get("speedup") is None else f"{r['speedup']:.3f}x", _ms(r.get("comm_exposed_s") or 0),
-                     f"{fam} {u:.0%}"])
+                     *("-" if r.get(c) is None else _ms(r[c]) for c in split), f"{fam} {u:.0%}"])
     return head, body

@@ -68,26 +68,54 @@ def test_nvls_tree_loops_follow_ncclss_chunking():
     assert nvls_tree_loop_bytes(layout(h100(4)), 8 << 30) == 8 << 20
 
 
-def test_nvls_tree_fill_adds_f_loops_of_bytes():
+def test_nvls_tree_fill_is_the_first_loops_trip_through_the_kernels_stages():
     from simcomm.nccl import execution
-    from simcomm.nccl.execution import NVLS_TREE_FILL_LOOPS as F
-    from simcomm.nccl.execution import nvls_tree_fill
+    from simcomm.nccl.execution import nvls_loop_bytes, nvls_tree_fill, nvls_tree_fill_loops, nvls_tree_head_nic_bw
 
     lay = layout(h100(2))
-    # 8 MiB is exactly one 8 MiB loop: n / (n + F n)
-    assert nvls_tree_fill(lay, 8 << 20) == pytest.approx(1 / (1 + F), rel=1e-12)
-    # 2 MiB is part of a 4 MiB loop: the fill is what the buffer has, the same 1 / (1 + F)
-    assert nvls_tree_fill(lay, 2 << 20) == pytest.approx(1 / (1 + F), rel=1e-12)
-    # 1 GiB: 64 loops of 16 MiB; the fill is F loops of 16 MiB on top
-    assert nvls_tree_fill(lay, 1 << 30) == pytest.approx(64 / (64 + F), rel=1e-12)
-    # NVLS-Tree's execution share is the fill (all 16 channels run at every size here)
+    # NCCL's view of 2 x 8 H100: NVLink 18 x 20.6 = 370.8 GB/s, one 48 GB/s NIC per GPU, 8 NVLS heads, depth 1.
+    assert (lay.intra_bw, nvls_tree_head_nic_bw(lay), tuning.graphs(lay)["nvls"].n_ch) == pytest.approx((370.8, 48, 8))
     mt = tuning.model("nvls-tree", "simple", "allreduce", lay, 1 << 30)
+    # NCCL's NVLS-Tree algBw (nccl-source-notes 8.2): 8 heads x min(40 x 0.85 x 7/8 x 2, 2 x 60, 57.7) = 461.6
+    # bus, x 16/30 = 246.1867 GB/s.  Stages of the first loop: scatter and gather (the whole loop over NVLink),
+    # the child's reduce, the root's reduce-and-broadcast and the child's broadcast (loop / 8 over NVLink each),
+    # two network hops (loop / 8 through a 48 GB/s NIC):
+    #   F = 246.1867 x ((2 + 3/8) / 370.8 + 2 / (8 x 48)) - 1 = 246.1867 x (0.0064051 + 0.0052083) - 1 = 1.85907
+    assert mt.alg_bw == pytest.approx(461.6 * 16 / 30, rel=1e-12)
+    F = nvls_tree_fill_loops(lay, mt)
+    assert F == pytest.approx(461.6 * 16 / 30 * (2.375 / 370.8 + 2 / 384) - 1, rel=1e-12)
+    assert F == pytest.approx(1.85907, abs=1e-5)
+    # 8 MiB is exactly one 8 MiB loop: n / (n + F n); 2 MiB is part of a 4 MiB loop: the same
+    assert nvls_tree_fill(lay, 8 << 20, F) == pytest.approx(1 / (1 + F), rel=1e-12)
+    assert nvls_tree_fill(lay, 2 << 20, F) == pytest.approx(1 / (1 + F), rel=1e-12)
+    # 1 GiB: 64 loops of 16 MiB; the fill is F loops of 16 MiB on top
+    assert nvls_tree_fill(lay, 1 << 30, F) == pytest.approx(64 / (64 + F), rel=1e-12)
+    # NVLS-Tree's execution share is the fill (all 16 channels run at every size here)
     assert execution_efficiency(mt, "allreduce", lay, 1 << 30) == pytest.approx(64 / (64 + F), rel=1e-12)
-    # single-node NVLS has no network stages: no fill
+    # a deeper tree crosses more stages: 16 nodes, depth 4, 9 NVLink hand-offs and 8 network hops
+    lay16 = layout(h100(16))
+    mt16 = tuning.model("nvls-tree", "simple", "allreduce", lay16, 1 << 30)
+    want = mt16.alg_bw * ((2 + 9 / 8) / lay16.intra_bw + 8 / (8 * nvls_tree_head_nic_bw(lay16))) - 1
+    assert nvls_tree_fill_loops(lay16, mt16) == pytest.approx(want, rel=1e-12) and want > F
+    # single-node NVLS: the same chain without the network (depth 0): scatter, one reduce-and-broadcast, gather.
+    # algBw 8 x min(40 x 0.85 x 7/8 x 2, 60) x 8/14 = 476 x 8/14 = 272 GB/s: F = 272 x 2.125 / 370.8 - 1 = 0.558792.
+    # 1 GiB is not below 64 x 128 ops x 128 KiB = 1 GiB: 128 KiB chunks, 16 MiB loops, 64 of them.
     one = layout(h100(1))
     mt1 = tuning.model("nvls", "simple", "allreduce", one, 1 << 30)
-    assert execution_efficiency(mt1, "allreduce", one, 1 << 30) == 1.0
-    assert execution.FILL_CALIBRATION_RUN in execution.HELD_OUT_RUNS
+    F1 = nvls_tree_fill_loops(one, mt1)
+    assert F1 == pytest.approx(272.0 * 2.125 / 370.8 - 1, rel=1e-12)
+    assert F1 == pytest.approx(0.558792, abs=1e-6)
+    assert nvls_loop_bytes(one, 1 << 30) == 16 << 20
+    assert execution_efficiency(mt1, "allreduce", one, 1 << 30) == pytest.approx(64 / (64 + F1), rel=1e-12)
+    # below 1 GiB the chunk is 64 KiB (8 MiB loops), below 64 MiB 32 KiB, below 8 MiB 16 KiB (2 MiB loops)
+    assert [nvls_loop_bytes(one, x) for x in ((1 << 30) - 1, 64 << 20, (64 << 20) - 1, (8 << 20) - 1)] == [
+        8 << 20, 8 << 20, 4 << 20, 2 << 20]
+    # NVLS all-gather runs another kernel: no fill; NVLS across nodes (with SHARP) is not modelled
+    mt_ag = tuning.model("nvls", "simple", "allgather", one, 1 << 30)
+    assert execution_efficiency(mt_ag, "allgather", one, 1 << 30) == 1.0
+    assert nvls_tree_fill_loops(lay, tuning.model("nvls", "simple", "allreduce", lay, 1 << 30)) == 0.0
+    # nothing fitted: only the launch's calibration run is held out
+    assert execution.HELD_OUT_RUNS == (execution.CALIBRATION_RUN,)
 
 
 def test_nvls_tree_fill_lengthens_the_bandwidth_term_only(monkeypatch):
@@ -102,13 +130,13 @@ def test_nvls_tree_fill_lengthens_the_bandwidth_term_only(monkeypatch):
     op = Collective(0, "allreduce", tuple(range(16)), n)
 
     def bandwidth_term(fill):
-        monkeypatch.setattr(execution, "NVLS_TREE_FILL_LOOPS", fill)
+        monkeypatch.setattr(execution, "nvls_tree_fill_loops", lambda layout, mt: fill)
         prep = prepare_nccl(op, topo, Runtime("nccl", nccl_algo="nvls-tree"))
         return prep.closed_form - prep.latency[0], prep.latency[0]
 
-    with_fill, lat1 = bandwidth_term(2.88)
+    with_fill, lat1 = bandwidth_term(1.85907)
     without, lat0 = bandwidth_term(0.0)
     assert lat1 == lat0  # NCCL's model latency and the launch are untouched
-    # 1 GiB = 64 loops of 16 MiB: the fill adds 2.88 loops' worth of the same bandwidth
-    assert with_fill / without == pytest.approx((64 + 2.88) / 64, rel=1e-12)
+    # 1 GiB = 64 loops of 16 MiB: the fill adds 1.85907 loops' worth of the same bandwidth
+    assert with_fill / without == pytest.approx((64 + 1.85907) / 64, rel=1e-12)
     assert np.isfinite(with_fill)

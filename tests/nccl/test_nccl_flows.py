@@ -90,8 +90,14 @@ def test_nvls_bus_bandwidth_on_eight_h100():
     # the flows move n(1 + 1/8) through each port at 18 x 20.6 = 370.8 GB/s, after 25 us.
     from simcomm.nccl.execution import LAUNCH_PER_GPU_S as LAUNCH_S  # one GPU per thread
 
+    # NVLS's pipeline fill (execution.nvls_tree_fill_loops, depth 0): scatter and gather move the whole loop,
+    # one reduce-and-broadcast group loop / 8, over 370.8 GB/s: F = 272 x (2 + 1/8) / 370.8 - 1 = 0.558792;
+    # 8e9 B >= 64 x (16 channels x 8 heads) x 128 KiB = 1 GiB, so 128 KiB chunks, loops of 128 x 128 KiB = 16 MiB:
+    # the flows carry n + F x 16 MiB.
     eff = 272.0 / (370.8 * 8 / 9)
-    assert t == pytest.approx(25e-6 + LAUNCH_S + n * 9 / 8 / eff / 370.8e9, rel=1e-9)
+    fill = (272.0 * 2.125 / 370.8 - 1) * (16 << 20)
+    assert fill == pytest.approx(0.558792 * (16 << 20), rel=1e-6)
+    assert t == pytest.approx(25e-6 + LAUNCH_S + (n + fill) * 9 / 8 / eff / 370.8e9, rel=1e-9)
     busbw = 2 * 7 / 8 * n / t / 1e9
     assert 470 < busbw < 480  # NCCL's maintainers: about 480 GB/s (nccl-tests issue 212)
     ring = run(topo, "allreduce", n, nccl_algo="ring").makespan

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import math
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -249,8 +251,13 @@ def test_recompute_costs():
     sel, _ = plan_of(1, {"recompute": "selective"}, trace=tr)
     assert _compute_sum(none, 0) == pytest.approx(2 * (TF + TB))
     assert _compute_sum(full, 0) == pytest.approx(2 * (2 * TF + TB))
-    # selective: the attention core's s/(2h+s) share of attention's forward, s = 4, h = 8
-    assert _compute_sum(sel, 0) == pytest.approx(2 * (TF + TB) + 2 * (TF / 2) * 4 / 20)
+    # selective: the attention core's share of attention's forward, s = 4, h = 8, no meta (one head, no GQA):
+    # causal core 2 s^2 h = 256 against projections 8 s h^2 = 2048: 256 / 2304 = 1 / 9 = s / (4h + s)
+    assert _compute_sum(sel, 0) == pytest.approx(2 * (TF + TB) + 2 * (TF / 2) * 4 / 36)
+    # Megatron-LM's unfused attention (meta attention_core = full) computes all 4 s^2 h: s / (2h + s) = 4 / 20
+    meta = {**tr.meta, "transformer": {**tr.meta.get("transformer", {}), "attention_core": "full"}}
+    sel_full, _ = plan_of(1, {"recompute": "selective"}, trace=replace(tr, meta=meta))
+    assert _compute_sum(sel_full, 0) == pytest.approx(2 * (TF + TB) + 2 * (TF / 2) * 4 / 20)
 
 
 def test_full_recompute_repeats_the_forward_tp_allreduces():

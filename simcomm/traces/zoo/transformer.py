@@ -11,8 +11,9 @@ architecture (formula in docs/transformers.md); FLOPs count matrix multiplies
 only (2 per multiply-add), with the causal attention core at half of
 ``4 s^2 h``, the convention of FlashAttention's benchmarks.
 
-There is no torch module for these models (they exist for roofline synthesis
-and the memory model); :func:`transformer_trace` synthesises a trace with
+The dense models also have a torch module for capture, built leaf for leaf
+under the same names by :func:`simcomm.traces.zoo.torchnet.build_transformer`
+(MoE models are analytic only); :func:`transformer_trace` synthesises a trace with
 ``meta["transformer"]`` and supports ``fp8`` (GEMMs at the fp8 tensor peak,
 everything else bf16, as NVIDIA Transformer Engine runs them).
 """
@@ -155,7 +156,7 @@ class TransformerConfig:
         return ops._leaf(name, kind, self.mlp_params(i), x, (s, h), flops, mem=mem, saved=9 * s * h, masks=s * h)
 
     def __call__(self, ops, x):
-        """The architecture: analytic only (no torch module exists for these models)."""
+        """The analytic architecture (torch modules come from ``torchnet.build_transformer``, not from here)."""
         if type(ops) is not SpecOps:
             raise ConfigError(f"model: {self.name!r} is an analytic transformer (roofline synthesis only); "
                               "it has no torch module to build or capture")

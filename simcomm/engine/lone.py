@@ -1,0 +1,368 @@
+"""The scalar core's lean form while no two live flows share a link.
+
+:class:`~simcomm.engine.small.SmallFlows` runs the array core's algorithm in
+Python floats: pruning counts, per-link loads and flow counts, the
+local-minimum solver.  While the routes of the live flows are pairwise
+disjoint (no directed link crossed by two of them, none crossed twice by one),
+all of that collapses to a closed form, operation for operation:
+
+* a link's bandwidth-phase flow count is 0 or 1, and its load is exactly 0.0 or
+  that one flow's rate (every load is rebuilt by a merge as ``0.0 + rate``, an
+  update is ``load - old + new`` with ``old == load``, and ``r - r`` is 0.0), so
+  every residual a re-solve sees is the link's capacity, ``cap - 0.0``;
+* the solver then freezes every re-solved flow in its first round at the
+  smallest capacity of its pruned row, which is the smallest capacity of its
+  route (pruning never drops a route's tightest link): one round per solve;
+* the threshold of the incremental rule is the smallest rate that left and of
+  each new flow's share ``cap / 1``: again the smallest capacity of its route.
+
+:class:`LoneFlows` keeps just that (the per-slot fields, the routes and their
+smallest capacity) and computes the same re-solve sets, the same ``rem``,
+``t_ref``, ``rate`` and ``t_next`` floats and the same ``solves``, ``rounds``
+and ``full_solves`` counts.  A merge that would make two live routes share a
+link (or a route cross a link twice) first rebuilds the general form's pruning
+counts over the same flows (finished ones not yet compacted included) and
+hands over to :class:`SmallFlows`' merge, which rebuilds rows, loads and flow
+counts from scratch as it always does; a later merge whose live routes are
+disjoint again returns to the lean form (that merge would rebuild the loads as
+``0.0 + rate`` on disjoint rows, the state the lean form assumes).  The per-
+tensor parameter server (one push and one pull live at a time on opposite
+directions of the server's links) runs entirely in the lean form
+(docs/engine.md, "The lean form for disjoint routes").
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from simcomm.engine.small import BANDWIDTH, LATENCY, SmallFlows, _floats, _ints
+
+__all__ = ["LoneFlows"]
+
+_INF = float("inf")
+
+
+def _fl(a) -> list:
+    return a if type(a) is list else _floats(a)
+
+
+class LoneFlows(SmallFlows):
+    """:class:`SmallFlows` with a lean form while the live routes are pairwise disjoint."""
+
+    def __init__(self, core):
+        super().__init__(core)
+        self.lean = True
+        self.busy: set = set()      # links crossed by live flows (lean form)
+        self.mincap: list = []      # per slot: smallest capacity of its route (lean form)
+        self._mins: dict = core.__dict__.setdefault("_route_min", {})  # route -> smallest capacity
+        self._merged: tuple = ([], 0, [])  # finished flows' routes (list, count) and live routes at the last merge
+
+    # ---- the general form's per-link state, derived in the lean form ------
+    # The lean form needs no pruned rows, loads or flow counts; these properties give, when
+    # asked (tests compare states), what the general form would hold: rows pruned over the
+    # flows present at the last merge, loads 0.0 + rate on the rows of bandwidth-phase flows.
+    @property
+    def row(self) -> list:
+        if not self.lean:
+            return self._row
+        gone, n, routes = self._merged
+        saved = self.count, self.together
+        self.count, self.together = Counter(), Counter()
+        try:
+            for r in gone[:n] + routes:
+                self._count(r)
+            return [self._prune(r) for r in self.route]
+        finally:
+            self.count, self.together = saved
+
+    @row.setter
+    def row(self, value: list) -> None:
+        self._row = value
+
+    @property
+    def load(self) -> dict:
+        if not self.lean:
+            return self._load
+        return {x: 0.0 + r for r, ph, row in zip(self.rate, self.phase, self.row) if ph == BANDWIDTH for x in row}
+
+    @load.setter
+    def load(self, value: dict) -> None:
+        self._load = value
+
+    @property
+    def nflows(self) -> dict:
+        if not self.lean:
+            return self._nflows
+        return {x: 1 for ph, row in zip(self.phase, self.row) if ph == BANDWIDTH for x in row}
+
+    @nflows.setter
+    def nflows(self, value: dict) -> None:
+        self._nflows = value
+
+    # ---- forms -----------------------------------------------------------
+    def _to_general(self) -> None:
+        """Rebuild the pruning counts over the flows present; rows and loads follow in merge."""
+        self.lean = False
+        self.count, self.together = Counter(), Counter()
+        for r in self.gone_routes:
+            self._count(r)
+        for r in self.route:
+            self._count(r)
+        self.row = [()] * len(self.route)  # recomputed by SmallFlows.merge for every live flow
+
+    def merge(self, parts, t: float) -> int:
+        if self.lean and len(parts) == 1 and type(parts[0][5]) is tuple:
+            # One message from FluidCore.add_message (Python scalars and the route's tuple).
+            bid, _, rem, t_bw, _, route = parts[0]
+            links, low = self._info_of(route)
+            if links is not None and self.busy.isdisjoint(links):
+                self.busy |= links
+                self.rem.append(rem[0])
+                self.t_ref.append(t)
+                self.rate.append(0.0)
+                self.t_bw.append(t_bw[0])
+                self.t_next.append(t_bw[0])
+                self.phase.append(LATENCY)
+                self.batch.append(bid)
+                self.index.append(0)
+                self.route.append(route)
+                self.mincap.append(low)
+                self._merged = (self.gone_routes, len(self.gone_routes), self.route[:])
+                return 1
+        new = []
+        if self.lean:
+            busy = set(self.busy)
+            ok = True
+        else:  # the live routes themselves must be pairwise disjoint too
+            busy = set().union(*self.route)
+            ok = len(busy) == sum(len(r) for r in self.route)
+        for bid, idx, rem, t_bw, route_len, links in parts:
+            flat, lens = _ints(links), _ints(route_len)
+            routes, pos = [], 0
+            for k in lens:
+                route = tuple(flat[pos:pos + k])
+                pos += k
+                if ok:
+                    s = set(route)
+                    if not route or len(s) != k or not busy.isdisjoint(s):
+                        ok = False
+                    else:
+                        busy |= s
+                routes.append(route)
+            new.append((bid, idx, rem, t_bw, routes))
+        if not ok:
+            if self.lean:
+                self._to_general()
+            return SmallFlows.merge(self, parts, t)
+        if not self.lean:  # every live route disjoint again: the loads a merge rebuilds are 0.0 + rate
+            self.lean = True
+            self.mincap = [self._min(r) for r in self.route]
+        self.busy = busy
+        added = 0
+        for bid, idx, rem, t_bw, routes in new:
+            rem, t_bw = _fl(rem), _fl(t_bw)
+            n = len(rem)
+            self.rem += rem
+            self.t_ref += [t] * n
+            self.rate += [0.0] * n
+            self.t_bw += t_bw
+            self.t_next += t_bw
+            self.phase += [LATENCY] * n
+            self.batch += [bid] * n
+            self.index += _ints(idx) if type(idx) is not list else idx
+            self.route += routes
+            self.mincap += [self._min(r) for r in routes]
+            added += n
+        self._merged = (self.gone_routes, len(self.gone_routes), self.route[:])
+        return added
+
+    def _info_of(self, route: tuple) -> tuple:
+        """(the route's links as a frozenset, or None if it is empty or crosses a link twice; smallest capacity)."""
+        hit = self._mins.get(route)
+        if hit is None:
+            links = frozenset(route)
+            v = min((self.cap[x] for x in route), default=_INF)
+            hit = self._mins[route] = (links if route and len(links) == len(route) else None,
+                                       v if not v < 0.0 else 0.0)  # maxmin's np.maximum(cap, 0)
+        return hit
+
+    def _min(self, route: tuple) -> float:
+        return self._info_of(route)[1]
+
+    def settle_next(self, now: float, tol: float):
+        """FluidCore.settle then next_time with at most one queued message; None: use those instead."""
+        core = self.core
+        core.t = now
+        pend = core._pending
+        if pend:  # FluidCore._merge's scalar branch (the caller checked that the flow fits)
+            added = self.merge(pend, now)
+            if added < 0:
+                return None  # a route crossing a link twice: FluidCore.settle moves the state to the arrays
+            core._pending = []
+            core.n_live += added
+            if not self.lean:
+                return core._settle_small(now, tol, []), core.next_time()
+        # self.settle, inlined (no link usage here: the caller checked)
+        done: list = []
+        res = core.resolution
+        if core.n_live:
+            more = self.step(now, tol, True, done) if res > 0 else True
+            lim = now + tol
+            while more and core.n_live and min(self.t_next) <= lim:
+                more = self.step(now, tol, False, done)
+        n_live = core.n_live
+        n_slots = len(self.rem) + len(self.gone_routes)
+        if (n_live == 0 and n_slots) or 2 * n_live < n_slots - 4096:
+            self.gone_routes = []  # self.compact() in the lean form
+        if done:
+            finish = core._finish
+            done = [(b, finish.pop(b)) for b in done]
+        if n_live == 0:
+            return done, _INF
+        return done, self.next_time(res)
+
+    def settle(self, now: float, tol: float, done_batches: list) -> list:
+        """FluidCore._settle_small in the lean form (the same passes, compaction and sample)."""
+        core = self.core
+        first = core.resolution > 0
+        lim = now + tol
+        while core.n_live:
+            if not first and min(self.t_next) > lim:
+                break
+            if not self.step(now, tol, first, done_batches):
+                break
+            first = False
+        n_slots = len(self.rem) + len(self.gone_routes)
+        if (core.n_live == 0 and n_slots) or 2 * core.n_live < n_slots - 4096:
+            self.compact()
+        if core.family_of_link is not None:
+            core.usage.append((np.array([now]), self.sample(core.family_of_link, core.n_families)[None, :]))
+        finish = core._finish
+        return [(b, finish.pop(b)) for b in done_batches]
+
+    def next_time(self, resolution: float) -> float:
+        """SmallFlows.next_time in one pass (the same group, span and latency-phase bound)."""
+        t_next = self.t_next
+        t_min = min(t_next)
+        if resolution <= 0:
+            return t_min
+        top = None  # the group's latest finish
+        lat = None  # the earliest bandwidth-phase start
+        for t, tb, ph in zip(t_next, self.t_bw, self.phase):
+            if ph == BANDWIDTH:
+                if t - t_min <= resolution * (t - tb) and (top is None or t > top):
+                    top = t
+            elif lat is None or t < lat:
+                lat = t
+        if top is None:
+            return t_min
+        t_e = 0.5 * (t_min + top)
+        if lat is not None and lat < t_e:
+            t_e = lat
+        return t_e
+
+    def compact(self) -> None:
+        if self.lean:
+            self.gone_routes = []
+        else:
+            SmallFlows.compact(self)
+
+    def step(self, now: float, tol: float, first: bool, done_batches: list) -> bool:
+        """One pass of FluidCore.settle's loop (SmallFlows.step and solve in the lean form); False when nothing is due."""
+        if not self.lean:
+            return SmallFlows.step(self, now, tol, first, done_batches)
+        core = self.core
+        lim = now + tol
+        t_next, phase = self.t_next, self.phase
+        gone: list = []
+        enter: list = []
+        if first:
+            # FluidCore.settle's first pass: flows due within the resolution finish now too.
+            res = core.resolution
+            lo = now - tol
+            early = late = 0
+            for i, (t, ph, tb) in enumerate(zip(t_next, phase, self.t_bw)):
+                if t <= lim:
+                    if ph:  # BANDWIDTH
+                        gone.append(i)
+                        if t < lo:
+                            late += 1
+                    else:
+                        enter.append(i)
+                elif ph and t - now <= res * (t - tb):
+                    gone.append(i)
+                    early += 1
+            if early or late:
+                core.merged += early + late
+        else:
+            for i, t in enumerate(t_next):
+                if t <= lim:
+                    (gone if phase[i] else enter).append(i)
+        if not gone and not enter:
+            return False
+        rate = self.rate
+        threshold = _INF
+        if gone:
+            self._record_finished(gone, now, done_batches)
+            for i in gone:
+                phase[i] = 2
+                t_next[i] = _INF
+                r = rate[i]
+                if r < threshold:
+                    threshold = r
+                rate[i] = 0.0
+            core.n_live -= len(gone)
+        mincap = self.mincap
+        if enter:
+            t_ref = self.t_ref
+            for i in enter:
+                phase[i] = BANDWIDTH
+                t_ref[i] = now
+                t_next[i] = _INF
+                m = mincap[i]
+                if m < threshold:
+                    threshold = m
+        # SmallFlows.solve on disjoint routes (module docstring): residuals are capacities,
+        # one round, every re-solved flow at its route's smallest capacity.
+        solves = core.solves = core.solves + 1
+        bar = threshold * (1.0 - 1e-9)
+        live = []
+        slots = []
+        for i, ph in enumerate(phase):
+            if ph == BANDWIDTH:
+                live.append(i)
+                if rate[i] >= bar or i in enter:
+                    slots.append(i)
+        if solves % core._refresh == 0 or len(slots) == len(live):
+            slots = live
+            if slots:
+                core.full_solves += 1
+        if slots:
+            core.rounds += 1
+            rem, t_ref = self.rem, self.t_ref
+            for i in slots:
+                r = mincap[i]
+                x = rem[i] - rate[i] * (now - t_ref[i])
+                rem[i] = x
+                t_ref[i] = now
+                rate[i] = r
+                t_next[i] = now + ((x / r if r else _INF) if x > 0 else 0.0)  # small._div for x > 0
+        if gone:
+            route, busy = self.route, self.busy
+            if len(gone) == len(route):
+                self.gone_routes.extend(route)
+                busy.clear()
+                self.rem, self.t_ref, self.rate, self.t_bw, self.t_next = [], [], [], [], []
+                self.phase, self.batch, self.index, self.route, self.mincap = [], [], [], [], []
+            else:
+                lists = (self.rem, self.t_ref, self.rate, self.t_bw, t_next, phase, self.batch, self.index, route,
+                         mincap)
+                for i in reversed(gone):
+                    r = route[i]
+                    self.gone_routes.append(r)
+                    busy.difference_update(r)
+                    for lst in lists:
+                        del lst[i]
+        return True

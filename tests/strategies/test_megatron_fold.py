@@ -1,0 +1,192 @@
+"""Replica folding in ``megatron`` (``replicas``): one data-parallel replica simulated for all.
+
+Folded plans emit replica 0's compute, tensor and pipeline ops (every replica of an
+expert-parallel group with ``experts_parallel > 1``) and the data-parallel collectives
+over their full groups; the other replicas' ranks appear only in those.  On a cluster
+where replicas do not share links (a full mesh) the fold must time exactly like the full
+plan; the statistics are taken on the simulated ranks.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from simcomm import engine
+from simcomm.errors import ConfigError
+from simcomm.links.base import LinkClass
+from simcomm.ops import Collective, CommPlan, Compute, IterationInfo, Transfer
+from simcomm.pipeline import rank_mean
+from simcomm.result import breakdown, critical_rank, exposed_by, iteration_time
+from simcomm.strategies import STRATEGIES
+from simcomm.strategies.base import make_params
+from simcomm.topologies.full_mesh import full_mesh
+from simcomm.traces.io import save_trace
+from simcomm.traces.schema import Layer, Trace
+from simcomm.workload import build_workload
+
+S, H = 4, 8
+LINK = LinkClass("fold-link", 1e9, 1e-6, "nvlink")  # every pair its own link: replicas never share one
+CLS = STRATEGIES.get("megatron")
+
+
+def tiny(blocks=4, *, moe=False, tied=False) -> Trace:
+    """embed, ``blocks`` × (attn, mlp|moe), head; 1 ms forward and 2 ms backward per block, KB-sized gradients."""
+    layers = [Layer("embed", "Embedding", 100, 400, 0.0, 0.0, 1e-5, (S,), (S, H))]
+    for i in range(blocks):
+        layers.append(Layer(f"block{i}.attn", "Attention", 64, 256_000, 5e-4, 1e-3, 1e-5, (S, H), (S, H)))
+        layers.append(Layer(f"block{i}.{'moe' if moe else 'mlp'}", "MLP", 128, 512_000, 5e-4, 1e-3, 1e-5,
+                            (S, H), (S, H)))
+    layers.append(Layer("head", "Linear", 100, 400, 0.0, 0.0, 1e-5, (S, H), (S, 100)))
+    meta = {"transformer": {"layers": blocks, "hidden": H, "ffn": 4 * H, "heads": 4, "kv_heads": 4, "vocab": 100,
+                            "seq": S, "experts": 4 if moe else 0, "top_k": 2 if moe else 1, "shared_experts": 0,
+                            "tied": tied}}
+    return Trace("tiny-gpt", 1, "bf16", "test", "gpu", "synthetic", tuple(layers), iteration_s=1.0, meta=meta)
+
+
+def plan_of(n, opts, trace=None, scale=None):
+    w = build_workload(trace or tiny(), n, batch=2, bucket_mb=0.3, compute_scale=scale)
+    return CLS(make_params(CLS, opts)).plan(w, full_mesh(n, LINK))
+
+
+LAYOUTS = [  # (ranks, options, trace)
+    (8, {"tp": 2, "pp": 2, "microbatches": 4}, None),
+    (8, {"tp": 2, "pp": 2, "schedule": "interleaved", "virtual": 2, "microbatches": 4}, tiny(tied=True)),
+    (4, {"zero": 1, "microbatches": 2}, None),
+    (4, {"zero": 3, "microbatches": 2, "recompute": "full"}, None),
+    (8, {"pp": 2, "microbatches": 2, "overlap_grad_reduce": "false", "order": "tp-dp-pp"}, tiny(tied=True)),
+    (8, {"tp": 2, "experts_parallel": 2, "microbatches": 2, "sequence_parallel": "true"}, tiny(moe=True)),
+    # HSDP shard groups of 2 replicas: groups 1-3 have no simulated member and run when group 0 does
+    (8, {"zero": 3, "shard_group": 2, "microbatches": 2}, None),
+    (8, {"tp": 2, "cp": 2, "microbatches": 2}, None),  # context-parallel rings keep replicas 0-1 live
+]
+
+
+@pytest.mark.parametrize("n, opts, trace", LAYOUTS)
+def test_folded_plan_times_exactly_like_the_full_one(n, opts, trace):
+    full = plan_of(n, {**opts, "replicas": "all"}, trace)
+    one = plan_of(n, {**opts, "replicas": "one"}, trace)
+    topo = full_mesh(n, LINK)
+    for fidelity in ("flow", "analytic"):
+        a, b = engine.simulate(full, topo, fidelity=fidelity), engine.simulate(one, topo, fidelity=fidelity)
+        assert b.makespan == a.makespan, fidelity
+        wa, wb = iteration_time(full, a)[1], iteration_time(one, b)[1]
+        assert breakdown(one, b, n, wb) == breakdown(full, a, n, wa)
+        streams = CLS.comm_streams
+        assert exposed_by(one, b, n, wb, streams) == exposed_by(full, a, n, wa, streams)
+    assert full.info.measured_ranks is None and one.info.measured_ranks is not None
+    assert len(one.ops) < len(full.ops)
+
+
+def test_folded_plan_keeps_replica_0_and_the_data_parallel_collectives():
+    """tp 2 × pp 2 × dp 4 = 16: every compute, TP collective and PP transfer is replica 0's, exactly a quarter."""
+    opts = {"tp": 2, "pp": 2, "microbatches": 4}
+    full, one = plan_of(16, {**opts, "replicas": "all"}), plan_of(16, {**opts, "replicas": "one"})
+    replica0 = (0, 1, 2, 3)  # rank = t + tp·(p + pp·d)
+    assert one.info.measured_ranks == replica0
+
+    def split(plan):
+        dp = [op for op in plan.ops if op.stream == "dp"]
+        rest = [op for op in plan.ops if op.stream != "dp"]
+        return dp, rest
+
+    dp_full, rest_full = split(full)
+    dp_one, rest_one = split(one)
+    assert len(rest_one) * 4 == len(rest_full)
+    assert all(set(op.ranks) <= set(replica0) for op in rest_one)
+    # the data-parallel collectives are the same ops over the same full groups
+    assert [(op.kind, op.ranks, op.nbytes) for op in dp_one] == [(op.kind, op.ranks, op.nbytes) for op in dp_full]
+    assert all(len(op.ranks) == 4 for op in dp_one if isinstance(op, Collective))
+    assert len(one.ops) < len(full.ops) / 3
+    assert not any(isinstance(op, (Compute, Transfer)) and op.ranks[0] not in replica0 for op in one.ops)
+
+
+def test_expert_parallel_groups_stay_whole():
+    """ep 2 carves expert groups out of replica pairs: replicas 0 and 1 stay live, 2 and 3 fold."""
+    one = plan_of(8, {"tp": 2, "experts_parallel": 2, "microbatches": 2, "replicas": "one"}, tiny(moe=True))
+    assert one.info.measured_ranks == (0, 1, 2, 3)
+    a2a = {op.ranks for op in one.ops if isinstance(op, Collective) and op.kind == "alltoall"}
+    assert a2a == {(0, 2), (1, 3)}
+    assert any(line.startswith("data-parallel replicas identical: simulating replicas 0-1's")
+               for line in one.info.assumed)
+
+
+def test_statistics_come_from_the_measured_ranks():
+    """A hand-made plan: rank 1 computes more, but only rank 0 is measured."""
+    from simcomm.ops import PlanBuilder
+
+    b = PlanBuilder(2)
+    c0 = b.compute(0, 1.0)
+    b.compute(1, 3.0)
+    b.collective("allreduce", (0, 1), 0.0, after=[c0])
+    info = b.build(measured_ranks=(0,)).info
+    plan = b.build(measured_ranks=(0,))
+    assert info.measured_ranks == (0,) and critical_rank(plan, 2) == 0
+    unmeasured = b.build()
+    assert critical_rank(unmeasured, 2) == 1
+    tl = engine.simulate(plan, full_mesh(2, LINK))
+    assert rank_mean(plan, tl, 2) == tl.end[-1]  # rank 0's finish only (rank 1's is the same collective)
+    assert breakdown(plan, tl, 2).compute == 1.0  # rank 0's compute, not the heavier rank 1's
+    with pytest.raises(Exception, match="measured ranks"):
+        CommPlan(2, plan.ops, info=IterationInfo(measured_ranks=(0, 2))).validate()
+
+
+def test_auto_folds_large_uniform_plans_and_one_refuses_stragglers(monkeypatch):
+    from simcomm.strategies import megatron
+
+    opts = {"microbatches": 2}
+    computes = 4 * 2 * 10 * 2  # ranks × micro-batches × layers × (forward, backward), pp 1
+    monkeypatch.setattr(megatron, "FOLD_ABOVE", computes + 1)
+    assert plan_of(4, {**opts, "replicas": "auto"}).info.measured_ranks is None  # small: simulated in full
+    assert plan_of(4, {**opts, "replicas": "one"}).info.measured_ranks == (0,)
+    monkeypatch.setattr(megatron, "FOLD_ABOVE", computes)
+    assert plan_of(4, {**opts, "replicas": "auto"}).info.measured_ranks == (0,)
+    slow = (1.0, 1.0, 1.5, 1.0)
+    assert plan_of(4, {**opts, "replicas": "auto"}, scale=slow).info.measured_ranks is None
+    with pytest.raises(ConfigError, match="replicas: one folds identical replicas, but the per-rank compute scales "
+                                          "differ .*valid choices: auto, all"):
+        plan_of(4, {**opts, "replicas": "one"}, scale=slow)
+    assert plan_of(1, {"replicas": "one"}).info.measured_ranks is None  # dp 1: nothing to fold
+
+
+def test_bad_value_is_one_line_naming_the_choices(cli, tmp_path):
+    with pytest.raises(ConfigError, match=r"^replicas: 'some' is not valid; valid choices: auto, one, all$"):
+        make_params(CLS, {"replicas": "some"})
+    path = save_trace(tiny(), tmp_path / "tiny.json")
+    rc, out, err = cli("run", "--trace", str(path), "-s", "megatron", "--opt", "replicas=two", "--cluster",
+                       "dgx-a100-hdr", "--nodes", "1", "--no-baseline")
+    assert rc == 2 and out == ""
+    assert err == "error: replicas: 'two' is not valid; valid choices: auto, one, all\n"
+
+
+def test_the_assumed_line_is_printed_and_all_drops_it(cli, tmp_path, monkeypatch):
+    from simcomm.strategies import megatron
+
+    monkeypatch.setattr(megatron, "FOLD_ABOVE", 0)  # auto folds this tiny plan as it would a large one
+    path = save_trace(tiny(), tmp_path / "tiny.json")
+    args = ("run", "--trace", str(path), "-s", "megatron", "--opt", "tp=2", "--opt", "microbatches=2",
+            "--cluster", "dgx-a100-hdr", "--nodes", "1", "--batch", "2", "--no-baseline")
+    rc, out, err = cli(*args)
+    assert rc == 0, err
+    line = ("assumed: data-parallel replicas identical: simulating replica 0's compute, tensor and pipeline "
+            "traffic; data-parallel collectives span all 4 replicas")
+    assert line in " ".join(out.split())  # the console wraps long lines
+    rc, out_all, err = cli(*args, "--opt", "replicas=all")
+    assert rc == 0, err
+    assert "replicas identical" not in out_all
+    mean = [x for x in out.splitlines() if x.startswith("mean iteration:")]
+    assert mean and mean == [x for x in out_all.splitlines() if x.startswith("mean iteration:")]
+
+
+def test_compute_jitter_simulates_every_replica(cli, tmp_path, monkeypatch):
+    """Jitter draws each rank apart, so ``auto`` keeps every replica and an explicit ``one`` is refused."""
+    from simcomm.strategies import megatron
+
+    monkeypatch.setattr(megatron, "FOLD_ABOVE", 0)
+    path = save_trace(tiny(), tmp_path / "tiny.json")
+    args = ("run", "--trace", str(path), "-s", "megatron", "--opt", "microbatches=2", "--cluster",
+            "dgx-a100-hdr", "--nodes", "1", "--batch", "2", "--no-baseline", "--compute-jitter", "0.1")
+    rc, out, err = cli(*args)
+    assert rc == 0, err
+    assert "replicas identical" not in out
+    rc, out, err = cli(*args, "--opt", "replicas=one")
+    assert rc == 2 and err.count("\n") == 1 and "use --opt replicas=all" in err
