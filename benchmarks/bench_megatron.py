@@ -11,13 +11,13 @@ on 16 384 GPUs under 60 s.  Results go in docs/performance.md ("Large-model layo
 by hand, with the machine and date.
 
 ``llama-pp16`` is Meta's own layout (tp 8, pp 16, dp 128 on 16 384 GPUs); its 126 layers
-do not split evenly over 16 stages (Meta gives the first and last stage one layer fewer),
-which the strategy does not model yet, so it prints the refusal.  ``llama`` is the
-nearest even layout on about as many GPUs: pp 14, dp 144 on 16 128 GPUs.
+split over 16 stages as 7 + 14 x 8 + 7 (``first_stage_layers``/``last_stage_layers``, the
+first and last stage one layer short, as Meta describes).  ``llama`` is the nearest even
+layout on about as many GPUs: pp 14, dp 144 on 16 128 GPUs.
 
-Memory: as the flow engine stands (2026-11-26) a reference cycle in its fluid core keeps
-every isolated run's link-sized arrays alive while the garbage collector is paused, so
-``gpt3`` peaks at about 16 GB and ``llama`` above 12 GB (docs/performance.md).
+Memory: a reference cycle in the fluid core kept every isolated run's link-sized arrays alive
+while the garbage collector was paused (``gpt3`` peaked at about 16 GB); broken since
+2026-11-26 (``run_isolated`` drops the core's small-flows view), ``gpt3`` peaks at 0.7 GB.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ CASES = {
              "schedule": "interleaved", "virtual": 2, "global_batch": 1536},
     # Llama 3 Herd of Models, Table 4: 16 384 H100s, tp 8, pp 16, dp 128, 2 048 sequences of 8 192
     "llama-pp16": {"model": "llama3.1-405b", "cluster": "dgx-h100-ndr", "nodes": 2048, "gpus_per_node": 8, "tp": 8,
-                   "pp": 16, "schedule": "1f1b", "global_batch": 2048, "zero": 1},
+                   "pp": 16, "schedule": "1f1b", "global_batch": 2048, "zero": 1, "first_stage_layers": 7,
+                   "last_stage_layers": 7},
     "llama": {"model": "llama3.1-405b", "cluster": "dgx-h100-ndr", "nodes": 2016, "gpus_per_node": 8, "tp": 8,
               "pp": 14, "schedule": "1f1b", "global_batch": 2016, "zero": 1,
               "recompute": "full"},

@@ -140,15 +140,18 @@ def structure(names: list[str]) -> Structure | None:
     return Structure(tuple(pre), tuple(tuple(blocks[i]) for i in order), tuple(post))
 
 
-def chunks(s: Structure, n_virtual: int) -> list[tuple[int, ...]]:
-    """Layers of each of ``n_virtual`` virtual stages: equal runs of blocks, embed first, head last.
+def chunks(s: Structure, n_virtual: int, counts: tuple[int, ...] | None = None) -> list[tuple[int, ...]]:
+    """Layers of each of ``n_virtual`` virtual stages: equal runs of blocks (or ``counts`` blocks each),
+    embed first, head last.
 
-    The caller has checked that the blocks divide evenly.
+    The caller has checked that the blocks divide evenly, or that ``counts`` sum to them.
     """
-    per = len(s.blocks) // n_virtual
+    if counts is None:
+        counts = (len(s.blocks) // n_virtual,) * n_virtual
+    starts = [sum(counts[:u]) for u in range(n_virtual + 1)]
     out = []
     for u in range(n_virtual):
-        layers = [j for blk in s.blocks[u * per:(u + 1) * per] for j in blk]
+        layers = [j for blk in s.blocks[starts[u]:starts[u + 1]] for j in blk]
         if u == 0:
             layers = list(s.pre) + layers
         if u == n_virtual - 1:

@@ -96,11 +96,16 @@ class MegatronParams:
     replicas: str = "auto"  # one: fold identical replicas (simulate replica 0 + full DP collectives); all; auto
     cp: int = 1  # context parallel: the sequence split cp ways, K/V passed around a ring in each attention layer
     shard_group: int | None = None  # HSDP (zero 3): parameters sharded within groups of this many replicas
+    # Megatron-core's --decoder-first/last-pipeline-num-layers: blocks on the first / last stage (None: an even
+    # share); the other stages split the rest evenly (Llama 3 405B: 126 layers on 16 stages, 7 + 14 x 8 + 7)
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
 
     def __post_init__(self):
         for name in ("tp", "pp", "virtual", "experts_parallel", "cp"):
             _pos(name, getattr(self, name))
-        for name in ("dp", "microbatch", "microbatches", "global_batch", "shard_group"):
+        for name in ("dp", "microbatch", "microbatches", "global_batch", "shard_group", "first_stage_layers",
+                     "last_stage_layers"):
             _pos(name, getattr(self, name), optional=True)
         if self.shard_group is not None and self.zero != 3:
             raise ConfigError(f"shard-group: {self.shard_group} shards parameters within groups of replicas "
@@ -180,6 +185,28 @@ def _sizes(p: MegatronParams, lay: Layout, w) -> _Sizes:
     return _Sizes(g, mb, per // mb, how)
 
 
+def stage_layers(p: MegatronParams, n_blocks: int) -> tuple[int, ...] | None:
+    """Blocks per pipeline stage when the first or last stage is given its own count, else None (even).
+
+    The stages without a given count share the rest evenly; anything else is one line naming the counts.
+    """
+    first, last = p.first_stage_layers, p.last_stage_layers
+    if first is None and last is None:
+        return None
+    if p.virtual > 1 or p.pp < 2:
+        raise ConfigError("first-stage-layers/last-stage-layers: uneven stages need pp >= 2 and no virtual "
+                          f"stages (pp {p.pp}, virtual {p.virtual})")
+    given = [n for n in (first, last) if n is not None]
+    rest, middle = n_blocks - sum(given), p.pp - len(given)
+    if rest < middle or (middle and rest % middle) or (not middle and rest):
+        share = "" if not middle else f" over the other {middle} stages"
+        raise ConfigError(f"first-stage-layers/last-stage-layers: {n_blocks} layers minus {' + '.join(map(str, given))} "
+                          f"leave {rest}, which do not split evenly{share} (each stage needs at least one layer)")
+    even = rest // middle if middle else 0
+    return tuple([first if first is not None else even] + [even] * (p.pp - 2)
+                 + [last if last is not None else even])
+
+
 def _layout(p: MegatronParams, w, names: list[str]):
     """(Layout, Structure or None, sizes): every divisibility check, each one line naming the mismatch."""
     n = w.n_ranks
@@ -206,9 +233,10 @@ def _layout(p: MegatronParams, w, names: list[str]):
                                 f".mlp/.moe); trace {w.trace.model!r} has none")
     else:
         stages = p.pp * p.virtual
-        if len(s.blocks) % stages:
+        if stage_layers(p, len(s.blocks)) is None and len(s.blocks) % stages:
             raise ConfigError(f"layout: {len(s.blocks)} layers do not divide into pp {p.pp} × virtual "
-                              f"{p.virtual} = {stages} stages")
+                              f"{p.virtual} = {stages} stages (uneven stages: --opt first_stage_layers=N "
+                              "and/or last_stage_layers=N)")
         for key in ("heads", "kv_heads"):
             h = meta.get(key)
             if h and h % p.tp:
@@ -296,7 +324,8 @@ class Megatron(Strategy):
                                   shard_group=p.shard_group,
                                   micro_batch=sizes.microbatch, microbatches=sizes.microbatches,
                                   sequence_parallel=p.sequence_parallel, recompute=p.recompute,
-                                  schedule=p.schedule, virtual_stages=lay.virtual, dtype=dtype)
+                                  schedule=p.schedule, virtual_stages=lay.virtual, dtype=dtype,
+                                  stage_layers=stage_layers(p, TRANSFORMERS[model][0].layers))
         if device is not None:
             from simcomm.errors import UnknownNameError
             from simcomm.traces import device_for_cluster
@@ -324,7 +353,8 @@ class _Emitter:
         self.live = _live_replicas(p, lay, w, sizes.microbatches)  # replicas simulated in full (the rest: only in DP collectives)
         n_layers = len(w.layers)
         u_count = lay.pp * lay.virtual
-        self.chunks = chunks(s, u_count) if s is not None else [tuple(range(n_layers))]
+        self.chunks = (chunks(s, u_count, stage_layers(p, len(s.blocks))) if s is not None
+                       else [tuple(range(n_layers))])
         self.kinds = [layer_kind(x.name) for x in w.layers]
         tr = w.trace
         meta = dict(tr.meta.get("transformer") or {})
