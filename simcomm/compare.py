@@ -56,7 +56,7 @@ def baseline_of(base: Scenario):
 
 def run_compare(base: Scenario, strategies: list[str], nodes: list[int], progress=None) -> list[Result]:
     """Results for every (nodes, strategy); speedup against the common baseline at the same nodes."""
-    from simcomm.pipeline import Context, simulate
+    from simcomm.pipeline import Context, per_sample_speedup, simulate
 
     ctx = Context(base)
     ctx.trace()  # a bad trace or cluster is the user's error for every strategy: fail once, here
@@ -65,7 +65,7 @@ def run_compare(base: Scenario, strategies: list[str], nodes: list[int], progres
     out = []
     for n in nodes:
         ctx.cluster(n, 0)
-        ref = None
+        ref, ref_samples = None, 0
         if ref_spec is not None:
             name, opts, _ = ref_spec
             res = simulate(replace(base, strategy=name, nodes=n, options=opts), ctx=ctx, baseline=False,
@@ -73,7 +73,7 @@ def run_compare(base: Scenario, strategies: list[str], nodes: list[int], progres
             if res.not_applicable:
                 raise ConfigError(f"baseline: {name!r} does not apply at {n} nodes ({res.not_applicable}); choose "
                                   "another with --baseline, or --baseline none")
-            ref = res.mean_s
+            ref, ref_samples = res.mean_s, res.global_batch
         for spec in strategies:
             name, variant = split_variant(spec)
             opts = {**_own_options(base, name), **variant}  # a variant's own options win over --opt
@@ -87,7 +87,9 @@ def run_compare(base: Scenario, strategies: list[str], nodes: list[int], progres
             if variant:
                 res = replace(res, strategy=spec)  # variants of one strategy side by side, named as given
             if not res.not_applicable and ref:
-                res = replace(res, baseline_s=ref, speedup=ref / res.mean_s, baseline=desc)
+                # per sample when a layout trains its own global batch (time ratio otherwise)
+                res = replace(res, baseline_s=ref, speedup=per_sample_speedup(ref, ref_samples, res.mean_s,
+                                                                              res.global_batch), baseline=desc)
             out.append(res)
             if progress is not None:
                 progress()

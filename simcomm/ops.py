@@ -104,6 +104,8 @@ class IterationInfo:
     ``measured_ranks``: these ranks stand for all (a plan that simulates one of several
     identical replicas in full, the others only where they communicate with it); the
     critical rank and per-rank means are taken over them.  None: every rank.
+    ``samples``: samples one iteration trains when the strategy sets its own global batch
+    (a large-model layout); None: the workload's per-rank batch × ranks.
     """
 
     kind: str = "every iteration"
@@ -112,6 +114,7 @@ class IterationInfo:
     iterations_in_plan: int = 1
     assumed: tuple[str, ...] = ()
     measured_ranks: tuple[int, ...] | None = None
+    samples: int | None = None
 
     def with_assumed(self, *lines: str) -> IterationInfo:
         return replace(self, assumed=tuple(self.assumed) + tuple(lines))
@@ -249,8 +252,9 @@ class PlanBuilder:
 
     def build(self, *, kind: str = "every iteration", period: tuple[int, int] | None = None,
               period_ranks: Mapping[int, tuple[int, int]] | None = None, iterations_in_plan: int = 1,
-              assumed: tuple[str, ...] = (), measured_ranks: Sequence[int] | None = None, **meta) -> CommPlan:
+              assumed: tuple[str, ...] = (), measured_ranks: Sequence[int] | None = None,
+              samples: int | None = None, **meta) -> CommPlan:
         """The plan: the iteration protocol as typed fields, anything else as diagnostics in ``meta``."""
         info = IterationInfo(kind, period, period_ranks, iterations_in_plan, tuple(assumed),
-                             None if measured_ranks is None else tuple(measured_ranks))
+                             None if measured_ranks is None else tuple(measured_ranks), samples)
         return CommPlan(self.n_ranks, tuple(self._ops), dict(meta), info).validate()

@@ -640,11 +640,13 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
         total = sum(k.weight for k in kinds)
         rmean = sum(k.weight * k.rank_mean_s for k in kinds) / total
     k = w.iterations_per_epoch
+    samples = _samples(plans, w)
     base_s = speedup = base_desc = None
     if baseline:
         ref, why = baseline_choice(scn, strategy)
         if ref is not None:
             base_desc = f"{ref.describe()} on stack {stack_name}"
+            base_samples = samples
             if ref.name == strategy.name and ref.params == strategy.params:
                 base_s = mean
             else:
@@ -658,15 +660,34 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
                                comm_cpu=cpu, resolution=scn.resolution, merged=merged, jitter=wl.compute_jitter,
                                runtime=runtime, ran=bran)
                 base_s = _mean(bk)[0]
+                base_samples = _samples(bplans, w)
                 base_desc += "".join(f"; {x}" for x in _ran_lines(bran, runtime))
-            speedup = base_s / mean if mean > 0 else math.inf
+            speedup = per_sample_speedup(base_s, base_samples, mean, samples)
+            if base_samples != samples:
+                assumed.append(f"speedup per sample: this iteration trains {samples:,} samples, the baseline's "
+                               f"{base_samples:,}, so the speedup compares time per sample")
             assumed.append(f"baseline: {base_desc}: {why} (--baseline to change, --baseline none to drop)")
     if sum(merged):
         assumed.append(f"flow completions within {scn.resolution * 100:.3g} % of their transfer time merged into one "
                        f"event ({sum(merged):,} flows; resolution 0 is exact)")
     return Result(**common, kinds=kinds, mean_s=mean, breakdown=bd, link_bytes=lb, analytic_mean_s=est,
                   iterations_per_epoch=k, epoch_s=k * mean if k else None,
-                  samples_per_s=w.global_batch / mean if mean > 0 else math.inf,
+                  samples_per_s=samples / mean if mean > 0 else math.inf,
+                  samples_per_iteration=samples if samples != w.global_batch else None,
                   baseline_s=base_s, speedup=speedup, baseline=base_desc, assumed=tuple(assumed), rank_mean_s=rmean,
                   busiest_links=max(kinds, key=lambda k: k.weight).busiest_links if kinds else (),
                   exposed_by=split)
+
+
+def _samples(plans, w) -> int:
+    """Samples one iteration trains: the plans' own (a layout's global batch), else the workload's."""
+    return next((plan.info.samples for _, plan in plans if plan.info.samples), None) or w.global_batch
+
+
+def per_sample_speedup(base_s: float, base_samples: int, mean: float, samples: int) -> float:
+    """Baseline time per sample over this time per sample (plain time ratio when both train as many)."""
+    if mean <= 0:
+        return math.inf
+    if base_samples == samples:
+        return base_s / mean
+    return (base_s / base_samples) / (mean / samples)

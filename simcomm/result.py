@@ -104,10 +104,13 @@ class Result:
     busiest_links: tuple = ()
     #: exposed time by parallelism and the remaining wait (pipeline bubble), weighted over the kinds
     exposed_by: dict = field(default_factory=dict)
+    #: samples per iteration when the strategy sets its own global batch (a large-model layout); None:
+    #: the workload's batch × ranks
+    samples_per_iteration: int | None = None
 
     @property
     def global_batch(self) -> int:
-        return self.batch * self.n_ranks
+        return self.samples_per_iteration or self.batch * self.n_ranks
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -120,6 +123,8 @@ class Result:
                 row.pop("busiest_links", None)
             if not row.get("exposed_by"):
                 row.pop("exposed_by", None)
+        if d.get("samples_per_iteration") is None:
+            d.pop("samples_per_iteration", None)
         return d
 
 

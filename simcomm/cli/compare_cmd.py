@@ -174,6 +174,11 @@ def compare_command(
     con.print("cells: mean iteration time" + ("" if ref is None else
                                              f" (speedup vs the baseline at the same nodes: {base_line})")
               + "; rows fastest first at the largest node count")
+    own = sorted({(r.strategy, r.global_batch, r.batch * r.n_ranks) for r in results
+                  if not r.not_applicable and r.speedup is not None and r.samples_per_iteration})
+    if own:
+        con.print("speedups per sample where a strategy trains its own global batch: "
+                  + "; ".join(f"{name} {g:,} samples per iteration (the workload's {w:,})" for name, g, w in own))
     kinds, split = exposed_rows(results)
     if split:
         e = table("exposed time by parallelism (critical rank; waiting: pipeline bubble and other ranks)",

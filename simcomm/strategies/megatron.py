@@ -706,6 +706,7 @@ class _Emitter:
                         "ranks; link traffic counts only their tensor and pipeline bytes; --opt replicas=all "
                         "simulates every replica)",)
         return self.b.build(kind="every iteration", assumed=assumed, strategy="megatron", measured_ranks=measured,
+                            samples=sz.global_batch,
                             layout={"tp": lay.tp, "pp": lay.pp, "dp": lay.data, "ep": lay.ep,
                                     "virtual": lay.virtual, "cp": lay.cp},
                             microbatch=sz.microbatch, microbatches=sz.microbatches, global_batch=sz.global_batch,
