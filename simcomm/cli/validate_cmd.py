@@ -44,7 +44,7 @@ def validate_command(
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
 ) -> None:
     """Reproduce the seed papers' numbers: predicted vs reported, error and verdict per row."""
-    from simcomm.validation import CASES, render_markdown, run_cases
+    from simcomm.validation import CASES, render_markdown, run_cases, with_other_sections
 
     names = [CASES.entry(n).name for n in case] if case else list(CASES.names())
     if write is not None and not write.parent.is_dir():
@@ -59,7 +59,9 @@ def validate_command(
             task = bar.add_task("cases", total=len(names))
             results = run_cases(names, progress=lambda _name: bar.advance(task))
     if write is not None:
-        write_atomic(write, render_markdown(results))
+        # the sections other scripts generate (the Megatron-LM tables) are kept as they are
+        old = write.read_text(encoding="utf-8") if write.is_file() else None
+        write_atomic(write, with_other_sections(render_markdown(results), old))
     if as_json:
         print_json([r.to_dict() for r in results])
     elif write is None:

@@ -132,12 +132,19 @@ _add("v100", "gpu", "NVIDIA V100 SXM2: 15.7 TF fp32, 125 TF fp16 tensor, 900 GB/
 _A100_PEAKS = {"fp32": 19.5e12, "tf32": 156e12, "fp16": 312e12, "bf16": 312e12}
 _A100_FITS = (("fp32", _A100_FP32), ("fp16", _A100_FP16),
               ("bf16", _borrow(_A100_FP16, "bf16 runs at the fp16 tensor peak; no bf16 row was published")))
+# Transformers (additive roofline): the one scalar calibrated on Korthikanti et al. 2022's 22B row (full
+# recomputation, tp 8 on one DGX A100 80 GB, Megatron-LM's unfused attention; docs/validation.md, "Large-model
+# training"), whose other 17 rows it then predicts with a median error of 4.2 %
+_A100_TF = Efficiency(0.758, DEFAULT_MEMORY_EFF, "calibrated on Korthikanti et al. 2022 Table 5, 22B full "
+                      "recompute (docs/validation.md)")
+_A100_TF_FITS = (("fp16", _A100_TF), ("bf16", _borrow(_A100_TF, "bf16 runs at the fp16 tensor peak")))
 _add("a100", "gpu", "NVIDIA A100 SXM4 40 GB: 19.5 TF fp32, 156 TF tf32, 312 TF fp16/bf16 tensor, 1555 GB/s",
      "[A100-gk] [A100-pc2] [A100-tc]; factors of the a100-80g fit", _A100_PEAKS, 1555e9, 40 * _GIB, "A100 40GB",
-     fp32_math="tf32", fitted=tuple((d, _borrow(e, "same GA100 silicon as a100-80g")) for d, e in _A100_FITS))
+     fp32_math="tf32", fitted=tuple((d, _borrow(e, "same GA100 silicon as a100-80g")) for d, e in _A100_FITS),
+     fitted_transformer=tuple((d, _borrow(e, "same GA100 silicon as a100-80g")) for d, e in _A100_TF_FITS))
 _add("a100-80g", "gpu", "NVIDIA A100 SXM4 80 GB: 19.5 TF fp32, 156 TF tf32, 312 TF fp16/bf16 tensor, 2039 GB/s",
      "[A100-gk] (80 GB: 2039 GB/s); fitted on NVIDIA DLE ResNet-50 (PyTorch 21.03)", _A100_PEAKS, 2039e9,
-     80 * _GIB, "A100 80GB", fp32_math="tf32", fitted=_A100_FITS)
+     80 * _GIB, "A100 80GB", fp32_math="tf32", fitted=_A100_FITS, fitted_transformer=_A100_TF_FITS)
 _H100_PEAKS = {"fp32": 66.9e12, "tf32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12}
 _H100_FITS = (("fp32", _H100_FP32), ("fp16", _H100_FP16),
               ("bf16", _borrow(_H100_FP16, "bf16 runs at the fp16 tensor peak; no bf16 row was published")))

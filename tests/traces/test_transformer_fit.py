@@ -60,12 +60,14 @@ def test_additive_only_for_transformers():
 
 
 def test_transformer_factors_and_fallback():
-    h100, a100 = get_device("h100"), get_device("a100-80g")
+    h100, v100 = get_device("h100"), get_device("v100")
     assert h100.efficiency("bf16", "transformer").compute == 0.656
     assert h100.efficiency("bf16").compute == 0.0914  # CNNs keep the ResNet-50 fit
     assert get_device("h200").efficiency("bf16", "transformer").source.startswith("borrowed")
-    fallback = a100.efficiency("bf16", "transformer")
-    assert fallback.compute == a100.efficiency("bf16").compute
+    assert get_device("a100-80g").efficiency("fp16", "transformer").compute == 0.758  # docs/validation.md
+    assert get_device("a100").efficiency("bf16", "transformer").source.startswith("borrowed")
+    fallback = v100.efficiency("fp16", "transformer")
+    assert fallback.compute == v100.efficiency("fp16").compute
     assert fallback.source.startswith("CNN factors")
     assert synth_trace("megatron-1.7b", "h100", 1, "bf16").meta["compute_eff"] == 0.656
     assert synth_trace("resnet50", "h100", 1, "bf16").meta["compute_eff"] == 0.0914

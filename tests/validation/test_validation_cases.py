@@ -9,7 +9,8 @@ import pytest
 
 from simcomm.cli.app import main
 from simcomm.errors import PlanError
-from simcomm.validation import CASES, render_markdown, run_cases
+from simcomm.validation import CASES, render_markdown, run_cases, with_other_sections
+from simcomm.validation.render import OTHER_SECTIONS
 from simcomm.validation.base import Baseline, Reported, Row, error_pct, verdict
 from simcomm.validation import seed002, seed003, seed004
 
@@ -102,8 +103,10 @@ def test_markdown_is_deterministic_and_matches_committed_doc(results):
     text = render_markdown(results)
     assert text == render_markdown(run_cases())
     if os.environ.get("SIMCOMM_UPDATE_GOLDEN") == "1":
-        DOC.write_text(text, encoding="utf-8")
-    assert DOC.read_text(encoding="utf-8") == text
+        DOC.write_text(with_other_sections(text, DOC.read_text(encoding="utf-8")), encoding="utf-8")
+    # the seed-paper part is exactly the rendering; the Megatron-LM tables after it are
+    # benchmarks/megatron/score.py's (tests/validation_llm checks them against its cache)
+    assert DOC.read_text(encoding="utf-8").split(OTHER_SECTIONS)[0] == text
 
 
 def test_cli_unknown_case_is_one_line_exit_2(capsys):
@@ -203,3 +206,11 @@ def test_every_fitted_value_is_physical(results):
     with pytest.raises(PlanError, match="outside its physical range"):
         Fit("goodput", 1.89, "x line rate", 0.0, 1.0, "goodput cannot exceed line rate").check()
     assert Row("a", 1.0, 2.0, "x", "not-a-test").verdict == "not a test"
+
+
+def test_write_keeps_the_megatron_tables_section():
+    """``validate --write`` regenerates the seed-paper part and keeps the generated sections after it."""
+    tail = "\n<!-- BEGIN megatron-tables: x -->\nrows\n<!-- END megatron-tables -->\n"
+    assert with_other_sections("new cases\n", "old cases\n" + tail) == "new cases\n" + tail
+    assert with_other_sections("new cases\n", "old cases\n") == "new cases\n"
+    assert with_other_sections("new cases\n", None) == "new cases\n"
