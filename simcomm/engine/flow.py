@@ -18,6 +18,14 @@ step (same bytes and route latency on every transfer, no reduction: the
 pairwise steps of an all-to-all) is reserved the same way, its isolated time
 scaled from one run of the same pattern at another size (see :func:`_scalable`).
 
+Per-link reservations (:data:`PER_LINK`, default on): a step is reserved when
+none of its own links carries a live flow or is held by another reservation,
+not only on an idle network; traffic interrupts only the reservations whose
+links it shares.  The whole-network rule is kept when link usage is recorded
+(its samples are totals of the live network, which a concurrent reservation's
+replay would overwrite) and with ``comm_cpu`` (whose byte counts leave out
+reserved repeats, so widening them would change its answer).
+
 Link usage (engine option ``record_link_usage``): the live network samples
 bytes/s per link family at every settle; a reservation has no live flows, so
 its isolated run's samples are replayed, shifted to each repeat, up to where
@@ -35,7 +43,11 @@ from simcomm.engine.fluid import run_isolated
 from simcomm.engine.network import LiveNetwork
 from simcomm.engine.schedule import RoutedStep, route_step
 
-__all__ = ["FlowPricer"]
+__all__ = ["FlowPricer", "PER_LINK"]
+
+#: Reserve a repeated step's own links (True) or only the whole idle network (False).  The
+#: answer is the same in the model (docs/engine.md, "Per-link reservations"); tests flip it.
+PER_LINK = True
 
 
 def _scalable(routed: RoutedStep) -> bool:
@@ -60,7 +72,7 @@ class FlowPricer:
         self.env = ctx.env
         self.fam = ctx.family_of_link if ctx.record_usage else None
         self.net = LiveNetwork(ctx.env, ctx.topology.capacity, ctx.incremental, self.fam, ctx.resolution,
-                               ctx.scalar)
+                               ctx.scalar, per_link=PER_LINK and self.fam is None)
         self._routes: dict = {}  # routes per (group, step pattern), see route_step
         self._pairs: dict = {}  # (src, dst) -> (latency, route length, links, bytes per family) of a message
         self._periods: dict = {}  # isolated durations (and usage) of scalable step patterns
@@ -76,6 +88,7 @@ class FlowPricer:
     def track_ranks(self) -> None:
         """Count the bytes each rank sends or receives (for the ``comm_cpu`` option)."""
         self._moved = np.zeros(self.ctx.topology.n_ranks)
+        self.net.per_link = False  # reserved repeats are not counted: keep them to an idle network
 
     def rank_bytes(self, rank: int) -> float:
         """Bytes ``rank`` has sent plus received so far, on the shared network (exact, mid-flow too).
@@ -149,15 +162,30 @@ class FlowPricer:
             period = profile = None
             skey = ((gkey, step.src.tobytes(), step.dst.tobytes(), float(routed.latency[0]))
                     if _scalable(routed) else None)
+            # the links a reservation of this step holds (see LiveNetwork.free)
+            held = np.unique(routed.links) if ctx.coalesce and (left > 1 or skey is not None) else None
             while left > 0:
-                if ctx.coalesce and (left > 1 or skey is not None) and self.net.idle:
+                if held is not None and (left > 1 or skey is not None) and self.net.free(held):
+                    res = None
+                    if self.net.per_link:
+                        # Hold the links and price the step only at the end of this instant: traffic
+                        # starting now on them (a rank's other streams, often) takes them back for free.
+                        res = self.net.hold(held)
+                        yield self.net.late()
+                        if res.event.triggered:  # taken back before anything ran: run this repeat live
+                            yield from self._run_step(routed)
+                            left -= 1
+                            continue
                     if period is None:
                         period, profile = self._isolated_period(routed, skey)
                     if period <= 0.0:  # nothing to wait for in any repeat
+                        if res is not None:
+                            self.net.release(res)
                         ctx.stats["steps_coalesced"] += left
                         break
                     t0 = self.env.now
-                    outcome = yield self.net.reserve(period, left).event
+                    res = self.net.reserve(period, left) if res is None else self.net.start(res, period, left)
+                    outcome = yield res.event
                     if profile is not None:
                         self._replay(profile, t0, period, left if outcome is None else outcome[0],
                                      None if outcome is None else outcome[1])

@@ -12,11 +12,17 @@ with ``succeed()``, and the engine's :class:`Environment` overrides the public
 ``schedule`` hook to queue such events at their delay and the late priority.
 
 Reservations implement coalesced repeats: a collective whose step repeats r
-times on an idle network holds the network for r x (isolated step time).  Any
-other traffic arriving meanwhile *interrupts* the reservation first; the owner
-is told how many repeats were complete and how far into the current one it
-was, so it can rebuild that partial step exactly and continue in the plain
-model (docs/engine.md, "Coalesced repeats").
+times holds the step's own links (``per_link``, the default) or the whole idle
+network (``per_link=False``) for r x (isolated step time).  A step's links may
+be reserved when no live batch uses any of them and no other reservation holds
+one; several disjoint reservations may be held at once.  Traffic arriving
+meanwhile on a held link (on any link, whole-network mode) *interrupts* that
+reservation first; the owner is told how many repeats were complete and how
+far into the current one it was, so it can rebuild that partial step exactly
+and continue in the plain model (docs/engine.md, "Coalesced repeats" and
+"Per-link reservations").  Max-min allocations decompose over the connected
+components of the flow-link graph, so a step whose links nothing else touches
+runs exactly as it would alone.
 """
 
 from __future__ import annotations
@@ -60,8 +66,10 @@ class Reservation:
     seconds after that repeat started.
     """
 
-    def __init__(self, env: simpy.Environment, t0: float, period: float, count: int):
+    def __init__(self, env: simpy.Environment, t0: float, period: float, count: int,
+                 links: np.ndarray | None = None, rid: int = -1):
         self.t0, self.period, self.count = t0, period, count
+        self.links, self.rid = links, rid  # held links (unique ids) and id; None, -1: the whole network
         self.event = env.event()
 
     @property
@@ -73,12 +81,23 @@ class LiveNetwork:
     """Flows and reservations on one topology's directed links."""
 
     def __init__(self, env: Environment, capacity: np.ndarray, incremental: bool = True,
-                 family_of_link: np.ndarray | None = None, resolution: float = 0.0, scalar: bool = True):
+                 family_of_link: np.ndarray | None = None, resolution: float = 0.0, scalar: bool = True,
+                 per_link: bool = True):
         if not isinstance(env, Environment):
             raise TypeError("LiveNetwork needs simcomm.engine.network.Environment (for its late events)")
         self.env = env
         self.core = FluidCore(capacity, incremental, family_of_link, resolution, scalar)
-        self.reservation: Reservation | None = None
+        self.per_link = per_link
+        self.reservation: Reservation | None = None  # whole-network mode's one reservation
+        self._held: dict[int, Reservation] = {}  # per-link mode: reservation id -> reservation
+        self._rid = 0
+        n_links = len(capacity)
+        # Per link: live batches crossing it, and the id of the reservation holding it (-1: none).
+        # A batch counts on all its links until the whole batch is done (conservative: a link
+        # freed early only forgoes a reservation, never makes one wrong).
+        self._busy = np.zeros(n_links, dtype=np.int64)
+        self._owner = np.full(n_links, -1, dtype=np.int64)
+        self._batch_links: dict[int, np.ndarray] = {}
         self.interrupts = 0
         self.settles = 0
         self._waiters: dict[int, simpy.Event] = {}
@@ -88,42 +107,113 @@ class LiveNetwork:
     @property
     def idle(self) -> bool:
         """No flow active or queued and no reservation held."""
-        return self.reservation is None and self.core.empty
+        return self.reservation is None and not self._held and self.core.empty
+
+    def free(self, links: np.ndarray) -> bool:
+        """Whether a step on ``links`` (unique link ids) may be reserved now.
+
+        Per link: no live batch crosses them and no reservation holds one; otherwise
+        (``per_link=False``) the whole network must be idle.
+        """
+        if not self.per_link:
+            return self.idle
+        return not (self._busy[links].any() or (self._owner[links] >= 0).any())
 
     def add(self, rem: np.ndarray, t_bw: np.ndarray, route_len: np.ndarray, links: np.ndarray,
             finish: np.ndarray | None = None) -> simpy.Event:
         """Start a batch of flows now; the event's value is their finish times, ``event.batch`` its id."""
-        if self.reservation is not None:
-            self._interrupt()
+        if self.per_link and self._held:
+            hit = self._owner[links]
+            for rid in np.unique(hit[hit >= 0]).tolist():  # in grant order: deterministic
+                self._interrupt(self._held[rid])
+        elif self.reservation is not None:
+            self._interrupt(self.reservation)
         bid = self.core.add(rem, t_bw, route_len, links, finish)
+        if self.per_link:
+            # (a link repeated in ``links`` counts once here and once in the decrement: balanced)
+            self._busy[links] += 1
+            self._batch_links[bid] = links
         ev = self.env.event()
         ev.batch = bid  # type: ignore[attr-defined]  # lets a caller follow the batch (FluidCore.bytes_left)
         self._waiters[bid] = ev
         self._kick()
         return ev
 
-    def reserve(self, period: float, count: int) -> Reservation:
-        """Hold the (idle) network for ``count`` repeats of ``period`` seconds."""
+    def reserve(self, period: float, count: int, links: np.ndarray | None = None) -> Reservation:
+        """Hold ``links`` (unique ids; see :meth:`free`) for ``count`` repeats of ``period`` seconds.
+
+        Whole-network mode (or ``links=None``) holds the (idle) network instead.
+        """
+        if self.per_link and links is not None:
+            return self.start(self.hold(links), period, count)
         assert self.idle, "reservations are only granted on an idle network"
         res = Reservation(self.env, self.env.now, period, count)
         self.reservation = res
+        return self._arm(res)
+
+    def hold(self, links: np.ndarray) -> Reservation:
+        """Hold free ``links`` (per-link mode) for a reservation priced later in this instant.
+
+        Until :meth:`start` gives it a period, traffic on these links interrupts it
+        with ``(0, 0.0)``: nothing has run yet.  The owner may :meth:`release` it.
+        """
+        assert self.per_link and self.free(links), "reservations are only granted on free links"
+        res = Reservation(self.env, self.env.now, math.nan, 0, links, self._rid)
+        self._rid += 1
+        self._held[res.rid] = res
+        self._owner[links] = res.rid
+        return res
+
+    def start(self, res: Reservation, period: float, count: int) -> Reservation:
+        """Run held ``res`` from now as ``count`` repeats of ``period`` seconds."""
+        assert self._held.get(res.rid) is res and not res.count, "start() takes a reservation still held"
+        res.t0, res.period, res.count = self.env.now, period, count
+        return self._arm(res)
+
+    def release(self, res: Reservation) -> None:
+        """Give back a held reservation that was never started (its step needs no time)."""
+        released = res.count == 0 and self._release(res)
+        assert released
+
+    def late(self) -> LateEvent:
+        """An event that fires at the end of this instant (after its ordinary events)."""
+        ev = LateEvent(self.env, 0.0)
+        ev.succeed()
+        return ev
+
+    # ---- internals -------------------------------------------------------
+    def _arm(self, res: Reservation) -> Reservation:
         timer = self.env.timeout(res.end - self.env.now)
         timer.callbacks.append(partial(self._expire_on, res))
         return res
 
-    # ---- internals -------------------------------------------------------
     def _expire_on(self, res: Reservation, _ev: simpy.Event) -> None:
         self._expire(res)
 
-    def _expire(self, res: Reservation) -> None:
-        if self.reservation is res:
+    def _release(self, res: Reservation) -> bool:
+        """Drop ``res`` if it is still held; whether it was."""
+        if res.links is None:
+            if self.reservation is not res:
+                return False
             self.reservation = None
+            return True
+        if self._held.get(res.rid) is not res:
+            return False
+        del self._held[res.rid]
+        self._owner[res.links] = -1
+        return True
+
+    def _expire(self, res: Reservation) -> None:
+        if self._release(res):
             res.event.succeed(None)
 
-    def _interrupt(self) -> None:
-        res, self.reservation = self.reservation, None
-        assert res is not None  # called only while a reservation holds the network
+    def _interrupt(self, res: Reservation) -> None:
+        held = self._release(res)
+        assert held  # called only while res is held
         self.interrupts += 1
+        if not res.count:  # held but not started: nothing ran, nothing to rebuild
+            res.event.succeed((0, 0.0))
+            return
         elapsed = self.env.now - res.t0
         k = int(math.floor(elapsed / res.period))
         if k >= res.count:
@@ -153,6 +243,8 @@ class LiveNetwork:
         self.settles += 1
         done, nxt = self.core.settle_next(self.env.now)
         for bid, fin in done:
+            if self.per_link:
+                self._busy[self._batch_links.pop(bid)] -= 1
             self._waiters.pop(bid).succeed(fin)
         self._gen += 1
         if nxt < math.inf:
