@@ -351,6 +351,11 @@ class _Emitter:
         self.p, self.lay, self.w, self.sizes = p, lay, w, sizes
         self.b = PlanBuilder(n_ranks)
         self.live = _live_replicas(p, lay, w, sizes.microbatches)  # replicas simulated in full (the rest: only in DP collectives)
+        # With the replicas folded, the tensor-parallel ranks of a group also compute alike: one compute per
+        # group, on its first rank, started once every rank's input is there (the group's next collective
+        # waits for all of them anyway, and equal computes end max(ready) + t either way); not with ring
+        # attention, whose pieces interleave with per-rank sends
+        self.fold_lanes = self.live < lay.dp and lay.tp > 1 and lay.cp == 1
         n_layers = len(w.layers)
         u_count = lay.pp * lay.virtual
         self.chunks = (chunks(s, u_count, stage_layers(p, len(s.blocks))) if s is not None
@@ -399,6 +404,15 @@ class _Emitter:
     def _ep_groups(self, p: int):
         n = self.live // self.lay.ep  # live replicas hold whole expert-parallel groups
         return self._cached(("ep", p), lambda: [g for t in range(self.lay.tp) for g in self.lay.ep_groups(t, p)[:n]])
+
+    def _lead(self, r: int) -> int:
+        """The rank that computes for ``r``: the first of its tensor-parallel group when lanes are folded."""
+        if not self.fold_lanes:
+            return r
+        lead = self._cached("lead", lambda: {self.lay.rank(t, q, d): self.lay.rank(0, q, d)
+                                             for t in range(self.lay.tp) for q in range(self.lay.pp)
+                                             for d in range(self.lay.dp)})
+        return lead[r]
 
     @property
     def _mirror(self) -> dict[int, int]:
@@ -500,6 +514,16 @@ class _Emitter:
         ids = {}
         if self.lay.cp > 1 and self.kinds[j] == "attn":  # ring attention: compute in pieces around K/V sends
             ids = self._ring(j, p, wait, fwd, secs, f"{phase} {name} {label}", ag)
+        elif self.fold_lanes:
+            groups: dict[int, list[int]] = {}
+            for r in ranks:
+                groups.setdefault(self._lead(r), []).append(r)
+            for lead, members in groups.items():
+                deps = list(dict.fromkeys(x for r in members for x in wait[r] + ([ag[r]] if ag and r in ag else [])))
+                cid = self.b.compute(lead, secs * self.w.scale(lead), after=deps, label=f"{phase} {name} {label}")
+                for r in members:
+                    ids[r] = cid
+                    wait[r] = [cid]
         else:
             for r in ranks:
                 deps = wait[r] + ([ag[r]] if ag and r in ag else [])
@@ -559,7 +583,7 @@ class _Emitter:
     def _pass(self, p, layers, ranks, wait, forward: bool, label: str):
         """A forward or backward pass over ``layers`` (already in execution order)."""
         zero3 = self.p.zero == 3 and self.lay.dp > 1
-        before = {r: self.b.tail(r, "compute") for r in ranks}
+        before = {r: self.b.tail(self._lead(r), "compute") for r in ranks}
         computes: list[dict] = []
         ags: dict[int, dict] = {}
 
@@ -649,7 +673,8 @@ class _Emitter:
                 groups = self._dp_groups(p, part[0])
                 nbytes = sum(self.grad[j] for j in part)
                 # the groups cover the stage; only live ranks compute (_coll gives folded members their mirror's)
-                after = {r: (self.b.tail(r, "compute") if at_end else max(self.last_bwd[(j, r)] for j in part),)
+                after = {r: (self.b.tail(self._lead(r), "compute") if at_end else
+                             max(self.last_bwd[(j, r)] for j in part),)
                          for r in self._stage(p)}
                 self._coll(kind, groups, nbytes, {}, "dp", f"dp-{kind} stage{p}", after=after)
                 self.buckets.setdefault(p, []).append((groups, nbytes))
@@ -698,13 +723,16 @@ class _Emitter:
                    f"micro-batches × dp {lay.data} ({sz.how})",)
         measured = None
         if self.live < lay.dp:
-            measured = tuple(sorted(r for s in range(lay.pp) for r in self._stage(s)))
+            measured = tuple(sorted({self._lead(r) for s in range(lay.pp) for r in self._stage(s)}))
             which = "replica 0's" if self.live == 1 else \
                 f"replicas 0-{self.live - 1}'s (whole expert-parallel groups and context-parallel rings)"
             assumed += (f"data-parallel replicas identical: simulating {which} compute, tensor and pipeline "
                         f"traffic; data-parallel collectives span all {lay.dp} replicas (times from the simulated "
                         "ranks; link traffic counts only their tensor and pipeline bytes; --opt replicas=all "
                         "simulates every replica)",)
+            if self.fold_lanes:
+                assumed += (f"tensor-parallel ranks identical: one compute per group of {lay.tp}, started when "
+                            "every rank's input has arrived (their collectives and sends stay per rank)",)
         return self.b.build(kind="every iteration", assumed=assumed, strategy="megatron", measured_ranks=measured,
                             samples=sz.global_batch,
                             layout={"tp": lay.tp, "pp": lay.pp, "dp": lay.data, "ep": lay.ep,

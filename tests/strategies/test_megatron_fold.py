@@ -58,6 +58,10 @@ LAYOUTS = [  # (ranks, options, trace)
     # HSDP shard groups of 2 replicas: groups 1-3 have no simulated member and run when group 0 does
     (8, {"zero": 3, "shard_group": 2, "microbatches": 2}, None),
     (8, {"tp": 2, "cp": 2, "microbatches": 2}, None),  # context-parallel rings keep replicas 0-1 live
+    # tensor-parallel lanes folded too (one compute per group): sequence parallel, ZeRO-3, full recompute
+    (16, {"tp": 4, "pp": 2, "microbatches": 2, "sequence_parallel": "true", "recompute": "selective"}, None),
+    (8, {"tp": 2, "zero": 3, "microbatches": 2, "recompute": "full"}, None),
+    (16, {"tp": 2, "pp": 4, "schedule": "gpipe", "microbatches": 4, "zero": 1}, tiny(tied=True)),
 ]
 
 
@@ -78,11 +82,12 @@ def test_folded_plan_times_exactly_like_the_full_one(n, opts, trace):
 
 
 def test_folded_plan_keeps_replica_0_and_the_data_parallel_collectives():
-    """tp 2 × pp 2 × dp 4 = 16: every compute, TP collective and PP transfer is replica 0's, exactly a quarter."""
+    """tp 2 × pp 2 × dp 4 = 16: every compute, TP collective and PP transfer is replica 0's, exactly a quarter
+    (computes an eighth: the two tensor-parallel lanes of a group compute once, on lane 0)."""
     opts = {"tp": 2, "pp": 2, "microbatches": 4}
     full, one = plan_of(16, {**opts, "replicas": "all"}), plan_of(16, {**opts, "replicas": "one"})
     replica0 = (0, 1, 2, 3)  # rank = t + tp·(p + pp·d)
-    assert one.info.measured_ranks == replica0
+    assert one.info.measured_ranks == (0, 2)  # lane 0 of each stage of replica 0
 
     def split(plan):
         dp = [op for op in plan.ops if op.stream == "dp"]
@@ -91,7 +96,14 @@ def test_folded_plan_keeps_replica_0_and_the_data_parallel_collectives():
 
     dp_full, rest_full = split(full)
     dp_one, rest_one = split(one)
-    assert len(rest_one) * 4 == len(rest_full)
+
+    def computes(ops):
+        return [op for op in ops if isinstance(op, Compute) and op.category == "compute"]
+
+    assert len(computes(rest_one)) * 8 == len(computes(rest_full))
+    assert {op.ranks[0] for op in computes(rest_one)} == {0, 2}
+    others = [op for op in rest_one if op not in computes(rest_one)]
+    assert len(others) * 4 == len(rest_full) - len(computes(rest_full))
     assert all(set(op.ranks) <= set(replica0) for op in rest_one)
     # the data-parallel collectives are the same ops over the same full groups
     assert [(op.kind, op.ranks, op.nbytes) for op in dp_one] == [(op.kind, op.ranks, op.nbytes) for op in dp_full]
@@ -103,7 +115,7 @@ def test_folded_plan_keeps_replica_0_and_the_data_parallel_collectives():
 def test_expert_parallel_groups_stay_whole():
     """ep 2 carves expert groups out of replica pairs: replicas 0 and 1 stay live, 2 and 3 fold."""
     one = plan_of(8, {"tp": 2, "experts_parallel": 2, "microbatches": 2, "replicas": "one"}, tiny(moe=True))
-    assert one.info.measured_ranks == (0, 1, 2, 3)
+    assert one.info.measured_ranks == (0, 2)  # lane 0 of replicas 0 and 1 (the lanes compute once per group)
     a2a = {op.ranks for op in one.ops if isinstance(op, Collective) and op.kind == "alltoall"}
     assert a2a == {(0, 2), (1, 3)}
     assert any(line.startswith("data-parallel replicas identical: simulating replicas 0-1's")
