@@ -104,8 +104,13 @@ def test_calibration_recovers_the_shaped_rate(mbit):
     assert 1 <= len(d["rounds"]["bandwidths_Bps"]) <= spec.rounds
     assert -0.04 <= stream / shaped_goodput(mbit * 1e6 / 8) - 1 <= 0.02
     assert -0.04 <= fit.bandwidth / stream - 1 <= 0.02
-    times = d["samples"][0]  # the 1 KB one-way times of every round: latency dominated
-    assert 0.2 * min(times) <= fit.alpha <= max(times)
+    times = d["samples"][0]  # the 1 KB one-way times of every round
+    # alpha is the fit's intercept, clamped at 0 (fit.py), and never above a measured 1 KB time's worst.
+    # No tighter band: at 100 Mb/s a 1 KB message is ~82 us of serialisation, more than the fastest 1 KB
+    # time (the token bucket's burst sends it faster than the rate), so the 1 KB times are not latency
+    # and the intercept is poorly pinned by them: two runs on 2026-11-26 fitted 2.9 us and 66 us against
+    # fastest 1 KB times of 69 us and 54 us, with the bandwidth within 1 % both times.
+    assert 0 <= fit.alpha <= max(times)
 
 
 @pytest.mark.slow
