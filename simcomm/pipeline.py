@@ -583,7 +583,8 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
     w = build_workload(trace, n_train, batch=None if strong else scn.batch,
                        global_batch=scn.batch if strong else None, scaling=wl.scaling,
                        bucket_mb=wl.bucket_mb, dataload_s=wl.dataload_s, dataload_overlap=wl.dataload_overlap,
-                       compute_scale=scale or None, dataset_size=dataset, wire_dtype=wire)
+                       compute_scale=scale or None, dataset_size=dataset, wire_dtype=wire,
+                       compute_jitter=wl.compute_jitter)
     if scn.batch is None:
         notes.append(f"per-rank batch {w.batch} (the trace's)")
     own = strategy.memory(w, ctx.device())  # a layout that shards state checks its own memory
@@ -594,11 +595,6 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
     common = dict(strategy=scn.strategy, options=dict(scn.options), nodes=scn.nodes, gpus_per_node=gpn,
                   n_ranks=n_train, cluster=scn.cluster, model=trace.model, batch=w.batch,
                   fidelity=scn.fidelity, stack=stack_name)
-    if wl.compute_jitter and getattr(strategy.params, "replicas", None) == "auto":
-        # replicas drawn apart are not identical: a layout that would fold them simulates every one
-        import dataclasses
-
-        strategy = type(strategy)(dataclasses.replace(strategy.params, replicas="all"))
     try:
         plans = strategy.iterations(w, topo)
     except NotApplicable as exc:

@@ -73,6 +73,8 @@ class Workload:
     dataset_size: int | None = None
     scaling: str = "weak"
     dtype_bytes: int = 4
+    # cv of the per-iteration compute draws (simcomm.jitter): ranks then compute differently each iteration
+    compute_jitter: float = 0.0
 
     @property
     def global_batch(self) -> int:
@@ -192,7 +194,8 @@ def _positive_int(value, field: str) -> int:
 def build_workload(trace: Trace, n_ranks: int, *, batch: int | None = None, global_batch: int | None = None,
                    scaling: str = "weak", bucket_mb: float = 25.0, dataload_s: float = 0.0,
                    dataload_overlap: bool = False, compute_scale: Sequence[float] | None = None,
-                   dataset_size: int | None = None, wire_dtype: str | None = None) -> Workload:
+                   dataset_size: int | None = None, wire_dtype: str | None = None,
+                   compute_jitter: float = 0.0) -> Workload:
     """Turn a one-rank trace into the per-rank work of one iteration on ``n_ranks`` ranks.
 
     ``wire_dtype`` (default: the trace's dtype) is what gradients and models
@@ -246,4 +249,4 @@ def build_workload(trace: Trace, n_ranks: int, *, batch: int | None = None, glob
         raise ConfigError(f"trace {trace.model!r}: backward_order is not a permutation of its layers")
     return Workload(trace, n_ranks, per_rank, tuple(layers), tuple(order),
                     make_buckets(layers, order, float(bucket_mb) * 1e6), float(dataload_s), bool(dataload_overlap),
-                    scale, dataset_size, scaling, dtype_bytes)
+                    scale, dataset_size, scaling, dtype_bytes, float(compute_jitter))

@@ -172,9 +172,9 @@ def build_trace(row: Row, compute_eff: float, roofline: str = "additive"):
     core counts the full s x s scores (4 s^2 h forward FLOPs, as Megatron-LM without FlashAttention runs
     it; the zoo counts the causal half).
 
-    ``roofline="additive"`` is the diagnostic of docs/validation.md (not simcomm's model): each pass takes
-    compute time *plus* memory time instead of their maximum, and the attention moves its s x s scores
-    through HBM (:data:`SCORE_ELEMS` two-byte elements per head per score, forward).
+    ``roofline="additive"`` (simcomm's transformer roofline, the tally): each pass takes compute time *plus*
+    memory time, and the attention moves its s x s scores through HBM (:data:`SCORE_ELEMS` two-byte elements
+    per head per score, forward).  ``"max"``: the roofline simcomm used before (the comparison table).
     """
     import simcomm
     from simcomm.traces.devices import get_device

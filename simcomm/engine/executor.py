@@ -300,7 +300,8 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
     from itertools import count
 
     net = pricer.net
-    core = net.core
+    core = net.core  # messages go to the core directly: with no collectives there are no reservations, so
+    # LiveNetwork's per-link bookkeeping (what a reservation would check) is not kept here
     topology = ctx.topology
     fbytes = ctx.family_bytes.tolist()  # written back at the end (nothing else adds to it meanwhile)
     pairs: dict = {}  # (src, dst) -> (route latency, route as a tuple, bytes per family of one byte)

@@ -162,19 +162,8 @@ class LoneFlows(SmallFlows):
         self.busy = busy
         added = 0
         for bid, idx, rem, t_bw, routes in new:
-            rem, t_bw = _fl(rem), _fl(t_bw)
-            n = len(rem)
-            self.rem += rem
-            self.t_ref += [t] * n
-            self.rate += [0.0] * n
-            self.t_bw += t_bw
-            self.t_next += t_bw
-            self.phase += [LATENCY] * n
-            self.batch += [bid] * n
-            self.index += _ints(idx) if type(idx) is not list else idx
-            self.route += routes
+            added += self._append(t, bid, _ints(idx) if type(idx) is not list else idx, _fl(rem), _fl(t_bw), routes)
             self.mincap += [self._min(r) for r in routes]
-            added += n
         self._merged = (self.gone_routes, len(self.gone_routes), self.route[:])
         return added
 

@@ -206,21 +206,11 @@ class SmallFlows:
             batches.append((bid, _ints(idx), _floats(rem), _floats(t_bw), routes))
         added = 0
         for bid, idx, rem, t_bw, routes in batches:
-            n = len(rem)
-            self.rem += rem
-            self.t_ref += [t] * n
-            self.rate += [0.0] * n
-            self.t_bw += t_bw
-            self.t_next += t_bw
-            self.phase += [LATENCY] * n
-            self.batch += [bid] * n
-            self.index += idx
+            added += self._append(t, bid, idx, rem, t_bw, routes)
             for route in routes:
-                self.route.append(route)
                 count.update(route)
                 hit = info.get(route)
                 together.update((hit or self._route_info(route))[0])
-            added += n
         # Rows of every live flow over the flows present, then loads and counts rebuilt on them.
         self.row = row = [self._prune(r) for r in self.route]
         load: dict[int, float] = {}
@@ -233,6 +223,20 @@ class SmallFlows:
                     nflows[link] = nflows.get(link, 0) + 1
         self.load, self.nflows = load, nflows
         return added
+
+    def _append(self, t: float, bid: int, idx: list, rem: list, t_bw: list, routes: list) -> int:
+        """Append one batch's flows (in their latency phase from ``t``); returns how many."""
+        n = len(rem)
+        self.rem += rem
+        self.t_ref += [t] * n
+        self.rate += [0.0] * n
+        self.t_bw += t_bw
+        self.t_next += t_bw
+        self.phase += [LATENCY] * n
+        self.batch += [bid] * n
+        self.index += idx
+        self.route += routes
+        return n
 
     def compact(self) -> None:
         """Forget finished flows (FluidCore._compact): the pruning counts only the live ones."""

@@ -794,14 +794,14 @@ def _live_replicas(p: MegatronParams, lay: Layout, w, microbatches: int) -> int:
     differ: ``auto`` then keeps all, and ``one`` is refused.  ``auto`` also keeps all when
     the full plan is small (under :data:`FOLD_ABOVE` compute ops), where folding saves nothing.
     """
-    uniform = len(set(w.compute_scale)) <= 1
+    uniform = len(set(w.compute_scale)) <= 1 and not w.compute_jitter  # jitter draws every rank apart
     computes = lay.n_ranks * microbatches * len(w.layers) * (3 if p.recompute == "full" else 2) // lay.pp
     auto_all = not uniform or computes < FOLD_ABOVE
     if p.replicas == "all" or lay.dp == math.lcm(lay.ep, lay.cp) or (p.replicas == "auto" and auto_all):
         return lay.dp
     if not uniform:
-        raise ConfigError("replicas: one folds identical replicas, but the per-rank compute scales differ "
-                          "(straggler or heterogeneous nodes); valid choices: auto, all")
+        raise ConfigError("replicas: one folds identical replicas, but the ranks compute differently "
+                          "(straggler, heterogeneous nodes or compute jitter); valid choices: auto, all")
     return math.lcm(lay.ep, lay.cp)  # whole expert-parallel groups and whole context-parallel rings stay live
 
 

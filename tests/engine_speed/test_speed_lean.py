@@ -20,8 +20,11 @@ def _cores(caps, resolution):
     return [FluidCore(caps, resolution=resolution), general, FluidCore(caps, resolution=resolution, scalar=False)]
 
 
-def _drive(cores, arrivals, *, messages: bool = False, combined: bool = False):
-    """Feed ``arrivals`` (time, route, bytes, latency) to ``cores`` in lockstep; every settle's output."""
+def _drive(cores, arrivals, *, messages: bool = False, combined: bool = False, after=None):
+    """Feed ``arrivals`` (time, route, bytes, latency) to ``cores`` in lockstep; every settle's output.
+
+    ``after()``, if given, runs after every settle of all cores (white-box checks of their state).
+    """
     out: list[list] = [[] for _ in cores]
     k, t = 0, 0.0
     while k < len(arrivals) or not cores[-1].empty:
@@ -44,6 +47,8 @@ def _drive(cores, arrivals, *, messages: bool = False, combined: bool = False):
                 o.append(([(b, f.tobytes()) for b, f in done], nt))
             else:
                 o.append([(b, f.tobytes()) for b, f in c.settle(t)])
+        if after is not None:
+            after()
     return out
 
 
@@ -88,18 +93,8 @@ def test_the_lean_state_is_the_general_state_after_every_settle(case, resolution
     # White box: the lean form derives the general form's rows, loads and flow counts.
     caps, arrivals = case
     cores = _cores(caps, resolution)[:2]
-    k = 0
-    while k < len(arrivals) or not cores[1].empty:
-        t = cores[1].next_time()
-        if k < len(arrivals) and arrivals[k][0] <= t:
-            t = arrivals[k][0]
-            while k < len(arrivals) and arrivals[k][0] == t:
-                _, route, size, lat = arrivals[k]
-                for c in cores:
-                    c.add(np.array([size]), np.array([t + lat]), np.array([len(route)]), np.array(route))
-                k += 1
-        for c in cores:
-            c.settle(t)
+
+    def same_state():
         a, b = cores[0]._small, cores[1]._small
         if a is not None:
             assert b is not None
@@ -110,6 +105,8 @@ def test_the_lean_state_is_the_general_state_after_every_settle(case, resolution
             assert {x: a.load.get(x, 0.0) for r in rows for x in r} == {x: b.load.get(x, 0.0) for r in rows for x in r}
             assert {x: a.nflows.get(x, 0) for r in rows for x in r} == \
                 {x: b.nflows.get(x, 0) for r in rows for x in r}
+
+    _drive(cores, arrivals, after=same_state)
 
 
 def test_a_fifo_chain_on_disjoint_routes_stays_lean_and_ends_at_the_hand_computed_time():
@@ -140,26 +137,13 @@ def test_overlapping_flows_leave_the_lean_form_and_disjoint_ones_return_to_it():
     cores = _cores(caps, 0.0)
     arrivals = [(0.0, [0, 2], 4.0, 0.0), (1.0, [1, 2], 2.0, 0.0),  # share link 2 -> general form
                 (9.0, [0], 1.0, 0.0), (9.0, [1], 1.0, 0.0)]      # the network has drained: lean again
-    forms = []
-    k = 0
-    out: list[list] = [[] for _ in cores]
-    while k < len(arrivals) or not cores[-1].empty:
-        t = cores[-1].next_time()
-        if k < len(arrivals) and arrivals[k][0] <= t:
-            t = arrivals[k][0]
-            while k < len(arrivals) and arrivals[k][0] == t:
-                _, route, size, lat = arrivals[k]
-                for c in cores:
-                    c.add(np.array([size]), np.array([t + lat]), np.array([len(route)]), np.array(route))
-                k += 1
-        for c, o in zip(cores, out):
-            o.append([(b, f.tolist()) for b, f in c.settle(t)])
-        forms.append(cores[0]._small.lean)
+    forms: list[bool] = []
+    out = _drive(cores, arrivals, after=lambda: forms.append(cores[0]._small.lean))
     assert out[0] == out[1] == out[2]
     assert forms[0] and not all(forms) and forms[-1]
     # 4 B alone on link 0 (1 B/s) for 1 s, then 3 B at 1 B/s (link 2 has room): ends at 4 s;
     # 2 B from 1 s at 1 B/s: ends at 3 s.
-    assert [x for o in out[0] for x in o][:2] == [(1, [3.0]), (0, [4.0])]
+    assert [x for o in out[0] for x in o][:2] == [(1, np.array([3.0]).tobytes()), (0, np.array([4.0]).tobytes())]
 
 
 def test_more_than_max_live_disjoint_flows_go_to_the_arrays_with_the_same_answer():
