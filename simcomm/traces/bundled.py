@@ -148,9 +148,12 @@ def trace_for(model: str, device: str, batch: int | None = None, dtype: str = "f
 def _how(dev, dtype: str, model: str | None = None) -> str:
     from simcomm.traces.zoo.transformer import transformer_meta
 
-    eff = dev.efficiency(dtype, "transformer" if model and transformer_meta(model) else "cnn")
+    transformer = bool(model and transformer_meta(model))
+    eff = dev.efficiency(dtype, "transformer" if transformer else "cnn")
+    # transformers: GEMM time plus memory-bound time per pass (simcomm.traces.synth), with their own factor
+    form = f", additive passes, compute factor {eff.compute:g} ({eff.source})" if transformer else ""
     if not eff.calibrated:
-        return "uncalibrated roofline: default efficiencies"
+        return "uncalibrated roofline: default efficiencies" + form
     if eff.source.startswith("CNN factors"):
-        return "roofline with ResNet-50's factors (no transformer fit for this device)"
-    return "calibrated roofline" + (", factors borrowed" if eff.source.startswith("borrowed") else "")
+        return "roofline with ResNet-50's factors (no transformer fit for this device)" + form
+    return "calibrated roofline" + (", factors borrowed" if eff.source.startswith("borrowed") else "") + form
