@@ -2,7 +2,10 @@
 
 Every (rank, stream) pair that has ops runs as one SimPy process executing its
 ops in id order (ids are a topological order, so this cannot deadlock); an op
-starts once its dependencies are done.  Compute ops are timeouts.  A Transfer
+starts once its dependencies are done.  (How: plans of computes and messages on
+a heap that replays SimPy's events, :func:`_run_direct`; others on SimPy's queue
+with generators driven by callbacks, :class:`_Driver` and :class:`_Arrivals`; the
+same events in the same order as ``env.process`` would make, docs/engine.md.)  Compute ops are timeouts.  A Transfer
 occupies its source's stream.  A Collective starts when the last member
 reaches it; one process then runs it and releases every member.  How a
 Transfer or Collective is priced is the fidelity's business:
@@ -42,6 +45,10 @@ _KEEP_TRANSFERS = 4096
 #: Flow runs of plans without collectives (and without ``comm_cpu``) use :func:`_run_direct`;
 #: False runs them as SimPy processes (the reference for tests; the same floats and events).
 DIRECT = True
+#: Streams of collectives alone run as callbacks, and every other stream and collective is driven
+#: by :class:`_Driver` instead of a SimPy process: the same events in the same order, without the
+#: processes' bookkeeping and termination events (False: SimPy processes, the reference for tests).
+CALLBACKS = True
 
 
 class Context:
@@ -215,7 +222,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
             if isinstance(op, Collective):
                 arrived[oid] += 1
                 if arrived[oid] == len(op.ranks):
-                    env.process(collective(op))
+                    launch(collective(op))
                 if done[oid].callbacks is not None:  # not processed yet
                     yield done[oid]
                 continue
@@ -234,20 +241,37 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
             end[oid] = env.now
             done[oid].succeed()
 
+    launch = (lambda gen: _Driver(env, gen)) if CALLBACKS else env.process
+
+    same: dict[tuple, list[int]] = {}  # streams with equal ops share one list (_Arrivals merges them)
+
+    def arrivals(oids: list[int]) -> None:
+        # the stream's start: SimPy's Initialize (urgent, now), one event as env.process makes
+        ev = simpy.Event(env)
+        ev._ok, ev._value = True, None
+        ev.callbacks.append(_Arrivals(same.setdefault(tuple(oids), oids), ops, arrived, done,
+                                      lambda op: launch(collective(op))))
+        env.schedule(ev, simpy.events.URGENT)
+
     queues: dict[tuple[int, str], list[int]] = {}
     for op in ops:
         members = (op.src,) if isinstance(op, Transfer) else op.ranks
         for r in members:
             queues.setdefault((r, op.stream), []).append(op.id)
     if not direct:
+        is_coll = [isinstance(op, Collective) for op in ops]
         for qkey in sorted(queues):
-            env.process(stream(queues[qkey]))
+            q = queues[qkey]
+            if CALLBACKS and all(is_coll[oid] for oid in q):
+                arrivals(q)
+            else:
+                launch(stream(q))
     try:
         if direct:
             assert flow_pricer is not None
             _run_direct(ops, [queues[k] for k in sorted(queues)], flow_pricer, ctx, start, end)
         else:
-            env.run()
+            _run_events(env)
     except Exception as exc:
         # SimPy re-raises a process's exception as a copy chained to the original.
         if isinstance(exc.__cause__, SimcommError):
@@ -279,6 +303,106 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
                     fidelity=fidelity, meta=stats)
 
 
+def _run_events(env: simpy.Environment) -> None:
+    """``env.run()`` until no event is left, with SimPy's ``step`` inlined (a call less per event).
+
+    The same order (SimPy's queue of ``(time, priority, sequence, event)``) and the same
+    callbacks; an event that failed undefused raises its exception, as ``step`` does.
+    """
+    from heapq import heappop
+
+    queue = env._queue  # SimPy's own queue (the engine is the one place SimPy lives)
+    while queue:
+        env._now, _, _, event = heappop(queue)
+        callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]  # SimPy's own marker
+        for callback in callbacks:
+            callback(event)
+        if not event._ok and not hasattr(event, "_defused"):
+            raise event._value
+
+
+class _Driver:
+    """Drive one of ``run()``'s generators as a SimPy process would, with less per-event work.
+
+    Like ``env.process(gen)``: one urgent event starts it now, and each event it yields resumes
+    it from that event's callbacks, in the same place in the list, so every event runs at the
+    same instant and in the same order.  What it leaves out is what nothing in ``run()`` uses:
+    the active-process bookkeeping and the process's own termination event (no one waits for
+    a stream or a collective's process; they signal through ``done`` events).  An exception
+    inside the generator propagates out of ``env.run()`` at once.  The engine never fails an
+    event, so a yielded event is always ``ok``.
+    """
+
+    __slots__ = ("gen",)
+
+    def __init__(self, env: simpy.Environment, gen):
+        self.gen = gen
+        ev = simpy.Event(env)
+        ev._ok, ev._value = True, None
+        ev.callbacks.append(self)
+        env.schedule(ev, simpy.events.URGENT)
+
+    def __call__(self, event) -> None:
+        send = self.gen.send
+        while True:
+            assert event._ok  # nothing in the engine fails an event
+            try:
+                event = send(event._value)
+            except StopIteration:
+                self.gen = None  # done: drop the frame
+                return
+            cbs = event.callbacks
+            if cbs is not None:  # pending: resume when it is processed
+                cbs.append(self)
+                return
+            # already processed: go on at once, as SimPy's _resume does
+
+
+class _Arrivals:
+    """Streams of collectives alone, run as callbacks: what ``run()``'s ``stream`` does for them.
+
+    Each call sits where the stream process's resume would (the done event's callbacks, in
+    the same order), so every event runs at the same instant and in the same order; only the
+    process's own termination event (which nothing waits for) is not made.  ``weight`` streams
+    with the same ops, at the same op and next to each other in a callbacks list, behave as
+    one that arrives ``weight`` times at once (nothing runs between them), so they merge when
+    one is appended right after the other (:meth:`wait`): the tensor-parallel ranks of a group
+    then cost one call per collective, not one each.  A class, not a closure that appends
+    itself, so that a finished run leaves no reference cycle.
+    """
+
+    __slots__ = ("oids", "pos", "weight", "ops", "arrived", "done", "launch")
+
+    def __init__(self, oids: list[int], ops, arrived: list[int], done: list, launch):
+        self.oids, self.pos, self.weight = oids, 0, 1
+        self.ops, self.arrived, self.done, self.launch = ops, arrived, done, launch
+
+    def wait(self, cbs: list) -> None:
+        """Append to ``cbs``, merging with an equal stream appended just before."""
+        last = cbs[-1] if cbs else None
+        if type(last) is _Arrivals and last.oids is self.oids and last.pos == self.pos:
+            last.weight += self.weight
+        else:
+            cbs.append(self)
+
+    def __call__(self, _ev) -> None:
+        oids, arrived, w = self.oids, self.arrived, self.weight
+        i = self.pos
+        while i < len(oids):
+            oid = oids[i]
+            n = arrived[oid] + w
+            arrived[oid] = n
+            if n == len(self.ops[oid].ranks):
+                self.launch(self.ops[oid])
+            i += 1
+            cbs = self.done[oid].callbacks
+            if cbs is not None:  # not processed yet: go on when it is
+                self.pos = i
+                self.wait(cbs)
+                return
+        self.pos = i
+
+
 def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list, end: list) -> None:
     """Run a plan of Computes and Transfers as ``run()``'s SimPy processes would, without SimPy.
 
@@ -287,10 +411,12 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
     schedule an event (a process start at the urgent priority, a timeout, an op's done event,
     a batch's completion, the network's kick and wake-ups at the late priority), in the same
     order and at the same ``now + delay`` instants, and each stream resumes exactly where its
-    generator would (docs/engine.md, "The direct loop").  Two shortcuts keep that order:
+    generator would (docs/engine.md, "The direct loop").  Three shortcuts keep that order:
     events due now at the normal priority wait in a FIFO beside the heap (their sequence
-    numbers increase), and only the network's current wake-up is kept (beside the heap: a
-    superseded one would be ignored by LiveNetwork's generation check when it fired).  The fluid core, the routes and the
+    numbers increase), only the network's current wake-up is kept (beside the heap: a
+    superseded one would be ignored by LiveNetwork's generation check when it fired), and the
+    one pending kick (due now, at the late priority) is kept beside the heap too, with its
+    sequence number, and taken once nothing due now precedes it.  The fluid core, the routes and the
     statistics are the flow pricer's own, so every float is the same; what is saved is SimPy's
     per-event objects, generator resumptions and callback lists (a run of the per-tensor
     parameter server at 1 024 GPUs schedules ~2.4 million events).
@@ -302,6 +428,7 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
     net = pricer.net
     core = net.core  # messages go to the core directly: with no collectives there are no reservations, so
     # LiveNetwork's per-link bookkeeping (what a reservation would check) is not kept here
+    add_message = core.add_message
     topology = ctx.topology
     fbytes = ctx.family_bytes.tolist()  # written back at the end (nothing else adds to it meanwhile)
     pairs: dict = {}  # (src, dst) -> (route latency, route as a tuple, bytes per family of one byte)
@@ -312,7 +439,7 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
     n = len(ops)
     is_compute = [isinstance(op, Compute) for op in ops]
     processed = [False] * n  # an op's done event has been processed (SimPy: callbacks is None)
-    waiting: dict[int, list[int]] = {}  # op id -> streams waiting for its done event, in order
+    waiting: list = [None] * n  # op id -> streams waiting for its done event, in order (None: none)
     pos = [0] * len(streams)  # per stream: index of the op it is at
     batch_of: dict[int, int] = {}  # network batch id -> the stream waiting for it
     heap: list = []
@@ -320,13 +447,14 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
     popleft = imm.popleft
     seq = count()
     now = 0.0  # simpy.Environment's initial time (0, the same instant)
-    kicked = False
+    kicked = False  # the network's kick is pending (at now, the late priority) with sequence number kick_seq
+    kick_seq = 0
     wake_t: float | None = None  # the network's pending wake-up: time and sequence number
     wake_seq = 0
 
     def advance(s: int) -> None:
         # The stream generator of run() from the op at pos[s], until it waits for something.
-        nonlocal kicked
+        nonlocal kicked, kick_seq
         q = streams[s]
         i = pos[s]
         while i < len(q):
@@ -334,7 +462,7 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
             op = ops[oid]
             for d in op.deps:
                 if not processed[d]:
-                    w = waiting.get(d)
+                    w = waiting[d]
                     if w is None:
                         waiting[d] = [s]
                     else:
@@ -357,14 +485,14 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
                            [(f, x) for f, x in enumerate(per.tolist()) if x != 0.0])
                     pairs[(op.src, op.dst)] = hit
                 latency, route, fam = hit
+                nbytes = op.nbytes
                 if count_fam:  # ctx.family_bytes += nbytes * fam, element by element in Python floats
                     for f, x in fam:
-                        fbytes[f] += op.nbytes * x
-                # LiveNetwork.add: the batch, then the late kick (once per instant)
-                batch_of[core.add_message(float(op.nbytes), now + latency, route)] = s
+                        fbytes[f] += nbytes * x
+                # LiveNetwork.add: the batch, then the late kick (once per instant; at now + 0.0 = now)
+                batch_of[add_message(float(nbytes), now + latency, route)] = s
                 if not kicked:
-                    kicked = True
-                    heappush(heap, (now + 0.0, late, next(seq), KICK, None))
+                    kicked, kick_seq = True, next(seq)
                 pos[s] = i
                 return
             end[oid] = now
@@ -372,19 +500,8 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
             i += 1
         pos[s] = i
 
-    def settle() -> None:
-        # LiveNetwork._settle
-        # (the one wake-up of the current generation is kept beside the heap: every earlier
-        # one is stale, which LiveNetwork's generation check would ignore when it fires)
-        nonlocal wake_t, wake_seq
-        net.settles += 1
-        done, nxt = core.settle_next(now)
-        for bid, fin in done:
-            imm.append((next(seq), GOT, (batch_of.pop(bid), fin)))
-        if nxt < math.inf:
-            wake_t, wake_seq = now + max(nxt - now, 0.0), next(seq)
-        else:
-            wake_t = None
+    settle_next, inf = core.settle_next, math.inf
+    settles = 0  # net.settles, added at the end
 
     for s in range(len(streams)):
         heappush(heap, (now, urgent, next(seq), INIT, s))
@@ -400,21 +517,28 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
                     _, kind, arg = popleft()
             else:
                 _, kind, arg = popleft()
+        elif kicked and not (heap and heap[0][0] == now and heap[0][1] < late) and (
+                wake_t is None or wake_t != now or kick_seq < wake_seq):
+            # the kick (now, late priority: after any urgent or normal event due now) is the next event
+            kind = KICK
         elif wake_t is not None and (not heap or wake_t < heap[0][0] or (wake_t == heap[0][0] and (
                 late < heap[0][1] or (late == heap[0][1] and wake_seq < heap[0][2])))):
             # the network's wake-up (late priority) is the next event
             now, wake_t = wake_t, None
-            if not kicked:
-                settle()
-            continue
+            if kicked:  # the kick due now settles
+                continue
+            kind = KICK  # settle now (kicked is already False)
         elif heap:
             now, _, _, kind, arg = heappop(heap)
         else:
             break
         if kind == DONE:
             processed[arg] = True
-            for s in waiting.pop(arg, ()):
-                advance(s)
+            w = waiting[arg]
+            if w is not None:
+                waiting[arg] = None
+                for s in w:
+                    advance(s)
         elif kind == TIMER:  # the op the stream is at ends now
             oid = streams[arg][pos[arg]]
             end[oid] = now
@@ -433,7 +557,18 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
                 advance(s)
         elif kind == KICK:
             kicked = False
-            settle()
+            # LiveNetwork._settle
+            # (the one wake-up of the current generation is kept beside the heap: every earlier
+            # one is stale, which LiveNetwork's generation check would ignore when it fires)
+            settles += 1
+            done, nxt = settle_next(now)
+            for bid, fin in done:
+                imm.append((next(seq), GOT, (batch_of.pop(bid), fin)))
+            if nxt < inf:
+                d = nxt - now
+                wake_t, wake_seq = now + (d if not d < 0.0 else 0.0), next(seq)  # max(d, 0.0)
+            else:
+                wake_t = None
         else:
             advance(arg)
     # FlowPricer.transfer's bookkeeping, once: one simulated step per message started
@@ -441,6 +576,7 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
     if started:
         ctx.stats["steps_simulated"] += started
         pricer._used = True
+    net.settles += settles
     if count_fam and n_fam:
         ctx.family_bytes[:] = fbytes
 

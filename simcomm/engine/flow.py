@@ -48,6 +48,9 @@ __all__ = ["FlowPricer", "PER_LINK"]
 #: Reserve a repeated step's own links (True) or only the whole idle network (False).  The
 #: answer is the same in the model (docs/engine.md, "Per-link reservations"); tests flip it.
 PER_LINK = True
+#: A scalable step's isolated run is reused for other sizes only if its bandwidth phase is at least
+#: this share of its duration (else the phase is lost to rounding and the step is run alone again).
+_RESOLVED = 1e-6
 
 
 def _scalable(routed: RoutedStep) -> bool:
@@ -79,6 +82,7 @@ class FlowPricer:
         self._moved: np.ndarray | None = None  # per-rank bytes of finished flows (comm_cpu only)
         self._moving: dict[int, list] = {}  # rank -> [(batch id, index, bytes)] still in flight
         self._used = False  # whether any transfer or collective ran (finish_stats)
+        self._shapes: dict = {}  # (group, preparation) -> its routed steps (see _steps)
 
     @property
     def live_merged(self) -> int:
@@ -148,22 +152,13 @@ class FlowPricer:
     def collective(self, op, prep):
         ctx = self.ctx
         self._used = True
-        group = np.asarray(op.ranks, dtype=np.int64)
-        gkey = group.tobytes()
-        for i, step in enumerate(prep.steps):
-            routed = route_step(ctx.topology, group, step, ctx.gamma, self._routes, gkey)
-            if prep.latency is not None and prep.latency[i] is not None:
-                # NCCL's pipelined steps: every transfer waits the tuning model's latency, not the route's.
-                routed = replace(routed, latency=np.full(len(routed), float(prep.latency[i])))
-            elif prep.delay:
-                routed = replace(routed, latency=routed.latency + prep.delay)
-            ctx.count_bytes(routed, step.repeat)
-            left = step.repeat
+        for routed, skey, held, fbytes in self._steps(op, prep):
+            if fbytes is not None:
+                ctx.family_bytes += routed.repeat * fbytes
+            elif ctx.link_bytes:
+                ctx.count_bytes(routed, routed.repeat)
+            left = routed.repeat
             period = profile = None
-            skey = ((gkey, step.src.tobytes(), step.dst.tobytes(), float(routed.latency[0]))
-                    if _scalable(routed) else None)
-            # the links a reservation of this step holds (see LiveNetwork.free)
-            held = np.unique(routed.links) if ctx.coalesce and (left > 1 or skey is not None) else None
             while left > 0:
                 if held is not None and (left > 1 or skey is not None) and self.net.free(held):
                     res = None
@@ -200,6 +195,42 @@ class FlowPricer:
                     yield from self._run_step(routed)
                 left -= 1
 
+    def _steps(self, op, prep) -> list:
+        """Per step of ``prep`` on ``op``'s group: ``(routed, scalable key, held links, family bytes)``.
+
+        Routing, NCCL's latency, the scalable test, the held links and the bytes per link
+        family depend on the group and the preparation alone, so they are worked out once
+        per (group, preparation) and reused by every collective of that shape (a
+        tensor-parallel layout runs the same few shapes ~10^5 times).  ``family bytes`` is
+        None when the run counts bytes per individual link (``busiest_links``) or not at all.
+        """
+        key = (tuple(op.ranks), id(prep))
+        hit = self._shapes.get(key)
+        if hit is not None:
+            return hit[1]
+        ctx = self.ctx
+        group = np.asarray(op.ranks, dtype=np.int64)
+        gkey = group.tobytes()
+        out = []
+        for i, step in enumerate(prep.steps):
+            routed = route_step(ctx.topology, group, step, ctx.gamma, self._routes, gkey)
+            if prep.latency is not None and prep.latency[i] is not None:
+                # NCCL's pipelined steps: every transfer waits the tuning model's latency, not the route's.
+                routed = replace(routed, latency=np.full(len(routed), float(prep.latency[i])))
+            elif prep.delay:
+                routed = replace(routed, latency=routed.latency + prep.delay)
+            skey = ((gkey, step.src.tobytes(), step.dst.tobytes(), float(routed.latency[0]))
+                    if _scalable(routed) else None)
+            # the links a reservation of this step holds (see LiveNetwork.free)
+            held = (np.unique(routed.links) if ctx.coalesce and (step.repeat > 1 or skey is not None)
+                    else None)
+            fbytes = None
+            if ctx.link_bytes and len(routed) and len(ctx.families) and ctx.per_link is None:
+                fbytes = routed.family_bytes(ctx.family_of_link, len(ctx.families))
+            out.append((routed, skey, held, fbytes))
+        self._shapes[key] = (prep, out)  # the preparation is kept alive with its id
+        return out
+
     # ---- steps -----------------------------------------------------------
     def _isolated_period(self, routed: RoutedStep, skey=None):
         """``(duration, usage profile or None)`` of one run of ``routed`` alone on the network.
@@ -229,8 +260,12 @@ class FlowPricer:
         prof = None
         if self.fam is not None:
             prof = (np.concatenate([b[0] for b in iso.usage]), np.concatenate([b[1] for b in iso.usage]))
-        if skey is not None:
-            self._periods[skey] = (n, float(routed.latency[0]), period, prof)
+        lat = float(routed.latency[0]) if len(routed) else 0.0
+        # Kept for scaling only if its bandwidth phase is resolved in floats: a few bytes on a fast link
+        # (or a subnormal byte count) leave period - latency at a few ulps or zero, and scaling that to
+        # another size would be wrong (0 x inf = NaN for subnormal bytes; the latency alone otherwise).
+        if skey is not None and period - lat >= _RESOLVED * period:
+            self._periods[skey] = (n, lat, period, prof)
         return period, prof
 
     def _replay(self, profile, t0: float, period: float, k: int, offset: float | None) -> None:

@@ -200,8 +200,10 @@ class FluidCore:
                 and self.family_of_link is None:
             pend = self._pending
             if not pend or (len(pend) == 1 and type(pend[0][5]) is tuple and self.n_live < MAX_LIVE):
-                now = float(now)
-                out = sm.settle_next(now, TIME_TOL * max(abs(now), 1e-300))
+                if now.__class__ is not float:
+                    now = float(now)
+                # settle's tolerance (TIME_TOL * max(|now|, 1e-300)), without the calls when now > 1e-300
+                out = sm.settle_next(now, TIME_TOL * (now if now > 1e-300 else max(abs(now), 1e-300)))
                 if out is not None:
                     return out
         done = self.settle(now)

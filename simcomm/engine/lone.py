@@ -116,7 +116,7 @@ class LoneFlows(SmallFlows):
         if self.lean and len(parts) == 1 and type(parts[0][5]) is tuple:
             # One message from FluidCore.add_message (Python scalars and the route's tuple).
             bid, _, rem, t_bw, _, route = parts[0]
-            links, low = self._info_of(route)
+            links, low = self._mins.get(route) or self._info_of(route)
             if links is not None and self.busy.isdisjoint(links):
                 self.busy |= links
                 self.rem.append(rem[0])
@@ -196,21 +196,89 @@ class LoneFlows(SmallFlows):
         # self.settle, inlined (no link usage here: the caller checked)
         done: list = []
         res = core.resolution
-        if core.n_live:
-            more = self.step(now, tol, True, done) if res > 0 else True
-            lim = now + tol
-            while more and core.n_live and min(self.t_next) <= lim:
-                more = self.step(now, tol, False, done)
         n_live = core.n_live
+        if n_live:
+            lim = now + tol
+            if n_live == 1 and res > 0:
+                more = self._first_pass_of_one(now, tol, lim, res, done)
+            else:
+                more = self.step(now, tol, True, done) if res > 0 else True
+            while more and core.n_live:
+                t_next = self.t_next
+                if (t_next[0] if len(t_next) == 1 else min(t_next)) > lim:
+                    break
+                more = self.step(now, tol, False, done)
+            n_live = core.n_live
         n_slots = len(self.rem) + len(self.gone_routes)
         if (n_live == 0 and n_slots) or 2 * n_live < n_slots - 4096:
             self.gone_routes = []  # self.compact() in the lean form
         if done:
             finish = core._finish
-            done = [(b, finish.pop(b)) for b in done]
+            if len(done) == 1:  # (a comprehension costs a function call)
+                b = done[0]
+                done = [(b, finish.pop(b))]
+            else:
+                done = [(b, finish.pop(b)) for b in done]
         if n_live == 0:
             return done, _INF
+        # self.next_time(res), inlined
+        t_next = self.t_next
+        if len(t_next) == 1:  # one flow: its next change; as its own group, at the group's middle 0.5 * (t + t)
+            t = t_next[0]
+            if res > 0 and self.phase[0] == BANDWIDTH and t - t <= res * (t - self.t_bw[0]):
+                return done, 0.5 * (t + t)
+            return done, t
         return done, self.next_time(res)
+
+    def _first_pass_of_one(self, now: float, tol: float, lim: float, res: float, done_batches: list) -> bool:
+        """:meth:`step`'s first pass (``first``, resolution ``res`` > 0) with one live flow, the FIFO chain's case.
+
+        The same floats and counts as ``step``: a finishing flow leaves nothing to re-solve (a
+        solve of no flow: no round, not a full solve); an entering one is re-solved alone (a full
+        solve of one round, at its route's smallest capacity).
+        """
+        core = self.core
+        t = self.t_next[0]
+        if t <= lim:
+            if not self.phase[0]:  # LATENCY: enters its bandwidth phase
+                return self._enter_one(now)
+            if t < now - tol:
+                core.merged += 1  # late
+        elif self.phase[0] and t - now <= res * (t - self.t_bw[0]):
+            core.merged += 1  # early: within the resolution of its own duration
+        else:
+            return False
+        # the one flow finishes (self._record_finished of one flow; then step's removal of every flow)
+        b = self.batch[0]
+        core._finish[b][self.index[0]] = now
+        left = core._left
+        left[b] -= 1
+        if left[b] == 0:
+            del left[b]
+            done_batches.append(b)
+        core.n_live -= 1
+        core.solves += 1
+        self.gone_routes.append(self.route[0])
+        self.busy.clear()
+        self.rem, self.t_ref, self.rate, self.t_bw, self.t_next = [], [], [], [], []
+        self.phase, self.batch, self.index, self.route, self.mincap = [], [], [], [], []
+        return True
+
+    def _enter_one(self, now: float) -> bool:
+        """The one live flow enters its bandwidth phase: re-solved alone (see :meth:`_first_pass_of_one`)."""
+        core = self.core
+        self.phase[0] = BANDWIDTH
+        t_ref = self.t_ref
+        t_ref[0] = now
+        core.solves += 1
+        core.full_solves += 1
+        core.rounds += 1
+        r = self.mincap[0]
+        x = self.rem[0] - self.rate[0] * (now - t_ref[0])
+        self.rem[0] = x
+        self.rate[0] = r
+        self.t_next[0] = now + ((x / r if r else _INF) if x > 0 else 0.0)  # small._div for x > 0
+        return True
 
     def settle(self, now: float, tol: float, done_batches: list) -> list:
         """FluidCore._settle_small in the lean form (the same passes, compaction and sample)."""

@@ -294,21 +294,25 @@ class ParameterServer(Strategy):
         fifo = p.fifo
         b = PlanBuilder(topology.n_ranks)
         its = {r: emit_forward_backward(b, w, r, buckets=groups) for r in range(W)}
+        # The loops below emit ~10^6 ops at 1 024 workers: what does not depend on the worker is
+        # looked up once per tensor (the same ops, in the same order, as the plain loops would make).
+        ready_of = [(r, its[r].bucket_ready) for r in arrival]
+        transfer = b.transfer
         last_in: dict[int, int] = {}
         update = {}
         for i in order:
             t, k = tens[i], owner[i]
             s = servers[k]
+            g, nbytes, label, stream = group_of[t.layer], push[i], f"push[{t.name}]", "push" if fifo else f"push{k}"
             arrived = []
-            for r in arrival:
-                ready = its[r].bucket_ready[group_of[t.layer]]
+            for r, bucket_ready in ready_of:
+                ready = bucket_ready[g]
                 if r == s:  # a co-located server reduces its own worker's gradient in place
                     arrived.append(ready)
                     continue
                 after = (ready, last_in[k]) if fifo and k in last_in else (ready,)
-                last_in[k] = b.transfer(r, s, push[i], after=after, label=f"push[{t.name}]",
-                                        stream="push" if fifo else f"push{k}")
-                arrived.append(last_in[k])
+                last_in[k] = last = transfer(r, s, nbytes, after=after, label=label, stream=stream)
+                arrived.append(last)
             update[i] = b.compute(s, self.server_seconds(w, t.nbytes), after=arrived, label=f"update[{t.name}]",
                                   stream="server", category="server")
         every = tuple(update[i] for i in order)
@@ -317,15 +321,18 @@ class ParameterServer(Strategy):
         for i in order:
             t, s = tens[i], servers[owner[i]]
             dep = (update[i],) if p.pull == "per-tensor" else every
+            nbytes, label = pull[i], f"pull[{t.name}]"
             for r in arrival:
                 if r == s:
                     got[r][i] = dep
                     continue
                 after = dep + ((last_got[r],) if fifo and r in last_got else ())
-                last_got[r] = b.transfer(s, r, pull[i], after=after, label=f"pull[{t.name}]",
-                                         stream="pull" if fifo else f"pull{r}")
-                got[r][i] = (last_got[r],)
-        ends = {r: self._next_iteration(b, w, r, groups, of_layer, got[r]) for r in range(W)}
+                last_got[r] = last = transfer(s, r, nbytes, after=after, label=label,
+                                              stream="pull" if fifo else f"pull{r}")
+                got[r][i] = (last,)
+        fwd = [(w.forward_sum(g), f"forward#2[{w.layers[g[-1]].name}]", of_layer.get(g[-1], ()))
+               for g in reversed(groups)]  # forward order; g[-1] (the first layer run) owns the group's tensors
+        ends = {r: self._next_iteration(b, w, r, groups, fwd, got[r]) for r in range(W)}
         load = [0.0] * p.servers
         for i, t in enumerate(tens):
             load[owner[i]] += self.server_seconds(w, t.nbytes)
@@ -342,16 +349,21 @@ class ParameterServer(Strategy):
                        assumed=(note,))
 
     @staticmethod
-    def _next_iteration(b: PlanBuilder, w, r: int, groups, of_layer, got) -> int:
-        """Iteration 2 on worker ``r``: forward group by group, each after its tensors arrive; backward."""
+    def _next_iteration(b: PlanBuilder, w, r: int, groups, fwd, got) -> int:
+        """Iteration 2 on worker ``r``: forward group by group, each after its tensors arrive; backward.
+
+        ``fwd``: per group in forward order, (its forward seconds, its label, the tensors it waits for).
+        """
         after: tuple[int, ...] = ()
         if w.dataload_s > 0:
             load = b.compute(r, w.dataload_s, label="dataload#2", stream="data" if w.dataload_overlap
                              else "compute", category="dataload")
             after = () if w.dataload_overlap else (load,)
-        for g in reversed(groups):  # forward order; g[-1] (the first layer run) owns the group's tensors
-            deps = tuple(d for i in of_layer.get(g[-1], ()) for d in got[i])
-            secs = w.forward_sum(g) * w.scale(r)
-            b.compute(r, secs, after=after + deps, label=f"forward#2[{w.layers[g[-1]].name}]")
+        scale, compute = w.scale(r), b.compute
+        for secs, label, owned in fwd:
+            deps: tuple[int, ...] = ()
+            for i in owned:
+                deps += got[i]
+            compute(r, secs * scale, after=after + deps, label=label)
             after = ()
         return emit_backward(b, w, r, buckets=groups, tag="#2")[-1]

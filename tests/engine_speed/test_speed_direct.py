@@ -4,7 +4,6 @@ bytes are the same floats, on hypothesis-drawn plans (FIFO chains, cross-stream
 dependencies, zero-length computes, messages that start and end at the same instants) and on
 the parameter server's own plan."""
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,30 +16,16 @@ from simcomm.ops import CommPlan, Compute, PlanBuilder
 from simcomm.pipeline import simulate as run_scenario
 from simcomm.scenario import Scenario
 from simcomm.topologies.fat_tree import fat_tree
+import timelines
+from timelines import check, flags
 
 LINK = LinkClass("speed-link", 1e9, 1e-6, "custom")
 TOPO = fat_tree(4, link=LINK, levels=2, oversubscription=2)
 
 
-def same(a, b):
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    return a.shape == b.shape and a.tobytes() == b.tobytes()
-
-
 def both(plan, topo, **kw):
     """(direct loop, SimPy processes) timelines of one plan."""
-    a = simulate(plan, topo, **kw)
-    executor.DIRECT = False
-    try:
-        b = simulate(plan, topo, **kw)
-    finally:
-        executor.DIRECT = True
-    return a, b
-
-
-def check(a, b):
-    assert same(a.start, b.start) and same(a.end, b.end) and a.makespan == b.makespan
-    assert a.meta == b.meta and a.link_class_bytes == b.link_class_bytes
+    return timelines.both(plan, topo, {}, {"DIRECT": False}, **kw)
 
 
 @st.composite
@@ -141,10 +126,6 @@ def test_an_op_that_cannot_run_is_the_same_error():
     bad = CommPlan(n_ranks=2, ops=(Compute(id=0, rank=0, seconds=1.0), Compute(id=1, rank=1, seconds=1.0, deps=(1,))))
     with pytest.raises(PlanError, match="never ran") as direct:
         simulate(bad, TOPO)
-    executor.DIRECT = False
-    try:
-        with pytest.raises(PlanError, match="never ran") as slow:
-            simulate(bad, TOPO)
-    finally:
-        executor.DIRECT = True
+    with flags(executor, DIRECT=False), pytest.raises(PlanError, match="never ran") as slow:
+        simulate(bad, TOPO)
     assert str(direct.value) == str(slow.value)
