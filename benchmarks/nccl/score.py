@@ -3,6 +3,7 @@
     python benchmarks/nccl/score.py                     # print the tables
     python benchmarks/nccl/score.py --write docs/accuracy.md   # replace its "GPU collectives" section
     python benchmarks/nccl/score.py --fit-fill --only nebius-h100-2x8-ib-allreduce   # NVLS-Tree fill check
+    python benchmarks/nccl/score.py --by-algorithm     # median errors per band and (algorithm, protocol)
 
 Every run is set up from its stated hardware (models.toml, written without
 looking at the measured rows) and every row is a *prediction*: nothing is
@@ -132,6 +133,41 @@ def summary(results: list[dict], target: bool = False) -> dict:
     return out
 
 
+def by_algorithm(results: list[dict], target: bool = False) -> dict:
+    """Counted rows grouped by size band and by what simcomm ran (e.g. ``NCCL Ring/LL128``).
+
+    Returns ``{(band, algorithm): (rows, runs, median |error|, median signed error)}``: which
+    (algorithm, protocol) the misses of a band belong to, and in which direction (docs/accuracy.md,
+    "Mid-size mechanisms examined").  ``target``: only issue 13's target set, as in :func:`summary`.
+    """
+    groups: dict = {}
+    for r in results:
+        if r["anomalous"] or r["calibration"] or (target and r["class"] in OFF_TARGET):
+            continue
+        for x in r["rows"]:
+            if x["unsettled"]:
+                continue
+            for label, lo, hi in BANDS:
+                if lo <= x["size"] <= hi:
+                    groups.setdefault((label, x["algorithm"]), []).append((x["error"], r["id"]))
+    return {k: (len(v), len({rid for _, rid in v}), _median([abs(e) for e, _ in v]), _median([e for e, _ in v]))
+            for k, v in groups.items()}
+
+
+def render_by_algorithm(results: list[dict]) -> str:
+    """:func:`by_algorithm` as a Markdown table, all counted runs and the target set, most rows first."""
+    lines = ["| set | band | simcomm ran | rows | runs | median abs error | median signed error |",
+             "|---|---|---|---:|---:|---:|---:|"]
+    for name, target in (("all", False), ("target", True)):
+        groups = by_algorithm(results, target)
+        for label, _, _ in BANDS:
+            keys = sorted((k for k in groups if k[0] == label), key=lambda k: (-groups[k][0], k[1]))
+            for k in keys:
+                n, runs, med_abs, med = groups[k]
+                lines.append(f"| {name} | {label} | {k[1]} | {n} | {runs} | {_pct(med_abs)} | {100 * med:+.0f} % |")
+    return "\n".join(lines) + "\n"
+
+
 #: what a source's algorithm note claims NCCL ran: (pattern in the note, name in simcomm's label)
 CLAIMS = (("collnet chain", "CollNetChain"), ("collnetchain", "CollNetChain"), ("collnet direct", "CollNetDirect"),
           ("nvls", "NVLS"), ("ring", "Ring"), ("tree", "Tree"), ("ll128", "LL128"), ("simple", "Simple"))
@@ -258,7 +294,12 @@ def main(argv=None) -> int:
     ap.add_argument("--only", help="score one run id")
     ap.add_argument("--fit-fill", action="store_true",
                     help="with --only: the NVLS-Tree fill each row would need, against the derived one")
+    ap.add_argument("--by-algorithm", action="store_true",
+                    help="print the median errors per size band and (algorithm, protocol) simcomm ran")
     args = ap.parse_args(argv)
+    if args.by_algorithm and args.write:
+        print("error: --by-algorithm prints a diagnostic table; it cannot be combined with --write", file=sys.stderr)
+        return 2
     models = tomllib.loads((HERE / "models.toml").read_text(encoding="utf-8"))
     if args.fit_fill:
         if not args.only or args.only not in models:
@@ -283,7 +324,7 @@ def main(argv=None) -> int:
             return 2
         results.append(score_run(run, models[run["id"]]))
         print(f"scored {run['id']}", file=sys.stderr)
-    text = render(results)
+    text = render_by_algorithm(results) if args.by_algorithm else render(results)
     if args.write:
         doc = args.write.read_text(encoding="utf-8")
         if START in doc and END in doc:

@@ -168,10 +168,26 @@ NVLS_CHANNELS = {90: (16, 16), 100: (24, 32)}
 NVLS_CHUNK = 128 * KiB
 
 
-def _threads(algo: str, proto: str) -> int:
-    if algo in ("tree", "pat") or proto == "ll128":
+#: NCCL's PCI_BW (src/graph/topo.h, GB/s): a ring whose intra-node bandwidth is at most this is PCIe-bound.
+PCI_BW = 12.0
+
+
+def _threads(algo: str, proto: str, layout: GroupLayout) -> int:
+    """``comm->maxThreads[algo][proto]``: the threads per channel NCCL's channel loop counts.
+
+    ncclTopoTuneModel (src/graph/tuning.cc, NCCL 2.19-2.30): LL 512 (NCCL_LL_MAX_NTHREADS), LL128 640
+    (NCCL_LL128_MAX_NTHREADS), Simple 512 (NCCL_SIMPLE_MAX_NTHREADS), except a ring whose search
+    found at most PCI_BW in all (bwIntra x nChannels) gets 256.  topoGetAlgoInfo (src/enqueue.cc)
+    shrinks the channels against these counts and adds the Simple sync warps only afterwards.
+    """
+    if proto == "ll":
+        return 512
+    if proto == "ll128":
         return 640
-    return 512 + (32 if proto == "simple" and algo == "ring" else 0)
+    if algo == "ring":
+        ring = graphs(layout)["ring"]
+        return 256 if ring.bw_intra * ring.n_ch <= PCI_BW + 1e-9 else 512
+    return 512
 
 
 def _full_channels(algo: str, layout: GroupLayout) -> int:
@@ -187,7 +203,7 @@ def channels_used(algo: str, proto: str, kind: str, layout: GroupLayout, nbytes:
     if algo in ("nvls", "nvls-tree", "collnet-direct", "collnet-chain"):
         return full, full
     threshold = {"ll": 8.0 * (layout.n_ranks if algo == "ring" else 1), "ll128": 8.0, "simple": 64.0}[proto]
-    per_channel = _threads(algo, proto) * threshold
+    per_channel = _threads(algo, proto, layout) * threshold
     nc = full
     while nc >= 2 and nbytes < nc * per_channel:
         nc -= 1

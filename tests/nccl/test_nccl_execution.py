@@ -8,6 +8,8 @@ from ncclcases import a100, h100
 from simcomm.nccl import tuning
 from simcomm.nccl.execution import channels_used, execution_efficiency, slice_bytes
 from simcomm.nccl.layout import group_layout
+from simcomm.stacks import apply_stack, get_stack
+from simcomm.topologies.two_level import two_level
 
 
 def layout(topo):
@@ -16,12 +18,27 @@ def layout(topo):
 
 def test_small_buffers_launch_fewer_channels():
     lay = layout(a100(1))  # 24 run-time channels (12 search channels x 2)
-    # Ring/Simple: 544 threads x 64 B = 34 816 B per channel; 256 KiB keeps floor(262144 / 34816) = 7, then
-    # the loop stops at the first nc with bytes >= nc x 34816: 7 x 34816 = 243 712 <= 262 144 -> 7 channels.
-    assert channels_used("ring", "simple", "allreduce", lay, 262144) == (7, 24)
+    # NCCL counts comm->maxThreads (Simple 512, before the sync warp): 512 x 64 B = 32 KiB per channel;
+    # 256 KiB keeps exactly 8 (8 x 32 KiB = 256 KiB is not more than the buffer), 256 KiB - 1 B only 7.
+    assert channels_used("ring", "simple", "allreduce", lay, 262144) == (8, 24)
+    assert channels_used("ring", "simple", "allreduce", lay, 262143) == (7, 24)
     # Ring/LL: 512 threads x 8 B x 8 ranks = 32 KiB per channel: 1 MiB keeps all 24 (24 x 32 KiB = 768 KiB).
     assert channels_used("ring", "ll", "allreduce", lay, 1 << 20) == (24, 24)
     assert channels_used("ring", "ll", "allreduce", lay, 8) == (1, 24)
+    # Tree/LL: 512 threads x 8 B = 4 KiB per channel (LL128 would count 640 threads: 5 KiB)
+    assert channels_used("tree", "ll", "allreduce", lay, 40960) == (10, 24)
+    assert channels_used("tree", "ll128", "allreduce", lay, 40960) == (8, 24)
+
+
+def test_pcie_bound_rings_count_256_simple_threads():
+    # ncclTopoTuneModel: a ring whose search found at most PCI_BW (12 GB/s) in all runs Simple on 256 threads
+    topo = apply_stack(two_level(1, 4, intra="pcie", intra_link="pcie3", device="v100"), get_stack("nccl"))
+    lay = layout(topo)
+    ring = tuning.graphs(lay)["ring"]
+    assert ring.n_ch * ring.bw_intra == 12
+    # 40 000 B: ring 256 x 64 = 16 KiB per channel -> 2 channels; tree 512 x 64 = 32 KiB -> 1
+    assert channels_used("ring", "simple", "allreduce", lay, 40000) == (2, 2)
+    assert channels_used("tree", "simple", "allreduce", lay, 40000) == (1, 2)
 
 
 def test_slices_follow_ncclss_chunking():

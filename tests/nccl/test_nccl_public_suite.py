@@ -124,3 +124,44 @@ def test_fit_fill_needs_one_run(capsys):
     assert score.main(["--fit-fill", "--only", "no-such-run"]) == 2
     assert score.main(["--fit-fill", "--only", "oci-bm-gpu4-8-a100-1x8-allreduce"]) == 0  # no NVLS-Tree row
     assert capsys.readouterr().out.strip() == "oci-bm-gpu4-8-a100-1x8-allreduce: no NVLS-Tree row"
+
+
+def test_by_algorithm_groups_counted_rows_by_band_and_what_ran():
+    score = _score()
+
+    def row(size, err, algo, unsettled=False):
+        return {"size": size, "error": err, "algorithm": algo, "unsettled": unsettled}
+
+    def run(rid, cls, rows, anomalous=False):
+        return {"id": rid, "class": cls, "anomalous": anomalous, "calibration": False, "rows": rows}
+
+    cloud = next(iter(score.OFF_TARGET))
+    results = [
+        run("a", "NVSwitch with InfiniBand/RoCE", [row(1 << 20, -0.4, "NCCL Ring/LL128"),
+                                                   row(2 << 20, -0.2, "NCCL Ring/LL128"),
+                                                   row(4 << 20, 0.9, "NCCL Ring/LL128", unsettled=True),
+                                                   row(8, 0.1, "NCCL Tree/LL")]),
+        run("b", cloud, [row(16 << 20, -0.6, "NCCL Ring/LL128"), row(1 << 30, 0.05, "NCCL Ring/Simple")]),
+        run("c", "NVSwitch with InfiniBand/RoCE", [row(1 << 20, -0.9, "NCCL Ring/LL128")], anomalous=True),
+    ]
+    g = score.by_algorithm(results)
+    assert g[("1-16 MiB", "NCCL Ring/LL128")] == (3, 2, pytest.approx(0.4), pytest.approx(-0.4))
+    assert g[("<= 64 KiB", "NCCL Tree/LL")] == (1, 1, pytest.approx(0.1), pytest.approx(0.1))
+    assert g[(">= 128 MiB", "NCCL Ring/Simple")] == (1, 1, pytest.approx(0.05), pytest.approx(0.05))
+    assert len(g) == 3  # the unsettled row and the anomalous run are not counted
+    t = score.by_algorithm(results, target=True)
+    assert t[("1-16 MiB", "NCCL Ring/LL128")] == (2, 1, pytest.approx(0.3), pytest.approx(-0.3))
+    assert (">= 128 MiB", "NCCL Ring/Simple") not in t
+    text = score.render_by_algorithm(results)
+    assert "| all | 1-16 MiB | NCCL Ring/LL128 | 3 | 2 | 40 % | -40 % |" in text
+    assert "| target | 1-16 MiB | NCCL Ring/LL128 | 2 | 1 | 30 % | -30 % |" in text
+
+
+def test_by_algorithm_is_a_printout_not_a_section(capsys, tmp_path):
+    score = _score()
+    doc = tmp_path / "a.md"
+    doc.write_text("x\n")
+    assert score.main(["--by-algorithm", "--write", str(doc)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --by-algorithm")
+    assert doc.read_text() == "x\n"
