@@ -33,13 +33,15 @@ device when interleaved), data-parallel size ``d``, expert-parallel size ``e``:
   Embedding, final-norm, logits and loss activations are not counted (the
   paper's section 4.3 shows them small next to the blocks').  Context
   parallelism keeps ``s / c`` tokens per rank, so every term is divided by
-  ``c`` (the ring's K/V buffers in flight are not counted).
+  ``c`` (the ring's K/V buffers in flight are not counted); Ulysses' all-to-all CP holds the same
+  elements split by head instead of by token, so the same ``/ c`` holds (its buffers are not counted).
 * **pipeline in-flight micro-batches**: stage ``k`` (0 = first) of 1F1B holds
   ``min(p - k, m)`` micro-batches' activations of its ``L/p`` layers; GPipe
   holds all ``m``; interleaved 1F1B (Narayanan et al. 2021, Megatron-LM's
   schedule) holds ``min(2(p - k - 1) + (v - 1)p + 1, m v)`` model chunks of
   ``L/(pv)`` layers, which for the first stage is Korthikanti's
-  ``L (1 + (p - 1)/(pv))`` layers' worth; without pipelining one micro-batch.
+  ``L (1 + (p - 1)/(pv))`` layers' worth; without pipelining one micro-batch.  Uneven stages
+  (``stage_layers``) give stage ``k`` chunks of ``stage_layers[k] / v`` layers (Megatron-core's split).
 
 :func:`estimate` gives the fullest stage, :func:`estimate_stages` every stage,
 :func:`check_fits` raises a one-line :class:`~simcomm.errors.ConfigError` with
@@ -136,10 +138,13 @@ def _block_params(cfg, i: int, t: int, e: int) -> tuple[int, int]:
 
 def stage_blocks(layers: int, p: int, k: int, v: int = 1, stage_layers: tuple[int, ...] | None = None) -> list[int]:
     """Indices of the blocks stage ``k`` holds: ``v`` chunks ``k, k + p, ...`` of ``layers / (pv)`` blocks
-    (Megatron-LM's placement), or with ``stage_layers`` (``v = 1``) that many consecutive blocks per stage."""
+    (Megatron-LM's placement), or with ``stage_layers`` ``v`` chunks of ``stage_layers[k] / v`` blocks, chunk c
+    starting at ``c·layers/v + sum(stage_layers[:k]) / v`` (Megatron-core's ``get_transformer_layer_offset``
+    with uneven first/last stages; consecutive blocks when ``v = 1``)."""
     if stage_layers is not None:
-        start = sum(stage_layers[:k])
-        return list(range(start, start + stage_layers[k]))
+        n = stage_layers[k] // v
+        start = sum(stage_layers[:k]) // v
+        return [c * (layers // v) + start + j for c in range(v) for j in range(n)]
     per_chunk = layers // (p * v)
     return [c * per_chunk + j for c in range(k, p * v, p) for j in range(per_chunk)]
 
@@ -217,12 +222,13 @@ def _check_layout(cfg, tp, pp, dp, ep, zero, micro_batch, microbatches, schedule
         if n % tp:
             raise ConfigError(f"tp: {tp} does not divide the {what} of {cfg.name} ({n})")
     if stage_layers is not None:
-        ok = (isinstance(stage_layers, (tuple, list)) and len(stage_layers) == pp and v == 1
-              and all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in stage_layers)
+        ok = (isinstance(stage_layers, (tuple, list)) and len(stage_layers) == pp
+              and all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 and n % v == 0 for n in stage_layers)
               and sum(stage_layers) == cfg.layers)
         if not ok:
             raise ConfigError(f"stage_layers: must be {pp} positive layer counts summing to the {cfg.layers} layers "
-                              f"of {cfg.name} (and no virtual stages), got {stage_layers!r}")
+                              f"of {cfg.name}" + (f", each a multiple of virtual_stages {v}" if v > 1 else "")
+                              + f", got {stage_layers!r}")
     elif cfg.layers % (pp * v):
         raise ConfigError(f"pp: {pp} x virtual_stages {v} does not divide the {cfg.layers} layers of {cfg.name}")
     if ep > 1 and (not cfg.experts or cfg.experts % ep or (dp * cp) % ep):
@@ -246,7 +252,8 @@ def estimate_stages(model, *, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1
     """Memory of a rank of every pipeline stage (see the module rules); ``model``: a zoo name or a config.
 
     ``stage_layers`` gives uneven stages (Llama 3 405B: 126 layers on 16 stages, the first and last one layer
-    short, The Llama 3 Herd of Models section 3.3.2); default ``layers / pp`` each.
+    short, The Llama 3 Herd of Models section 3.3.2); default ``layers / pp`` each.  With ``virtual_stages`` v
+    each count must be a multiple of v (each of the stage's v chunks holds count / v blocks).
     """
     cfg = _config(model)
     _check_layout(cfg, tp, pp, dp, ep, zero, micro_batch, microbatches, schedule, virtual_stages, recompute,

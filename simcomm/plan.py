@@ -3,15 +3,17 @@
 Three steps, cheapest first:
 
 1. :func:`enumerate_layouts`: every (tp, pp, dp, schedule, virtual, zero,
-   micro-batch, sequence parallel, recompute) that divides the GPU count, the
-   layers and the heads, and whose dp divides the global batch (the sizes the
-   ``megatron`` strategy itself accepts).
+   micro-batch, sequence parallel, recompute, context parallel, HSDP shard
+   group) that divides the GPU count, the layers, the heads and the sequence,
+   and whose dp divides the global batch (the sizes the ``megatron`` strategy
+   itself accepts).
 2. :func:`fit_layouts`: the memory model (:func:`simcomm.memory_llm.estimate`
    and :func:`~simcomm.memory_llm.check_fits`) keeps those that fit in a GPU;
    none fitting is one error line naming the smallest need found.
 3. :class:`Pricer`: a closed-form step time for every fitting layout (compute
-   from the trace, pipeline bubble, tensor-parallel and data-parallel
-   collectives priced one at a time by the engine's analytic NCCL model), used
+   from the trace, pipeline bubble, tensor-parallel, context-parallel ring and
+   data-parallel (HSDP: in and across shard groups) communication priced one
+   at a time by the engine's analytic NCCL model), used
    to rank them; the caller then simulates the best few with the pipeline
    (:func:`simulate_row`).  Every row says how its step time was obtained.
 
@@ -20,6 +22,7 @@ Pure library: no typer, rich or matplotlib here.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 from itertools import accumulate
@@ -27,7 +30,8 @@ from itertools import accumulate
 from simcomm import memory_llm
 from simcomm.errors import ConfigError
 
-__all__ = ["Layout", "Space", "Estimate", "Row", "divisors", "enumerate_layouts", "batch_skipped", "layout_memory",
+__all__ = ["Layout", "Space", "Estimate", "Row", "divisors", "auto_cps", "valid_cps", "node_shard_group",
+           "enumerate_layouts", "batch_skipped", "layout_memory",
            "fit_layouts", "Pricer", "plan_ops", "rank_rows", "simulate_row", "ESTIMATE", "FLOW", "ANALYTIC"]
 
 ESTIMATE, FLOW, ANALYTIC = "estimate", "simulated flow", "simulated analytic"
@@ -38,9 +42,15 @@ def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-@dataclass(frozen=True, order=True)
+@functools.total_ordering
+@dataclass(frozen=True)
 class Layout:
-    """One ``megatron`` layout (its fields are the strategy's options of the same names)."""
+    """One ``megatron`` layout (its fields are the strategy's options of the same names).
+
+    ``dp`` counts the data replicas proper (each takes its own samples), as the strategy's ``dp``
+    option does; with context parallelism the parameters have ``dp · cp`` replicas (:attr:`replicas`).
+    ``shard_group`` None is plain ZeRO (sharded over all replicas), an int is HSDP (ZeRO-3 only).
+    """
 
     tp: int
     pp: int
@@ -51,25 +61,59 @@ class Layout:
     microbatch: int
     sequence_parallel: bool
     recompute: str
+    cp: int = 1
+    shard_group: int | None = None
+
+    @property
+    def replicas(self) -> int:
+        """Ranks holding the same parameters: gradients are reduced, and ZeRO shards, over them (dp · cp)."""
+        return self.dp * self.cp
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.cp * self.pp * self.dp
+
+    def _key(self) -> tuple:
+        # the old nine fields first, so layouts without cp or HSDP keep their order; None (plain) before HSDP
+        return (self.tp, self.pp, self.dp, self.schedule, self.virtual, self.zero, self.microbatch,
+                self.sequence_parallel, self.recompute, self.cp, self.shard_group or 0)
+
+    def __lt__(self, other):
+        if not isinstance(other, Layout):
+            return NotImplemented
+        return self._key() < other._key()
 
     def microbatches(self, global_batch: int) -> int:
         return global_batch // (self.dp * self.microbatch)
 
     def options(self, global_batch: int) -> dict:
         """Flat strategy options for :func:`simcomm.scenario.from_flat`."""
-        return {"tp": self.tp, "pp": self.pp, "dp": self.dp, "schedule": self.schedule, "virtual": self.virtual,
-                "zero": self.zero, "microbatch": self.microbatch, "sequence_parallel": self.sequence_parallel,
-                "recompute": self.recompute, "global_batch": global_batch}
+        out = {**self.to_dict(), "global_batch": global_batch}
+        if self.shard_group is None:
+            del out["shard_group"]
+        return out
 
     def to_dict(self) -> dict:
         return {"tp": self.tp, "pp": self.pp, "dp": self.dp, "schedule": self.schedule, "virtual": self.virtual,
                 "zero": self.zero, "microbatch": self.microbatch, "sequence_parallel": self.sequence_parallel,
-                "recompute": self.recompute}
+                "recompute": self.recompute, "cp": self.cp, "shard_group": self.shard_group}
+
+
+#: ``simcomm plan --cp auto`` searches context parallelism only from this sequence length on (docs/plan.md)
+CP_AUTO_SEQ = 8192
+#: :attr:`Space.shard_groups` entry for the in-node HSDP group of each layout (:func:`node_shard_group`)
+NODE = "node"
 
 
 @dataclass(frozen=True)
 class Space:
-    """Which values each axis may take (defaults: everything the strategy supports, see docs/plan.md)."""
+    """Which values each axis may take (docs/plan.md).
+
+    The defaults are everything the strategy supports except the two axes that multiply the search:
+    context parallelism (``cps``: 1 only) and HSDP (``shard_groups``: none).  ``simcomm plan`` resolves its
+    ``--cp auto`` into ``cps=None`` (:func:`auto_cps` of the GPUs per node) and ``--shard-group auto`` into
+    :data:`NODE`.
+    """
 
     max_tp: int | None = None  # None: the GPUs per node (tensor parallelism stays on NVLink)
     max_microbatch: int = 16
@@ -77,37 +121,102 @@ class Space:
     schedules: tuple[str, ...] = ("1f1b", "interleaved", "gpipe")
     recomputes: tuple[str, ...] = ("none", "selective", "full")
     sequence_parallel: tuple[bool, ...] = (False, True)
+    cps: tuple[int, ...] | None = (1,)  # context-parallel sizes (each where it divides); None: auto_cps
+    shard_groups: tuple = ()  # HSDP group sizes (ints, or NODE) tried beside plain ZeRO-3, where they divide dp·cp
+
+
+def auto_cps(cfg, gpus_per_node: int) -> tuple[int, ...]:
+    """``--cp auto``: 1, plus 2, 4, ... up to the GPUs per node when the sequence is at least
+    :data:`CP_AUTO_SEQ` tokens (and the size divides it).  Both bounds are choices (docs/plan.md, section
+    1.1): shorter sequences' attention pieces, which hide the ring steps, shrink as 1/cp²."""
+    out = [1]
+    if cfg.seq >= CP_AUTO_SEQ:
+        c = 2
+        while c <= gpus_per_node:
+            if cfg.seq % c == 0:
+                out.append(c)
+            c *= 2
+    return tuple(out)
+
+
+def valid_cps(cfg, n_gpus: int) -> list[int]:
+    """Every context-parallel size the strategy accepts on ``n_gpus``: dividing the GPUs and the sequence
+    (each rank holds seq / cp tokens; ``megatron``'s own checks)."""
+    return divisors(math.gcd(n_gpus, cfg.seq))
+
+
+@functools.lru_cache(maxsize=4096)
+def node_shard_group(tp: int, cp: int, pp: int, dp: int, gpus_per_node: int) -> int | None:
+    """HSDP's usual group (FSDP HYBRID_SHARD: shard within a node, replicate across): the largest size
+    ``G < dp·cp`` (at least 2) dividing the ``dp·cp`` replicas whose every shard group of consecutive
+    replicas (the strategy's placement) lies inside one node; None when the replicas of a lane already sit
+    in one node (plain ZeRO-3 is then the in-node sharding) or no group of 2 fits in a node."""
+    from simcomm.strategies._layout import Layout as Placement
+
+    reps = dp * cp
+    place = Placement(tp, pp, reps, cp=cp)
+
+    def in_node(g):
+        return all(len({r // gpus_per_node for r in grp}) == 1
+                   for t in range(tp) for q in range(pp) for grp in place.shard_groups(t, q, g))
+
+    if in_node(reps):
+        return None
+    return next((g for g in sorted(divisors(reps), reverse=True) if 2 <= g < reps and in_node(g)), None)
+
+
+def _shard_groups(space: Space, tp: int, cp: int, pp: int, dp: int, gpus_per_node: int) -> list:
+    """[None (plain ZeRO-3)] + the HSDP sizes of ``space`` dividing the dp·cp replicas, ascending."""
+    reps, out = dp * cp, set()
+    for g in space.shard_groups:
+        size = node_shard_group(tp, cp, pp, dp, gpus_per_node) if g == NODE else g
+        if size is not None and size < reps and reps % size == 0:
+            out.add(size)
+    return [None, *sorted(out)]
+
+
+def _splits(cfg, n_gpus: int, gpus_per_node: int, space: Space):
+    """(tp, cp, pp, dp) of every split dividing the GPUs, heads, KV heads, FFN, sequence and layers."""
+    max_tp = space.max_tp if space.max_tp is not None else gpus_per_node
+    cps = space.cps if space.cps is not None else auto_cps(cfg, gpus_per_node)
+    for tp in divisors(n_gpus):
+        if tp > max_tp or cfg.heads % tp or cfg.kv_heads % tp or cfg.ffn % tp:
+            continue
+        for cp in cps:
+            if (n_gpus // tp) % cp or cfg.seq % cp:
+                continue
+            for pp in divisors(n_gpus // (tp * cp)):
+                if cfg.layers % pp == 0:
+                    yield tp, cp, pp, n_gpus // (tp * cp * pp)
 
 
 def enumerate_layouts(cfg, n_gpus: int, global_batch: int, gpus_per_node: int, space: Space = Space()) -> list[Layout]:
     """Every layout of ``cfg`` (a TransformerConfig) on ``n_gpus`` GPUs for ``global_batch``, in a fixed order.
 
-    tp divides the GPUs, the heads, the KV heads and the FFN, and is at most ``max_tp``; pp divides
-    the layers and the GPUs left; dp is the rest and divides the global batch; the micro-batch divides
-    the samples per replica (at most ``max_microbatch``).  With pp = 1 the schedule is ``1f1b`` (there is
-    no pipeline to schedule); interleaving takes every virtual count v >= 2 dividing the layers per stage
-    and needs the micro-batches to be a multiple of pp (Megatron-LM's rule).  ZeRO stages > 0 need dp > 1
-    and sequence parallelism tp > 1 (otherwise they change nothing and would be duplicates).
+    tp divides the GPUs, the heads, the KV heads and the FFN, and is at most ``max_tp``; cp (from
+    ``space.cps``) divides the GPUs left and the sequence; pp divides the layers and the GPUs left; dp is
+    the rest and divides the global batch (the CP ranks of a replica share its samples); the micro-batch
+    divides the samples per replica (at most ``max_microbatch``).  With pp = 1 the schedule is ``1f1b``
+    (there is no pipeline to schedule); interleaving takes every virtual count v >= 2 dividing the layers
+    per stage and needs the micro-batches to be a multiple of pp (Megatron-LM's rule).  ZeRO stages > 0
+    need dp·cp > 1 replicas and sequence parallelism tp > 1 (otherwise they change nothing and would be
+    duplicates).  ZeRO-3 layouts come plain and with each HSDP size of ``space.shard_groups`` smaller than
+    and dividing dp·cp (the full size is plain ZeRO-3).
     """
-    max_tp = space.max_tp if space.max_tp is not None else gpus_per_node
     out: list[Layout] = []
-    for tp in divisors(n_gpus):
-        if tp > max_tp or cfg.heads % tp or cfg.kv_heads % tp or cfg.ffn % tp:
+    for tp, cp, pp, dp in _splits(cfg, n_gpus, gpus_per_node, space):
+        if global_batch % dp:
             continue
-        for pp in divisors(n_gpus // tp):
-            if cfg.layers % pp:
-                continue
-            dp = n_gpus // (tp * pp)
-            if global_batch % dp:
-                continue
-            per = global_batch // dp
-            scheds = [("1f1b", 1)] if pp == 1 else \
-                [(s, v) for s in space.schedules
-                 for v in ([1] if s != "interleaved" else [v for v in divisors(cfg.layers // pp) if v > 1])]
-            for schedule, v in scheds:
-                for zero in space.zeros:
-                    if zero and dp == 1:
-                        continue
+        per = global_batch // dp
+        scheds = [("1f1b", 1)] if pp == 1 else \
+            [(s, v) for s in space.schedules
+             for v in ([1] if s != "interleaved" else [v for v in divisors(cfg.layers // pp) if v > 1])]
+        for schedule, v in scheds:
+            for zero in space.zeros:
+                if zero and dp * cp == 1:
+                    continue
+                groups = _shard_groups(space, tp, cp, pp, dp, gpus_per_node) if zero == 3 else [None]
+                for g in groups:
                     for mb in divisors(per):
                         if mb > space.max_microbatch:
                             break
@@ -117,31 +226,25 @@ def enumerate_layouts(cfg, n_gpus: int, global_batch: int, gpus_per_node: int, s
                             if sp and tp == 1:
                                 continue
                             for rc in space.recomputes:
-                                out.append(Layout(tp, pp, dp, schedule, v, zero, mb, sp, rc))
+                                out.append(Layout(tp, pp, dp, schedule, v, zero, mb, sp, rc, cp, g))
     return out
 
 
 def batch_skipped(cfg, n_gpus: int, global_batch: int, gpus_per_node: int, space: Space = Space()) -> list[tuple]:
-    """The (tp, pp, dp) splits :func:`enumerate_layouts` skips only because dp does not divide the global batch.
+    """The (tp, pp, dp) splits (``(tp, pp, dp, cp)`` when cp > 1) :func:`enumerate_layouts` skips only because
+    dp does not divide the global batch.
 
     The global batch is the user's and is kept exactly (never rounded to a multiple of dp); the caller
     prints how many splits that rules out.
     """
-    max_tp = space.max_tp if space.max_tp is not None else gpus_per_node
-    out = []
-    for tp in divisors(n_gpus):
-        if tp > max_tp or cfg.heads % tp or cfg.kv_heads % tp or cfg.ffn % tp:
-            continue
-        for pp in divisors(n_gpus // tp):
-            dp = n_gpus // (tp * pp)
-            if cfg.layers % pp == 0 and global_batch % dp:
-                out.append((tp, pp, dp))
-    return out
+    return [(tp, pp, dp) if cp == 1 else (tp, pp, dp, cp)
+            for tp, cp, pp, dp in _splits(cfg, n_gpus, gpus_per_node, space) if global_batch % dp]
 
 
 def layout_memory(cfg, lay: Layout, global_batch: int, dtype: str = "bf16"):
     """The memory model's fullest stage for ``lay`` (:func:`simcomm.memory_llm.estimate`)."""
-    return memory_llm.estimate(cfg, tp=lay.tp, pp=lay.pp, dp=lay.dp, zero=lay.zero, micro_batch=lay.microbatch,
+    return memory_llm.estimate(cfg, tp=lay.tp, pp=lay.pp, dp=lay.dp, cp=lay.cp, shard_group=lay.shard_group,
+                               zero=lay.zero, micro_batch=lay.microbatch,
                                microbatches=lay.microbatches(global_batch), sequence_parallel=lay.sequence_parallel,
                                recompute=lay.recompute, schedule=lay.schedule, virtual_stages=lay.virtual,
                                dtype=dtype)
@@ -177,10 +280,22 @@ class Estimate:
     bubble: float  # pipeline fill and drain: (p - 1)/v stage-times, plus the activations' point-to-point hops
     dp: float  # data-parallel communication not hidden behind the backward (ZeRO-3: every micro-batch's)
     update: float  # the optimizer step on this rank's (sharded) parameters
+    cp: float = 0.0  # context-parallel ring steps not hidden behind the attention pieces, m micro-batches
 
     @property
     def step(self) -> float:
-        return self.compute + self.tp + self.bubble + self.dp + self.update
+        return self.compute + self.tp + self.bubble + self.dp + self.update + self.cp
+
+
+class _Groups(tuple):
+    """A tuple of rank groups that hashes once: :meth:`Pricer.price` keys its cache on the groups, and the
+    groups of a 1 024-GPU layout are long."""
+
+    def __hash__(self):
+        h = self.__dict__.get("_h")
+        if h is None:
+            h = self.__dict__["_h"] = tuple.__hash__(self)
+        return h
 
 
 class Pricer:
@@ -194,11 +309,11 @@ class Pricer:
     """
 
     def __init__(self, trace, topology, runtime, cfg, global_batch: int, wire_bytes: int = 2,
-                 bucket_bytes: float = 25e6):
-        from simcomm.strategies.megatron import core_share
+                 bucket_bytes: float = 25e6, gpus_per_node: int | None = None):
+        from simcomm.strategies.megatron import _kv_block_bytes, core_share
         from simcomm.workload import layer_times
 
-        self._layer_times, self._core_share = layer_times, core_share
+        self._layer_times, self._core_share, self._kv_block_bytes = layer_times, core_share, _kv_block_bytes
         self.trace, self.topo, self.runtime, self.cfg, self.gb = trace, topology, runtime, cfg, global_batch
         self.wire, self.bucket_bytes = wire_bytes, bucket_bytes
         self.act = 4 if trace.dtype in ("fp32", "float32") else 2
@@ -206,6 +321,11 @@ class Pricer:
         self.embed = names.index("embed") if "embed" in names else None
         self.head = names.index("head") if "head" in names else None
         self.blocks = [[j for j, n in enumerate(names) if n.startswith(f"block{i}.")] for i in range(cfg.layers)]
+        self.attn = {j for j, n in enumerate(names) if n.startswith("block") and n.endswith(".attn")}
+        self.meta = dict(trace.meta.get("transformer") or {})  # the strategy reads K/V sizes from here too
+        self._core = core_share(cfg.seq, cfg.hidden, cfg.meta())  # selective recomputation's share of attention
+        self._groups: dict = {}
+        self.gpn = gpus_per_node  # None: HSDP's in-group and cross-group collectives assumed to share links
         self._times: dict = {}
         self._prices: dict = {}
 
@@ -273,23 +393,90 @@ class Pricer:
         dense, expert = memory_llm.stage_params(self.cfg, lay.tp, lay.pp, k, lay.virtual)
         return (dense + expert) * self.wire
 
+    def groups(self, lay: Layout) -> dict:
+        """The collective groups of stage 0 (every TP lane at once) in the strategy's placement
+        (:class:`simcomm.strategies._layout.Layout`): ``tp``, ``dp`` (all dp·cp replicas, or HSDP's shard
+        groups), ``hsdp`` (HSDP's replica groups, one rank per shard group) and ``ring`` (the (src, dst)
+        sends of one step of every context-parallel ring of replica 0)."""
+        key = (lay.tp, lay.pp, lay.replicas, lay.cp, lay.shard_group)
+        if key not in self._groups:
+            self._groups[key] = self._make_groups(*key, self.gpn)
+        return self._groups[key]
+
+    @staticmethod
+    def _make_groups(tp: int, pp: int, reps: int, cp: int, g: int | None, gpn: int | None) -> dict:
+        from simcomm.strategies._layout import Layout as Placement
+
+        place = Placement(tp, pp, reps, cp=cp)
+        if g is not None:
+            dp = [x for t in range(tp) for x in place.shard_groups(t, 0, g)]
+            hsdp = [x for t in range(tp) for x in place.replica_groups(t, 0, g)]
+        else:
+            dp, hsdp = [place.dp_group(t, 0) for t in range(tp)], []
+        ring = []
+        if cp > 1:
+            for t in range(tp):
+                r = place.cp_groups(t, 0)[0]
+                ring += [(r[i], r[(i + 1) % cp]) for i in range(cp)]
+        # HSDP "apart": every shard group inside a node and every replica group across nodes, so the gathers and
+        # reduce-scatters (NVLink) and the all-reduce (the NICs) do not share links
+        apart = bool(gpn and hsdp and all(len({r // gpn for r in x}) == 1 for x in dp)
+                     and all(len({r // gpn for r in x}) == len(x) for x in hsdp))
+        return {"tp": _Groups((place.tp_group(0, 0),)), "dp": _Groups(x for x in dp if len(x) > 1),
+                "hsdp": _Groups(x for x in hsdp if len(x) > 1), "ring": _Groups(ring), "apart": apart}
+
+    def ring(self, lay: Layout, idx) -> float:
+        """Exposed seconds of the context-parallel rings of one micro-batch over the stage's layers ``idx``.
+
+        Per attention layer (the ``megatron`` strategy's ``_ring``): the layer runs in ``cp`` pieces of
+        ``t / (tp·cp·cp)``, each step's K/V block (``T``: all rings' sends at once) overlapping a piece.
+        Forward: ``(cp - 1)·max(0, T - piece)``; backward ``(cp - 1)·max(0, T - piece) + T``: the K/V sends
+        run ahead (each waits only for the block it forwards), each dK/dV send follows its piece, and the
+        last dK/dV, after the last piece, is exposed; full recomputation runs the forward's ring again.
+        Contention with other traffic (DP reductions during the last backward) is not counted.
+        """
+        cp = lay.cp
+        if cp < 2:
+            return 0.0
+        pairs = self.groups(lay)["ring"]
+        kv = self._kv_block_bytes(self.meta, lay.microbatch, lay.tp, cp, self.act)
+        t1 = self.price("transfer", pairs, kv)
+        fb = self._per_mb(lay.microbatch, "none")[3]  # the strategy's pieces: the layer without recomputation
+        split = lay.tp * cp * cp
+        total = 0.0
+        for j in idx:
+            if j not in self.attn:
+                continue
+            f, b = fb[j]
+            if lay.recompute == "selective":  # the strategy's backward piece includes the core's recomputation
+                b += f * self._core
+            fwd = (cp - 1) * max(0.0, t1 - f / split)
+            total += fwd * (2 if lay.recompute == "full" else 1) + (cp - 1) * max(0.0, t1 - b / split) + t1
+        return total
+
     def estimate(self, lay: Layout) -> Estimate:
         """The closed form of docs/plan.md ("Estimate") for ``lay``."""
-        tp, p, v, dp = lay.tp, lay.pp, lay.virtual, lay.dp
+        tp, p, v, cp = lay.tp, lay.pp, lay.virtual, lay.cp
+        split = tp * cp  # every layer's time is divided over the TP ranks and the CP ranks' tokens
+        reps, hs = lay.replicas, lay.shard_group
         m = lay.microbatches(self.gb)
         s, h = self.cfg.seq, self.cfg.hidden
-        act = lay.microbatch * s * h * self.act
-        tp_groups = (tuple(range(tp)),)
+        act = lay.microbatch * s * h * self.act / cp  # each CP rank carries s / cp tokens
+        grp = self.groups(lay)
+        tp_groups, dp_groups, hsdp_groups = grp["tp"], grp["dp"], grp["hsdp"]
         ar = self.price("allreduce", tp_groups, act) if tp > 1 else 0.0
         if lay.sequence_parallel and tp > 1:
             ar = self.price("allgather", tp_groups, act) + self.price("reduce_scatter", tp_groups, act)
         # per block and micro-batch: 4 TP all-reduces (2 forward, 2 backward), 6 with full recomputation
         per_block = (6 if lay.recompute == "full" else 4) * ar
-        dp_groups = tuple(tuple(t + tp * p * d for d in range(dp)) for t in range(tp)) if dp > 1 else ()
+
+        def hsdp_ar(nb):  # HSDP: the gradient shard (1/G) all-reduced across the shard groups
+            return self.price("allreduce", hsdp_groups, nb / hs) if hs is not None else 0.0
+
         worst = None
         for k in range(p):
             f, b, nblocks = self._stage(lay, k)
-            f, b = f / tp, b / tp
+            f, b = f / split, b / split
             t_tp = nblocks * per_block + (ar if k == 0 else 0.0) + (ar if k == p - 1 else 0.0)
             grads = self._grad_bytes(lay, k)
             idx = self._stage_layers(lay, k)
@@ -298,15 +485,18 @@ class Pricer:
             last = layers[-1].params * self.wire / tp
             if lay.zero == 3:
                 # prefetched one layer ahead: each layer's gather hides behind the previous layer's forward,
-                # its gather and reduce-scatter behind a backward, except the first gather of each pass and the
-                # reduce-scatter of the layer whose backward comes last
+                # its gather and reduce-scatter (and HSDP's all-reduce, on the reduce-scatter's stream) behind
+                # a backward, except the first gather of each pass and the reduce-scatter (+ all-reduce) of
+                # the layer whose backward comes last
                 fb = self._per_mb(lay.microbatch, lay.recompute)[3]
                 exposed = (self.price("allgather", dp_groups, first) + self.price("allgather", dp_groups, last)
-                           + self.price("reduce_scatter", dp_groups, first))
+                           + self.price("reduce_scatter", dp_groups, first) + hsdp_ar(first))
                 for j in idx:
                     nb = self.trace.layers[j].params * self.wire / tp
                     ag, rs = self.price("allgather", dp_groups, nb), self.price("reduce_scatter", dp_groups, nb)
-                    exposed += max(0.0, ag - fb[j][0] / tp) + max(0.0, ag + rs - fb[j][1] / tp)
+                    a = hsdp_ar(nb)  # after the reduce-scatter, on its stream
+                    busy = max(ag + rs, rs + a) if grp["apart"] else ag + rs + a
+                    exposed += max(0.0, ag - fb[j][0] / split) + max(0.0, busy - fb[j][1] / split)
                 dp_t, per_mb_extra = 0.0, exposed
             else:
                 kind = "allreduce" if lay.zero == 0 else "reduce_scatter"
@@ -318,18 +508,20 @@ class Pricer:
                 if lay.zero in (1, 2):
                     dp_t += self.price("allgather", dp_groups, grads)  # updated parameters, after the step
                 per_mb_extra = 0.0
-            upd = sum(x.update_s for x in layers) / tp / (dp if lay.zero else 1)
-            stage_t = f + b + t_tp + per_mb_extra
-            cand = (stage_t, f + b, t_tp, per_mb_extra, dp_t, upd)
+            shard = (hs if hs is not None else reps) if lay.zero else 1  # the strategy's optimizer shard
+            upd = sum(x.update_s for x in layers) / tp / shard
+            ring = self.ring(lay, idx)
+            stage_t = f + b + t_tp + per_mb_extra + ring
+            cand = (stage_t, f + b, t_tp, per_mb_extra, dp_t, upd, ring)
             if worst is None or cand > worst:
                 worst = cand
-        stage_t, comp, t_tp, extra, dp_t, upd = worst
+        stage_t, comp, t_tp, extra, dp_t, upd, ring = worst
         hops = 0.0
         if p > 1:
             nbytes = act / tp if lay.sequence_parallel else act
-            hops = 2 * (p * v - 1) * self.price("transfer", ((0, tp),), nbytes)
+            hops = 2 * (p * v - 1) * self.price("transfer", ((0, tp * cp),), nbytes)
         bubble = (p - 1) / v * stage_t + hops if p > 1 else 0.0
-        return Estimate(m * comp, m * t_tp, bubble, dp_t + m * extra, upd)
+        return Estimate(m * comp, m * t_tp, bubble, dp_t + m * extra, upd, m * ring)
 
     def _stage_layers(self, lay: Layout, k: int):
         """Trace indices of stage ``k``'s layers in forward order (embedding first on stage 0, head last on the
@@ -346,15 +538,27 @@ class Pricer:
 
 def plan_ops(cfg, lay: Layout, n_gpus: int, global_batch: int) -> int:
     """Approximate ops of the layout's simulated plan (docs/strategies-llm.md, "Plan size"): one compute per
-    rank per sublayer per micro-batch and phase, one collective per TP group per sublayer and phase."""
+    rank per sublayer per micro-batch and phase, one collective per TP group per sublayer and phase; with
+    context parallelism each attention layer's compute in ``cp`` pieces and ``cp - 1`` K/V sends per rank
+    forward (``2(cp - 1)`` backward); ZeRO-3 three collectives per group per sublayer (HSDP: the shard
+    groups', plus the all-reduce across them)."""
     m = lay.microbatches(global_batch)
     sub = 2 * cfg.layers // lay.pp  # attention and MLP per block on one stage
     phases = 3 if lay.recompute == "full" else 2
     computes = n_gpus * m * sub * phases
     colls = (n_gpus // lay.tp) * m * sub * phases * (2 if lay.sequence_parallel else 1) if lay.tp > 1 else 0
-    zero3 = (n_gpus // lay.dp) * m * sub * 3 if lay.zero == 3 else 0
-    return computes + colls + zero3 + 2 * n_gpus * m * lay.virtual
-
+    ring = 0
+    if lay.cp > 1:
+        attn = cfg.layers // lay.pp
+        fwd_phases = phases - 1  # forward, and the recomputation's forward
+        ring = n_gpus * m * attn * ((lay.cp - 1) * phases + (lay.cp - 1) * (fwd_phases + 2))
+    zero3 = 0
+    if lay.zero == 3:
+        groups = n_gpus // lay.replicas if lay.shard_group is None else n_gpus // lay.shard_group
+        zero3 = groups * m * sub * 3
+        if lay.shard_group is not None:
+            zero3 += (n_gpus // (lay.replicas // lay.shard_group)) * m * sub
+    return computes + colls + ring + zero3 + 2 * n_gpus * m * lay.virtual
 
 @dataclass
 class Row:
@@ -378,8 +582,8 @@ class Row:
         return {**self.layout.to_dict(), "microbatches": self.layout.microbatches(global_batch),
                 "memory_gb": self.memory_bytes / 1e9, "step_s": self.step_s, "priced": self.priced,
                 "samples_per_s": global_batch / self.step_s if self.step_s > 0 else math.inf,
-                "estimate": {"step_s": e.step, "compute_s": e.compute, "tp_s": e.tp, "bubble_s": e.bubble,
-                             "dp_s": e.dp, "update_s": e.update},
+                "estimate": {"step_s": e.step, "compute_s": e.compute, "tp_s": e.tp, "cp_s": e.cp,
+                             "bubble_s": e.bubble, "dp_s": e.dp, "update_s": e.update},
                 "simulated": None if self.priced == ESTIMATE else {"compute_s": self.compute_s,
                                                                    "exposed_s": self.exposed_s},
                 "note": self.note}

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from plancases import built_ops
 from simcomm import plan
 from simcomm.traces.zoo.transformer import TransformerConfig
 
@@ -139,19 +140,8 @@ def test_estimate_bubble_is_p_minus_1_over_v_stage_times(small_search):
 
 
 def test_plan_ops_matches_a_built_plan_within_a_factor():
-    from simcomm.pipeline import Context
-    from simcomm.scenario import from_flat
-
     lay = plan.Layout(2, 2, 2, "1f1b", 1, 0, 1, False, "none")
-    scn = from_flat({"strategy": "megatron", "model": "gpt2-small", "cluster": "dgx-a100-hdr", "nodes": 1,
-                     "batch": 8, "scaling": "strong", **lay.options(8)})
-    from simcomm.pipeline import make_strategy
-    from simcomm.workload import build_workload
-
-    ctx = Context(scn)
-    _, topo = ctx.cluster(1, 0)
-    w = build_workload(ctx.trace(), 8, global_batch=8, scaling="strong")
-    n = len(make_strategy("megatron", dict(scn.options)).plan(w, topo).ops)
+    n = built_ops(lay)
     guess = plan.plan_ops(plan_cfg("gpt2-small"), lay, 8, 8)
     assert n / 2 <= guess <= 2 * n
 
@@ -166,8 +156,8 @@ def test_cli_table_golden(cli, golden):
     assert rc == 0, err
     assert "estimate" in out and "simulated" in out
     # the one simulated row is reported in the breakdown even when it ranks below the rows shown
-    assert any(line.split("│")[8].strip() not in ("", "-") for line in out.splitlines()
-               if line.startswith("│") and len(line.split("│")) == 12)
+    assert any(line.split("│")[9].strip() not in ("", "-") for line in out.splitlines()
+               if line.startswith("│") and len(line.split("│")) == 13)
     assert sum(line.startswith("assumed:") for line in out.splitlines()) >= 5
     golden("plan_gpt2_small.txt", out)
 

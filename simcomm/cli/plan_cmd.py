@@ -9,6 +9,7 @@ line before any long work.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -19,7 +20,7 @@ from simcomm.cli.console import print_json, stderr, stdout, table
 from simcomm.cli.scenario_flags import scenario_flags
 from simcomm.errors import ConfigError
 
-__all__ = ["plan_command", "search", "parse_list"]
+__all__ = ["plan_command", "search", "parse_list", "parse_cp", "check_cp", "parse_shard_groups", "check_shard_groups"]
 
 _PRECISIONS = ("bf16", "fp16", "fp32")
 
@@ -39,13 +40,95 @@ def parse_list(text: str, field: str, choices: tuple, cast=str) -> tuple:
     return tuple(out)
 
 
+def _ints(text: str, field: str, words: tuple) -> list:
+    """``a,b,c``: each a positive integer or one of ``words``; one line naming the field otherwise."""
+    out = []
+    for part in (x.strip() for x in text.split(",")):
+        if part in words:
+            value = part
+        else:
+            try:
+                value = int(part)
+            except ValueError:
+                value = 0
+            if value < 1:
+                raise ConfigError(f"{field}: {part!r} is not valid; valid choices: {', '.join(words)} or positive "
+                                  "integers (a comma-separated list)")
+        if value not in out:
+            out.append(value)
+    if len(out) > 1 and any(isinstance(x, str) for x in out):
+        raise ConfigError(f"{field}: {text!r} mixes {' or '.join(words)} with other values; valid choices: "
+                          f"{', '.join(words)} alone, or positive integers")
+    return out
+
+
+def parse_cp(text: str, cfg) -> tuple[int, ...] | None:
+    """``--cp``: ``auto`` (None: :func:`simcomm.plan.auto_cps` once the GPUs per node are known) or
+    context-parallel sizes, each dividing the model's sequence (checked here; the GPU count is checked once
+    the cluster is known, :func:`check_cp`)."""
+    from simcomm import plan
+
+    values = _ints(text, "--cp", ("auto",))
+    if values == ["auto"]:
+        return None
+    for c in values:
+        if cfg.seq % c:
+            raise ConfigError(f"--cp: {c} does not divide the sequence length {cfg.seq} of {cfg.name} (each "
+                              f"context-parallel rank holds seq / cp tokens); valid choices: auto, "
+                              f"{', '.join(map(str, plan.divisors(cfg.seq)))}")
+    return tuple(sorted(values))
+
+
+def check_cp(cps, cfg, n_gpus: int) -> None:
+    """Every ``--cp`` value divides the GPUs (and the sequence): one line naming the valid choices."""
+    from simcomm import plan
+
+    for c in cps or ():
+        if n_gpus % c:
+            raise ConfigError(f"--cp: {c} does not divide the {n_gpus} GPUs; valid choices: auto, "
+                              f"{', '.join(map(str, plan.valid_cps(cfg, n_gpus)))}")
+
+
+def parse_shard_groups(text: str) -> tuple:
+    """``--shard-group``: ``auto`` (the in-node group, :func:`simcomm.plan.node_shard_group`), ``none`` or HSDP
+    group sizes."""
+    from simcomm import plan
+
+    values = _ints(text, "--shard-group", ("auto", "none"))
+    if values == ["none"]:
+        return ()
+    return tuple(plan.NODE if x == "auto" else x for x in sorted(values, key=str))
+
+
+def check_shard_groups(space, layouts, n_gpus: int) -> None:
+    """Each explicit ``--shard-group`` size divides the dp·cp replicas of some ZeRO-3 layout (a smaller
+    size than all of them), else one line with the sizes that would."""
+    from simcomm import plan
+
+    sizes = [g for g in space.shard_groups if g != plan.NODE]
+    if not sizes:
+        return
+    if 3 not in space.zeros:
+        raise ConfigError(f"--shard-group: {','.join(map(str, sizes))} (HSDP) needs ZeRO-3, and --zero "
+                          f"{','.join(map(str, space.zeros))} leaves it out; valid choices: auto, none, or add 3 to "
+                          "--zero")
+    reps = sorted({x.replicas for x in layouts if x.zero == 3})
+    valid = sorted({g for r in reps for g in plan.divisors(r) if g < r})
+    for g in sizes:
+        if not any(r % g == 0 and g < r for r in reps):
+            raise ConfigError(f"--shard-group: {g} divides the data-parallel replicas (dp × cp: "
+                              f"{', '.join(map(str, reps)) or 'none'}) of no ZeRO-3 layout on {n_gpus} GPUs "
+                              f"(and is smaller); valid choices: auto, none, {', '.join(map(str, valid)) or '-'}")
+
+
 class _Bar:
     """A rich progress bar on stderr (or nothing when quiet): ``stage(name, total)`` then ``tick()``."""
 
     def __init__(self, quiet: bool):
-        self.progress = None if quiet else Progress(TextColumn("{task.description}"), BarColumn(),
-                                                    MofNCompleteColumn(), TimeElapsedColumn(),
-                                                    console=stderr(), transient=True)
+        # not on a pipe or file: there a transient bar only leaves a blank line before an error or the output
+        off = quiet or not stderr().is_terminal
+        self.progress = None if off else Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                                  TimeElapsedColumn(), console=stderr(), transient=True)
         self.task = None
 
     def __enter__(self):
@@ -76,9 +159,10 @@ def _context(base: dict, nodes: int):
     return scn, Context(scn)
 
 
-def search(cfg, base: dict, nodes: int, global_batch: int, space, dtype: str, bar=None):
+def search(cfg, base: dict, nodes: int, global_batch: int, space, dtype: str, bar=None, strict: bool = True):
     """(rows ranked by estimate, n enumerated, n fitting, device label, GPUs, capacity) on ``nodes`` nodes;
-    raises one ConfigError line when nothing divides or nothing fits."""
+    raises one ConfigError line when nothing divides or nothing fits (``strict``: also when a ``--cp`` or
+    ``--shard-group`` value fits no layout on these GPUs; the Pareto sweep's other node counts skip them)."""
     from simcomm import plan
     from simcomm.errors import UnknownNameError
     from simcomm.traces import device_for_cluster, get_device
@@ -96,7 +180,11 @@ def search(cfg, base: dict, nodes: int, global_batch: int, space, dtype: str, ba
     if dev is None or not getattr(dev, "memory", None):
         raise ConfigError(f"cluster: {scn.cluster!r} names no GPU the memory model knows ({dev_name or 'none'}); "
                           "plan needs a GPU's memory to filter layouts")
+    if strict:
+        check_cp(space.cps, cfg, n)
     layouts = plan.enumerate_layouts(cfg, n, global_batch, gpn, space)
+    if strict:
+        check_shard_groups(space, layouts, n)
     if not layouts:
         max_tp = space.max_tp or gpn
         raise ConfigError(f"layout: no tp × pp × dp = {n} GPUs divides {cfg.name}'s {cfg.layers} layers and "
@@ -111,7 +199,8 @@ def search(cfg, base: dict, nodes: int, global_batch: int, space, dtype: str, ba
                           f"({format_size(dev.memory)}); the smallest needs {format_size(mem.total)} per GPU "
                           f"({mem.layout}: {mem.breakdown()}); use more GPUs or a smaller global batch")
     trace = ctx.trace()
-    pricer = plan.Pricer(trace, topo, ctx.runtime(), cfg, global_batch, wire_bytes=4 if dtype == "fp32" else 2)
+    pricer = plan.Pricer(trace, topo, ctx.runtime(), cfg, global_batch, wire_bytes=4 if dtype == "fp32" else 2,
+                         gpus_per_node=gpn)
     if bar:
         bar.stage(f"estimating {len(fits)} layouts that fit", len(fits))
     rows = []
@@ -145,12 +234,16 @@ def plan_command(
     zero: str = typer.Option("0,1,2,3", "--zero", help="ZeRO stages searched."),
     schedules: str = typer.Option("1f1b,interleaved,gpipe", "--schedules", help="Pipeline schedules searched."),
     recompute: str = typer.Option("none,selective,full", "--recompute", help="Recomputation searched."),
+    cp: str = typer.Option("auto", "--cp", help="Context-parallel sizes searched (auto: 1, and 2, 4, ... up to "
+                                                "the GPUs per node when the sequence is >= 8192)."),
+    shard_group: str = typer.Option("auto", "--shard-group", help="HSDP shard-group sizes tried beside plain "
+                                                                  "ZeRO-3 (auto: the in-node group; none)."),
     png: Optional[Path] = typer.Option(None, "--png", help="Write the Pareto plot (step time vs GPUs) here."),
     as_json: bool = typer.Option(False, "--json"),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
     flags: dict | None = None,
 ) -> None:
-    """Search tensor/pipeline/data-parallel layouts that fit in memory and print the fastest."""
+    """Search tensor/context/pipeline/data-parallel (ZeRO, HSDP) layouts that fit in memory and print the fastest."""
     from simcomm import plan
     from simcomm.scenario import FIDELITIES
     from simcomm.traces.zoo.transformer import TRANSFORMERS
@@ -174,16 +267,17 @@ def plan_command(
                        zeros=parse_list(zero, "--zero", (0, 1, 2, 3), int),
                        schedules=parse_list(schedules, "--schedules", ("1f1b", "interleaved", "gpipe")),
                        recomputes=parse_list(recompute, "--recompute", ("none", "selective", "full")))
-    if png is not None:
-        from simcomm.outpath import check_output_path
-
-        png = check_output_path(png, "--png")
     cfg = TRANSFORMERS[model][0]
-    dtype = precision
     given = {"cluster": cluster, "gpus_per_node": gpus_per_node, "model": model, "precision": precision,
              **(flags or {})}
     base = {k: v for k, v in given.items() if v is not None}
     _context(base, nodes)  # scenario vocabulary checks (cluster, stack, network flags): one line, now
+    space = replace(space, cps=parse_cp(cp, cfg), shard_groups=parse_shard_groups(shard_group))
+    if png is not None:
+        from simcomm.outpath import check_output_path
+
+        png = check_output_path(png, "--png")
+    dtype = precision
 
     with _Bar(quiet or as_json) as bar:
         rows, n_enum, n_fit, dev, n_gpus, ctx = search(cfg, base, nodes, global_batch, space, dtype, bar)
@@ -202,10 +296,11 @@ def plan_command(
         sweep = None
         if png is not None:
             sweep = _pareto_points(cfg, base, nodes, global_batch, space, dtype, bar, n_gpus, ranked[0])
-    assumed = _assumed(ctx, space, n_gpus, nodes, precision, n_enum, n_fit, dev, k, fidelity, max_ops)
+    assumed = _assumed(ctx, cfg, space, n_gpus, nodes, precision, n_enum, n_fit, dev, k, fidelity, max_ops)
     skipped = plan.batch_skipped(cfg, n_gpus, global_batch, max(1, n_gpus // nodes), space)
     if skipped:
-        eg = ", ".join(f"tp {t} pp {p} dp {d}" for t, p, d in skipped[:3])
+        eg = ", ".join(f"tp {x[0]}" + (f" cp {x[3]}" if len(x) > 3 else "") + f" pp {x[1]} dp {x[2]}"
+                       for x in skipped[:3])
         assumed.append(f"global batch {global_batch} kept exactly (never rounded): {len(skipped)} tp × pp × dp "
                        f"split(s) skipped because dp does not divide it ({eg}{', ...' if len(skipped) > 3 else ''})")
     shown = ranked[:top]
@@ -238,26 +333,55 @@ def _pareto_points(cfg, base, nodes, global_batch, space, dtype, bar, n_gpus, be
     pts = []
     for c in counts:
         try:
-            rows = search(cfg, base, c, global_batch, space, dtype, bar)[0]
+            rows = search(cfg, base, c, global_batch, space, dtype, bar, strict=False)[0]
         except ConfigError:
             continue  # nothing divides or fits at this size: no point
         r = rows[0]
-        pts.append({"gpus": r.layout.tp * r.layout.pp * r.layout.dp, "step_s": r.step_s, "priced": r.priced,
+        pts.append({"gpus": r.layout.gpus, "step_s": r.step_s, "priced": r.priced,
                     "layout": _short(r.layout)})
     pts.append({"gpus": n_gpus, "step_s": best.step_s, "priced": best.priced, "layout": _short(best.layout)})
     return pts
 
 
 def _short(lay) -> str:
-    s = f"tp{lay.tp} pp{lay.pp} dp{lay.dp}"
+    s = f"tp{lay.tp}" + (f" cp{lay.cp}" if lay.cp > 1 else "") + f" pp{lay.pp} dp{lay.dp}"
     if lay.virtual > 1:
         s += f" v{lay.virtual}"
-    return s + f" z{lay.zero} mb{lay.microbatch}"
+    return s + f" z{lay.zero}" + (f" hsdp{lay.shard_group}" if lay.shard_group else "") + f" mb{lay.microbatch}"
 
 
-def _assumed(ctx, space, n_gpus, nodes, precision, n_enum, n_fit, dev, k, fidelity, max_ops) -> list[str]:
+def _axes(cfg, space, gpn) -> tuple[str, str]:
+    """(context parallelism, HSDP) as the ``assumed:`` line says what was searched."""
+    from simcomm import plan
+
+    cps = space.cps if space.cps is not None else plan.auto_cps(cfg, gpn)
+    how = "--cp auto" if space.cps is None else "--cp"
+    if cps == (1,):
+        cp_text = (f"context parallelism not searched ({how}" + (f": seq {cfg.seq} < {plan.CP_AUTO_SEQ}; --cp 1,2,4 "
+                   "searches it)" if space.cps is None else ")"))
+    else:
+        cp_text = (f"context parallel cp {','.join(map(str, cps))} ({how}"
+                   + (f": seq {cfg.seq} >= {plan.CP_AUTO_SEQ}, powers of two up to the {gpn} GPUs per node"
+                      if space.cps is None else "")
+                   + "; ring attention (cp_kind ring; Ulysses all-to-alls not searched), CP ranks right outside TP, "
+                   "each cp dividing the sequence and the GPUs)")
+    g = space.shard_groups
+    if 3 not in space.zeros or not g:
+        hs = "HSDP not searched" + (" (--shard-group none)" if 3 in space.zeros else "")
+    elif g == (plan.NODE,):
+        hs = ("ZeRO-3 plain and as HSDP with the in-node shard group where a lane's replicas span nodes "
+              "(--shard-group auto, FSDP HYBRID_SHARD)")
+    else:
+        sizes = ",".join("in-node" if x == plan.NODE else str(x) for x in g)
+        hs = f"ZeRO-3 plain and as HSDP with shard group {sizes} where smaller than and dividing dp × cp"
+    return cp_text, hs
+
+
+def _assumed(ctx, cfg, space, n_gpus, nodes, precision, n_enum, n_fit, dev, k, fidelity, max_ops) -> list[str]:
     name, why = ctx.stack_choice()
-    max_tp = space.max_tp or max(1, n_gpus // nodes)
+    gpn = max(1, n_gpus // nodes)
+    max_tp = space.max_tp or gpn
+    cp_text, hs = _axes(cfg, space, gpn)
     return [
         f"{n_gpus} GPUs ({nodes} node(s)); {dev.label} with {dev.memory / 1e9:.3g} GB per GPU; stack {name}"
         + (f" ({why})" if why else ""),
@@ -265,45 +389,52 @@ def _assumed(ctx, space, n_gpus, nodes, precision, n_enum, n_fit, dev, k, fideli
         f"searched: tp <= {max_tp} (tensor parallelism inside a node), every pp dividing the layers, dp the rest; "
         f"micro-batch <= {space.max_microbatch}; zero {','.join(map(str, space.zeros))}; schedules "
         f"{','.join(space.schedules)}; recompute {','.join(space.recomputes)}; sequence parallel on and off; "
-        "expert and context parallelism not searched",
+        f"{cp_text}; {hs}; expert parallelism not searched",
         f"{n_enum} layouts divide the GPUs, layers, heads and global batch; {n_fit} fit in memory "
         "(simcomm.memory_llm, fullest pipeline stage; CUDA context and buffers not counted)",
-        "estimate: closed form of docs/plan.md (trace compute / tp, bubble (p-1)/v stages, TP, DP and "
-        "point-to-point priced by the engine's analytic NCCL model); rows are ranked by the simulated step time "
-        "where there is one, else by it",
+        "estimate: closed form of docs/plan.md (trace compute / (tp·cp), bubble (p-1)/v stages, TP, CP ring, DP "
+        "(HSDP: in and across shard groups) and point-to-point priced by the engine's analytic NCCL model); rows "
+        "are ranked by the simulated step time where there is one, else by it",
         f"the best {k} by estimate simulated with the pipeline ({fidelity} fidelity) when their plan has at most "
-        f"{max_ops:,} ops; 'priced' says which step times are simulated and which are estimates",
+        f"{max_ops:,} ops; 'priced' says which step times are simulated (flow, analytic: the fidelity) and which are "
+        "estimates",
     ]
+
+
+#: the table's short names of Row.priced (the width of 15 columns); the JSON keeps the long ones
+_PRICED = {"estimate": "estimate", "simulated flow": "flow", "simulated analytic": "analytic"}
 
 
 def _sched(lay) -> str:
     if lay.pp == 1:
         return "-"
-    return f"interleaved v{lay.virtual}" if lay.schedule == "interleaved" else lay.schedule
+    return f"interl. v{lay.virtual}" if lay.schedule == "interleaved" else lay.schedule
 
 
 def _print(rows, model, cluster, n_gpus, gb, dev, n_enum, n_fit, assumed, simulated) -> None:
     con = stdout()
     t = table(f"simcomm plan: {model} on {cluster}, {n_gpus} GPUs, global batch {gb} "
               f"({n_fit} of {n_enum} layouts fit in {dev.label})",
-              [("rank", "right"), ("tp", "right"), ("pp", "right"), ("dp", "right"), ("schedule", "left"),
-               ("zero", "right"), ("mb", "right"), ("SP", "left"), ("recompute", "left"), ("GB/GPU", "right"),
-               ("step s", "right"), ("samples/s", "right"), ("priced", "left")])
+              [("rank", "right"), ("tp", "right"), ("cp", "right"), ("pp", "right"), ("dp", "right"),
+               ("schedule", "left"), ("zero", "right"), ("HSDP", "right"), ("mb", "right"), ("SP", "left"),
+               ("recompute", "left"), ("GB", "right"), ("step s", "right"), ("seq/s", "right"),
+               ("priced", "left")])
     for i, r in enumerate(rows):
         lay = r.layout
-        t.add_row(str(i + 1), str(lay.tp), str(lay.pp), str(lay.dp), _sched(lay), str(lay.zero),
-                  str(lay.microbatch), _yes(lay.sequence_parallel), lay.recompute, f"{r.memory_bytes / 1e9:.1f}",
-                  f"{r.step_s:.4g}", f"{gb / r.step_s:.4g}", r.priced)
+        t.add_row(str(i + 1), str(lay.tp), str(lay.cp), str(lay.pp), str(lay.dp), _sched(lay), str(lay.zero),
+                  str(lay.shard_group) if lay.shard_group else "-", str(lay.microbatch), _yes(lay.sequence_parallel),
+                  lay.recompute, f"{r.memory_bytes / 1e9:.1f}", f"{r.step_s:.4g}", f"{gb / r.step_s:.4g}", _PRICED.get(r.priced, r.priced))
     con.print(t)
-    b = table("breakdown (seconds per step): the estimate's parts for every row; simulated rows also give the "
-              "pipeline's compute and the rest (exposed communication, bubble, update)",
-              [("rank", "right"), ("estimate", "right"), ("compute", "right"), ("TP comm", "right"),
-               ("bubble+p2p", "right"), ("DP exposed", "right"), ("update", "right"), ("simulated", "right"),
-               ("sim compute", "right"), ("sim rest", "right")])
+    b = table("breakdown (seconds per step): the estimate's parts for every row (TP, CP ring, DP: exposed "
+              "communication); simulated rows also give the pipeline's compute and the rest (exposed communication, "
+              "bubble, update)",
+              [("rank", "right"), ("estimate", "right"), ("compute", "right"), ("TP", "right"),
+               ("CP ring", "right"), ("bubble+p2p", "right"), ("DP", "right"), ("update", "right"),
+               ("simulated", "right"), ("sim compute", "right"), ("sim rest", "right")])
     for i, r in rows_with_rank(rows, simulated):
         e = r.estimate
         sim = r.priced != "estimate"
-        b.add_row(str(i + 1), f"{e.step:.4g}", f"{e.compute:.4g}", f"{e.tp:.3g}", f"{e.bubble:.3g}",
+        b.add_row(str(i + 1), f"{e.step:.4g}", f"{e.compute:.4g}", f"{e.tp:.3g}", f"{e.cp:.3g}", f"{e.bubble:.3g}",
                   f"{e.dp:.3g}", f"{e.update:.3g}", f"{r.step_s:.4g}" if sim else "-",
                   f"{r.compute_s:.4g}" if sim else "-", f"{r.exposed_s:.3g}" if sim else "-")
     con.print(b)

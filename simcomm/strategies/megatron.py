@@ -30,7 +30,11 @@ made only of the ordinary ops, so the engine does not know what it runs:
 * **CP** (``cp``, Megatron-core context parallelism): every rank holds s/cp tokens;
   each attention layer runs in cp pieces around a ring passing the K/V block (cp - 1
   steps forward; K/V and dK/dV, cp - 1 steps each, backward); gradients are reduced
-  over dp × cp (docs/layouts.md).
+  over dp × cp (docs/layouts.md).  ``cp_kind=ulysses`` (DeepSpeed-Ulysses, Jacobs et
+  al. 2023) instead all-to-alls Q, K and V from sequence- to head-sharded before the
+  attention core and its output back after it (4 per layer forward, 4 backward);
+  ``cp_kind=a2a`` is Megatron-core's ``cp_comm_type="a2a"`` (TransformerEngine), which
+  also re-sends the saved output in backward (5).
 * **HSDP** (``shard_group`` with ZeRO-3, FSDP's HYBRID_SHARD): the ZeRO-3 gathers and
   reduce-scatters stay inside groups of that many replicas; each gradient shard is then
   all-reduced across the groups.
@@ -59,6 +63,9 @@ from simcomm.strategies.common import check_choice
 from simcomm.workload import layer_times
 
 RECOMPUTE = ("none", "selective", "full")
+#: context parallelism: ``ring`` (TransformerEngine's p2p ring attention), ``ulysses`` (DeepSpeed-Ulysses
+#: all-to-alls), ``a2a`` (Megatron-core/TransformerEngine's all-to-all variant: one more in backward)
+CP_KINDS = ("ring", "ulysses", "a2a")
 #: replicas: ``one`` simulates replica 0 (the replicas one expert-parallel group or context-parallel ring
 #: spans) and the data-parallel collectives over all; ``all`` every replica; ``auto`` folds when dp > 1,
 #: compute is uniform and the plan is large
@@ -95,6 +102,7 @@ class MegatronParams:
     overlap_grad_reduce: bool = True  # False: Megatron-LM's default, gradients reduced after the last backward
     replicas: str = "auto"  # one: fold identical replicas (simulate replica 0 + full DP collectives); all; auto
     cp: int = 1  # context parallel: the sequence split cp ways, K/V passed around a ring in each attention layer
+    cp_kind: str = "ring"  # ring (p2p ring attention), ulysses (DeepSpeed-Ulysses all-to-alls), a2a (Megatron-core)
     shard_group: int | None = None  # HSDP (zero 3): parameters sharded within groups of this many replicas
     # Megatron-core's --decoder-first/last-pipeline-num-layers: blocks on the first / last stage (None: an even
     # share); the other stages split the rest evenly (Llama 3 405B: 126 layers on 16 stages, 7 + 14 x 8 + 7)
@@ -114,6 +122,7 @@ class MegatronParams:
         check_choice("recompute", self.recompute, RECOMPUTE)
         check_choice("order", self.order, ORDERS)
         check_choice("replicas", self.replicas, REPLICAS)
+        check_choice("cp_kind", self.cp_kind, CP_KINDS)
         if isinstance(self.zero, bool) or self.zero not in (0, 1, 2, 3):
             raise ConfigError(f"zero: {self.zero!r} is not valid; valid choices: 0, 1, 2, 3 (3 = FSDP full shard)")
         if not (isinstance(self.capacity_factor, (int, float)) and math.isfinite(self.capacity_factor)
@@ -137,10 +146,21 @@ class MegatronParams:
             out.append(f"hsdp: parameters sharded within groups of {self.shard_group} consecutive replicas "
                        "(all-gather and reduce-scatter inside a group), each gradient shard all-reduced across "
                        "the groups after its reduce-scatter (FSDP HYBRID_SHARD)")
-        if self.cp > 1:
-            out.append(f"context parallel {self.cp}: each sequence split {self.cp} ways (CP ranks right outside "
-                       f"TP, Megatron-core's tp-cp-dp-pp); per attention layer {self.cp - 1} ring steps of the "
-                       f"K/V block forward, {self.cp - 1} of K/V and {self.cp - 1} of dK/dV backward, overlapped "
+        if self.cp > 1 and self.cp_kind != "ring":
+            bwd = "4 (the output gradient, then dQ, dK, dV" if self.cp_kind == "ulysses" else \
+                "5 (the saved output and its gradient, then dQ, dK, dV"
+            out.append(f"context parallel {self.cp} (cp_kind {self.cp_kind}, "
+                       + ("DeepSpeed-Ulysses" if self.cp_kind == "ulysses" else
+                          "Megatron-core cp_comm_type a2a, TransformerEngine") + f"): each sequence split {self.cp} "
+                       "ways (CP ranks right outside TP); per attention layer all-to-alls over the CP group of Q, K "
+                       "and V (sequence- to head-sharded) before the attention core and of its output after it, "
+                       f"4 forward; backward {bwd}); the core waits for them (not overlapped); the layer's time "
+                       "split into QKV projection, core and output projection by their FLOPs; gradients reduced "
+                       "over dp × cp")
+        elif self.cp > 1:
+            out.append(f"context parallel {self.cp} (cp_kind ring): each sequence split {self.cp} ways (CP ranks "
+                       f"right outside TP, Megatron-core's tp-cp-dp-pp); per attention layer {self.cp - 1} ring steps "
+                       f"of the K/V block forward, {self.cp - 1} of K/V and {self.cp - 1} of dK/dV backward, overlapped "
                        f"with the attention computed in {self.cp} equal pieces (TransformerEngine's p2p ring); "
                        "gradients reduced over dp × cp")
         return tuple(out)
@@ -154,6 +174,25 @@ class _Sizes:
     microbatch: int
     microbatches: int
     how: str
+
+
+def _check_ulysses_heads(p: MegatronParams, meta, model: str) -> None:
+    """Ulysses' all-to-alls hand each CP rank ``1/cp`` of the heads of its TP rank: Q's and K/V's.
+
+    TransformerEngine asserts it ("The number of attention heads needs to be divisible by CP size!",
+    ``q.shape[-2] % cp_size == 0 and k.shape[-2] % cp_size == 0``, per TP rank); DeepSpeed's
+    ``single_all_to_all`` splits the head dimension ``// seq_world_size`` the same way.
+    """
+    if not meta.get("heads"):
+        raise ConfigError(f"cp-kind: {p.cp_kind} splits the attention heads over the cp ranks, but trace {model!r} "
+                          "has no transformer meta with its heads; valid choices: ring")
+    heads = int(meta["heads"]) // p.tp
+    kv = int(meta.get("kv_heads") or meta["heads"]) // p.tp
+    if heads % p.cp or kv % p.cp:
+        both = math.gcd(heads, kv)
+        raise ConfigError(f"cp: {p.cp} does not divide the {heads} query heads and {kv} KV heads per "
+                          f"tensor-parallel rank (tp {p.tp}) that cp_kind {p.cp_kind} splits over the cp ranks; "
+                          "valid choices: " + ", ".join(str(c) for c in range(1, both + 1) if both % c == 0))
 
 
 def _sizes(p: MegatronParams, lay: Layout, w) -> _Sizes:
@@ -189,13 +228,15 @@ def stage_layers(p: MegatronParams, n_blocks: int) -> tuple[int, ...] | None:
     """Blocks per pipeline stage when the first or last stage is given its own count, else None (even).
 
     The stages without a given count share the rest evenly; anything else is one line naming the counts.
+    With ``virtual`` chunks per rank each stage's blocks split into ``virtual`` equal chunks, as Megatron-core's
+    ``get_num_layers_to_build`` does (it asserts ``num_layers_per_pipeline_rank % vp_size == 0``):
+    :func:`virtual_stage_layers`.
     """
     first, last = p.first_stage_layers, p.last_stage_layers
     if first is None and last is None:
         return None
-    if p.virtual > 1 or p.pp < 2:
-        raise ConfigError("first-stage-layers/last-stage-layers: uneven stages need pp >= 2 and no virtual "
-                          f"stages (pp {p.pp}, virtual {p.virtual})")
+    if p.pp < 2:
+        raise ConfigError(f"first-stage-layers/last-stage-layers: uneven stages need pp >= 2 (pp {p.pp})")
     given = [n for n in (first, last) if n is not None]
     rest, middle = n_blocks - sum(given), p.pp - len(given)
     if rest < middle or (middle and rest % middle) or (not middle and rest):
@@ -203,8 +244,32 @@ def stage_layers(p: MegatronParams, n_blocks: int) -> tuple[int, ...] | None:
         raise ConfigError(f"first-stage-layers/last-stage-layers: {n_blocks} layers minus {' + '.join(map(str, given))} "
                           f"leave {rest}, which do not split evenly{share} (each stage needs at least one layer)")
     even = rest // middle if middle else 0
-    return tuple([first if first is not None else even] + [even] * (p.pp - 2)
-                 + [last if last is not None else even])
+    out = tuple([first if first is not None else even] + [even] * (p.pp - 2)
+                + [last if last is not None else even])
+    v = p.virtual  # Megatron-core's TransformerConfig refuses the same three cases
+    for name, n in (("first-stage-layers", first), ("last-stage-layers", last)):
+        if n is not None and n % v:
+            raise ConfigError(f"{name}: {n} is not a multiple of virtual {v} (each of the stage's {v} model chunks "
+                              f"holds 1/{v} of its layers, as in Megatron-core); valid choices: multiples of {v}")
+    if middle and even % v:
+        raise ConfigError(f"first-stage-layers/last-stage-layers: the other {middle} stages get {even} layers each, "
+                          f"not a multiple of virtual {v} (each of a stage's {v} model chunks holds 1/{v} of its "
+                          "layers, as in Megatron-core)")
+    return out
+
+
+def virtual_stage_layers(p: MegatronParams, n_blocks: int) -> tuple[int, ...] | None:
+    """Blocks of each virtual stage ``u = c·pp + k`` (chunk c of pipeline stage k) with uneven stages, else None.
+
+    Megatron-core (``transformer_block.get_num_layers_to_build``, ``transformer_layer.
+    get_transformer_layer_offset``): stage k's ``n_k`` layers split into ``virtual`` chunks of
+    ``n_k / virtual``; model chunk c holds the c-th such run of every stage in stage order, so chunk c of
+    stage k starts at layer ``c·L/virtual + sum(n_i / virtual for i < k)``.
+    """
+    per = stage_layers(p, n_blocks)
+    if per is None:
+        return None
+    return tuple(per[u % p.pp] // p.virtual for u in range(p.pp * p.virtual))
 
 
 def _layout(p: MegatronParams, w, names: list[str]):
@@ -249,6 +314,8 @@ def _layout(p: MegatronParams, w, names: list[str]):
         if cp > 1 and seq % cp:
             raise ConfigError(f"cp: {cp} does not divide the sequence length {seq} (each context-parallel rank "
                               "holds seq / cp tokens)")
+        if cp > 1 and p.cp_kind != "ring":
+            _check_ulysses_heads(p, meta, w.trace.model)
     if lay.dp % ep:
         raise ConfigError(f"experts-parallel: {ep} does not divide dp {lay.dp}" + (f" (dp {dp} × cp {cp})" if cp > 1
                           else "") + " (expert-parallel groups are carved out of the data-parallel replicas)")
@@ -292,7 +359,8 @@ class Megatron(Strategy):
 
     def describe(self) -> str:
         p = self.params
-        parts = [f"tp {p.tp}"] + ([f"cp {p.cp}"] if p.cp > 1 else []) + \
+        parts = [f"tp {p.tp}"] + ([f"cp {p.cp}" + (f" {p.cp_kind}" if p.cp_kind != "ring" else "")]
+                                  if p.cp > 1 else []) + \
             [f"pp {p.pp}", f"dp {'rest' if p.dp is None else p.dp}", f"schedule {p.schedule}"]
         if p.virtual > 1:
             parts.append(f"virtual {p.virtual}")
@@ -358,7 +426,7 @@ class _Emitter:
         self.fold_lanes = self.live < lay.dp and lay.tp > 1 and lay.cp == 1
         n_layers = len(w.layers)
         u_count = lay.pp * lay.virtual
-        self.chunks = (chunks(s, u_count, stage_layers(p, len(s.blocks))) if s is not None
+        self.chunks = (chunks(s, u_count, virtual_stage_layers(p, len(s.blocks))) if s is not None
                        else [tuple(range(n_layers))])
         self.kinds = [layer_kind(x.name) for x in w.layers]
         tr = w.trace
@@ -370,6 +438,10 @@ class _Emitter:
         sp = p.sequence_parallel and tp > 1
         self.sp = sp
         self.tf, self.tb, self.grad, self.upd, self.tpb, self.a2a, self.act = [], [], [], [], [], [], []
+        # Ulysses/a2a CP: attention layer -> (forward, backward) seconds of (QKV projection, core, output projection)
+        self.uly: dict[int, tuple] = {}
+        ulysses = cp > 1 and p.cp_kind != "ring" and s is not None
+        self.uq, self.ukv = _ulysses_bytes(meta, mb, tp, cp, act) if ulysses else (0.0, 0.0)
         for j, (layer, lw) in enumerate(zip(tr.layers, w.layers)):
             f, bk = layer_times(layer, tr.batch, mb)
             moe = self.kinds[j] == "moe"
@@ -379,6 +451,11 @@ class _Emitter:
                 extra = f * core_share(*_seq_hidden(lw, meta), meta)  # selective: the core is recomputed
             self.tf.append(f / (tp * cp))
             self.tb.append((bk + extra) / (tp * cp))
+            if ulysses and self.kinds[j] == "attn":
+                fq, fc, fo = attention_shares(*_seq_hidden(lw, meta), meta)
+                n = tp * cp  # every rank: s/cp tokens of all its heads in the projections, s of heads/cp in the core
+                self.uly[j] = ((f * fq / n, f * fc / n, f * fo / n),
+                               (bk * fq / n, (bk * fc + extra) / n, bk * fo / n))
             self.grad.append(lw.grad_bytes / shard)
             self.upd.append(lw.update_s / shard)
             shape = lw.input_shape if self.kinds[j] == "head" else lw.output_shape
@@ -413,6 +490,13 @@ class _Emitter:
                                              for t in range(self.lay.tp) for q in range(self.lay.pp)
                                              for d in range(self.lay.dp)})
         return lead[r]
+
+    def _lanes(self, ranks) -> list[tuple[int, list[int]]]:
+        """``ranks`` grouped by the rank that computes for them (:meth:`_lead`), in first-seen order."""
+        groups: dict[int, list[int]] = {}
+        for r in ranks:
+            groups.setdefault(self._lead(r), []).append(r)
+        return list(groups.items())
 
     @property
     def _mirror(self) -> dict[int, int]:
@@ -512,13 +596,14 @@ class _Emitter:
             self._coll(kind, groups, nbytes, wait, stream, f"{stream}-{kind} {name} {label}")
         secs = self.tf[j] if fwd else self.tb[j]
         ids = {}
-        if self.lay.cp > 1 and self.kinds[j] == "attn":  # ring attention: compute in pieces around K/V sends
+        if self.lay.cp > 1 and self.kinds[j] == "attn" and self.p.cp_kind != "ring":
+            ids = self._ulysses(j, p, wait, fwd, f"{phase} {name} {label}", ag)
+        elif self.lay.cp > 1 and self.kinds[j] == "attn":  # ring attention: compute in pieces around K/V sends
             ids = self._ring(j, p, wait, fwd, secs, f"{phase} {name} {label}", ag)
         elif self.fold_lanes:
-            groups: dict[int, list[int]] = {}
-            for r in ranks:
-                groups.setdefault(self._lead(r), []).append(r)
-            for lead, members in groups.items():
+            # the stage's ranks by lead, worked out once per stage (the same for each of its layers)
+            groups = self._cached(("lanes", p, tuple(ranks)), lambda: self._lanes(ranks))
+            for lead, members in groups:
                 deps = list(dict.fromkeys(x for r in members for x in wait[r] + ([ag[r]] if ag and r in ag else [])))
                 cid = self.b.compute(lead, secs * self.w.scale(lead), after=deps, label=f"{phase} {name} {label}")
                 for r in members:
@@ -578,6 +663,40 @@ class _Emitter:
                 arrived = step
             for r in g:
                 wait[r] = cur[r] + ([grad_in[r]] if r in grad_in else [])
+        return ids
+
+    def _ulysses(self, j, p, wait, fwd: bool, label: str, ag=None):
+        """All-to-all context parallelism over each CP group (DeepSpeed-Ulysses; Megatron-core's ``a2a``).
+
+        Forward: QKV projection on the rank's s/cp tokens; all-to-alls of Q, K and V (one each, as
+        DeepSpeed's ``DistributedAttention`` and TransformerEngine's ``flash_attn_a2a_communicate`` issue
+        them) into head-sharded, full-sequence tensors; the attention core, which needs the whole sequence
+        and so waits for them; one all-to-all of its output back to sequence-sharded; the output
+        projection.  Backward mirrors it: the output projection's backward, the all-to-all of the output
+        gradient (``a2a``: of the saved output too, TransformerEngine keeps it sequence-sharded), the core's
+        backward, the all-to-alls of dQ, dK, dV, the QKV projection's backward.  Returns each rank's last
+        compute; the layer's TP communication is emitted around this by ``_layer``.
+        """
+        qkv, core, out = self.uly[j][0 if fwd else 1]
+        q, kv = self.uq, self.ukv
+        if fwd:
+            steps = [("qkv", qkv), (("q", q), ("k", kv), ("v", kv)), ("core", core), (("o", q),), ("out", out)]
+        else:
+            first = (("o", q), ("do", q)) if self.p.cp_kind == "a2a" else (("do", q),)
+            steps = [("out", out), first, ("core", core), (("dq", q), ("dk", kv), ("dv", kv)), ("qkv", qkv)]
+        groups = self._cp_groups(p)
+        ranks = [r for g in groups for r in g]
+        ids: dict = {}
+        for i, step in enumerate(steps):
+            if isinstance(step[0], tuple):  # all-to-alls, one after another on the CP communicator
+                for what, nbytes in step:
+                    self._coll("alltoall", groups, nbytes, wait, "cp", f"cp-alltoall {what} {label}")
+                continue
+            what, secs = step
+            for r in ranks:
+                deps = wait[r] + ([ag[r]] if i == 0 and ag and r in ag else [])
+                ids[r] = self.b.compute(r, secs * self.w.scale(r), after=deps, label=f"{label} {what}")
+                wait[r] = [ids[r]]
         return ids
 
     def _pass(self, p, layers, ranks, wait, forward: bool, label: str):
@@ -817,6 +936,37 @@ def _kv_block_bytes(meta, mb: int, tp: int, cp: int, act: int) -> float:
     head_dim = int(meta.get("head_dim") or int(meta["hidden"]) // heads)
     kv = int(meta.get("kv_heads") or heads) * head_dim
     return 2.0 * mb * (int(meta["seq"]) // cp) * kv / tp * act
+
+
+def _ulysses_bytes(meta, mb: int, tp: int, cp: int, act: int) -> tuple[float, float]:
+    """Bytes one rank sends in Ulysses' all-to-all of Q (and of the attention output) and of K (and of V).
+
+    The rank's slice before the all-to-all: ``b · (s / cp) · (heads / tp) · head_dim`` elements for Q,
+    ``kv_heads`` instead of ``heads`` for K and V (GQA); simcomm's all-to-all size is the total one rank
+    sends, its own block included ((cp - 1)/cp of it leaves the rank).
+    """
+    heads = int(meta.get("heads") or 1)
+    head_dim = int(meta.get("head_dim") or int(meta["hidden"]) // heads)
+    kv = int(meta.get("kv_heads") or heads)
+    tokens = mb * (int(meta["seq"]) // cp)
+    return (float(tokens * (heads // tp) * head_dim * act), float(tokens * (kv // tp) * head_dim * act))
+
+
+def attention_shares(sq: int, hd: int, meta) -> tuple[float, float, float]:
+    """Shares of an attention layer's FLOPs: (QKV projection, attention core, output projection).
+
+    The same counts as :func:`core_share`: QKV ``2 s h (q + 2 kv)``, output ``2 s q h`` (``q = h``), core
+    ``2 s^2 q`` causal (``4 s^2 q`` with ``meta["attention_core"] == "full"``).  Ulysses splits the layer's
+    traced time by these shares around its all-to-alls (the norms, rotary embedding and softmax are not
+    told apart: an approximation, stated).
+    """
+    heads = int(meta.get("heads") or 1)
+    kv = int(meta.get("kv_heads") or heads) * (hd / heads)
+    qkv = 2 * sq * hd * (hd + 2 * kv)
+    out = 2 * sq * hd * hd
+    core = 4 * sq * sq * hd / (1 if meta.get("attention_core") == "full" else 2)
+    total = qkv + core + out
+    return qkv / total, core / total, out / total
 
 
 def core_share(sq: int, hd: int, meta) -> float:

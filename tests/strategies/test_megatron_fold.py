@@ -58,6 +58,9 @@ LAYOUTS = [  # (ranks, options, trace)
     # HSDP shard groups of 2 replicas: groups 1-3 have no simulated member and run when group 0 does
     (8, {"zero": 3, "shard_group": 2, "microbatches": 2}, None),
     (8, {"tp": 2, "cp": 2, "microbatches": 2}, None),  # context-parallel rings keep replicas 0-1 live
+    # Ulysses: the all-to-alls' CP groups stay whole too
+    (8, {"tp": 2, "cp": 2, "cp_kind": "ulysses", "microbatches": 2}, None),
+    (16, {"cp": 2, "pp": 2, "cp_kind": "a2a", "microbatches": 2, "zero": 3, "recompute": "full"}, tiny(tied=True)),
     # tensor-parallel lanes folded too (one compute per group): sequence parallel, ZeRO-3, full recompute
     (16, {"tp": 4, "pp": 2, "microbatches": 2, "sequence_parallel": "true", "recompute": "selective"}, None),
     (8, {"tp": 2, "zero": 3, "microbatches": 2, "recompute": "full"}, None),

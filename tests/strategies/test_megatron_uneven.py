@@ -25,7 +25,7 @@ def test_stage_counts():
 @pytest.mark.parametrize("opts, text", [
     ({"pp": 4, "first_stage_layers": 2, "last_stage_layers": 2}, "5 layers minus 2 + 2 leave 1, which do not split"),
     ({"pp": 2, "first_stage_layers": 2, "last_stage_layers": 2}, "leave 1, which do not split evenly"),
-    ({"pp": 3, "first_stage_layers": 1, "schedule": "interleaved", "virtual": 2}, "need pp >= 2 and no virtual"),
+    ({"pp": 3, "first_stage_layers": 1, "schedule": "interleaved", "virtual": 2}, "first-stage-layers: 1 is not a multiple of virtual 2"),
     ({"pp": 3}, "5 layers do not divide into pp 3 × virtual 1 = 3 stages (uneven stages"),
     ({"pp": 3, "first_stage_layers": 0}, "first-stage-layers: 0 must be a positive integer"),
 ])
