@@ -585,8 +585,7 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
                        bucket_mb=wl.bucket_mb, dataload_s=wl.dataload_s, dataload_overlap=wl.dataload_overlap,
                        compute_scale=scale or None, dataset_size=dataset, wire_dtype=wire,
                        compute_jitter=wl.compute_jitter)
-    if scn.batch is None:
-        notes.append(f"per-rank batch {w.batch} (the trace's)")
+    batch_note = len(notes) if scn.batch is None else None  # placed once the plans say whether they use it
     own = strategy.memory(w, ctx.device())  # a layout that shards state checks its own memory
     if own is None:
         memory_check(trace, w.batch, ctx.device(), scn.cluster, notes)
@@ -598,7 +597,13 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
     try:
         plans = strategy.iterations(w, topo)
     except NotApplicable as exc:
+        if batch_note is not None:
+            notes.insert(batch_note, f"per-rank batch {w.batch} (the trace's)")
         return Result(**common, assumed=tuple(notes), not_applicable=str(exc))
+    # A layout that trains a global batch of its own (megatron's global_batch) does not use the trace's
+    # per-rank batch: saying it would contradict the layout's own line.
+    if batch_note is not None and all(plan.info.samples in (None, w.global_batch) for _, plan in plans):
+        notes.insert(batch_note, f"per-rank batch {w.batch} (the trace's)")
     assumed = notes + list(strategy.assumed())
     for _, plan in plans:
         for line in plan.info.assumed:
