@@ -29,6 +29,7 @@ from itertools import accumulate
 
 from simcomm import memory_llm
 from simcomm.errors import ConfigError
+from simcomm.strategies.megatron import FOLD_ABOVE
 
 __all__ = ["Layout", "Space", "Estimate", "Row", "divisors", "auto_cps", "valid_cps", "node_shard_group",
            "enumerate_layouts", "batch_skipped", "layout_memory",
@@ -541,7 +542,8 @@ def plan_ops(cfg, lay: Layout, n_gpus: int, global_batch: int) -> int:
     rank per sublayer per micro-batch and phase, one collective per TP group per sublayer and phase; with
     context parallelism each attention layer's compute in ``cp`` pieces and ``cp - 1`` K/V sends per rank
     forward (``2(cp - 1)`` backward); ZeRO-3 three collectives per group per sublayer (HSDP: the shard
-    groups', plus the all-reduce across them)."""
+    groups', plus the all-reduce across them).  Large plans are counted as ``megatron`` builds them with its
+    default ``replicas=auto``: one data replica in full (:data:`FOLD_ABOVE`)."""
     m = lay.microbatches(global_batch)
     sub = 2 * cfg.layers // lay.pp  # attention and MLP per block on one stage
     phases = 3 if lay.recompute == "full" else 2
@@ -558,7 +560,15 @@ def plan_ops(cfg, lay: Layout, n_gpus: int, global_batch: int) -> int:
         zero3 = groups * m * sub * 3
         if lay.shard_group is not None:
             zero3 += (n_gpus // (lay.replicas // lay.shard_group)) * m * sub
-    return computes + colls + ring + zero3 + 2 * n_gpus * m * lay.virtual
+    sends = 2 * n_gpus * m * lay.virtual
+    if lay.dp > 1 and computes >= FOLD_ABOVE:
+        # megatron's replicas=auto (the plan simulates a uniform cluster): one data replica (its whole
+        # context-parallel rings) in full, the others only in the data-parallel collectives, which keep
+        # their full groups; with cp 1 the tensor-parallel lanes fold too, one compute per group
+        lanes = lay.tp if lay.cp == 1 and lay.tp > 1 else 1
+        computes, colls, ring, sends = (computes // (lay.dp * lanes), colls // lay.dp, ring // lay.dp,
+                                        sends // lay.dp)
+    return computes + colls + ring + zero3 + sends
 
 @dataclass
 class Row:

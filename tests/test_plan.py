@@ -246,3 +246,20 @@ def test_enumeration_matches_a_brute_force_of_the_rules(layers, heads, gpus, per
                                         continue
                                     want.add(plan.Layout(tp, pp, dp, sched, v, zero, mb, sp, "none"))
     assert len(got) == len(set(got)) and set(got) == want
+
+
+@pytest.mark.parametrize("lay, batch", [
+    (plan.Layout(2, 1, 4, "1f1b", 1, 0, 1, False, "none"), 256),
+    (plan.Layout(2, 2, 2, "1f1b", 1, 0, 1, True, "none"), 512),
+    (plan.Layout(1, 1, 8, "1f1b", 1, 3, 1, False, "none"), 1024),
+    (plan.Layout(1, 1, 4, "1f1b", 1, 3, 1, False, "full", 2), 256),
+])
+def test_plan_ops_counts_the_folded_plan_megatron_builds(lay, batch):
+    # above FOLD_ABOVE compute ops megatron (replicas=auto) simulates one data replica (and folds its
+    # tensor-parallel lanes): plan's size check must count that plan, not the unfolded one
+    n = built_ops(lay, batch=batch)
+    full = built_ops(lay, batch=batch, replicas="all")
+    guess = plan.plan_ops(plan_cfg("gpt2-small"), lay, 8, batch)
+    assert full > 1.5 * n
+    assert 0.9 * n <= guess <= 1.1 * n
+
