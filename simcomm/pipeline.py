@@ -123,6 +123,10 @@ def load_trace_for(scn: Scenario, notes: list, device: str | None = None):
     from simcomm.errors import UnknownNameError
     from simcomm.precision import PRECISIONS
 
+    given = scn.trace or (scn.model if scn.model in traces.BUNDLED and scn.model not in traces.MODELS else None)
+    if given and scn.workload.attention:  # a ready trace is used as priced: refuse rather than ignore
+        raise ConfigError(f"attention: prices a zoo transformer's synthesised trace; trace {given!r} is used as "
+                          "given (drop attention, or name a zoo transformer with --model)")
     if scn.trace:
         if not Path(scn.trace).exists():
             raise ConfigError(f"trace: file {scn.trace!r} does not exist")
@@ -141,7 +145,7 @@ def load_trace_for(scn: Scenario, notes: list, device: str | None = None):
         except UnknownNameError:
             notes.append(f"trace: the cluster's device {device!r} has no compute model; using the V100's")
             device = None
-    trace, note = traces.trace_for(model, device or "v100", batch, dtype)
+    trace, note = traces.trace_for(model, device or "v100", batch, dtype, scn.workload.attention)
     notes.append(note + ("" if scn.model else " (the default model; --model to change)"))
     return trace
 
@@ -455,6 +459,22 @@ def resolve_precision(scn: Scenario, trace, notes: list) -> str | None:
     return wire
 
 
+def _baseline_misfit(ref, strategy, w, trace, ctx, cluster: str) -> str | None:
+    """Why the baseline's state would not fit in GPU memory (its own check's words), or None.
+
+    The strategy was checked before it ran; a baseline is simulated whatever its memory (plain data
+    parallelism of a 175B model needs terabytes per GPU), so the run says when it is hypothetical.
+    """
+    if ref is strategy or (ref.name == strategy.name and ref.params == strategy.params):
+        return None
+    try:
+        if ref.memory(w, ctx.device()) is None:
+            memory_check(trace, w.batch, ctx.device(), cluster, [])
+    except ConfigError as exc:
+        return str(exc).removeprefix("memory: ")
+    return None
+
+
 def memory_check(trace, batch: int, device: str | None, cluster: str, notes: list) -> None:
     """Refuse a per-GPU batch that cannot fit in the device's memory (simcomm.memory); note the estimate.
 
@@ -668,6 +688,10 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
                 assumed.append(f"speedup per sample: this iteration trains {samples:,} samples, the baseline's "
                                f"{base_samples:,}, so the speedup compares time per sample")
             assumed.append(f"baseline: {base_desc}: {why} (--baseline to change, --baseline none to drop)")
+            misfit = _baseline_misfit(ref, strategy, w, trace, ctx, scn.cluster)
+            if misfit:
+                assumed.append(f"baseline does not fit in memory ({misfit}): its time is what the iteration "
+                               "would take if it did")
     if sum(merged):
         assumed.append(f"flow completions within {scn.resolution * 100:.3g} % of their transfer time merged into one "
                        f"event ({sum(merged):,} flows; resolution 0 is exact)")

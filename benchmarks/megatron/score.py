@@ -10,12 +10,12 @@ Two tables (data and sources in ``tables.toml`` next to this file):
 
 Every row runs through the public pipeline, ``simcomm.pipeline.simulate`` on a scenario of flat keys
 (strategy ``megatron``, cluster preset ``dgx-a100-hdr``, precision ``fp16``), given a roofline trace of
-the row's model.  The trace is the zoo's GPT transformer synthesised exactly as ``simcomm run --model``
-does it (the additive transformer roofline of ``simcomm.traces.synth``), with two differences that are this
-script's own code path (no shared module is changed): the A100's compute efficiency is the calibrated scalar
-(``--compute-eff`` of ``synth_trace``), and the attention is Megatron-LM 2021/2022's unfused one: the full
-s x s core (the zoo counts FlashAttention's causal half) and the scores' HBM traffic (:data:`SCORE_ELEMS`).
-``--roofline max`` reruns a row under the roofline simcomm used before (the doc's comparison table).
+the row's model.  The trace is the zoo's GPT transformer synthesised as ``simcomm run --model ... --attention
+unfused`` does it (the additive transformer roofline of ``simcomm.traces.synth``, with the library's
+``attention = "unfused"``: Megatron-LM 2021/2022's full s x s core and the scores' HBM traffic,
+:data:`simcomm.traces.zoo.transformer.SCORE_ELEMS`), except that the A100's compute efficiency is the
+calibrated scalar (``--compute-eff`` of ``synth_trace``).  ``--roofline max`` reruns a row under the roofline
+simcomm used before (the doc's comparison table).
 
 Exactly one scalar is calibrated, the GPU's achievable fraction of the fp16 peak, on the one row that
 ``tables.toml`` names; that row is reported as ``calibration`` and never counted.  Everything else is a
@@ -36,6 +36,8 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+
+from simcomm.traces.zoo.transformer import SCORE_ELEMS  # noqa: F401 (the library's; render quotes it)
 
 try:
     import tomllib
@@ -158,46 +160,43 @@ def tflops_per_gpu(row: Row, iteration_s: float) -> float:
 
 # -- one row through simcomm -------------------------------------------------------------------------------
 def model_config(row: Row):
-    """The row's GPT: learned positions (max-position-embeddings = seq), tied embeddings, GeLU MLP of 4h."""
+    """The row's GPT: learned positions (max-position-embeddings = seq), tied embeddings, GeLU MLP of 4h, and
+    Megatron-LM 2021/2022's unfused attention (the library's ``attention = "unfused"``)."""
     from simcomm.traces.zoo.transformer import TransformerConfig
 
     return TransformerConfig(f"megatron-lm-{row.id}", row.layers, row.hidden, 4 * row.hidden, row.heads, row.heads,
-                             VOCAB, SEQ, tied=True, positions=SEQ)
+                             VOCAB, SEQ, tied=True, positions=SEQ, attention="unfused")
 
 
 def build_trace(row: Row, compute_eff: float, roofline: str = "additive"):
     """The roofline trace of ``row``'s model at its micro-batch, with the A100's compute efficiency ``compute_eff``.
 
-    As :func:`simcomm.traces.synth.synth_trace` (device a100-80g, fp16, Adam), except that the attention
-    core counts the full s x s scores (4 s^2 h forward FLOPs, as Megatron-LM without FlashAttention runs
-    it; the zoo counts the causal half).
+    As :func:`simcomm.traces.synth.synth_trace` with ``attention="unfused"`` (device a100-80g, fp16, Adam):
+    the attention core counts the full s x s scores (4 s^2 h forward FLOPs, as Megatron-LM without
+    FlashAttention runs it) and moves them through HBM (:data:`SCORE_ELEMS` two-byte elements per head per
+    score, forward); the meta says ``attention_core = "full"``.
 
     ``roofline="additive"`` (simcomm's transformer roofline, the tally): each pass takes compute time *plus*
-    memory time, and the attention moves its s x s scores through HBM (:data:`SCORE_ELEMS` two-byte elements
-    per head per score, forward).  ``"max"``: the roofline simcomm used before (the comparison table).
+    memory time.  ``"max"``: the roofline simcomm used before (the comparison table), whose run predates the
+    score-traffic term: the full core's FLOPs with the FlashAttention leaf's bytes.
     """
     import simcomm
     from simcomm.traces.devices import get_device
     from simcomm.traces.schema import Trace
     from simcomm.traces.synth import synth_layers
-    from simcomm.traces.zoo.spec import SpecOps
 
     if not 0.0 < compute_eff <= 1.0:
         raise TableError(f"compute_eff: {compute_eff!r} must be in (0, 1]")
     cfg = model_config(row)
-    ops = SpecOps()
-    cfg(ops, (cfg.seq,))
-    half_core = 2.0 * cfg.seq * cfg.seq * cfg.hidden  # the half the zoo leaves out, per sample
-    specs = [replace(s, flops=s.flops + half_core) if s.module_type == "TransformerAttention" else s
-             for s in ops.layers]
+    specs = cfg.layer_specs()  # the library's unfused attention leaves
     base = get_device(DEVICE)
     dev = replace(base, compute_eff=compute_eff, memory_eff=base.efficiency(DTYPE).memory, fitted=())
     if roofline == "max":
+        flash = replace(cfg, attention="flash").layer_specs()
+        specs = [replace(s, mem_elems=f.mem_elems) if s.module_type == "TransformerAttention" else s
+                 for s, f in zip(specs, flash)]
         layers = synth_layers(specs, [row.microbatch], dev, DTYPE, "adam", additive=False)
     elif roofline == "additive":
-        scores = SCORE_ELEMS * cfg.heads * cfg.seq * cfg.seq
-        specs = [replace(s, mem_elems=s.mem_elems + scores) if s.module_type == "TransformerAttention" else s
-                 for s in specs]
         layers = synth_layers(specs, [row.microbatch], dev, DTYPE, "adam", additive=True)
     else:
         raise TableError(f"roofline: {roofline!r} is not valid; valid choices: max, additive")
@@ -209,14 +208,9 @@ def build_trace(row: Row, compute_eff: float, roofline: str = "additive"):
                        "efficiency_source": "calibrated by benchmarks/megatron/score.py",
                        "peak_flops": dev.flops_for(DTYPE), "mem_bw": dev.mem_bw, "launch_s": dev.launch_s,
                        "attention": "full s x s scores (no FlashAttention)", "roofline": roofline,
-                       # attention_core "full": megatron's selective recomputation takes the core's share of it
-                       "transformer": {**cfg.meta(), "attention_core": "full"}})
-
-
-#: HBM traffic of the unfused attention scores per head per score element, forward, in two-byte elements:
-#: QK^T writes them, the fused scale-mask-softmax reads and writes them, dropout reads and writes them (and a
-#: one-byte mask, half an element), the attention-over-V GEMM reads them: 1 + 2 + 2.5 + 1
-SCORE_ELEMS = 6.5
+                       # attention_core "full" (cfg.meta() of the unfused attention): megatron's selective
+                       # recomputation takes the core's share of it
+                       "transformer": cfg.meta()})
 
 
 def scenario(row: Row):
@@ -363,8 +357,8 @@ def render(rows: list[Row], results: dict, meta: dict, older: dict | None = None
           "per node), stack `nccl`, precision `fp16`, flow fidelity).", ""]
     L += ["* **Compute**: the zoo GPT (learned positions, tied embeddings, GeLU MLP 4h, seq 2048, vocab 51200) "
           "synthesised on `a100-80g` in fp16 with Adam with simcomm's transformer roofline (compute plus memory "
-          "time per pass, `simcomm.traces.synth`), as `simcomm run --model` does, except that the attention is "
-          "Megatron-LM's unfused one: the full s x s core and its score traffic (finding 2).",
+          "time per pass, `simcomm.traces.synth`), as `simcomm run --model ... --attention unfused` does: "
+          "Megatron-LM's unfused attention, the full s x s core and its score traffic (finding 2).",
           "* **Calibrated** (one scalar, one row): the A100's achievable fraction of its 312 TFLOP/s fp16 peak "
           f"for the GEMMs (the roofline's compute efficiency), fitted on `{cal['row']}`"
           + (f": **{eff:.4g}**" if eff is not None else " (not yet run)")
@@ -490,17 +484,17 @@ def _findings(rows: list[Row], results: dict) -> list[str]:
             "memory, simcomm's transformer roofline since commit a3bea56 (fitted there on H100 captures, "
             "independently of these tables), removes the trend on the A100 as well; the remaining errors show "
             "no pattern in model size except the smallest model, predicted 10 % slow.",
-            "2. **Unfused attention (setup; suggested zoo option).** Megatron-LM of 2021-2022 computes the whole "
+            "2. **Unfused attention (setup).** Megatron-LM of 2021-2022 computes the whole "
             "s x s score matrix and moves it through HBM (QK^T writes it, the fused scale-mask-softmax reads and "
             "writes it, dropout reads and writes it with a one-byte mask, PV reads it: "
-            f"{SCORE_ELEMS:g} two-byte elements per head and score, forward). The zoo counts FlashAttention "
-            "(the causal half of the core, no score traffic), so this script adds both to the attention leaves "
-            'and marks the trace `attention_core = "full"` (which `megatron` reads for selective '
-            "recomputation's share, `s / (2h + s)`). Suggested: an attention option on `TransformerConfig` "
-            "(`flash` / `unfused`) so that `simcomm run --model` can express these runs without this script. "
-            "Said plainly: this score-traffic term was added after the max-roofline run had shown the size trend "
-            "(comparison below); its 6.5 is counted from the kernel sequence and was not varied or fitted, and "
-            "the calibration row stayed the one chosen first.",
+            f"{SCORE_ELEMS:g} two-byte elements per head and score, forward). The zoo's default is "
+            "FlashAttention (the causal half of the core, no score traffic); these rows use its "
+            '`attention = "unfused"` option (`simcomm run --attention unfused`, docs/transformers.md), which '
+            'adds both to the attention leaves and marks the trace `attention_core = "full"` (which `megatron` '
+            "reads for selective recomputation's share, `s / (2h + s)`). Said plainly: this score-traffic term "
+            "was added after the max-roofline run had shown the size trend (comparison below); its 6.5 is "
+            "counted from the kernel sequence and was not varied or fitted, and the calibration row stayed the "
+            "one chosen first.",
             "3. **Sequence parallelism + selective recomputation** saves what the paper measured; " + saving
             if saving else "3. **Sequence parallelism + selective recomputation**: no pair run yet.",
             "4. **Checked and small.** (a) Pipeline transfers: `megatron` sends the whole b s h activation from "

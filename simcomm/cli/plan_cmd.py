@@ -223,6 +223,8 @@ def plan_command(
     gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", "-g"),
     global_batch: int = typer.Option(..., "--global-batch", help="Sequences per training step."),
     precision: str = typer.Option("bf16", "--precision", help="bf16, fp16 or fp32 (compute and memory)."),
+    attention: Optional[str] = typer.Option(None, "--attention", help="flash (FlashAttention, the default) or "
+                                            "unfused (Megatron-LM 2021-22: full s×s core, scores through HBM)."),
     top: int = typer.Option(10, "--top", help="Rows to print."),
     simulate_k: int = typer.Option(3, "--simulate", help="Simulate the best K layouts by estimate (0: none)."),
     fidelity: str = typer.Option("flow", "--fidelity", help="Fidelity of those simulations: flow or analytic."),
@@ -246,7 +248,7 @@ def plan_command(
     """Search tensor/context/pipeline/data-parallel (ZeRO, HSDP) layouts that fit in memory and print the fastest."""
     from simcomm import plan
     from simcomm.scenario import FIDELITIES
-    from simcomm.traces.zoo.transformer import TRANSFORMERS
+    from simcomm.traces.zoo.transformer import ATTENTIONS, TRANSFORMERS, check_attention
 
     # every check before any long work
     if model not in TRANSFORMERS:
@@ -267,9 +269,10 @@ def plan_command(
                        zeros=parse_list(zero, "--zero", (0, 1, 2, 3), int),
                        schedules=parse_list(schedules, "--schedules", ("1f1b", "interleaved", "gpipe")),
                        recomputes=parse_list(recompute, "--recompute", ("none", "selective", "full")))
-    cfg = TRANSFORMERS[model][0]
+    # the attention priced into the trace and into selective recomputation's share (cfg.meta())
+    cfg = replace(TRANSFORMERS[model][0], attention=check_attention(attention or "flash"))
     given = {"cluster": cluster, "gpus_per_node": gpus_per_node, "model": model, "precision": precision,
-             **(flags or {})}
+             "attention": attention, **(flags or {})}
     base = {k: v for k, v in given.items() if v is not None}
     _context(base, nodes)  # scenario vocabulary checks (cluster, stack, network flags): one line, now
     space = replace(space, cps=parse_cp(cp, cfg), shard_groups=parse_shard_groups(shard_group))
@@ -297,6 +300,8 @@ def plan_command(
         if png is not None:
             sweep = _pareto_points(cfg, base, nodes, global_batch, space, dtype, bar, n_gpus, ranked[0])
     assumed = _assumed(ctx, cfg, space, n_gpus, nodes, precision, n_enum, n_fit, dev, k, fidelity, max_ops)
+    if attention:  # stated when chosen (run's trace line states the default too; plan prints no trace line)
+        assumed.append(f"attention: {ATTENTIONS[attention]}")
     skipped = plan.batch_skipped(cfg, n_gpus, global_batch, max(1, n_gpus // nodes), space)
     if skipped:
         eg = ", ".join(f"tp {x[0]}" + (f" cp {x[3]}" if len(x) > 3 else "") + f" pp {x[1]} dp {x[2]}"

@@ -54,6 +54,8 @@ def synth_command(
     optimizer: str = typer.Option("sgd", "--optimizer", help="sgd (momentum), adam or none."),
     compute_eff: float = typer.Option(None, "--compute-eff", help="Fraction of peak FLOP/s (default 0.5)."),
     memory_eff: float = typer.Option(None, "--memory-eff", help="Fraction of peak memory bandwidth (default 0.7)."),
+    attention: str = typer.Option(None, "--attention", help="Zoo transformers: flash (FlashAttention, the "
+                                  "default) or unfused (Megatron-LM 2021-22: full s×s core, scores through HBM)."),
     out: str = typer.Option(None, "--out", help="Output file (default MODEL-DEVICE-roofline.json)."),
 ) -> None:
     """Synthesize a trace from the zoo's FLOPs and bytes with a roofline over the device's peaks."""
@@ -61,7 +63,7 @@ def synth_command(
     from simcomm.traces.synth import synth_trace
 
     target = check_output_path(_default_out(f"{model}-{device}-roofline") if out is None else out, "out")
-    trace = synth_trace(model, device, _batches(batch), dtype, optimizer, compute_eff, memory_eff)
+    trace = synth_trace(model, device, _batches(batch), dtype, optimizer, compute_eff, memory_eff, attention)
     path = save_trace(trace, target)
     _summary_line(trace, path)
 

@@ -112,6 +112,9 @@ KEYS: tuple[Key, ...] = (
     _k("precision", "workload", "precision", "str", "fp32, amp-fp16, amp-bf16, fp16, bf16 (compute and wire dtype)"),
     _k("wire_dtype", "workload", "wire_dtype", "str", "what gradients/models travel in: fp32, fp16, bf16, fp64 "
        "(default: the precision's)"),
+    _k("attention", "workload", "attention", "choice", "how a zoo transformer's attention core is priced: flash "
+       "(FlashAttention, the default) or unfused (Megatron-LM 2021-22: full s×s core, scores through HBM)",
+       choices=("flash", "unfused")),
     _k("straggler_scale", "workload", "straggler_scale", "float", "compute scale factor of the straggling node "
        "(1 = none)", lo=0, lo_open=True, hi=1e6),
     _k("straggler_node", "workload", "straggler_node", "int", "index of the straggling node", lo=0,

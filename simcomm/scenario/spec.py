@@ -77,6 +77,7 @@ class WorkloadSpec:
     compute_jitter: float = 0.0  # coefficient of variation per rank and iteration (simcomm.jitter)
     precision: str | None = None  # a simcomm.precision preset; None: the trace's own dtype
     wire_dtype: str | None = None  # None: the precision's wire dtype (or the trace's dtype)
+    attention: str | None = None  # a zoo transformer's attention core: flash or unfused (None: flash)
     # static per-node heterogeneity, turned into compute scales by simcomm.scenario.resolve.node_scales
     straggler_scale: float = 1.0
     straggler_node: int = 0
@@ -101,6 +102,7 @@ class WorkloadSpec:
             get_precision(self.precision)
         if self.wire_dtype is not None:
             check_wire_dtype(self.wire_dtype, "workload.wire_dtype")
+        _need(self.attention in (None, "flash", "unfused"), "attention", self.attention, "one of flash, unfused")
         _need(_is_num(self.straggler_scale) and self.straggler_scale > 0, "straggler_scale", self.straggler_scale,
               "a positive factor")
         _need(_is_num(self.jitter) and self.jitter >= 0, "jitter", self.jitter, "a spread >= 0")

@@ -118,7 +118,8 @@ def regenerate_roofline(out_dir: str | Path | None = None) -> list[dict]:
     return rows
 
 
-def trace_for(model: str, device: str, batch: int | None = None, dtype: str = "fp32") -> tuple[Trace, str]:
+def trace_for(model: str, device: str, batch: int | None = None, dtype: str = "fp32",
+              attention: str | None = None) -> tuple[Trace, str]:
     """The trace for ``model`` on ``device`` and a one-line note saying where it came from.
 
     ``device`` is a trace device (``v100``) or a topology device name
@@ -128,21 +129,26 @@ def trace_for(model: str, device: str, batch: int | None = None, dtype: str = "f
     otherwise the roofline is synthesized with the device's calibrated factors
     for ``dtype`` at ``batch`` (default :data:`DEFAULT_SYNTH_BATCH`).  Unknown
     models, devices or dtypes raise one-line errors naming the choices.
+    ``attention`` (zoo transformers only, None: flash) is stated at the end of a
+    transformer's note.
     """
     from simcomm.traces.devices import DEVICES, device_for_cluster
-    from simcomm.traces.synth import synth_trace
+    from simcomm.traces.synth import check_attention_for, synth_trace
+    from simcomm.traces.zoo.transformer import ATTENTIONS, TRANSFORMERS
 
     dev_name = device if device in DEVICES else device_for_cluster(device)
     dev = DEVICES.get(dev_name)
+    attention = check_attention_for(model, attention)  # before the bundled traces: they are no transformers
     for m, d, b in ROOFLINE_SET:
         name = f"{m}-{d}-roofline"
         if (m, d) == (model, dev_name) and batch in (None, b) and dtype == "fp32" and name in BUNDLED:
             return load_bundled(name), f"trace: bundled {name} ({dev.label}, batch {b}, {_how(dev, dtype)})"
     b = DEFAULT_SYNTH_BATCH if batch is None else batch
-    trace = synth_trace(model, dev, b, dtype)
+    trace = synth_trace(model, dev, b, dtype, attention=attention)
     default = " (default batch)" if batch is None else ""
     how = _how(dev, dtype, model)
-    return trace, f"trace: roofline synthesis of {model} on {dev.label} (batch {b}{default}, {dtype}, {how})"
+    att = f"; attention: {ATTENTIONS[attention or 'flash']}" if model in TRANSFORMERS else ""
+    return trace, f"trace: roofline synthesis of {model} on {dev.label} (batch {b}{default}, {dtype}, {how}){att}"
 
 
 def _how(dev, dtype: str, model: str | None = None) -> str:

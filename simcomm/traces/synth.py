@@ -24,6 +24,12 @@ the GEMMs' FLOPs as s·b·h²).  On the H100 captures (docs/traces.md,
 "Transformer capture") the additive form cut the held-out error across hidden
 sizes 2304–16384 from about 20 % to 2–10 %.  The CNN factors were fitted with
 ``max`` and keep it.
+
+A transformer's attention core is priced as ``attention`` says
+(:data:`~simcomm.traces.zoo.transformer.ATTENTIONS`): ``flash`` (default) or
+``unfused`` (Megatron-LM 2021-22: the whole s×s core and the scores through
+HBM); the option belongs to the zoo's decoder-only transformers, and any other
+model refuses it (:func:`check_attention_for`).
 """
 
 from __future__ import annotations
@@ -32,13 +38,13 @@ from dataclasses import replace
 
 import simcomm
 from simcomm.errors import ConfigError
-from simcomm.traces.zoo.transformer import transformer_meta
+from simcomm.traces.zoo.transformer import TRANSFORMERS, check_attention, transformer_meta
 from simcomm.traces.devices import DeviceSpec, get_device
 from simcomm.traces.io import DTYPE_BYTES, DTYPES
 from simcomm.traces.schema import Layer, Trace
-from simcomm.traces.zoo import LayerSpec, model_spec
+from simcomm.traces.zoo import MODELS, LayerSpec, model_spec
 
-__all__ = ["OPTIMIZER_WORDS", "roofline_time", "synth_layers", "synth_trace"]
+__all__ = ["OPTIMIZER_WORDS", "check_attention_for", "roofline_time", "synth_layers", "synth_trace"]
 
 #: fp32 words read + written per parameter by one optimizer step (param, grad, state buffers)
 OPTIMIZER_WORDS = {"sgd": 5, "adam": 7, "none": 0}
@@ -82,10 +88,30 @@ def synth_layers(specs, batches: list[int], dev: DeviceSpec, dtype: str, optimiz
     return tuple(layers)
 
 
+def check_attention_for(model: str, attention: str | None) -> str | None:
+    """``attention`` checked for ``model``: a choice of ATTENTIONS, and given only for a zoo transformer.
+
+    Any other model (a CNN, or BERT and ViT, whose attention is torch's ``nn.MultiheadAttention`` and is
+    priced as PyTorch runs it) refuses the option in one line rather than ignoring it: a run that says
+    ``unfused`` must have been priced unfused.  ``None`` (not given) passes for every model.
+    """
+    if attention is None:
+        return None
+    check_attention(attention)
+    if model not in TRANSFORMERS:
+        MODELS.get(model)  # an unknown model: the zoo's line listing the models, not this one
+        raise ConfigError(f"attention: {attention!r} prices the zoo's decoder-only transformers only; model "
+                          f"{model!r} is not one (drop attention for it; transformers: simcomm list models)")
+    return attention
+
+
 def synth_trace(model: str, device: str | DeviceSpec, batch: int | list[int] = 64, dtype: str = "fp32",
                 optimizer: str = "sgd", compute_eff: float | None = None,
-                memory_eff: float | None = None) -> Trace:
-    """A ``roofline-synth`` trace of zoo ``model`` on ``device`` (unknown names list the choices)."""
+                memory_eff: float | None = None, attention: str | None = None) -> Trace:
+    """A ``roofline-synth`` trace of zoo ``model`` on ``device`` (unknown names list the choices).
+
+    ``attention`` (transformers only; None: ``flash``) says how the attention core is priced.
+    """
     dev = get_device(device) if isinstance(device, str) else device
     if dtype not in DTYPES:
         raise ConfigError(f"dtype: {dtype!r} is not one of {', '.join(DTYPES)}")
@@ -97,14 +123,16 @@ def synth_trace(model: str, device: str | DeviceSpec, batch: int | list[int] = 6
     for label, eff in (("compute-eff", compute_eff), ("memory-eff", memory_eff)):
         if eff is not None and not 0 < eff <= 1:
             raise ConfigError(f"{label}: must be in (0, 1], got {eff}")
+    attention = check_attention_for(model, attention)
     dev.flops_for(dtype)  # unknown dtype for this device: one clear line before any work
     # the device's factors for this precision (fitted where published throughput exists), unless overridden
     transformer = bool(transformer_meta(model))
     base = dev.efficiency(dtype, "transformer" if transformer else "cnn")
     source = base.source if compute_eff is None and memory_eff is None else "given on the command line"
     dev = replace(dev, compute_eff=compute_eff or base.compute, memory_eff=memory_eff or base.memory, fitted=())
-    spec = model_spec(model)
-    layers = synth_layers(spec.layers, batches, dev, dtype, optimizer, additive=transformer)
+    specs = (replace(TRANSFORMERS[model][0], attention=attention).layer_specs() if attention
+             else model_spec(model).layers)
+    layers = synth_layers(specs, batches, dev, dtype, optimizer, additive=transformer)
     return Trace(
         model=model, batch=batches[0], dtype=dtype, device=dev.name, device_kind=dev.kind,
         method="roofline-synth", layers=layers,
@@ -114,5 +142,5 @@ def synth_trace(model: str, device: str | DeviceSpec, batch: int | list[int] = 6
               "optimizer": optimizer, **({"roofline": "additive"} if transformer else {}),
               "peak_flops": dev.flops_for(dtype), "mem_bw": dev.mem_bw, "launch_s": dev.launch_s,
               "note": "roofline synthesis; iteration_s is the layer sum, not a measurement",
-              **transformer_meta(model)},  # a transformer's shape, for the layouts that shard it
+              **transformer_meta(model, attention or "flash")},  # its shape, for the layouts that shard it
     )

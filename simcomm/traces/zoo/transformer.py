@@ -3,13 +3,16 @@
 Each model is a :class:`TransformerConfig`: the hyper-parameters its paper or
 model card states, and a ``__call__(ops, x)`` architecture written against the
 analytic ops of :mod:`simcomm.traces.zoo.spec`.  A model is ``embed``, then per
-block ``block{i}.attn`` (pre-norm + QKV + FlashAttention-style core + output
-projection) and ``block{i}.mlp`` (pre-norm + MLP) or ``block{i}.moe`` (pre-norm
-+ router + top-k routed experts + shared experts), then ``head`` (final norm,
+block ``block{i}.attn`` (pre-norm + QKV + attention core + output projection)
+and ``block{i}.mlp`` (pre-norm + MLP) or ``block{i}.moe`` (pre-norm + router +
+top-k routed experts + shared experts), then ``head`` (final norm,
 output projection and cross-entropy loss).  Parameter counts are exact for the
 architecture (formula in docs/transformers.md); FLOPs count matrix multiplies
-only (2 per multiply-add), with the causal attention core at half of
-``4 s^2 h``, the convention of FlashAttention's benchmarks.
+only (2 per multiply-add).  The attention core is priced as one of :data:`ATTENTIONS`:
+``flash`` (the default) counts the causal half of ``4 s^2 h``, the convention
+of FlashAttention's benchmarks, with the scores kept on chip; ``unfused``
+(Megatron-LM of 2021-2022) counts the whole ``4 s^2 h`` and moves the scores
+through HBM (:data:`SCORE_ELEMS`).
 
 The dense models also have a torch module for capture, built leaf for leaf
 under the same names by :func:`simcomm.traces.zoo.torchnet.build_transformer`
@@ -25,12 +28,36 @@ from dataclasses import asdict, dataclass, replace
 from simcomm.errors import ConfigError
 from simcomm.traces.zoo.spec import SpecOps
 
-__all__ = ["TransformerConfig", "TRANSFORMERS", "META_KEYS", "transformer_config", "transformer_meta",
-           "transformer_trace", "register"]
+__all__ = ["TransformerConfig", "TRANSFORMERS", "META_KEYS", "ATTENTIONS", "SCORE_ELEMS", "attention_kind",
+           "check_attention", "transformer_config", "transformer_meta", "transformer_trace", "register"]
 
 #: keys of ``trace.meta["transformer"]`` that parallel layouts read (do not rename)
 META_KEYS = ("layers", "hidden", "ffn", "heads", "kv_heads", "vocab", "seq", "experts", "top_k",
              "shared_experts", "tied")
+
+#: how a zoo transformer's attention core is priced -> the words of the trace's ``assumed:`` line
+ATTENTIONS = {
+    "flash": "FlashAttention (causal half of the s×s core, scores stay on chip)",
+    "unfused": "unfused (Megatron-LM 2021-22: full s×s core, scores through HBM: 6.5 two-byte elements per score "
+               "per head, forward)",
+}
+
+#: HBM traffic of the unfused attention scores per head per score element, forward, in two-byte elements:
+#: QK^T writes them, the fused scale-mask-softmax reads and writes them, dropout reads and writes them (and a
+#: one-byte mask, half an element), the attention-over-V GEMM reads them: 1 + 2 + 2.5 + 1
+SCORE_ELEMS = 6.5
+
+
+def check_attention(attention: str) -> str:
+    """``attention`` itself when it is one of :data:`ATTENTIONS`, else one ConfigError line naming them."""
+    if not isinstance(attention, str) or attention not in ATTENTIONS:
+        raise ConfigError(f"attention: {attention!r} is not valid; valid choices: {', '.join(ATTENTIONS)}")
+    return attention
+
+
+def attention_kind(meta: dict) -> str:
+    """``"unfused"`` for a ``trace.meta["transformer"]`` whose ``attention_core`` is ``"full"``, else ``"flash"``."""
+    return "unfused" if (meta or {}).get("attention_core") == "full" else "flash"
 
 
 @dataclass(frozen=True)
@@ -43,7 +70,8 @@ class TransformerConfig:
     have biases; ``positions`` is the length of a learned position table (0 for
     rotary).  MoE: ``experts`` routed experts of FFN size ``ffn``, ``top_k`` of
     them per token, ``shared_experts`` always-on experts of the same size, and
-    the first ``first_dense`` blocks dense with FFN ``dense_ffn``.
+    the first ``first_dense`` blocks dense with FFN ``dense_ffn``.  ``attention``: one of
+    :data:`ATTENTIONS` (how the attention core is priced; not a property of the published model).
     """
 
     name: str
@@ -64,10 +92,12 @@ class TransformerConfig:
     shared_experts: int = 0
     first_dense: int = 0
     dense_ffn: int = 0
+    attention: str = "flash"
 
     def __post_init__(self):
         if self.hidden % self.heads or self.heads % self.kv_heads:
             raise ValueError(f"{self.name}: heads must divide hidden and kv_heads must divide heads")
+        check_attention(self.attention)
 
     # -- parameter counts ----------------------------------------------------
     @property
@@ -117,19 +147,30 @@ class TransformerConfig:
         return self.params - idle
 
     def meta(self) -> dict:
-        """The ``trace.meta["transformer"]`` dict: :data:`META_KEYS` first, then the other fields."""
+        """The ``trace.meta["transformer"]`` dict: :data:`META_KEYS` first, then the other fields.
+
+        The attention is stated as ``attention_core = "full"`` for ``unfused`` (what
+        :func:`simcomm.strategies.megatron.core_share` reads) and left out for ``flash``, so a
+        FlashAttention trace's meta is what it was before the option existed.
+        """
         d = asdict(self)
         d.pop("name")
-        return {**{k: d.pop(k) for k in META_KEYS}, **d}
+        full = d.pop("attention") == "unfused"
+        return {**{k: d.pop(k) for k in META_KEYS}, **d, **({"attention_core": "full"} if full else {})}
 
     # -- FLOPs and bytes per sample (forward) ----------------------------------
     def _attn_leaf(self, ops, name, x):
         s, h = self.seq, self.hidden
         q, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim
         gemm = 2 * s * (h * (q + 2 * kv) + q * h)
-        core = 4 * s * s * q / 2  # QK^T and PV; causal: half the score matrix is computed
+        unfused = self.attention == "unfused"
+        # QK^T and PV: FlashAttention with a causal mask computes half the score matrix, Megatron-LM's
+        # unfused attention of 2021-2022 all of it (the mask is applied after the GEMM)
+        core = 4 * s * s * q / (1 if unfused else 2)
         # every activation written once and read once; FlashAttention never materialises the s x s scores
         mem = s * (h + 2 * h + 2 * (q + 2 * kv) + 2 * q + h + 3 * h)  # in, norm, qkv, attn out, proj out, residual
+        if unfused:
+            mem += SCORE_ELEMS * self.heads * s * s  # the scores through HBM, per head (SCORE_ELEMS)
         # Korthikanti et al. 2022: attention keeps 11sbh + 5as^2b bytes, its LayerNorm 2sbh (fp16); as 2-byte
         # elements besides the output, with the two dropout masks (sbh + as^2 bytes) as one-byte masks
         saved = 5 * s * h + 2 * self.heads * s * s
@@ -154,6 +195,12 @@ class TransformerConfig:
         mem = s * (h + 2 * h + 2 * up * inner + 2 * inner + h + 3 * h) + dispatch
         # Korthikanti et al. 2022: MLP keeps 19sbh, its LayerNorm 2sbh (the dropout mask sbh as one byte)
         return ops._leaf(name, kind, self.mlp_params(i), x, (s, h), flops, mem=mem, saved=9 * s * h, masks=s * h)
+
+    def layer_specs(self) -> tuple:
+        """The analytic :class:`~simcomm.traces.zoo.spec.LayerSpec` list of one sequence (what synthesis prices)."""
+        ops = SpecOps()
+        self(ops, (self.seq,))
+        return tuple(ops.layers)
 
     def __call__(self, ops, x):
         """The analytic architecture (torch modules come from ``torchnet.build_transformer``, not from here)."""
@@ -266,9 +313,11 @@ def transformer_config(name: str) -> TransformerConfig:
     return TRANSFORMERS[name][0]
 
 
-def transformer_meta(model: str) -> dict:
+def transformer_meta(model: str, attention: str = "flash") -> dict:
     """``{"transformer": {...}}`` for a zoo transformer, ``{}`` for any other model (for trace meta)."""
-    return {"transformer": TRANSFORMERS[model][0].meta()} if model in TRANSFORMERS else {}
+    if model not in TRANSFORMERS:
+        return {}
+    return {"transformer": replace(TRANSFORMERS[model][0], attention=attention).meta()}
 
 
 #: fp8 dense tensor peaks of devices that have fp8 tensor cores (NVIDIA H100 SXM5 datasheet: 3958 TFLOPS with
@@ -276,11 +325,12 @@ def transformer_meta(model: str) -> dict:
 FP8_PEAKS = {"h100": 1978.9e12, "h200": 1978.9e12}
 
 
-def transformer_trace(model: str, device, batch: int = 1, dtype: str = "bf16", optimizer: str = "adam"):
+def transformer_trace(model: str, device, batch: int = 1, dtype: str = "bf16", optimizer: str = "adam",
+                      attention: str = "flash"):
     """A roofline trace of a zoo transformer with ``meta["transformer"]`` (``dtype``: bf16, fp16, fp32 or fp8).
 
     ``device`` is a trace device name or a :class:`~simcomm.traces.devices.DeviceSpec`; ``batch`` counts
-    sequences of the model's ``seq`` tokens.
+    sequences of the model's ``seq`` tokens; ``attention`` is one of :data:`ATTENTIONS`.
 
     ``fp8`` follows Transformer Engine: GEMM inputs are cast to fp8, so every
     matrix multiply runs at the device's fp8 peak (with its bf16 efficiency
@@ -303,6 +353,6 @@ def transformer_trace(model: str, device, batch: int = 1, dtype: str = "bf16", o
         # the bf16 path with the bf16 GEMM peak replaced by the fp8 one; the bf16 efficiency factors are kept
         dev = replace(dev, peak_flops={**dev.peak_flops, "bf16": fp8})
         dtype = "bf16"
-    trace = synth_trace(model, dev, batch, dtype, optimizer)
-    meta = {**trace.meta, **transformer_meta(model), "compute_dtype": compute}
+    trace = synth_trace(model, dev, batch, dtype, optimizer, attention=attention)
+    meta = {**trace.meta, **transformer_meta(model, attention), "compute_dtype": compute}
     return replace(trace, meta=meta)
