@@ -106,6 +106,9 @@ class IterationInfo:
     critical rank and per-rank means are taken over them.  None: every rank.
     ``samples``: samples one iteration trains when the strategy sets its own global batch
     (a large-model layout); None: the workload's per-rank batch × ranks.
+    ``traffic_weights``: ``(stream, weight)`` pairs: the link bytes of that stream's ops count
+    ``weight`` times (a plan that simulates one of several identical replicas counts their
+    traffic with it; engine option ``traffic_weights``).
     """
 
     kind: str = "every iteration"
@@ -115,6 +118,7 @@ class IterationInfo:
     assumed: tuple[str, ...] = ()
     measured_ranks: tuple[int, ...] | None = None
     samples: int | None = None
+    traffic_weights: tuple[tuple[str, float], ...] = ()
 
     def with_assumed(self, *lines: str) -> IterationInfo:
         return replace(self, assumed=tuple(self.assumed) + tuple(lines))
@@ -325,8 +329,10 @@ class PlanBuilder:
     def build(self, *, kind: str = "every iteration", period: tuple[int, int] | None = None,
               period_ranks: Mapping[int, tuple[int, int]] | None = None, iterations_in_plan: int = 1,
               assumed: tuple[str, ...] = (), measured_ranks: Sequence[int] | None = None,
-              samples: int | None = None, **meta) -> CommPlan:
+              samples: int | None = None, traffic_weights: Mapping[str, float] | None = None,
+              **meta) -> CommPlan:
         """The plan: the iteration protocol as typed fields, anything else as diagnostics in ``meta``."""
         info = IterationInfo(kind, period, period_ranks, iterations_in_plan, tuple(assumed),
-                             None if measured_ranks is None else tuple(measured_ranks), samples)
+                             None if measured_ranks is None else tuple(measured_ranks), samples,
+                             tuple(sorted((traffic_weights or {}).items())))
         return CommPlan(self.n_ranks, tuple(self._ops), dict(meta), info).validate()

@@ -8,7 +8,7 @@ default the user did not choose is returned in ``Result.assumed``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from simcomm.engine.schedule import Runtime
@@ -366,7 +366,8 @@ def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: boo
                               "simulates one data-parallel replica for all; use --opt replicas=all (or auto)")
         if jitter:
             run_plan, copies = jit.chain(plan, jit.draw(jitter, jit.ITERATIONS, plan.n_ranks, (seed, n_kind)))
-        tl = engine.simulate(run_plan, topo, fidelity=fidelity, seed=seed, options=opts)
+        run_opts = replace(opts, traffic_weights=plan.info.traffic_weights) if plan.info.traffic_weights else opts
+        tl = engine.simulate(run_plan, topo, fidelity=fidelity, seed=seed, options=run_opts)
         if merged is not None:
             merged.append(int(tl.meta.get("merged_flows", 0)))
         if ran is not None:

@@ -80,8 +80,9 @@ class AnalyticPricer:
             self._pairs[(op.src, op.dst)] = hit
         latency, bottleneck, fams = hit
         if ctx.link_bytes and len(ctx.families):  # as RoutedStep.family_bytes: n once per link crossed
-            ctx.family_bytes += np.bincount(fams, weights=np.full(len(fams), float(op.nbytes)),
-                                            minlength=len(ctx.families))
+            w = ctx.weights.get(op.stream) if ctx.weights else None
+            nb = float(op.nbytes if w is None else op.nbytes * w)
+            ctx.family_bytes += np.bincount(fams, weights=np.full(len(fams), nb), minlength=len(ctx.families))
         return latency + op.nbytes / bottleneck
 
     def collective_seconds(self, op, prep) -> float:
@@ -93,7 +94,8 @@ class AnalyticPricer:
             self._cache[key] = hit
         seconds, fam_bytes = hit
         if fam_bytes is not None:
-            self.ctx.family_bytes += fam_bytes
+            w = self.ctx.weights.get(op.stream) if self.ctx.weights else None
+            self.ctx.family_bytes += fam_bytes if w is None else w * fam_bytes
         return seconds
 
     def transfer(self, op):

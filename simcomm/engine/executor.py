@@ -56,10 +56,11 @@ class Context:
 
     def __init__(self, env: simpy.Environment, topology: Topology, *, coalesce: bool, ppn: int | None,
                  incremental: bool = True, record_usage: bool = False, resolution: float = 0.0,
-                 link_bytes: bool = True, scalar: bool = True):
+                 link_bytes: bool = True, scalar: bool = True, traffic_weights: tuple = ()):
         self.env = env
         self.scalar = scalar  # False: the fluid core keeps numpy arrays even for few flows (reference)
         self.link_bytes = link_bytes  # False: bytes per link family are not counted
+        self.weights: dict[str, float] = dict(traffic_weights)  # stream -> times its bytes count (default once)
         self.resolution = resolution
         self.record_usage = record_usage
         self.topology = topology
@@ -78,9 +79,11 @@ class Context:
         self.per_link: np.ndarray | None = None
         self.stats: dict[str, int] = defaultdict(int)
 
-    def count_bytes(self, routed, repeats: int) -> None:
+    def count_bytes(self, routed, repeats: int, weight: float | None = None) -> None:
+        """Add one op's bytes per family (``weight`` times, when its stream has one) and per link (once)."""
         if self.link_bytes and len(routed) and len(self.families):
-            self.family_bytes += repeats * routed.family_bytes(self.family_of_link, len(self.families))
+            times = repeats if weight is None else repeats * weight
+            self.family_bytes += times * routed.family_bytes(self.family_of_link, len(self.families))
             if self.per_link is not None:  # only when the busiest individual links are asked for
                 np.add.at(self.per_link, routed.links, repeats * np.repeat(routed.nbytes, routed.route_len))
 
@@ -124,7 +127,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     env = Environment()
     ctx = Context(env, topology, coalesce=opts.coalesce, ppn=opts.ppn, incremental=opts.incremental,
                   record_usage=opts.record_link_usage, resolution=float(opts.resolution),
-                  link_bytes=opts.link_bytes, scalar=opts.scalar)
+                  link_bytes=opts.link_bytes, scalar=opts.scalar, traffic_weights=opts.traffic_weights)
     if opts.busiest_links:
         ctx.per_link = np.zeros(len(topology.link_names))
     flow_pricer = analytic_pricer = None
@@ -434,6 +437,7 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
     pairs: dict = {}  # (src, dst) -> (route latency, route as a tuple, bytes per family of one byte)
     fam_of_link, n_fam = ctx.family_of_link, len(ctx.families)
     count_fam = ctx.link_bytes
+    weights = ctx.weights  # (FlowPricer.transfer's traffic weight per stream)
     urgent, normal, late = simpy.events.URGENT, simpy.events.NORMAL, simpy.events.NORMAL + 1
     INIT, TIMER, DONE, GOT, KICK = range(5)
     n = len(ops)
@@ -487,8 +491,9 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
                 latency, route, fam = hit
                 nbytes = op.nbytes
                 if count_fam:  # ctx.family_bytes += nbytes * fam, element by element in Python floats
+                    counted = nbytes if not weights or op.stream not in weights else nbytes * weights[op.stream]
                     for f, x in fam:
-                        fbytes[f] += nbytes * x
+                        fbytes[f] += counted * x
                 # LiveNetwork.add: the batch, then the late kick (once per instant; at now + 0.0 = now)
                 batch_of[add_message(float(nbytes), now + latency, route)] = s
                 if not kicked:

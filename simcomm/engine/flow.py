@@ -127,7 +127,7 @@ class FlowPricer:
         if self._moved is not None:  # comm_cpu follows each rank's bytes: the general step path
             group = np.array([op.src, op.dst], dtype=np.int64)
             routed = route_step(ctx.topology, group, Step.make([0], [1], op.nbytes), ctx.gamma)
-            ctx.count_bytes(routed, 1)
+            ctx.count_bytes(routed, 1, ctx.weights.get(op.stream))
             self._used = True
             yield from self._run_step(routed)
             return
@@ -142,7 +142,8 @@ class FlowPricer:
             self._pairs[(op.src, op.dst)] = hit
         latency, route_len, links, fam = hit
         if fam is not None and ctx.link_bytes:
-            ctx.family_bytes += op.nbytes * fam
+            w = ctx.weights.get(op.stream) if ctx.weights else None
+            ctx.family_bytes += (op.nbytes if w is None else op.nbytes * w) * fam
         ctx.stats["steps_simulated"] += 1
         self._used = True
         fin = yield self.net.add(np.array([float(op.nbytes)]), np.array([self.env.now + latency]), route_len, links)
@@ -152,11 +153,12 @@ class FlowPricer:
     def collective(self, op, prep):
         ctx = self.ctx
         self._used = True
+        w = ctx.weights.get(op.stream) if ctx.weights else None
         for routed, skey, held, fbytes in self._steps(op, prep):
             if fbytes is not None:
-                ctx.family_bytes += routed.repeat * fbytes
+                ctx.family_bytes += (routed.repeat if w is None else routed.repeat * w) * fbytes
             elif ctx.link_bytes:
-                ctx.count_bytes(routed, routed.repeat)
+                ctx.count_bytes(routed, routed.repeat, w)
             left = routed.repeat
             period = profile = None
             while left > 0:

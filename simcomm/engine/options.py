@@ -44,6 +44,9 @@ class EngineOptions:
     ``busiest_links``: report this many directed links that were busiest, i.e. longest at full rate
     (``meta["busiest_links"]``: ``(from, to, link class, bytes, bytes / capacity in seconds)``; 0: none,
     and no per-link counting).
+    ``traffic_weights``: ``(stream, weight)`` pairs: the bytes per link family of ops on that stream
+    count ``weight`` times (a plan that simulates one replica for several counts their traffic; the
+    busiest-links list counts the simulated links only).  Empty: every op once.
     """
 
     coalesce: bool = True
@@ -56,6 +59,7 @@ class EngineOptions:
     link_bytes: bool = True
     scalar: bool = True
     busiest_links: int = 0
+    traffic_weights: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("coalesce", "incremental", "record_link_usage", "link_bytes", "scalar"):
@@ -73,6 +77,12 @@ class EngineOptions:
         n = self.busiest_links
         if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 1000:
             raise ConfigError(f"busiest_links: {n!r} must be an integer in [0, 1000]")
+        for item in self.traffic_weights:
+            ok = (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)
+                  and isinstance(item[1], (int, float)) and not isinstance(item[1], bool)
+                  and math.isfinite(item[1]) and item[1] > 0)
+            if not ok:
+                raise ConfigError(f"traffic_weights: {item!r} must be a (stream, positive finite weight) pair")
         if self.runtime is not None and not isinstance(self.runtime, Runtime):
             raise ConfigError(f"runtime: {self.runtime!r} must be a simcomm.engine.schedule.Runtime")
 

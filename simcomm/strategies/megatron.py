@@ -847,13 +847,16 @@ class _Emitter:
                 f"replicas 0-{self.live - 1}'s (whole expert-parallel groups and context-parallel rings)"
             assumed += (f"data-parallel replicas identical: simulating {which} compute, tensor and pipeline "
                         f"traffic; data-parallel collectives span all {lay.dp} replicas (times from the simulated "
-                        "ranks; link traffic counts only their tensor and pipeline bytes; --opt replicas=all "
-                        "simulates every replica)",)
+                        f"ranks; link traffic per link class counts their tensor, context, expert and pipeline "
+                        f"bytes {lay.dp // self.live} times, once per replica they stand for; the busiest links "
+                        "are the simulated ones; --opt replicas=all simulates every replica)",)
             if self.fold_lanes:
                 assumed += (f"tensor-parallel ranks identical: one compute per group of {lay.tp}, started when "
                             "every rank's input has arrived (their collectives and sends stay per rank)",)
+        # the folded replicas' own traffic (theirs is the simulated replicas', on like links of a symmetric fabric)
+        weights = {s: lay.dp / self.live for s in ("tp", "cp", "ep", "pp")} if self.live < lay.dp else None
         return self.b.build(kind="every iteration", assumed=assumed, strategy="megatron", measured_ranks=measured,
-                            samples=sz.global_batch,
+                            samples=sz.global_batch, traffic_weights=weights,
                             layout={"tp": lay.tp, "pp": lay.pp, "dp": lay.data, "ep": lay.ep,
                                     "virtual": lay.virtual, "cp": lay.cp},
                             microbatch=sz.microbatch, microbatches=sz.microbatches, global_batch=sz.global_batch,

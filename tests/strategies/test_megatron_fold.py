@@ -73,9 +73,21 @@ def test_folded_plan_times_exactly_like_the_full_one(n, opts, trace):
     full = plan_of(n, {**opts, "replicas": "all"}, trace)
     one = plan_of(n, {**opts, "replicas": "one"}, trace)
     topo = full_mesh(n, LINK)
+    weights = one.info.traffic_weights
+    assert weights and {s for s, _ in weights} == {"cp", "ep", "pp", "tp"}
     for fidelity in ("flow", "analytic"):
-        a, b = engine.simulate(full, topo, fidelity=fidelity), engine.simulate(one, topo, fidelity=fidelity)
+        a = engine.simulate(full, topo, fidelity=fidelity)
+        b = engine.simulate(one, topo, fidelity=fidelity, traffic_weights=weights)
         assert b.makespan == a.makespan, fidelity
+        # the folded replicas' tensor, context, expert and pipeline bytes are counted with the simulated ones
+        assert b.link_class_bytes.keys() == a.link_class_bytes.keys()
+        for fam, x in a.link_class_bytes.items():
+            assert b.link_class_bytes[fam] == pytest.approx(x, rel=1e-12), (fidelity, fam)
+        unweighted = engine.simulate(one, topo, fidelity=fidelity)
+        assert unweighted.makespan == b.makespan
+        moved = any(op.stream in ("tp", "cp", "ep", "pp") and not isinstance(op, Compute) for op in one.ops)
+        if moved:  # without the weights only the simulated replicas' own traffic is counted
+            assert sum(unweighted.link_class_bytes.values()) < sum(a.link_class_bytes.values())
         wa, wb = iteration_time(full, a)[1], iteration_time(one, b)[1]
         assert breakdown(one, b, n, wb) == breakdown(full, a, n, wa)
         streams = CLS.comm_streams
@@ -205,3 +217,28 @@ def test_compute_jitter_simulates_every_replica(cli, tmp_path, monkeypatch):
     assert "replicas identical" not in out
     rc, out, err = cli(*args, "--opt", "replicas=one")
     assert rc == 2 and err.count("\n") == 1 and "compute jitter); valid choices: auto, all" in err
+
+
+def test_a_folded_run_reports_every_replica_s_link_traffic(tmp_path, monkeypatch):
+    """Through the pipeline on a DGX A100 cluster: the folded plan's traffic weights reach the engine, so the
+    bytes per link class equal the full plan's (its tensor and pipeline bytes counted once per replica)."""
+    from simcomm.pipeline import simulate
+    from simcomm.scenario import from_flat
+    from simcomm.strategies import megatron
+
+    monkeypatch.setattr(megatron, "FOLD_ABOVE", 0)
+    path = save_trace(tiny(), tmp_path / "tiny.json")
+    base = {"trace": str(path), "strategy": "megatron", "tp": 2, "pp": 2, "microbatches": 2,
+            "cluster": "dgx-a100-hdr", "nodes": 2, "gpus_per_node": 8, "batch": 2}
+    folded = simulate(from_flat({**base, "replicas": "auto"}), baseline=False)
+    full = simulate(from_flat({**base, "replicas": "all"}), baseline=False)
+    assert any(a.startswith("data-parallel replicas identical") for a in folded.assumed)
+    assert folded.link_bytes.keys() == full.link_bytes.keys() and len(full.link_bytes) >= 2
+    for fam, x in full.link_bytes.items():
+        assert folded.link_bytes[fam] == pytest.approx(x, rel=1e-12), fam
+
+
+def test_traffic_weights_are_checked():
+    with pytest.raises(ConfigError, match=r"traffic_weights: \('tp', -1\.0\) must be a \(stream, positive finite "
+                                          r"weight\) pair"):
+        engine.EngineOptions(traffic_weights=(("tp", -1.0),))
