@@ -65,15 +65,24 @@ def run_compare(base: Scenario, strategies: list[str], nodes: list[int], progres
     out = []
     for n in nodes:
         ctx.cluster(n, 0)
-        ref, ref_samples = None, 0
+        ref, ref_samples, misfit = None, 0, None
         if ref_spec is not None:
             name, opts, _ = ref_spec
-            res = simulate(replace(base, strategy=name, nodes=n, options=opts), ctx=ctx, baseline=False,
-                           analytic=False)
-            if res.not_applicable:
+            try:
+                res = simulate(replace(base, strategy=name, nodes=n, options=opts), ctx=ctx, baseline=False,
+                               analytic=False)
+            except ConfigError as exc:
+                if not str(exc).startswith("memory: "):
+                    raise
+                # (large-model layouts beside plain data parallelism, which holds the whole model per GPU)
+                misfit = (f"baseline {name} does not fit in GPU memory at {n} nodes ({str(exc)[8:]}): no speedups "
+                          "at this size (--baseline to choose another)")
+                res = None
+            if res is not None and res.not_applicable:
                 raise ConfigError(f"baseline: {name!r} does not apply at {n} nodes ({res.not_applicable}); choose "
                                   "another with --baseline, or --baseline none")
-            ref, ref_samples = res.mean_s, res.global_batch
+            if res is not None:
+                ref, ref_samples = res.mean_s, res.global_batch
         for spec in strategies:
             name, variant = split_variant(spec)
             opts = {**_own_options(base, name), **variant}  # a variant's own options win over --opt
@@ -90,6 +99,8 @@ def run_compare(base: Scenario, strategies: list[str], nodes: list[int], progres
                 # per sample when a layout trains its own global batch (time ratio otherwise)
                 res = replace(res, baseline_s=ref, speedup=per_sample_speedup(ref, ref_samples, res.mean_s,
                                                                               res.global_batch), baseline=desc)
+            if misfit:
+                res = replace(res, assumed=tuple(res.assumed) + (misfit,))
             out.append(res)
             if progress is not None:
                 progress()

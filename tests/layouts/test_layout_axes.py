@@ -104,3 +104,25 @@ def test_compare_of_plain_strategies_keeps_its_columns(cli):
     """Strategies that do not split their exposed time add no columns (older outputs unchanged)."""
     rc, out, _ = cli(["compare", "--strategies", "allreduce", "--nodes", "2", "--fidelity", "analytic", "--csv"])
     assert rc == 0 and out.splitlines()[0] == "strategy,nodes,ranks,mean_s,speedup,baseline,not_applicable"
+
+
+def test_compare_goes_on_without_a_baseline_that_cannot_fit(cli):
+    """Plain data parallelism holds llama3-8b whole with 64 sequences of 8 192 tokens: far over 80 GB.  The
+    layouts are still compared (no speedups at that size), and the assumed line says why; an explicit
+    --baseline that fits gives speedups again."""
+    args = ["compare", "--strategies", "megatron:tp=8,microbatch=1 megatron:tp=4,pp=2,microbatch=1,recompute=full", "--model",
+            "llama3-8b", "--cluster", "dgx-h100-ndr", "--nodes", "1", "--precision", "bf16", "--opt",
+            "global_batch=8", "--fidelity", "analytic"]
+    rc, out, err = cli([*args, "--json"])
+    assert rc == 0, err
+    rows = json.loads(out)
+    assert [r["speedup"] for r in rows] == [None, None] and all(r["mean_s"] > 0 for r in rows)
+    rc, table, err = cli([*args, "--quiet"])
+    assert rc == 0, err
+    flat = " ".join(table.split())
+    assert "assumed: baseline allreduce does not fit in GPU memory at 1 nodes (llama3-8b at batch 64" in flat
+    assert "no speedups at this size (--baseline to choose another)" in flat
+    rc, out, err = cli([*args, "--baseline", "megatron:tp=8,microbatch=1,global_batch=8", "--json"])
+    assert rc == 0, err
+    speedups = [r["speedup"] for r in json.loads(out)]
+    assert speedups[0] == pytest.approx(1.0) and 0 < speedups[1] < 1
