@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from simcomm.errors import ConfigError, PlanError
+from simcomm.errors import ConfigError, DoesNotFitError, PlanError
 from simcomm.result import Result
 from simcomm.scenario import Scenario
 from simcomm.units import format_time
@@ -71,11 +71,9 @@ def run_compare(base: Scenario, strategies: list[str], nodes: list[int], progres
             try:
                 res = simulate(replace(base, strategy=name, nodes=n, options=opts), ctx=ctx, baseline=False,
                                analytic=False)
-            except ConfigError as exc:
-                if not str(exc).startswith("memory: "):
-                    raise
+            except DoesNotFitError as exc:
                 # (large-model layouts beside plain data parallelism, which holds the whole model per GPU)
-                misfit = (f"baseline {name} does not fit in GPU memory at {n} nodes ({str(exc)[8:]}): no speedups "
+                misfit = (f"baseline {name} does not fit in GPU memory at {n} nodes ({exc.why}): no speedups "
                           "at this size (--baseline to choose another)")
                 res = None
             if res is not None and res.not_applicable:

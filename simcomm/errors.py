@@ -13,6 +13,7 @@ from collections.abc import Iterable
 __all__ = [
     "SimcommError",
     "ConfigError",
+    "DoesNotFitError",
     "UnitError",
     "UnknownNameError",
     "TopologyError",
@@ -27,6 +28,19 @@ class SimcommError(Exception):
 
 class ConfigError(SimcommError):
     """A value given by the user (flag, TOML key, option) is invalid."""
+
+
+class DoesNotFitError(ConfigError):
+    """A setting's state would not fit in the device's memory (``memory: ...``, with the numbers).
+
+    Its own class so that a run that can go on without that setting (a comparison whose default
+    baseline does not fit) tells it apart from other configuration errors.
+    """
+
+    @property
+    def why(self) -> str:
+        """The message without its ``memory:`` field name."""
+        return str(self).removeprefix("memory: ")
 
 
 class UnitError(ConfigError):

@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from simcomm.errors import ConfigError
+from simcomm.errors import ConfigError, DoesNotFitError
 from simcomm.units import format_size
 
 __all__ = ["CONTEXT_BYTES", "OPTIMIZER_STATE_BYTES", "DTYPE_BYTES", "MemoryEstimate", "estimate", "check_fits"]
@@ -164,6 +164,6 @@ def check_fits(estimate: MemoryEstimate, device_memory_bytes: float, what: str) 
     if device_memory_bytes <= 0:
         raise ConfigError(f"device memory: must be > 0 bytes, got {device_memory_bytes}")
     if estimate.total > device_memory_bytes:
-        raise ConfigError(f"memory: {estimate.model} at batch {estimate.batch} ({estimate.dtype}, "
+        raise DoesNotFitError(f"memory: {estimate.model} at batch {estimate.batch} ({estimate.dtype}, "
                           f"{estimate.optimizer}) needs {format_size(estimate.total)} per GPU "
                           f"({estimate.breakdown()}) but {what} has {format_size(device_memory_bytes)}")

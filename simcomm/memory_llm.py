@@ -55,7 +55,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-from simcomm.errors import ConfigError
+from simcomm.errors import ConfigError, DoesNotFitError
 from simcomm.units import format_size
 
 __all__ = ["RECOMPUTE", "SCHEDULES", "STATE_BYTES", "LLMMemory", "state_bytes_per_param", "zero_state_bytes", "layer_activation_bytes",
@@ -305,5 +305,5 @@ def check_fits(mem: LLMMemory, device, reserve_bytes: int = 0) -> None:
     need = mem.total + reserve_bytes
     if need > capacity:
         extra = f", reserve {format_size(reserve_bytes)}" if reserve_bytes else ""
-        raise ConfigError(f"memory: {mem.model} with {mem.layout} needs {format_size(need)} per GPU on pipeline "
+        raise DoesNotFitError(f"memory: {mem.model} with {mem.layout} needs {format_size(need)} per GPU on pipeline "
                           f"stage {mem.stage} ({mem.breakdown()}{extra}) but {what} has {format_size(capacity)}")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from simcomm.engine.schedule import Runtime
-from simcomm.errors import ConfigError, SimcommError
+from simcomm.errors import ConfigError, DoesNotFitError, SimcommError
 from simcomm.gcpause import gc_paused
 from simcomm.result import Breakdown, IterationKind, Result, breakdown, exposed_by, iteration_time
 from simcomm.scenario import Scenario, node_scales
@@ -471,8 +471,8 @@ def _baseline_misfit(ref, strategy, w, trace, ctx, cluster: str) -> str | None:
     try:
         if ref.memory(w, ctx.device()) is None:
             memory_check(trace, w.batch, ctx.device(), cluster, [])
-    except ConfigError as exc:
-        return str(exc).removeprefix("memory: ")
+    except DoesNotFitError as exc:
+        return exc.why
     return None
 
 

@@ -1,6 +1,16 @@
 """Shared test fixtures."""
 
+import os
+
 import pytest
+
+
+@pytest.fixture
+def factories_importable(monkeypatch):
+    """The repository root on ``sys.path`` (capture loads model factories as ``tests.<dir>.<module>``),
+    and no progress bars in captured output."""
+    monkeypatch.syspath_prepend(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    monkeypatch.setenv("SIMCOMM_NO_PROGRESS", "1")
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from simcomm.ops import PlanBuilder
 
-__all__ = ["coo", "flat", "flow_instances", "gossip_plan"]
+__all__ = ["coo", "fifo_server_plan", "flat", "flow_instances", "gossip_plan"]
 
 
 def coo(routes):
@@ -51,3 +51,23 @@ def gossip_plan(n: int, seed: int, *, stagger: float, per_rank: int, sizes, ring
     if ring_bytes is not None:
         b.collective("allreduce", range(n), ring_bytes, algorithm="ring")
     return b.build()
+
+
+def fifo_server_plan(n_ranks: int, tensors: int, *, compute: float, nbytes: float, update: float):
+    """A parameter server with FIFO queues on rank 0: each worker computes ``compute`` x (t + 1) seconds
+    and pushes ``nbytes`` x (t + 1) bytes for tensor t, one message at a time into rank 0; rank 0
+    updates each tensor (``update`` seconds) and pulls it back to every worker, one at a time."""
+    b = PlanBuilder(n_ranks)
+    last_in = None
+    ups = []
+    for t in range(tensors):
+        for r in range(1, n_ranks):
+            c = b.compute(r, compute * (t + 1))
+            last_in = b.transfer(r, 0, nbytes * (t + 1), after=[c] + ([last_in] if last_in is not None else []),
+                                 stream="push")
+        ups.append(b.compute(0, update, after=[last_in], stream="server"))
+    for t, u in enumerate(ups):
+        for r in range(1, n_ranks):
+            b.transfer(0, r, nbytes * (t + 1), after=[u], stream="pull")
+    return b.build()
+

@@ -9,31 +9,14 @@
 # built on the GPU; peak memory 42, 54 and 33 GiB); results in docs/traces.md, "Transformer capture".
 # Writes under $OUT (6 files): log.txt, megatron-1.7b-b4-bf16-capture.json, gpt3-1.3b-b8-bf16-capture.json,
 # llama3-8b-2layers-b1-bf16-capture.json, compare.json, compare.md.
-set -u -o pipefail
-OUT=${OUT:-out/llm}
-mkdir -p "$OUT"
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 SIMCOMM_NO_PROGRESS=1
-PY=${PYTHON:-python3}
-H=benchmarks/gpu/capture_llm.py
-if [ "${DRY:-0}" = 1 ]; then
-  DEV=cpu; BM=1; BG=1; IT="--iters 1 --warmup 0"; SMALL="--seq 32 --shrink"
-else
-  DEV=${DEV:-cuda:0}; BM=4; BG=8; IT="--iters 20 --warmup 5"; SMALL=""
-fi
-
-cap() {  # cap OUTFILE ARGS...: one capture through capture_llm.py, timed
-  local out=$1; shift
-  echo "+ capture_llm.py capture $* --out $out"
-  local t0=$SECONDS
-  $PY $H capture "$@" --device $DEV --autocast bf16 $IT $SMALL --out "$out" || echo "  capture FAILED (status $?)"
-  echo "  ($((SECONDS - t0)) s)"
-}
+OUT=${OUT:-out/llm} ITERS=20 WARMUP=5
+. benchmarks/gpu/_llm_capture.sh
+if [ "${DRY:-0}" = 1 ]; then BM=1; BG=1; else BM=4; BG=8; fi
 
 {
   date -u
   echo "== 1. machine and versions"
-  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,power.limit --format=csv || echo "no nvidia-smi"
-  $PY -c "import torch, platform; print('python', platform.python_version(), 'torch', torch.__version__, 'cuda', torch.version.cuda)"
+  machine
   SECONDS=0
   echo "== 2. per-layer captures (bf16 autocast, Adam, CUDA events in forward/backward hooks)"
   cap "$OUT/megatron-1.7b-b4-bf16-capture.json" --model megatron-1.7b --batch $BM

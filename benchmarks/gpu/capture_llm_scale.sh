@@ -3,28 +3,11 @@
 # Megatron-LM SC'21 GPT configurations on one GPU (bf16 autocast), compared with the roofline per leaf kind.
 # Run from the repository root:  OUT=out/llm-scale bash benchmarks/gpu/capture_llm_scale.sh   (DRY=1: CPU, shrunk)
 # Writes under $OUT: log.txt, compare.json, compare.md and one capture JSON per row (5 files).
-set -u -o pipefail
-OUT=${OUT:-out/llm-scale}
-mkdir -p "$OUT"
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 SIMCOMM_NO_PROGRESS=1
-PY=${PYTHON:-python3}
-H=benchmarks/gpu/capture_llm.py
-if [ "${DRY:-0}" = 1 ]; then
-  DEV=cpu; IT="--iters 1 --warmup 0"; SMALL="--seq 32 --shrink"
-else
-  DEV=${DEV:-cuda:0}; IT="--iters 10 --warmup 3"; SMALL=""
-fi
-cap() {
-  local out=$1; shift
-  echo "+ capture_llm.py capture $* --out $out"
-  local t0=$SECONDS
-  $PY $H capture "$@" --device $DEV --autocast bf16 $IT $SMALL --out "$out" || echo "  capture FAILED (status $?)"
-  echo "  ($((SECONDS - t0)) s)"
-}
+OUT=${OUT:-out/llm-scale} ITERS=10 WARMUP=3
+. benchmarks/gpu/_llm_capture.sh
 {
   date -u
-  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,power.limit --format=csv || echo "no nvidia-smi"
-  $PY -c "import torch, platform; print('python', platform.python_version(), 'torch', torch.__version__, 'cuda', torch.version.cuda)"
+  machine
   SECONDS=0
   # hidden 2304 at micro-batch 1 (the fit row was batch 4); hidden 6144, 12288, 16384 as layer subsets
   cap "$OUT/megatron-1.7b-b1-bf16-capture.json" --model megatron-1.7b --batch 1

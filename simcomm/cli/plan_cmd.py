@@ -300,8 +300,9 @@ def plan_command(
         if png is not None:
             sweep = _pareto_points(cfg, base, nodes, global_batch, space, dtype, bar, n_gpus, ranked[0])
     assumed = _assumed(ctx, cfg, space, n_gpus, nodes, precision, n_enum, n_fit, dev, k, fidelity, max_ops)
-    if attention:  # stated when chosen (run's trace line states the default too; plan prints no trace line)
-        assumed.append(f"attention: {ATTENTIONS[attention]}")
+    # the default too: the attention kind changes every row's compute (plan prints no trace line)
+    assumed.append(f"attention: {ATTENTIONS[cfg.attention]}" + ("" if attention else " (the default; --attention "
+                                                                  "unfused for Megatron-LM 2021-22's)"))
     skipped = plan.batch_skipped(cfg, n_gpus, global_batch, max(1, n_gpus // nodes), space)
     if skipped:
         eg = ", ".join(f"tp {x[0]}" + (f" cp {x[3]}" if len(x) > 3 else "") + f" pp {x[1]} dp {x[2]}"

@@ -456,6 +456,14 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
     wake_t: float | None = None  # the network's pending wake-up: time and sequence number
     wake_seq = 0
 
+    def ends_now(s: int) -> None:
+        # the op stream s is at ends now: its done event is due, and the stream goes on
+        oid = streams[s][pos[s]]
+        end[oid] = now
+        imm.append((next(seq), DONE, oid))
+        pos[s] += 1
+        advance(s)
+
     def advance(s: int) -> None:
         # The stream generator of run() from the op at pos[s], until it waits for something.
         nonlocal kicked, kick_seq
@@ -545,21 +553,13 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
                 for s in w:
                     advance(s)
         elif kind == TIMER:  # the op the stream is at ends now
-            oid = streams[arg][pos[arg]]
-            end[oid] = now
-            imm.append((next(seq), DONE, oid))
-            pos[arg] += 1
-            advance(arg)
+            ends_now(arg)
         elif kind == GOT:
             s, fin = arg
             if fin[0] > now:
                 heappush(heap, (now + (float(fin[0]) - now), normal, next(seq), TIMER, s))
             else:
-                oid = streams[s][pos[s]]
-                end[oid] = now
-                imm.append((next(seq), DONE, oid))
-                pos[s] += 1
-                advance(s)
+                ends_now(s)
         elif kind == KICK:
             kicked = False
             # LiveNetwork._settle

@@ -37,7 +37,7 @@ from collections import Counter
 
 import numpy as np
 
-from simcomm.engine.small import BANDWIDTH, LATENCY, SmallFlows, _floats, _ints
+from simcomm.engine.small import BANDWIDTH, LATENCY, SmallFlows, _floats, _ints, split_routes
 
 __all__ = ["LoneFlows"]
 
@@ -139,18 +139,14 @@ class LoneFlows(SmallFlows):
             busy = set().union(*self.route)
             ok = len(busy) == sum(len(r) for r in self.route)
         for bid, idx, rem, t_bw, route_len, links in parts:
-            flat, lens = _ints(links), _ints(route_len)
-            routes, pos = [], 0
-            for k in lens:
-                route = tuple(flat[pos:pos + k])
-                pos += k
+            routes = split_routes(route_len, links)
+            for route in routes:
                 if ok:
                     s = set(route)
-                    if not route or len(s) != k or not busy.isdisjoint(s):
+                    if not route or len(s) != len(route) or not busy.isdisjoint(s):
                         ok = False
                     else:
                         busy |= s
-                routes.append(route)
             new.append((bid, idx, rem, t_bw, routes))
         if not ok:
             if self.lean:

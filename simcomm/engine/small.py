@@ -45,6 +45,15 @@ def _ints(a) -> list:
     return a.tolist() if isinstance(a, np.ndarray) and a.dtype.kind == "i" else np.asarray(a, np.int64).tolist()
 
 
+def split_routes(route_len, links) -> list[tuple]:
+    """A batch's concatenated routes (``links``, ``route_len`` links each) as one tuple per flow."""
+    flat, routes, pos = _ints(links), [], 0
+    for k in _ints(route_len):
+        routes.append(tuple(flat[pos:pos + k]))
+        pos += k
+    return routes
+
+
 def _div(a: float, b: float) -> float:
     """``a / b`` as numpy computes it with errors ignored (a positive ``a`` here)."""
     if b == 0.0:
@@ -195,14 +204,9 @@ class SmallFlows:
         count, together, info = self.count, self.together, self._info
         batches = []
         for bid, idx, rem, t_bw, route_len, links in parts:
-            flat, lens = _ints(links), _ints(route_len)
-            routes, pos = [], 0
-            for k in lens:
-                route = tuple(flat[pos:pos + k])
-                pos += k
-                if len(set(route)) != len(route):
-                    return -1
-                routes.append(route)
+            routes = split_routes(route_len, links)
+            if any(len(set(route)) != len(route) for route in routes):
+                return -1
             batches.append((bid, _ints(idx), _floats(rem), _floats(t_bw), routes))
         added = 0
         for bid, idx, rem, t_bw, routes in batches:

@@ -45,7 +45,10 @@ _LAYER_OPTIONAL = ("update_s", "input_shape", "output_shape", "flops", "grad_l1"
 
 
 def _fail(field: str, msg: str) -> TraceFormatError:
-    return TraceFormatError(f"{field}: {msg}")
+    # field names can come from the file (a frameworks key): escape a newline or control character so
+    # the error stays one line
+    text = f"{field}: {msg}"
+    return TraceFormatError(text if text.isprintable() else text.encode("unicode_escape").decode("ascii"))
 
 
 def _int(v, field: str, minimum: int = 0) -> int:

@@ -5,7 +5,7 @@ across switches between the two forms."""
 
 import numpy as np
 import pytest
-from flowcases import coo, flow_instances, gossip_plan
+from flowcases import coo, fifo_server_plan, flow_instances, gossip_plan
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -146,19 +146,7 @@ def test_engine_runs_are_bit_identical_with_and_without_the_scalar_core(seed):
 def test_a_parameter_server_plan_is_bit_identical():
     # A FIFO server: every worker's pushes queue into rank 0, pulls queue out of it.
     topo = fat_tree(4, link=LINK, levels=2)
-    b = PlanBuilder(topo.n_ranks)
-    last_in = None
-    ups = []
-    for t in range(5):
-        for r in range(1, topo.n_ranks):
-            c = b.compute(r, 1e-4 * (t + 1))
-            last_in = b.transfer(r, 0, 1e5 * (t + 1), after=[c] + ([last_in] if last_in is not None else []),
-                                 stream="push")
-        ups.append(b.compute(0, 1e-5, after=[last_in], stream="server"))
-    for t, u in enumerate(ups):
-        for r in range(1, topo.n_ranks):
-            b.transfer(0, r, 1e5 * (t + 1), after=[u], stream="pull")
-    plan = b.build()
+    plan = fifo_server_plan(topo.n_ranks, 5, compute=1e-4, nbytes=1e5, update=1e-5)
     a, ref = simulate(plan, topo, resolution=0.01), simulate(plan, topo, resolution=0.01, scalar=False)
     assert same(a.start, ref.start) and same(a.end, ref.end) and a.meta == ref.meta
 

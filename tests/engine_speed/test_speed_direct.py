@@ -17,6 +17,7 @@ from simcomm.pipeline import simulate as run_scenario
 from simcomm.scenario import Scenario
 from simcomm.topologies.fat_tree import fat_tree
 import timelines
+from flowcases import fifo_server_plan
 from timelines import check, flags
 
 LINK = LinkClass("speed-link", 1e9, 1e-6, "custom")
@@ -63,19 +64,7 @@ def test_link_usage_and_busiest_links_are_the_same():
 
 def _fifo_server_plan(tensors: int):
     """Workers push to rank 0 one message at a time; it updates and pulls back one at a time."""
-    b = PlanBuilder(TOPO.n_ranks)
-    last_in = None
-    ups = []
-    for t in range(tensors):
-        for r in range(1, TOPO.n_ranks):
-            c = b.compute(r, 1e-5 * (t + 1))
-            last_in = b.transfer(r, 0, 1e4 * (t + 1), after=[c] + ([last_in] if last_in is not None else []),
-                                 stream="push")
-        ups.append(b.compute(0, 2e-6, after=[last_in], stream="server"))
-    for t, u in enumerate(ups):
-        for r in range(1, TOPO.n_ranks):
-            b.transfer(0, r, 1e4 * (t + 1), after=[u], stream="pull")
-    return b.build()
+    return fifo_server_plan(TOPO.n_ranks, tensors, compute=1e-5, nbytes=1e4, update=2e-6)
 
 
 def test_a_fifo_server_ends_at_the_hand_computed_time():

@@ -196,7 +196,9 @@ def test_plan_prices_unfused_attention(cli):
     rc, unfused, err = cli(*argv, "--attention", "unfused")
     assert rc == 0, err
     flash, unfused = json.loads(flash), json.loads(unfused)
-    assert not any(a.startswith("attention:") for a in flash["assumed"])  # the default output is unchanged
+    # the default is said too: it changes every row's compute
+    assert ("attention: " + ATTENTIONS["flash"] + " (the default; --attention unfused for Megatron-LM 2021-22's)"
+            in flash["assumed"])
     assert "attention: " + ATTENTIONS["unfused"] in unfused["assumed"]
     assert unfused["rows"][0]["step_s"] > flash["rows"][0]["step_s"]
     rc, _, err = cli(*argv, "--attention", "half")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 
 import pytest
 
@@ -18,11 +17,7 @@ from simcomm.traces.zoo import model_spec  # noqa: E402
 FACT = "tests.traces.factories_traces"
 
 
-@pytest.fixture(autouse=True)
-def _importable(monkeypatch):
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    monkeypatch.syspath_prepend(root)
-    monkeypatch.setenv("SIMCOMM_NO_PROGRESS", "1")
+pytestmark = pytest.mark.usefixtures("factories_importable")
 
 
 @pytest.mark.serial  # compares measured wall times

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import statistics
 
 import pytest
@@ -33,11 +32,7 @@ torch = pytest.importorskip("torch")
 FACT = "tests.traces.factories_traces"
 
 
-@pytest.fixture(autouse=True)
-def _importable(monkeypatch):
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    monkeypatch.syspath_prepend(root)
-    monkeypatch.setenv("SIMCOMM_NO_PROGRESS", "1")
+pytestmark = pytest.mark.usefixtures("factories_importable")
 
 
 def test_capture_records_spread_cv_and_load(tmp_path, capsys, monkeypatch):

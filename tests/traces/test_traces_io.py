@@ -120,3 +120,13 @@ def test_fuzz_mutated_valid_file(data):
         assert "\n" not in str(exc)
     else:
         assert all(x.forward_s >= 0 and x.backward_s >= 0 for x in t.layers)
+
+
+def test_a_field_name_from_the_file_is_escaped_onto_one_line():
+    # a frameworks key holding a newline (found by the fuzz test above): the error names it escaped
+    d = trace_to_dict(_trace())
+    d["frameworks"] = {"\n": None}
+    with pytest.raises(TraceFormatError) as exc:
+        loads_trace(json.dumps(d))
+    assert str(exc.value).endswith("frameworks.\\n: expected a non-empty string, got NoneType")
+    assert "\n" not in str(exc.value)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 
 import pytest
 
@@ -18,11 +17,7 @@ from simcomm.traces.zoo.transformer import transformer_config  # noqa: E402
 FACT = "tests.traces_capture_llm.factories_llm"
 
 
-@pytest.fixture(autouse=True)
-def _importable(monkeypatch):
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    monkeypatch.syspath_prepend(root)
-    monkeypatch.setenv("SIMCOMM_NO_PROGRESS", "1")
+pytestmark = pytest.mark.usefixtures("factories_importable")
 
 
 def _spec(cfg):
