@@ -3,6 +3,14 @@
 import os
 
 import pytest
+from hypothesis import settings
+
+# The README's test command must pass every time: property tests draw the same examples on every run
+# (derandomized, no example database).  SIMCOMM_HYPOTHESIS=explore draws fresh random examples, to
+# hunt for new counterexamples (two were found that way on 2026-11-26); keep what it finds as tests.
+settings.register_profile("fixed", derandomize=True, database=None)
+settings.register_profile("explore")
+settings.load_profile("explore" if os.environ.get("SIMCOMM_HYPOTHESIS") == "explore" else "fixed")
 
 
 @pytest.fixture
