@@ -11,7 +11,11 @@ fitted when scoring (``--fit-fill`` compares, for one run, the NVLS-Tree fill
 that would make each row exact with the one derived from NCCL's kernel).  Runs whose source called them anomalous are scored and
 shown but kept out of the medians, and so are *unsettled* rows, whose in-place and
 out-of-place times (the same operation, measured back to back by nccl-tests)
-differ by more than 1.5x in the source itself.  Errors are (predicted - measured) / measured of
+differ by more than 1.5x in the source itself, and *no-op* rows: a collective of count 0, which NCCL
+returns from before it launches anything (``ncclEnqueueCheck``, ``src/enqueue.cc``: Send/Recv are
+dispatched first, then ``if (info->count == 0) return ncclSuccess``), so the source times only
+nccl-tests' own loop.  All-to-all and send/recv of count 0 are NCCL point-to-point operations,
+which still run, and are counted.  Errors are (predicted - measured) / measured of
 the out-of-place time, per size band: <= 64 KiB, 1-16 MiB, >= 128 MiB, and the
 issue's targets: >= 1 MB and <= 64 KB.
 """
@@ -31,6 +35,8 @@ KIND = {"all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": 
 #: a row whose in-place and out-of-place times (the same operation, measured back to back) differ by more
 #: than this factor is unsettled: the source itself does not say what the time is, so it is shown, not counted
 UNSETTLED = 1.5
+#: nccl-tests binaries whose count-0 calls NCCL still runs (grouped ncclSend/ncclRecv of zero bytes)
+P2P_TESTS = ("alltoall", "sendrecv")
 BANDS = (("<= 64 KiB", 0, 65536), ("1-16 MiB", 1 << 20, 16 << 20), (">= 128 MiB", 128 << 20, float("inf")))
 
 
@@ -81,12 +87,16 @@ def score_run(run: dict, model: dict) -> dict:
     rows = bench(kind, topo, runtime, [float(s) for s in data["size"]], root=root,
                  gpus_per_thread=int(model.get("gpus_per_thread", 1)))
     inplace = data.get("inplace_time_us") or [None] * len(rows)
+    counts = data.get("count") or [None] * len(rows)
     out = []
-    for size, meas, pred, other in zip(data["size"], data["time_us"], rows, inplace):
+    for size, count, meas, pred, other in zip(data["size"], counts, data["time_us"], rows, inplace):
         if meas and meas > 0:
+            unsettled = bool(other and other > 0 and max(meas, other) / min(meas, other) > UNSETTLED)
+            no_op = (count == 0 or size == 0) and run["collective"] not in P2P_TESTS
             out.append({"size": size, "measured_us": meas, "predicted_us": pred.time_us,
-                        "error": (pred.time_us - meas) / meas, "algorithm": pred.algorithm,
-                        "unsettled": bool(other and other > 0 and max(meas, other) / min(meas, other) > UNSETTLED)})
+                        "error": (pred.time_us - meas) / meas if pred.time_us > 0 or not no_op else 0.0,
+                        "algorithm": pred.algorithm, "unsettled": unsettled, "no_op": no_op,
+                        "counted": not (unsettled or no_op)})
     from simcomm.nccl.execution import HELD_OUT_RUNS
 
     return {"id": run["id"], "collective": run["collective"], "anomalous": bool(run.get("anomalous")),
@@ -121,15 +131,16 @@ def summary(results: list[dict], target: bool = False) -> dict:
     """Median |error| per band over counted runs (``target``: only the classes issue 13's target covers)."""
     healthy = [r for r in results if not r["anomalous"] and not r["calibration"]
                and not (target and r["class"] in OFF_TARGET)]
-    rows = [row for r in healthy for row in r["rows"] if not row["unsettled"]]
+    rows = [row for r in healthy for row in r["rows"] if row["counted"]]
     out = {"runs": len(healthy), "rows": len(rows),
-           "unsettled": sum(row["unsettled"] for r in healthy for row in r["rows"])}
+           "unsettled": sum(row["unsettled"] for r in healthy for row in r["rows"]),
+           "no_op": sum(row["no_op"] for r in healthy for row in r["rows"])}
     for label, lo, hi in BANDS:
         out[label] = _median([abs(x["error"]) for x in rows if lo <= x["size"] <= hi])
     out[">= 1 MB"] = _median([abs(x["error"]) for x in rows if x["size"] >= 1e6])
     out["<= 64 KB"] = _median([abs(x["error"]) for x in rows if x["size"] <= 64e3])
     out["per-run >= 1 MB"] = _median([m for r in healthy if (m := _median(
-        [abs(x["error"]) for x in r["rows"] if x["size"] >= 1e6 and not x["unsettled"]])) is not None])
+        [abs(x["error"]) for x in r["rows"] if x["size"] >= 1e6 and x["counted"]])) is not None])
     return out
 
 
@@ -145,7 +156,7 @@ def by_algorithm(results: list[dict], target: bool = False) -> dict:
         if r["anomalous"] or r["calibration"] or (target and r["class"] in OFF_TARGET):
             continue
         for x in r["rows"]:
-            if x["unsettled"]:
+            if not x["counted"]:
                 continue
             for label, lo, hi in BANDS:
                 if lo <= x["size"] <= hi:
@@ -214,7 +225,10 @@ def render(results: list[dict]) -> str:
              "`benchmarks/nccl/runs/`.", "",
              f"Counted: {s['runs']} runs, {s['rows']} rows. Not counted: {s['unsettled']} unsettled rows, whose "
              f"in-place and out-of-place times differ by more than {UNSETTLED:g}x in the source itself "
-             "(the same operation measured back to back). Median |time error|:", "",
+             "(the same operation measured back to back), and "
+             f"{s['no_op']} no-op rows, collectives of count 0, which NCCL returns from without launching anything "
+             "(`ncclEnqueueCheck`, src/enqueue.cc), so the source timed only nccl-tests' loop. Median |time error|:",
+             "",
              "| band | median abs error | target |", "|---|---:|---:|",
              f"| >= 1 MB | {_pct(s['>= 1 MB'])} | 10 % |",
              f"| <= 64 KB | {_pct(s['<= 64 KB'])} | 25 % |"]
@@ -234,7 +248,7 @@ def render(results: list[dict]) -> str:
     classes = sorted({r["class"] for r in results})
     for c in classes:
         rs = [r for r in results if r["class"] == c and not r["anomalous"] and not r["calibration"]]
-        rows = [x for r in rs for x in r["rows"] if not x["unsettled"]]
+        rows = [x for r in rs for x in r["rows"] if x["counted"]]
         band = [_median([abs(x["error"]) for x in rows if f(x["size"])]) for f in (
             lambda n: n <= 64e3, lambda n: n >= 1e6, lambda n: n >= 128 << 20)]
         lines.append(f"| {c} | {len(rs)} | " + " | ".join(_pct(b) for b in band) + " |")
@@ -243,7 +257,7 @@ def render(results: list[dict]) -> str:
               "simcomm picked (largest size) | picked as shown |",
               "|---|---|---:|---:|---:|---:|---:|---|---|---|"]
     for r in results:
-        kept = [x for x in r["rows"] if not x["unsettled"]]
+        kept = [x for x in r["rows"] if x["counted"]]
         med = [_median([x["error"] for x in kept if lo <= x["size"] <= hi]) for _, lo, hi in BANDS]
         tag = " (anomalous)" if r["anomalous"] else " (calibration: not counted)" if r["calibration"] else ""
         last = r["rows"][-1]["algorithm"] if r["rows"] else ""

@@ -143,6 +143,8 @@ def host_bidirectional_stretch(topology, group: np.ndarray, src: np.ndarray, dst
     route_len, links = topology.routes(gsrc, gdst)
     load = np.bincount(links, weights=np.repeat(moved, route_len), minlength=len(topology.capacity))
     used = load > 0
+    if not used.any():  # zero-byte messages: nothing crosses host memory
+        return 1.0
     busiest = float((load[used] / topology.capacity[used]).max())
     starts = np.concatenate(([0], np.cumsum(route_len)[:-1]))
     n = len(group)

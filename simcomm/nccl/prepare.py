@@ -109,13 +109,16 @@ def prepare_nccl(op, topology, runtime) -> Prepared | None:
     else:
         latency = None  # grouped p2p: each message pays its route's latency and the stack's overhead
         label = "NCCL P2P" + (" (PXN)" if layout.n_nodes > 1 and layout.ppn > 1 else "")
-    keep = nb > 0
+    # a zero-byte collective does nothing, but zero-byte sends and receives still run and synchronise (NCCL's
+    # ncclEnqueueCheck hands Send/Recv to the p2p path before its count-0 return; NVIDIA/nccl#345: "Zero-size
+    # messages are supported"): each message pays its handshake
+    keep = (nb > 0) | (mt is None)
     group = np.asarray(op.ranks, dtype=np.int64)
     # staged through host memory (SHM without P2P, a network without GDR): a GPU writing and reading it at once
     # is slower than its port (execution.HOST_BIDIR_SHARE)
     nb = nb * host_bidirectional_stretch(topology, group, src[keep], dst[keep], nb[keep], payload[keep])
     step = Step.make(src[keep], dst[keep], nb[keep])
-    if not len(step):  # a zero-byte NCCL call returns at once (ncclAllReduce with count 0)
+    if not len(step):  # a zero-byte NCCL collective returns at once (ncclAllReduce with count 0)
         return Prepared(_NcclAlgorithm(op.kind, algo), 1, (), closed_form=0.0, label=label)
     # the kernel launches NCCL's model leaves out (the same for every algorithm); grouped point-to-point
     # is one kernel too, whose messages keep their own routes' latencies

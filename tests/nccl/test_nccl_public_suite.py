@@ -61,6 +61,23 @@ def test_unsettled_rows_are_the_ones_whose_source_disagrees_with_itself():
     assert [r["unsettled"] for r in rows] == [False, True, False]  # 3x and 1.49x
 
 
+def test_count_zero_collectives_are_no_ops_but_count_zero_all_to_all_is_scored():
+    # NCCL returns from a count-0 collective without launching anything: the source timed nccl-tests' own loop,
+    # not a test of the model. Its grouped send/recv of zero bytes still runs, so all-to-all rows count.
+    score = _score()
+    model = {"cluster": "dgx-h100-ndr", "nodes": 1, "gpus_per_node": 8}
+    for collective, counted in (("all_reduce", False), ("all_gather", False), ("alltoall", True)):
+        run = {"id": "x", "collective": collective, "source": "s", "data": {
+            "size": [0, 32], "count": [0, 1], "time_us": [0.3, 20.0]}}
+        rows = score.score_run(run, model)["rows"]
+        assert [r["counted"] for r in rows] == [counted, True], collective
+        assert rows[0]["no_op"] is (not counted)
+        assert (rows[0]["predicted_us"] > 5.0) is counted  # a launch and a handshake, or nothing at all
+    summary = score.summary([{**score.score_run({"id": "x", "collective": "all_reduce", "source": "s", "data": {
+        "size": [0, 32], "count": [0, 8], "time_us": [0.3, 20.0]}}, model), "class": ""}])
+    assert summary["rows"] == 1 and summary["no_op"] == 1
+
+
 def test_docs_accuracy_gpu_section_is_the_rendered_suite():
     score = _score()
     models = tomllib.loads((SUITE / "models.toml").read_text(encoding="utf-8"))
@@ -111,7 +128,7 @@ def test_the_target_set_leaves_out_only_the_named_classes():
     assert score.summary(results)["runs"] == 3
     t = score.summary(results, target=True)
     assert t["runs"] == 1  # only nebius: TCP sockets and host-memory staging are outside the target
-    assert t["rows"] == sum(not x["unsettled"] for x in results[1]["rows"])
+    assert t["rows"] == sum(x["counted"] for x in results[1]["rows"])
     text = score.render(results)
     assert all(why in text for why in score.OFF_TARGET.values())  # the reason is printed with the numbers
 
@@ -130,7 +147,8 @@ def test_by_algorithm_groups_counted_rows_by_band_and_what_ran():
     score = _score()
 
     def row(size, err, algo, unsettled=False):
-        return {"size": size, "error": err, "algorithm": algo, "unsettled": unsettled}
+        return {"size": size, "error": err, "algorithm": algo, "unsettled": unsettled, "no_op": False,
+                "counted": not unsettled}
 
     def run(rid, cls, rows, anomalous=False):
         return {"id": rid, "class": cls, "anomalous": anomalous, "calibration": False, "rows": rows}
