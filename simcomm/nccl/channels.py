@@ -13,7 +13,10 @@ data over NVLink to the GPU that is (PXN, "proxy across NVLink", NCCL >= 2.12,
 * an internode hop from that GPU to the next node's entry GPU, through the
   channel's NIC on both sides (rail-aligned);
 * a PXN hop (exit GPU -> the entry GPU of its own node) before the internode
-  hop when the exit GPU is on another NIC.
+  hop when the exit GPU is on another NIC and NVLink joins them (or, without
+  peer-to-peer, host memory: the exit GPU's data reaches the rail's NIC only
+  through it); on a PCIe machine with peer-to-peer the exit GPU sends over its
+  own PCIe port, PXN needing NVLink (``src/graph/paths.cc``).
 
 Single-node rings follow each ring order the node offers (:func:`simcomm.nccl.layout.intra_cycles`):
 one on a switch, where every GPU's port then carries one flow each way, which
@@ -87,8 +90,11 @@ def rings(layout: GroupLayout) -> list[Ring]:
             hops += [((path[i], path[i + 1]),) for i in range(len(path) - 1)]
             nxt = paths[(j + 1) % len(paths)][0]
             exit_, entry = path[-1], path[0]
-            if exit_ != entry and layout.nic_local[exit_] != layout.nic_local[entry]:
-                hops.append(((exit_, entry), (entry, nxt)))  # PXN: hand over NVLink, then the rail
+            # PXN: hand over NVLink, then the rail. Without peer-to-peer the exit GPU reaches the rail's NIC only
+            # through host memory, which the hand-off through host memory stands for.
+            handoff = layout.pxn or layout.host_staged
+            if exit_ != entry and layout.nic_local[exit_] != layout.nic_local[entry] and handoff:
+                hops.append(((exit_, entry), (entry, nxt)))
             else:
                 hops.append(((exit_, nxt),))
         out.append(Ring(order, tuple(hops)))

@@ -100,6 +100,8 @@ class GroupLayout:
     cpu: str = "intel"
     #: every ring order NCCL's search finds in each node (member indices); ``nodes[k]`` is the first
     cycles: tuple[tuple[tuple[int, ...], ...], ...] = ()
+    #: GPUs of a machine have no peer-to-peer path: NCCL stages their traffic through host memory (SHM)
+    host_staged: bool = False
 
     @property
     def n_ranks(self) -> int:
@@ -117,6 +119,16 @@ class GroupLayout:
     @property
     def uniform(self) -> bool:
         return len({len(n) for n in self.nodes}) == 1
+
+    @property
+    def pxn(self) -> bool:
+        """NCCL hands network traffic over NVLink to the GPU on the right rail (PXN, NCCL >= 2.12).
+
+        ``src/graph/paths.cc`` (``ncclTopoComputePaths``) uses another GPU's NIC only when that GPU
+        reaches this one through NVLink (``<= PATH_NVL``); on a PCIe-only machine a GPU sends through
+        the NIC it is told to use over its own PCIe port.
+        """
+        return self.n_nodes > 1 and self.ppn > 1 and self.intra in ("nvswitch", "nvlink")
 
 
 def topology_arch(topology) -> int:
@@ -146,6 +158,11 @@ def _machine_info(topology) -> dict:
         lc = links[name]
         return _nccl_rate(lc.family, raw.get(name, lc.bandwidth), arch)
 
+    router = topology.router
+    port = getattr(router, "port", None)
+    nic_names, nic_of = getattr(router, "nic_names", None), getattr(router, "nic_of", None)
+    if not port or not any(port) or nic_names is None:
+        port = None
     for r, name in enumerate(topology.ranks):
         for nb in g.adj[name]:
             link = g.edges[name, nb]["link"]
@@ -163,6 +180,14 @@ def _machine_info(topology) -> dict:
                 fam = _INTRA[lc.family]
                 families.add(fam)
                 by_family.setdefault(fam, np.zeros(topology.n_ranks))[r] += rate(link)
+                if port is not None and port[r] == nb:  # a PCIe machine: the NIC hangs off this switch
+                    nic_node = nic_names[nic_of[r]]
+                    nic[r] = idx[nic_node]
+                    attach_bw[r] = min(rate(link), rate(g.edges[nb, nic_node]["link"]))
+                    for far in g.adj[nic_node]:
+                        if far != nb and g.nodes[far].get("kind") != "rank":  # its uplink, not the switch
+                            nic_bw[r] = rate(g.edges[nic_node, far]["link"])
+                            break
     # local NIC index: order of the NIC nodes of one machine
     machine_nics: dict = {}
     for r in range(topology.n_ranks):
@@ -290,4 +315,4 @@ def _layout(topology, ranks: tuple[int, ...]) -> GroupLayout:
     return GroupLayout(tuple(int(r) for r in ranks), tuple(nodes), node_of, info["nic"][arr], info["nic_local"][arr],
                        int(info["nics_per_machine"]), intra, arch, nvls, bool(meta.get("sharp", False)),
                        float(info["intra_bw"][arr].min()), float(info["gpu_nic_bw"][arr].min()),
-                       float(info["nic_bw"][arr].max()), info["cpu"], tuple(cycles))
+                       float(info["nic_bw"][arr].max()), info["cpu"], tuple(cycles), meta.get("p2p", True) is False)

@@ -108,7 +108,7 @@ def prepare_nccl(op, topology, runtime) -> Prepared | None:
         label = f"NCCL {NCCL_ALGORITHMS.get(algo).nccl}/{_proto_name(mt.proto)}"
     else:
         latency = None  # grouped p2p: each message pays its route's latency and the stack's overhead
-        label = "NCCL P2P" + (" (PXN)" if layout.n_nodes > 1 and layout.ppn > 1 else "")
+        label = "NCCL P2P" + (" (PXN)" if layout.pxn else "")
     # a zero-byte collective does nothing, but zero-byte sends and receives still run and synchronise (NCCL's
     # ncclEnqueueCheck hands Send/Recv to the p2p path before its count-0 return; NVIDIA/nccl#345: "Zero-size
     # messages are supported"): each message pays its handshake

@@ -62,10 +62,14 @@ _HUB = {"nvswitch": "nvsw", "pcie": "pcie", "shm": "mem"}
 class TwoLevelRouter:
     """Intranode path within an NVLink domain, else [relay ->] NIC -> fabric route -> NIC -> rank."""
 
-    def __init__(self, rank_names, group, local, intra, nic_of, fabric, relay=None, machine=None, planes=1):
+    def __init__(self, rank_names, group, local, intra, nic_of, fabric, relay=None, machine=None, planes=1,
+                 port=None, nic_names=None):
         self.index = {n: i for i, n in enumerate(rank_names)}
         self.rank_names, self.group, self.local, self.intra = rank_names, group, local, intra
         self.nic_of, self.fabric = nic_of, fabric
+        # port[r]: the PCIe switch a rank's NIC hangs off (its one x16 port carries peer and NIC traffic), or None
+        self.port = port or [None] * len(rank_names)
+        self.nic_names = nic_names  # node name of NIC index i (nic_of's values)
         # relay[m, j]: the rank of machine m that sends for its machine to NIC-local index j (planes > 1)
         self.relay, self.machine, self.planes = relay, machine, planes
 
@@ -84,7 +88,8 @@ class TwoLevelRouter:
             return self.intra[self.group[a]].path(self.local[a], self.local[b])
         r = self._relay(a, b)
         head = [src] if r == a else self.intra[self.group[a]].path(self.local[a], self.local[r])
-        return [*head, *self.fabric.path(self.nic_of[r], self.nic_of[b], ecmp_hash(a, b)), dst]
+        out, into = [self.port[r]] if self.port[r] else [], [self.port[b]] if self.port[b] else []
+        return [*head, *out, *self.fabric.path(self.nic_of[r], self.nic_of[b], ecmp_hash(a, b)), *into, dst]
 
     # ---- many pairs at once ------------------------------------------------
     def _local_rows(self, topo, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
@@ -154,8 +159,11 @@ class TwoLevelRouter:
                 cross = nic_of[af] % self.planes != nic_of[bf] % self.planes
                 mach = np.asarray(self.machine, dtype=np.int64)
                 r[cross] = self.relay[mach[af[cross]], nic_of[bf[cross]] % self.relay.shape[1]]
-            head = np.full((len(af), 1), -1, dtype=np.int64)
+            port = self._port_arr(idx)
+            head = np.full((len(af), 1 if port is None else 2), -1, dtype=np.int64)
             head[:, 0] = rank[af]
+            if port is not None:  # relay is None here: ports exist only on one-plane PCIe machines
+                head[:, 1] = port[af]
             moved = np.flatnonzero(r != af)
             if moved.size:
                 sub = self._local_rows(topo, af[moved], r[moved])
@@ -167,12 +175,19 @@ class TwoLevelRouter:
             if fab is None:
                 return None
             hl, fl = (head >= 0).sum(axis=1), (fab >= 0).sum(axis=1)
-            rows = np.full((len(af), head.shape[1] + fab.shape[1] + 1), -1, dtype=np.int64)
+            rows = np.full((len(af), head.shape[1] + fab.shape[1] + (1 if port is None else 2)), -1,
+                           dtype=np.int64)
             rows[:, :head.shape[1]] = head
             cols = hl[:, None] + np.arange(fab.shape[1])
             ok = fab >= 0
             rows[np.nonzero(ok)[0], cols[ok]] = fab[ok]
-            rows[np.arange(len(af)), hl + fl] = rank[bf]
+            at = np.arange(len(af))
+            if port is not None:
+                into = port[bf]
+                rows[at, hl + fl] = np.where(into >= 0, into, rank[bf])
+                rows[at[into >= 0], (hl + fl + 1)[into >= 0]] = rank[bf][into >= 0]
+            else:
+                rows[at, hl + fl] = rank[bf]
             parts.append((far, rows))
         width = max([3] + [p[1].shape[1] for p in parts])
         out = np.full((len(a), width), -1, dtype=np.int64)
@@ -180,6 +195,16 @@ class TwoLevelRouter:
         for sel, rows in parts:
             out[sel, :rows.shape[1]] = rows
         return out
+
+    def _port_arr(self, idx) -> np.ndarray | None:
+        """Node index of each rank's port switch (-1: none), or None when no rank has one."""
+        if not any(self.port):
+            return None
+        c = self.__dict__.get("_port")
+        if c is None or c[0] is not idx:
+            c = (idx, np.array([-1 if p is None else idx[p] for p in self.port], dtype=np.int64))
+            self.__dict__["_port"] = c
+        return c[1]
 
     @property
     def group_arr(self) -> np.ndarray:
@@ -352,11 +377,21 @@ def two_level(nodes: int, gpus_per_node: int | Sequence[int] = 8, *, intra: str 
             g.add_edges_from(((n, h) for n in names), link=in_lc.name)
             intra_of.append(HubIntra(names, h))
     fabric, relay = None, None
+    port: list = [None] * len(rank_names)
+    nic_names: list = []
     if nodes > 1:  # machines of one NVLink domain still have their NICs (unused by its own routes)
         att, nic_lc = add_link(links, nic_attach), add_link(links, nic_link)
         nic_names = [f"m{m}.nic{j}" for m in range(nodes) for j in range(nics)]
         g.add_nodes_from(((n, {"kind": "nic", "machine": i // nics}) for i, n in enumerate(nic_names)))
-        g.add_edges_from(((r, nic_names[nic_of[i]]) for i, r in enumerate(rank_names)), link=att.name)
+        if intra == "pcie" and domain == 1 and planes == 1:
+            # No NVLink: a GPU's one PCIe port reaches its peers and its NIC through the same switch, so peer
+            # and network traffic share it (the NIC's own port is the attach link)
+            for i, r in enumerate(rank_names):
+                hub = intra_of[group[i]].hub if intra_of[group[i]] is not None else None
+                port[i] = hub
+                g.add_edge(hub or r, nic_names[nic_of[i]], link=att.name)
+        else:
+            g.add_edges_from(((r, nic_names[nic_of[i]]) for i, r in enumerate(rank_names)), link=att.name)
         if planes == 1:
             fabric = _add_inter(g, inter, nic_names, nic_lc, links, inter_options, nics)
         else:
@@ -384,5 +419,6 @@ def two_level(nodes: int, gpus_per_node: int | Sequence[int] = 8, *, intra: str 
     if intra == "pcie-host":
         meta["p2p"] = False  # GPU peer-to-peer is off: NCCL would use its SHM transport
     label = name or f"two-level-{nodes}x{counts[0] if uniform else 'var'}-{intra}-{inter}"
-    router = TwoLevelRouter(rank_names, group, local, intra_of, nic_of, fabric, relay, machine, planes)
+    router = TwoLevelRouter(rank_names, group, local, intra_of, nic_of, fabric, relay, machine, planes, port,
+                            nic_names if nodes > 1 else None)
     return Topology(label, g, links, tuple(rank_names), router=router, meta=meta)

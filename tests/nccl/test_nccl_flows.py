@@ -191,3 +191,36 @@ def test_zero_byte_all_to_all_still_runs_its_messages():
     for fidelity in ("flow", "analytic"):
         t = engine.simulate(b.build(), topo, fidelity=fidelity, runtime=Runtime("nccl")).makespan
         assert t == pytest.approx(launch_s(1) + longest, rel=1e-12) and t > launch_s(1)
+
+
+def test_pcie_boxes_have_no_pxn_and_share_each_gpu_port():
+    # PXN needs NVLink (src/graph/paths.cc): on a PCIe machine every message leaves through the sender's own
+    # port and NIC, and that one port also carries its intranode messages. All-to-all of n per rank on 2 x 4:
+    # each port carries 7/8 n out (3/8 n to local peers, 4/8 n to its NIC), each NIC 4/8 n.
+    topo = apply_stack(two_level(2, 4, intra="pcie", intra_link="pcie5", nic_link="roce-400g", nics_per_node=4,
+                                 nic_attach="pcie5", device="l40s"), get_stack("ideal"))
+    n = 8e9
+    prep, load = loads(topo, "alltoall", n)
+    assert prep.label == "NCCL P2P"
+    port = topo.route(0, 1)[0]
+    assert load[port] == pytest.approx(7 / 8 * n, rel=1e-12)
+    assert load.max() == pytest.approx(7 / 8 * n, rel=1e-12)
+    nic_up = topo.route(0, 4)[2]
+    assert topo.link_endpoints(nic_up) == ("m0.nic0", "sw0") and load[nic_up] == pytest.approx(n / 2, rel=1e-12)
+    # the same box with NVLink relays through the GPU on the destination's rail
+    nv = apply_stack(two_level(2, 4, intra="nvswitch", nic_link="roce-400g", nics_per_node=4, device="h100"),
+                     get_stack("ideal"))
+    assert loads(nv, "alltoall", n)[0].label == "NCCL P2P (PXN)"
+
+
+def test_pcie_ring_leaves_each_node_from_its_last_gpu():
+    # without NVLink there is no hand-off to the rail's GPU: every GPU port carries one ring hop out per channel
+    topo = apply_stack(two_level(2, 4, intra="pcie", intra_link="pcie5", nic_link="roce-400g", nics_per_node=4,
+                                 nic_attach="pcie5", device="l40s"), get_stack("ideal"))
+    n = 8e9
+    _, load = loads(topo, "allreduce", n, nccl_algo="ring", nccl_proto="simple")
+    ports = [topo.route(r, r + 1 if r % 4 < 3 else r - 1)[0] for r in range(8)]
+    nic_up = [topo.route(4 * m + j, 4 * (1 - m) + j)[2] for m in (0, 1) for j in range(4)]
+    # 4 channels, each crossing every port once and one NIC of each node once (a hand-off would cross a port twice)
+    assert load[ports] == pytest.approx(np.full(8, 4 * load[nic_up[0]]), rel=1e-12)
+    assert load[nic_up] == pytest.approx(np.full(8, load[nic_up[0]]), rel=1e-12) and load[nic_up[0]] > 0

@@ -36,6 +36,19 @@ def test_nvlink_domain_joins_machines_through_one_nvswitch():
         two_level(4, 2, nvlink_domain=0)
 
 
+def test_a_pcie_gpu_reaches_its_nic_through_its_one_port():
+    # no NVLink: a GPU's x16 port to the PCIe switch carries its peer traffic and its NIC traffic alike
+    t = two_level(2, 4, intra="pcie", intra_link="pcie5", nics_per_node=2, nic_attach="pcie5")
+    assert t.path(0, 1) == ["r0", "m0.pcie", "r1"]
+    assert t.path(0, 4) == ["r0", "m0.pcie", "m0.nic0", "sw0", "m1.nic0", "m1.pcie", "r4"]
+    assert t.route(0, 1)[0] == t.route(0, 4)[0]  # the same directed port link
+    assert t.path(3, 7)[2] == "m0.nic1"
+    # NVLink machines keep their NIC on the GPU's own PCIe path, apart from NVLink
+    n = two_level(2, 4, intra="nvswitch", nics_per_node=2)
+    assert n.path(0, 4) == ["r0", "m0.nic0", "sw0", "m1.nic0", "r4"]
+    assert two_level(2, 1, intra="pcie").path(0, 1) == ["r0", "m0.nic0", "sw0", "m1.nic0", "r1"]
+
+
 def test_host_path_same_switch_and_cross_socket():
     host = HostPath(pcie_switches=2, sockets=2, uplink="pcie5", memory="shm-ddr5-4800x8", socket_link="upi-spr")
     t = two_level(1, 4, intra="pcie-host", host=host)
@@ -112,7 +125,7 @@ def test_planes_with_rail_fabric():
 
 @settings(max_examples=20, deadline=None)
 @given(nodes=st.integers(2, 12), case=st.sampled_from(["cube", "host", "domain", "planes", "planes-rail",
-                                                       "switch"]), seed=st.integers(0, 50))
+                                                       "switch", "pcie"]), seed=st.integers(0, 50))
 def test_new_features_route_in_arrays_as_pair_by_pair(nodes, case, seed):
     if case == "cube":
         t = two_level(nodes, 8, intra="nvlink-cube-mesh", nics_per_node=4, inter="fat-tree")
@@ -123,6 +136,8 @@ def test_new_features_route_in_arrays_as_pair_by_pair(nodes, case, seed):
         t = two_level(nodes, 4, nvlink_domain=3, nics_per_node=4, inter="rail", inter_options={"nodes_per_leaf": 4})
     elif case == "planes":
         t = two_level(nodes, 8, nics_per_node=8, planes=4, inter="fat-tree")
+    elif case == "pcie":  # NICs behind the PCIe switch; a mixed machine with one GPU keeps its direct NIC
+        t = two_level(nodes, [4] * (nodes - 1) + [1], intra="pcie", nics_per_node=2, inter="fat-tree")
     elif case == "planes-rail":
         t = two_level(nodes, 8, intra="pcie-host", nics_per_node=4, planes=2, inter="rail",
                       inter_options={"nodes_per_leaf": 3})

@@ -6,7 +6,10 @@ Across nodes NCCL routes a message to GPU j of another node through the local
 GPU j's NIC when PXN is on (NCCL >= 2.12, the default): GPU i first hands GPU j
 over NVLink everything meant for position j of every node (``N n/p``), then
 GPU j sends each remote node's share on its own rail (``L n/p`` per node).
-One GPU per node, or one node: every pair is its own flow of ``n/p``
+PXN needs NVLink between the two GPUs (``src/graph/paths.cc``, ``ncclTopoComputePaths``: the GPU
+local to the NIC must reach the sender ``<= PATH_NVL``), so a PCIe-only machine sends every
+message from its own GPU through its own NIC.
+One GPU per node, one node, or no NVLink: every pair is its own flow of ``n/p``
 (``n`` = the data one rank sends in total).  Gather and scatter are the
 root's receives or sends; ``p2p`` is one message.
 ``src/enqueue.cc`` (p2p scheduling), ``src/graph/paths.cc`` (PXN).
@@ -33,7 +36,7 @@ class P2P(NcclAlgorithm):
             pairs = [(i, root) if kind == "gather" else (root, i) for i in range(p) if i != root]
             return pack(pairs, nbytes / p)
         L, N = layout.ppn, layout.n_nodes
-        if N == 1 or L == 1 or not layout.uniform or layout.nics_per_node == 0:
+        if N == 1 or L == 1 or not layout.uniform or layout.nics_per_node == 0 or not layout.pxn:
             return pack([(i, j) for i in range(p) for j in range(p) if i != j], nbytes / p)
         pairs, size = [], []
         for node in layout.nodes:
