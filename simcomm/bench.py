@@ -26,16 +26,20 @@ import re
 from dataclasses import dataclass
 
 from simcomm.errors import ConfigError
+from simcomm.nccl.measured import TYPE_BYTES, Measured
 from simcomm.units import parse_size
 
-__all__ = ["BenchRow", "COLLECTIVES", "bench", "parse_sizes", "busbw_factor", "canonical"]
+__all__ = ["BenchRow", "COLLECTIVES", "bench", "parse_sizes", "busbw_factor", "canonical", "Comparison",
+           "against_measured", "P2P_COLLECTIVES"]
+#: collectives nccl-tests runs as grouped ncclSend/ncclRecv: NCCL runs them even at count 0
+P2P_COLLECTIVES = ("alltoall", "sendrecv")
 
 #: nccl-tests binary name -> simcomm collective kind
 COLLECTIVES = {"all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "reduce_scatter",
                "broadcast": "broadcast", "reduce": "reduce", "alltoall": "alltoall", "sendrecv": "sendrecv"}
 #: largest sweep a user may ask for (sizes), and largest size (bytes): bounded work, bounded output
 MAX_SIZES, MAX_BYTES = 64, 2.0 ** 44
-_TYPES = {"float": 4, "half": 2, "bfloat16": 2, "double": 8, "int32": 4, "int8": 1}
+_TYPES = TYPE_BYTES
 
 
 def canonical(name: str) -> str:
@@ -147,3 +151,40 @@ def bench(kind: str, topology, runtime, sizes: list[float], *, dtype: str = "flo
         if progress is not None:
             progress()
     return rows
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A measured nccl-tests row beside simcomm's prediction (None: a collective of count 0, which NCCL
+    returns from without launching anything, so the row timed nccl-tests' own loop)."""
+
+    measured_size: int
+    measured_count: int
+    measured_us: float
+    measured_busbw: float  # GB/s, from the measured time by nccl-tests' factor
+    predicted: BenchRow | None
+    unsettled: bool = False  # in-place and out-of-place times disagree (nccl.measured.UNSETTLED)
+
+    @property
+    def error(self) -> float | None:
+        """(predicted - measured) / measured, or None for a no-op row or a zero measurement."""
+        if self.predicted is None or self.measured_us <= 0:
+            return None
+        return (self.predicted.time_us - self.measured_us) / self.measured_us
+
+
+def against_measured(kind: str, topology, runtime, measured: Measured, *, root: int = 0, fidelity: str = "flow",
+                     gpus_per_thread: int = 1, progress=None) -> list[Comparison]:
+    """Predict every row of a measured nccl-tests table (its sizes and type) and pair them up."""
+    n = topology.n_ranks
+    if measured.ranks is not None and measured.ranks != n:
+        raise ConfigError(f"--measured: the file lists {measured.ranks} ranks (its '# Rank' lines); the cluster has "
+                          f"{n}: set --nodes and --gpus-per-node to the measured run's")
+    dtype = measured.rows[0].type
+    live = [r for r in measured.rows if r.size > 0 or kind in P2P_COLLECTIVES]
+    predicted = iter(bench(kind, topology, runtime, [float(r.size) for r in live], dtype=dtype, root=root,
+                           fidelity=fidelity, gpus_per_thread=gpus_per_thread, progress=progress)) if live else iter(())
+    factor = busbw_factor(kind, n)
+    return [Comparison(r.size, r.count, r.time_us, r.size / r.time_us / 1e3 * factor if r.time_us > 0 else 0.0,
+                       next(predicted) if (r.size > 0 or kind in P2P_COLLECTIVES) else None, r.unsettled)
+            for r in measured.rows]

@@ -28,13 +28,14 @@ import sys
 import tomllib
 from pathlib import Path
 
+# a row whose in-place and out-of-place times (the same operation, measured back to back) differ by more
+# than UNSETTLED x is unsettled: the source itself does not say what the time is, so it is shown, not counted
+from simcomm.nccl.measured import UNSETTLED
+
 HERE = Path(__file__).resolve().parent
 START, END = "<!-- gpu-collectives:start -->", "<!-- gpu-collectives:end -->"
 KIND = {"all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "reduce_scatter",
         "broadcast": "broadcast", "reduce": "reduce", "alltoall": "alltoall", "sendrecv": "sendrecv"}
-#: a row whose in-place and out-of-place times (the same operation, measured back to back) differ by more
-#: than this factor is unsettled: the source itself does not say what the time is, so it is shown, not counted
-UNSETTLED = 1.5
 #: nccl-tests binaries whose count-0 calls NCCL still runs (grouped ncclSend/ncclRecv of zero bytes)
 P2P_TESTS = ("alltoall", "sendrecv")
 BANDS = (("<= 64 KiB", 0, 65536), ("1-16 MiB", 1 << 20, 16 << 20), (">= 128 MiB", 128 << 20, float("inf")))

@@ -13,22 +13,78 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from simcomm.cli.scenario_flags import scenario_flags
 from simcomm.cli.console import print_json, stderr
 from simcomm.errors import ConfigError
+from simcomm.nccl.measured import UNSETTLED
 
-__all__ = ["bench_command", "render_rows"]
+__all__ = ["bench_command", "render_rows", "render_comparison", "comparison_dict", "error_summary"]
+
+
+def _head(header: str, columns: list[tuple[str, str, int]]) -> list[str]:
+    """A table's first lines: the run, then size and count and ``columns`` (name, unit line, width), algorithm."""
+    names = " ".join(f"{n:>{w}}" for n, _, w in columns)
+    units = " ".join(f"{u:>{w}}" for _, u, w in columns)
+    return [f"# {header}", "#", f"# {'size':>12} {'count':>12} {names}  algorithm",
+            f"# {'(B)':>12} {'(elements)':>12} {units}"]
 
 
 def render_rows(rows, header: str) -> str:
     """The table in nccl-tests' own layout (out-of-place columns) plus the algorithm that ran."""
-    out = [f"# {header}",
-           "#",
-           f"# {'size':>12} {'count':>12} {'type':>8} {'redop':>6} {'root':>6} {'time':>10} {'algbw':>8} "
-           f"{'busbw':>8}  algorithm",
-           f"# {'(B)':>12} {'(elements)':>12} {'':>8} {'':>6} {'':>6} {'(us)':>10} {'(GB/s)':>8} {'(GB/s)':>8}"]
+    out = _head(header, [("type", "", 8), ("redop", "", 6), ("root", "", 6), ("time", "(us)", 10),
+                         ("algbw", "(GB/s)", 8), ("busbw", "(GB/s)", 8)])
     for r in rows:
         out.append(f"  {r.size:>12.0f} {r.count:>12d} {r.type:>8} {r.redop:>6} {r.root:>6d} {r.time_us:>10.2f} "
                    f"{r.algbw:>8.2f} {r.busbw:>8.2f}  {r.algorithm}")
     avg = sum(r.busbw for r in rows) / len(rows)
     out.append(f"# Avg bus bandwidth    : {avg:.3f} GB/s")
+    return "\n".join(out) + "\n"
+
+
+#: size bands of the error summary: (label, lowest, highest bytes), as benchmarks/nccl/score.py reports them
+BANDS = (("all", 0, float("inf")), ("<= 64 KiB", 0, 65536), ("1-16 MiB", 1 << 20, 16 << 20),
+         (">= 128 MiB", 128 << 20, float("inf")))
+
+
+def comparison_dict(c) -> dict:
+    """One measured row beside its prediction, for --json and --csv (predicted fields None for a no-op row)."""
+    p = c.predicted
+    return {"size": c.measured_size, "count": c.measured_count, "measured_us": c.measured_us,
+            "measured_busbw": round(c.measured_busbw, 6),
+            "predicted_us": None if p is None else p.time_us,
+            "error": None if c.error is None else round(c.error, 6),
+            "predicted_algbw": None if p is None else p.algbw, "predicted_busbw": None if p is None else p.busbw,
+            "algorithm": "no-op (count 0: NCCL launches nothing)" if p is None else p.algorithm,
+            "unsettled": c.unsettled}
+
+
+def error_summary(rows) -> list[tuple[str, float | None]]:
+    """Median |error| of the compared rows per size band (None where the band has no row)."""
+    import statistics
+
+    out = []
+    for label, lo, hi in BANDS:
+        errs = [abs(c.error) for c in rows
+                if c.error is not None and not c.unsettled and lo <= c.measured_size <= hi]
+        out.append((label, statistics.median(errs) if errs else None))
+    return out
+
+
+def render_comparison(rows, header: str) -> str:
+    """Measured and predicted out-of-place time per row, the error, and the median |error| per size band."""
+    out = _head(header, [("measured", "(us)", 10), ("predicted", "(us)", 10), ("error", "", 8),
+                         ("busbw", "measured", 8), ("busbw", "predicted", 8)])
+    for c in rows:
+        p = c.predicted
+        if p is None:
+            out.append(f"  {c.measured_size:>12d} {c.measured_count:>12d} {c.measured_us:>10.2f} {'-':>10} "
+                       f"{'-':>8} {c.measured_busbw:>8.2f} {'-':>8}  no-op (count 0: NCCL launches nothing)")
+            continue
+        err = "-" if c.error is None else f"{100 * c.error:+.1f}%" + ("*" if c.unsettled else "")
+        out.append(f"  {c.measured_size:>12d} {c.measured_count:>12d} {c.measured_us:>10.2f} {p.time_us:>10.2f} "
+                   f"{err:>8} {c.measured_busbw:>8.2f} {p.busbw:>8.2f}  {p.algorithm}")
+    summary = ", ".join(f"{label} {'-' if v is None else f'{100 * v:.1f} %'}" for label, v in error_summary(rows))
+    if any(c.unsettled for c in rows):
+        out.append(f"# * unsettled: the in-place time differs from the out-of-place one by more than {UNSETTLED:g}x "
+                   "in the file itself; left out of the medians")
+    out.append(f"# median |error| (predicted - measured, over measured): {summary}")
     return "\n".join(out) + "\n"
 
 
@@ -39,31 +95,51 @@ def bench_command(
     cluster: str = typer.Option("dgx-h100-ndr", "--cluster", help="Cluster preset or file."),
     nodes: int = typer.Option(1, "--nodes", "-n", help="Number of nodes."),
     gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", "-g"),
-    sizes: str = typer.Option("8B..1GB", "--sizes", help="8B..8GB (doubling), 1KB..1GBx4, or 8,1MB,1GB."),
-    dtype: str = typer.Option("float", "--dtype", help="float, half, bfloat16, double, int32, int8."),
+    sizes: Optional[str] = typer.Option(None, "--sizes", help="8B..8GB (doubling), 1KB..1GBx4, or 8,1MB,1GB "
+                                                             "[default: 8B..1GB]."),
+    measured: Optional[str] = typer.Option(None, "--measured",
+                                           help="an nccl-tests output (all_reduce_perf's table, or a whole log): "
+                                                "predict its sizes and type and print each row's error."),
+    dtype: str = typer.Option("float", "--dtype", help="nccl-tests' type: float, half, bfloat16, double, "
+                                                          "int8, int32, int64, uint8, uint32, uint64, fp8_e4m3, "
+                                                          "fp8_e5m2."),
     root: int = typer.Option(0, "--root", help="Root rank of broadcast and reduce."),
     stack: Optional[str] = typer.Option(None, "--stack", help="Transport stack (default: the cluster's)."),
     collectives: Optional[str] = typer.Option(None, "--collectives", help="nccl, openmpi, mpich or gloo."),
     nccl_algo: Optional[str] = typer.Option(None, "--nccl-algo", help="Like NCCL_ALGO."),
     nccl_proto: Optional[str] = typer.Option(None, "--nccl-proto", help="Like NCCL_PROTO."),
     fidelity: str = typer.Option("flow", "--fidelity", help="flow or analytic."),
-    gpus_per_thread: int = typer.Option(1, "--gpus-per-thread",
-                                        help="GPUs one host thread drives, like nccl-tests' -g (each NCCL call "
-                                             "launches on them one after another)."),
+    gpus_per_thread: Optional[int] = typer.Option(None, "--gpus-per-thread",
+                                                  help="GPUs one host thread drives, like nccl-tests' -g (each NCCL "
+                                                       "call launches on them one after another) [default: 1, or "
+                                                       "the --measured file's nGpus]."),
     as_json: bool = typer.Option(False, "--json"),
     as_csv: bool = typer.Option(False, "--csv"),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
     flags: dict | None = None,
 ) -> None:
     """Predict an nccl-tests size sweep: time, algbw, busbw and the algorithm chosen at each size."""
-    from simcomm.bench import bench, canonical, parse_sizes
+    from simcomm.bench import against_measured, bench, canonical, parse_sizes
     from simcomm.pipeline import Context
     from simcomm.scenario import FIDELITIES, from_flat
 
     if as_json and as_csv:
         raise ConfigError("--json and --csv: give one of them")
     kind = canonical(collective)
-    size_list = parse_sizes(sizes)
+    table = None
+    if measured is not None:
+        from simcomm.nccl.measured import read_measured
+
+        if sizes is not None:
+            raise ConfigError("--sizes and --measured: give one of them (--measured predicts the file's sizes)")
+        table = read_measured(measured)
+        size_list = [float(r.size) for r in table.rows]
+        dtype = table.rows[0].type
+        if gpus_per_thread is None:
+            gpus_per_thread = table.gpus_per_thread or 1
+    else:
+        size_list = parse_sizes(sizes if sizes is not None else "8B..1GB")
+    gpus_per_thread = 1 if gpus_per_thread is None else gpus_per_thread
     if fidelity not in FIDELITIES:
         raise ConfigError(f"--fidelity: {fidelity!r} is not valid; valid choices: {', '.join(FIDELITIES)}")
     given = {"nodes": nodes, "gpus_per_node": gpus_per_node, "cluster": cluster, "stack": stack,
@@ -72,15 +148,20 @@ def bench_command(
     ctx = Context(scn)
     _, topo = ctx.cluster(nodes, 0)
     runtime = ctx.runtime()
+    def run(progress=None):
+        if table is not None:
+            return against_measured(kind, topo, runtime, table, root=root, fidelity=fidelity,
+                                    gpus_per_thread=gpus_per_thread, progress=progress)
+        return bench(kind, topo, runtime, size_list, dtype=dtype, root=root, fidelity=fidelity,
+                     gpus_per_thread=gpus_per_thread, progress=progress)
+
     if quiet or as_json or as_csv:
-        rows = bench(kind, topo, runtime, size_list, dtype=dtype, root=root, fidelity=fidelity,
-                     gpus_per_thread=gpus_per_thread)
+        rows = run()
     else:
         with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=stderr(), transient=True) as bar:
             task = bar.add_task("bench", total=len(size_list))
-            rows = bench(kind, topo, runtime, size_list, dtype=dtype, root=root, fidelity=fidelity,
-                         gpus_per_thread=gpus_per_thread, progress=lambda: bar.advance(task))
+            rows = run(lambda: bar.advance(task))
     name, why = ctx.stack_choice()
     changed = ", ".join(f"{k}={getattr(scn.network, k)}" for k in ("inter", "intra", "nic", "nics_per_node",
                                                                        "topology", "oversubscription", "links")
@@ -89,15 +170,25 @@ def bench_command(
     header = (f"simcomm bench {collective}: {where}, {nodes} node(s), {topo.n_ranks} ranks, stack {name} "
               f"({runtime.rules} collectives{'' if why is None else '; ' + why}), {fidelity} fidelity, "
               f"{gpus_per_thread} GPU(s) per host thread (-g)")
+    if table is not None:
+        header += f"; measured: {measured}"
+        dicts = [comparison_dict(c) for c in rows]
+    else:
+        dicts = [r.to_dict() for r in rows]
     if as_json:
-        print_json({"collective": kind, "cluster": cluster, "nodes": nodes, "ranks": topo.n_ranks, "stack": name,
-                    "collectives": runtime.rules, "fidelity": fidelity,
-                    "gpus_per_thread": gpus_per_thread, "rows": [r.to_dict() for r in rows]})
+        doc = {"collective": kind, "cluster": cluster, "nodes": nodes, "ranks": topo.n_ranks, "stack": name,
+               "collectives": runtime.rules, "fidelity": fidelity, "gpus_per_thread": gpus_per_thread, "rows": dicts}
+        if table is not None:
+            doc["measured"] = measured
+            doc["median_abs_error"] = {label: v for label, v in error_summary(rows)}
+        print_json(doc)
     elif as_csv:
         buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=list(rows[0].to_dict()), lineterminator="\n")
+        w = csv.DictWriter(buf, fieldnames=list(dicts[0]), lineterminator="\n")
         w.writeheader()
-        w.writerows(r.to_dict() for r in rows)
+        w.writerows(dicts)
         sys.stdout.write(buf.getvalue())
+    elif table is not None:
+        sys.stdout.write(render_comparison(rows, header))
     else:
         sys.stdout.write(render_rows(rows, header))

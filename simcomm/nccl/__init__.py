@@ -10,7 +10,8 @@ docs/nccl.md explains the model, its sources and what it was checked against.
 * :mod:`~simcomm.nccl.channels`: rings over rails with PXN, NCCL's double binary tree;
 * :mod:`~simcomm.nccl.tuning`: NCCL's latency/bandwidth model and choice;
 * :mod:`~simcomm.nccl.algorithms`: one module per algorithm (its flows);
-* :mod:`~simcomm.nccl.prepare`: op -> engine schedule and closed form.
+* :mod:`~simcomm.nccl.prepare`: op -> engine schedule and closed form;
+* :mod:`~simcomm.nccl.measured`: a user's nccl-tests output read back (``simcomm bench --measured``).
 """
 
 from simcomm.nccl.base import NCCL_ALGORITHMS, NcclAlgorithm

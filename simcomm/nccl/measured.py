@@ -1,0 +1,125 @@
+"""A measured nccl-tests table (``all_reduce_perf`` and friends) read back, for ``simcomm bench --measured``.
+
+nccl-tests prints one row per size: ``size count type redop root time algbw busbw #wrong`` for the
+out-of-place call, then the same three timing columns and ``#wrong`` for the in-place one
+(``src/common.cu``; versions before 2.10 have no ``root`` column and call the last column ``error``).
+Comment lines start with ``#``; the header among them names ``nGpus`` (the GPUs one thread drives,
+``-g``) and lists one ``Rank`` line per rank.  Everything else (NCCL's ``INFO`` lines, a launcher's
+output) is ignored, so a whole log can be given.  What is read:
+
+* each row's size (bytes), count, type and out-of-place time (us), and its in-place time when printed;
+* ``nGpus`` and the number of ``Rank`` lines, when the header is there.
+
+A file without a single row is an error naming what a row looks like.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from simcomm.errors import ConfigError
+
+__all__ = ["MeasuredRow", "Measured", "read_measured", "parse_measured", "TYPE_BYTES", "UNSETTLED"]
+
+#: nccl-tests' type names and their widths in bytes (``test_typenames`` in src/common.cu)
+TYPE_BYTES = {"int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "half": 2, "float": 4,
+              "double": 8, "bfloat16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1}
+_OPS = {"sum", "prod", "max", "min", "avg", "mulsum", "none"}
+_INT = re.compile(r"-?\d+\Z")
+#: a row whose in-place and out-of-place times (the same operation, measured back to back) differ by more than
+#: this factor is *unsettled*: the source itself does not say what the time is (docs/accuracy.md)
+UNSETTLED = 1.5
+#: a measured file may hold a whole log; more rows than this is not one sweep
+MAX_ROWS = 4096
+
+
+@dataclass(frozen=True)
+class MeasuredRow:
+    """One printed row: bytes, elements, type, and the out-of-place (and in-place) time in microseconds."""
+
+    size: int
+    count: int
+    type: str
+    time_us: float
+    inplace_us: float | None
+
+    @property
+    def unsettled(self) -> bool:
+        """In-place and out-of-place times differ by more than :data:`UNSETTLED` x."""
+        a, b = self.time_us, self.inplace_us
+        return bool(a and b and a > 0 and max(a, b) / min(a, b) > UNSETTLED)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A parsed nccl-tests output: its rows and what its header says of the run."""
+
+    rows: tuple[MeasuredRow, ...]
+    gpus_per_thread: int | None  # the header's nGpus (-g)
+    ranks: int | None            # the header's Rank lines
+
+
+def _float(text: str) -> float | None:
+    try:
+        x = float(text)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _row(tokens: list[str]) -> MeasuredRow | None:
+    """A data row, or None when ``tokens`` are not one."""
+    if len(tokens) < 7 or not (_INT.match(tokens[0]) and _INT.match(tokens[1])):
+        return None
+    if tokens[2] not in TYPE_BYTES or tokens[3] not in _OPS:
+        return None
+    k = 5 if "." not in tokens[4] and _INT.match(tokens[4]) else 4  # the root column (nccl-tests >= 2.10)
+    t = _float(tokens[k])
+    if t is None or t < 0 or len(tokens) < k + 3:
+        return None
+    inplace = _float(tokens[k + 4]) if len(tokens) > k + 4 else None
+    return MeasuredRow(int(tokens[0]), int(tokens[1]), tokens[2], t, inplace if inplace and inplace > 0 else None)
+
+
+def parse_measured(text: str, where: str = "--measured") -> Measured:
+    """Rows and header facts of nccl-tests output ``text`` (see the module docstring)."""
+    rows: list[MeasuredRow] = []
+    gpus, ranks = None, 0
+    for line in text.splitlines():
+        tokens = line.split()
+        if not tokens:
+            continue
+        if tokens[0] == "#":
+            if "nGpus" in tokens and tokens.index("nGpus") + 1 < len(tokens):
+                value = tokens[tokens.index("nGpus") + 1]
+                gpus = int(value) if value.isdigit() and int(value) > 0 else gpus
+            elif len(tokens) > 2 and tokens[1] == "Rank" and tokens[2].isdigit():
+                ranks += 1
+            continue
+        row = _row(tokens)
+        if row is not None:
+            rows.append(row)
+            if len(rows) > MAX_ROWS:
+                raise ConfigError(f"{where}: more than {MAX_ROWS} nccl-tests rows; give one sweep")
+    if not rows:
+        raise ConfigError(f"{where}: no nccl-tests rows found (lines like '1048576 262144 float sum -1 "
+                          "52.1 20.13 37.74 0 ...' from all_reduce_perf)")
+    types = {r.type for r in rows}
+    if len(types) > 1:
+        raise ConfigError(f"{where}: rows of several types ({', '.join(sorted(types))}); give one sweep")
+    return Measured(tuple(rows), gpus, ranks or None)
+
+
+def read_measured(path: str | Path) -> Measured:
+    """:func:`parse_measured` of a file, with one ``error:`` line when it cannot be read."""
+    where = f"--measured {str(path)!r}"
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read ({exc.strerror or exc})") from None
+    if len(raw) > 64 << 20:
+        raise ConfigError(f"{where}: {len(raw):,} bytes is not an nccl-tests table (at most 64 MiB)")
+    return parse_measured(raw.decode("utf-8", errors="replace"), where)

@@ -1,0 +1,114 @@
+"""``simcomm bench --measured``: a user's nccl-tests output read back, predicted row by row, with errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from simcomm.errors import ConfigError
+from simcomm.nccl.measured import UNSETTLED, parse_measured
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "nccl_tests"
+NEW = DATA / "all_reduce_2x8_h100.txt"
+OLD = DATA / "all_reduce_1x8_v100_old_format.txt"
+
+
+def test_new_layout_rows_header_and_log_lines():
+    m = parse_measured(NEW.read_text())
+    assert m.gpus_per_thread == 1 and m.ranks == 16  # "# nThread 1 nGpus 1", sixteen "#  Rank" lines
+    assert [r.size for r in m.rows] == [8, 1024, 131072, 8388608, 134217728, 1073741824]
+    first = m.rows[0]
+    assert (first.count, first.type, first.time_us, first.inplace_us) == (2, "float", 45.72, 29.78)
+    assert first.unsettled and 45.72 / 29.78 > UNSETTLED  # the source disagrees with itself
+    assert not m.rows[1].unsettled
+
+
+def test_old_layout_without_a_root_column():
+    m = parse_measured(OLD.read_text())
+    assert m.gpus_per_thread == 8 and m.ranks == 8
+    assert [(r.size, r.time_us) for r in m.rows] == [(8, 48.46), (32768, 51.06), (8388608, 203.8),
+                                                     (134217728, 1818.8)]
+
+
+def test_rows_of_count_zero_and_other_types():
+    text = ("#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n"
+            "0 0 half sum -1 0.31 0.00 0.00 0 0.30 0.00 0.00 0\n"
+            "64 32 half sum -1 12.5 0.01 0.01 0 12.4 0.01 0.01 N/A\n"
+            "garbage line 1 2 3\n")
+    m = parse_measured(text)
+    assert [(r.size, r.count, r.type) for r in m.rows] == [(0, 0, "half"), (64, 32, "half")]
+    assert m.gpus_per_thread is None and m.ranks is None
+
+
+@pytest.mark.parametrize("text, msg", [
+    ("nothing here\n# nThread 1 nGpus 1\n", "--measured: no nccl-tests rows found"),
+    ("8 2 float sum -1 10.0 0 0 0\n8 4 half sum -1 10.0 0 0 0\n", "--measured: rows of several types (float, half)"),
+])
+def test_unreadable_tables_are_one_error(text, msg):
+    with pytest.raises(ConfigError, match=msg.replace("(", r"\(").replace(")", r"\)")):
+        parse_measured(text)
+
+
+@given(st.text(max_size=400))
+def test_any_text_parses_or_is_a_config_error(text):
+    try:
+        m = parse_measured(text)
+    except ConfigError as exc:
+        assert "\n" not in str(exc)
+    else:
+        assert m.rows and all(r.time_us >= 0 for r in m.rows)
+
+
+def test_measured_table_golden(cli, golden):
+    rc, out, err = cli(["bench", "all_reduce", "--cluster", "dgx-h100-ndr", "--nodes", "2", "--measured", str(NEW),
+                        "--quiet"])
+    assert rc == 0, err
+    # the header names the file as given; make it machine-independent
+    golden("bench/measured_all_reduce_dgx_h100_2x8.txt", out.replace(str(NEW), "all_reduce_2x8_h100.txt"))
+    lines = out.splitlines()
+    assert "*" in lines[4].split()[4]  # the unsettled 8 B row is marked ...
+    assert lines[-2].startswith("# * unsettled") and lines[-1].startswith("# median |error|")
+
+
+def test_measured_json_pairs_every_row_and_its_arithmetic(cli):
+    rc, out, err = cli(["bench", "all_reduce", "--cluster", "dgx1-v100", "--measured", str(OLD), "--json"])
+    assert rc == 0, err
+    data = json.loads(out)
+    assert data["gpus_per_thread"] == 8  # the file's nGpus (-g 8), not the default 1
+    rows = data["rows"]
+    assert [r["size"] for r in rows] == [8, 32768, 8388608, 134217728]
+    for r in rows:
+        assert r["error"] == pytest.approx((r["predicted_us"] - r["measured_us"]) / r["measured_us"], abs=1e-6)
+        # nccl-tests' busbw of the measured time: size / time x 2(n-1)/n
+        assert r["measured_busbw"] == pytest.approx(r["size"] / r["measured_us"] / 1e3 * 2 * 7 / 8, abs=1e-6)
+    errs = sorted(abs(r["error"]) for r in rows)
+    assert data["median_abs_error"]["all"] == pytest.approx((errs[1] + errs[2]) / 2, abs=1e-6)
+    # the same sweep without the file, at the same sizes and -g, gives the same predictions
+    rc, plain, _ = cli(["bench", "all_reduce", "--cluster", "dgx1-v100", "--sizes", "8,32768,8388608,134217728",
+                        "--gpus-per-thread", "8", "--json"])
+    assert [r["time_us"] for r in json.loads(plain)["rows"]] == [r["predicted_us"] for r in rows]
+
+
+def test_count_zero_collectives_are_no_ops_in_the_comparison(cli, tmp_path):
+    f = tmp_path / "zero.txt"
+    f.write_text("0 0 float sum -1 0.33 0.00 0.00 0 0.32 0.00 0.00 0\n"
+                 "32 8 float sum -1 10.50 0.00 0.00 0 10.40 0.00 0.00 0\n")
+    rc, out, err = cli(["bench", "all_gather", "--cluster", "dgx-a100-hdr", "--measured", str(f), "--csv"])
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert lines[1].split(",")[:5] == ["0", "0", "0.33", "0.0", ""]  # no prediction, no error
+    assert "no-op" in lines[1] and lines[2].split(",")[3] != ""
+
+
+@pytest.mark.parametrize("extra, msg", [
+    (["--measured", "/nonexistent/x.txt"], "error: --measured '/nonexistent/x.txt': cannot read (No such file"),
+    (["--measured", str(NEW), "--sizes", "8B..1KB"], "error: --sizes and --measured: give one of them"),
+    (["--measured", str(NEW), "--nodes", "1"], "error: --measured: the file lists 16 ranks"),
+])
+def test_measured_bad_input_is_one_line(cli, extra, msg):
+    rc, out, err = cli(["bench", "all_reduce", "--cluster", "dgx-h100-ndr", "--quiet"] + extra)
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and err.startswith(msg), err
