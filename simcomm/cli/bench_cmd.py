@@ -126,7 +126,7 @@ def bench_command(
     if as_json and as_csv:
         raise ConfigError("--json and --csv: give one of them")
     kind = canonical(collective)
-    table = None
+    table, g_from = None, ""
     if measured is not None:
         from simcomm.nccl.measured import read_measured
 
@@ -135,8 +135,8 @@ def bench_command(
         table = read_measured(measured)
         size_list = [float(r.size) for r in table.rows]
         dtype = table.rows[0].type
-        if gpus_per_thread is None:
-            gpus_per_thread = table.gpus_per_thread or 1
+        if gpus_per_thread is None and table.gpus_per_thread is not None:
+            gpus_per_thread, g_from = table.gpus_per_thread, " (the file's nGpus)"
     else:
         size_list = parse_sizes(sizes if sizes is not None else "8B..1GB")
     gpus_per_thread = 1 if gpus_per_thread is None else gpus_per_thread
@@ -169,7 +169,7 @@ def bench_command(
     where = f"{cluster} ({changed})" if changed else cluster
     header = (f"simcomm bench {collective}: {where}, {nodes} node(s), {topo.n_ranks} ranks, stack {name} "
               f"({runtime.rules} collectives{'' if why is None else '; ' + why}), {fidelity} fidelity, "
-              f"{gpus_per_thread} GPU(s) per host thread (-g)")
+              f"{gpus_per_thread} GPU(s) per host thread (-g){g_from}")
     if table is not None:
         header += f"; measured: {measured}"
         dicts = [comparison_dict(c) for c in rows]
