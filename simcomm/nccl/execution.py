@@ -61,8 +61,8 @@ import math
 
 import numpy as np
 
-from simcomm.nccl.layout import GroupLayout
-from simcomm.nccl.tuning import HW_LAT, ModelTime, graphs, runtime_channels
+from simcomm.nccl.layout import GroupLayout, nvlink_bw
+from simcomm.nccl.tuning import BASE_LAT, HW_LAT, ModelTime, graphs, runtime_channels
 
 KiB, MiB = 1024, 1 << 20
 
@@ -70,7 +70,8 @@ __all__ = ["channels_used", "slice_bytes", "execution_efficiency", "NVLS_CHANNEL
            "CALIBRATION_RUN", "HELD_OUT_RUNS",
            "nvls_loop_bytes", "nvls_tree_loop_bytes", "nvls_tree_fill_loops", "nvls_tree_head_nic_bw", "nvls_tree_fill",
            "HOST_BIDIR_SHARE", "host_staged",
-           "host_bidirectional_stretch"]
+           "host_bidirectional_stretch", "P2P_LL_THRESHOLD", "p2p_channels", "p2p_channels_per_peer", "p2p_batches",
+           "p2p_message_latency_us"]
 
 #: kernel launch per GPU a host thread drives, per NCCL call: 3.65 us over the 2 GPUs of CALIBRATION_RUN (above)
 LAUNCH_PER_GPU_S = 3.65e-6 / 2
@@ -163,6 +164,91 @@ def host_bidirectional_stretch(topology, group: np.ndarray, src: np.ndarray, dst
 def launch_s(gpus_per_thread: int = 1) -> float:
     """Seconds one NCCL call spends launching its kernels from a thread that drives ``gpus_per_thread`` GPUs."""
     return LAUNCH_PER_GPU_S * gpus_per_thread
+
+
+# ---- grouped point-to-point (all-to-all, send/recv, gather, scatter) ---------------------------------------
+#: NCCL_P2P_LL_THRESHOLD's default (src/enqueue.cc): a message goes LL up to this many bytes per channel
+P2P_LL_THRESHOLD = 16384
+#: NCCL_P2P_PER_CHANNEL_NET_BW's default, GB/s (src/graph/paths.cc): a network peer gets one channel per this
+P2P_PER_CHANNEL_NET_BW = 14.0
+#: NCCL_MAX_DEV_WORK_P2P_PER_BATCH (src/include/device.h): peers whose work shares one channel's batch
+P2P_PER_BATCH = 8
+
+
+def _pow2_up(n: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(1, n))))
+
+
+def p2p_channels_per_peer(layout: GroupLayout) -> int:
+    """``comm->p2pnChannelsPerPeer``: the most channels one message is split over (nChannelsMax).
+
+    ``ncclTopoGetNchannels`` (src/graph/paths.cc): an NVLink peer 2 x max(1, path bw / one link's),
+    a PCIe peer 2, a network peer max(NICs, ceil(NIC bw / 14 GB/s)); the least over peers, rounded up
+    to a power of two.  ``ncclTopoComputeP2pChannels``: at most ``p2pnChannels`` (the run-time channels
+    rounded up to a power of two); across nodes halved while ``perPeer x ceil(ranks / 8)`` exceeds them,
+    so every peer of a rank fits one batch round of the channels.
+    """
+    p2p = p2p_channels(layout)
+    counts = []
+    if layout.ppn > 1:
+        if layout.intra in ("nvswitch", "nvlink"):
+            counts.append(2 * max(1, int(layout.intra_bw / nvlink_bw(layout.arch) + 1e-9)))
+        else:
+            counts.append(2)
+    if layout.n_nodes > 1:
+        counts.append(max(1, math.ceil(layout.nic_bw / P2P_PER_CHANNEL_NET_BW - 1e-9)))
+    per_peer = _pow2_up(min(counts)) if counts else 1
+    if layout.n_nodes > 1:
+        while per_peer * math.ceil(layout.n_ranks / P2P_PER_BATCH) > p2p and per_peer > 1:
+            per_peer //= 2
+    return min(per_peer, p2p)
+
+
+def p2p_channels(layout: GroupLayout) -> int:
+    """``comm->p2pnChannels``: the run-time channels rounded up to a power of two (at most 64).
+
+    ``ncclTopoComputeP2pChannels`` (src/graph/paths.cc); its further cap by the kernel-argument space
+    (``ncclDevMaxChannelsForArgsBytes``) is not modelled.
+    """
+    return _pow2_up(min(64, runtime_channels(layout, graphs(layout)["ring"])))
+
+
+def p2p_batches(layout: GroupLayout) -> int:
+    """Batches a channel runs one after another when every rank exchanges a small message with every other.
+
+    ``scheduleP2pTasksToPlan`` (src/enqueue.cc) walks ``nRanks`` rounds (one send and one receive
+    peer each); ``ncclP2pChannelBaseForRound`` (src/include/channel.h) gives the rounds of one group of
+    up to 8 local offsets one channel base across nodes (``ceil(ranks / L) x ceil(L / 8)`` bases for
+    groups of ``L`` local ranks), and each round its own base on one node; ``addWorkBatchToPlan``
+    puts up to 8 works of distinct rounds in one batch; the kernel runs a channel's batches in turn
+    and a batch's works at once (src/device/sendrecv.h: the block's warps are split between them).
+    A small message takes one channel, so the bases share the ``p2pnChannels`` channels.
+    """
+    p, c = layout.n_ranks, p2p_channels(layout)
+    if layout.n_nodes > 1:
+        local = min(layout.ppn, P2P_PER_BATCH)
+        bases = math.ceil(p / local) * math.ceil(local / P2P_PER_BATCH)
+        return max(1, math.ceil(bases / c))
+    return max(1, math.ceil(math.ceil(p / c) / P2P_PER_BATCH))
+
+
+def p2p_message_latency_us(layout: GroupLayout, across_nodes: bool, nbytes: float) -> tuple[str, float]:
+    """(protocol, microseconds) of one point-to-point message: NCCL's choice and its own table's price.
+
+    ``addP2pToPlan`` (src/enqueue.cc) runs LL when the message is at most ``nChannelsMax x 16 KiB`` and both
+    connections hold LL buffers, else Simple.  A network connection of point-to-point operations uses the
+    proxy's shared buffers, which carry Simple only (src/transport/net.cc, send/recvProxyConnect; LL only
+    with NCCL_ALLOC_P2P_NET_LL_BUFFERS=1, default 0, src/init.cc), so a message between nodes always runs
+    Simple.  NCCL has no latency model for point-to-point; simcomm prices a message as NCCL's model prices
+    one ring step of that protocol over that hop: ``baseLat + hwLat`` (src/graph/tuning.cc).
+    """
+    if across_nodes:
+        proto, hop = "simple", "net"
+    else:
+        proto = "ll" if nbytes <= p2p_channels_per_peer(layout) * P2P_LL_THRESHOLD else "simple"
+        hop = "nvlink" if layout.intra in ("nvswitch", "nvlink") else "pci"
+    i = {"ll": 0, "simple": 2}[proto]
+    return proto, BASE_LAT["ring"][i] + HW_LAT[hop]["ring"][i]
 #: data bytes one protocol step carries per connection (buffer / NCCL_STEPS, device.h; §6.1)
 STEP_BYTES = {"ll": 32 * KiB, "ll128": 576_000, "simple": 512 * KiB}
 #: NVLS run-time channels: 16 on Hopper, 24 (one node) or 32 (several) on Blackwell (§2.6)

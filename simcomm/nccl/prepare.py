@@ -24,7 +24,8 @@ from simcomm.collectives.base import Step
 from simcomm.engine.schedule import Prepared, route_step
 from simcomm.errors import ConfigError
 from simcomm.nccl.base import NCCL_ALGORITHMS
-from simcomm.nccl.execution import execution_efficiency, host_bidirectional_stretch, launch_s
+from simcomm.nccl.execution import (execution_efficiency, host_bidirectional_stretch, launch_s, p2p_batches,
+                                    p2p_message_latency_us)
 from simcomm.nccl.layout import group_layout
 from simcomm.nccl.tuning import ALGOS as TUNED
 from simcomm.nccl.tuning import protocols_enabled, select
@@ -107,7 +108,7 @@ def prepare_nccl(op, topology, runtime) -> Prepared | None:
         latency = mt.latency_us * 1e-6
         label = f"NCCL {NCCL_ALGORITHMS.get(algo).nccl}/{_proto_name(mt.proto)}"
     else:
-        latency = None  # grouped p2p: each message pays its route's latency and the stack's overhead
+        latency = None  # grouped p2p: the slowest message's protocol step (below), once the messages are known
         label = "NCCL P2P" + (" (PXN)" if layout.pxn else "")
     # a zero-byte collective does nothing, but zero-byte sends and receives still run and synchronise (NCCL's
     # ncclEnqueueCheck hands Send/Recv to the p2p path before its count-0 return; NVIDIA/nccl#345: "Zero-size
@@ -120,15 +121,17 @@ def prepare_nccl(op, topology, runtime) -> Prepared | None:
     step = Step.make(src[keep], dst[keep], nb[keep])
     if not len(step):  # a zero-byte NCCL collective returns at once (ncclAllReduce with count 0)
         return Prepared(_NcclAlgorithm(op.kind, algo), 1, (), closed_form=0.0, label=label)
-    # the kernel launches NCCL's model leaves out (the same for every algorithm); grouped point-to-point
-    # is one kernel too, whose messages keep their own routes' latencies
-    launch = launch_s(runtime.gpus_per_thread)
-    if latency is not None:
-        latency += launch
-    closed = _closed_form(step, topology, group, latency,
-                          0.0 if latency is not None else launch)
-    return Prepared(_NcclAlgorithm(op.kind, algo), 1, (step,), (latency,), closed, label,
-                    delay=0.0 if latency is not None else launch)
+    if mt is None:
+        # grouped p2p: one kernel whose channels each run their batches in turn, a batch's peers at once
+        # (docs/nccl.md): the call lasts as long as its slowest message, priced as NCCL's model prices one
+        # step of the protocol NCCL runs it with, once per batch a channel runs
+        across = layout.node_of[src[keep]] != layout.node_of[dst[keep]]
+        slowest = max(p2p_message_latency_us(layout, bool(a), float(b))[1] for a, b in zip(across, payload[keep]))
+        latency = 1e-6 * slowest * (p2p_batches(layout) if op.kind == "alltoall" else 1)
+    # the kernel launches NCCL's model leaves out (the same for every algorithm)
+    latency += launch_s(runtime.gpus_per_thread)
+    closed = _closed_form(step, topology, group, latency)
+    return Prepared(_NcclAlgorithm(op.kind, algo), 1, (step,), (latency,), closed, label)
 
 
 def _proto_name(proto: str) -> str:
