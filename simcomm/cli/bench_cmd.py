@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import sys
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -113,6 +114,9 @@ def bench_command(
                                                   help="GPUs one host thread drives, like nccl-tests' -g (each NCCL "
                                                        "call launches on them one after another) [default: 1, or "
                                                        "the --measured file's nGpus]."),
+    png: Optional[Path] = typer.Option(None, "--png", help="Write a plot here: busbw against size, coloured by "
+                                                           "the algorithm that ran (and the measurement, with "
+                                                           "--measured)."),
     as_json: bool = typer.Option(False, "--json"),
     as_csv: bool = typer.Option(False, "--csv"),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
@@ -140,6 +144,10 @@ def bench_command(
     else:
         size_list = parse_sizes(sizes if sizes is not None else "8B..1GB")
     gpus_per_thread = 1 if gpus_per_thread is None else gpus_per_thread
+    if png is not None:
+        from simcomm.outpath import check_output_path
+
+        png = check_output_path(png, "--png")  # before any simulation: a bad path is one line, at once
     if fidelity not in FIDELITIES:
         raise ConfigError(f"--fidelity: {fidelity!r} is not valid; valid choices: {', '.join(FIDELITIES)}")
     given = {"nodes": nodes, "gpus_per_node": gpus_per_node, "cluster": cluster, "stack": stack,
@@ -192,3 +200,20 @@ def bench_command(
         sys.stdout.write(render_comparison(rows, header))
     else:
         sys.stdout.write(render_rows(rows, header))
+    if png is not None:
+        _plot(png, rows, table is not None, f"{collective} on {where}, {topo.n_ranks} ranks, stack {name}")
+        if not (as_json or as_csv):
+            sys.stdout.write(f"# plot: {png}\n")
+
+
+def _plot(png: Path, rows, compared: bool, title: str) -> None:
+    from simcomm.report.bench_plot import plot_bench
+
+    if compared:
+        predicted = [{"size": c.measured_size, "busbw": c.predicted.busbw, "algorithm": c.predicted.algorithm}
+                     for c in rows if c.predicted is not None]
+        measured = [{"size": c.measured_size, "busbw": c.measured_busbw, "error": c.error,
+                     "unsettled": c.unsettled} for c in rows]
+        plot_bench(predicted, png, title, measured)
+    else:
+        plot_bench([{"size": r.size, "busbw": r.busbw, "algorithm": r.algorithm} for r in rows], png, title)
