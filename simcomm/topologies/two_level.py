@@ -12,7 +12,9 @@ Structure (rank ``r`` = node-major: node ``m`` holds ranks ``offset[m] ..``):
   between those machines stay on NVLink (GB200 NVL72: 18 trays of 4 GPUs);
 * NICs: ``nics_per_node`` per node; local rank ``l`` uses NIC ``l*nics//G``
   (with a host path: a NIC on its own PCIe switch) through its own
-  ``nic_attach`` link.  Every byte a rank sends off its NVLink domain crosses
+  ``nic_attach`` link; on a ``pcie`` machine the NICs hang off the PCIe switch
+  (the NIC's ``nic_attach`` is its own port), so a GPU reaches its NIC through
+  the same x16 port as its peers.  Every byte a rank sends off its NVLink domain crosses
   its NIC's ``nic_link``, so the ranks that share a NIC share that link;
 * internode: ``switch`` (one switch), ``fat-tree``, ``rail`` (rail-optimised
   leaf-spine, as DGX SuperPOD), ``dragonfly``, ``torus`` or ``ring`` over the
@@ -21,8 +23,8 @@ Structure (rank ``r`` = node-major: node ``m`` holds ranks ``offset[m] ..``):
   independent copies, NIC j of every node on plane ``j mod N``
   (:mod:`simcomm.topologies.planes`).
 
-Routes: same NVLink domain -> the intranode path; otherwise rank -> NIC ->
-the fabric's structured route (ECMP keyed by the rank pair) -> NIC -> rank.
+Routes: same NVLink domain -> the intranode path; otherwise rank [-> PCIe switch] -> NIC ->
+the fabric's structured route (ECMP keyed by the rank pair) -> NIC [-> PCIe switch] -> rank.
 With several planes a rank whose NIC is on another plane than the
 destination's first moves the data inside its node to the GPU whose NIC
 sits on the destination NIC's rail (NCCL's PXN).  ``gpus_per_node`` may also
