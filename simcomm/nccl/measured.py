@@ -32,8 +32,8 @@ _INT = re.compile(r"-?\d+\Z")
 #: a row whose in-place and out-of-place times (the same operation, measured back to back) differ by more than
 #: this factor is *unsettled*: the source itself does not say what the time is (docs/accuracy.md)
 UNSETTLED = 1.5
-#: a measured file may hold a whole log; more rows than this is not one sweep
-MAX_ROWS = 4096
+#: a measured file may hold a whole log; more rows (or bytes) than this is not one sweep
+MAX_ROWS, MAX_BYTES = 4096, 64 << 20
 
 
 @dataclass(frozen=True)
@@ -114,12 +114,26 @@ def parse_measured(text: str, where: str = "--measured") -> Measured:
 
 
 def read_measured(path: str | Path) -> Measured:
-    """:func:`parse_measured` of a file, with one ``error:`` line when it cannot be read."""
+    """:func:`parse_measured` of a file (``-``: standard input), with one ``error:`` line when it cannot be read.
+
+    Only a regular file is opened: a FIFO or a device could block forever (``-`` reads a pipe on purpose).
+    """
     where = f"--measured {str(path)!r}"
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{where}: cannot read ({exc.strerror or exc})") from None
-    if len(raw) > 64 << 20:
-        raise ConfigError(f"{where}: {len(raw):,} bytes is not an nccl-tests table (at most 64 MiB)")
+    if str(path) == "-":
+        import sys
+
+        raw = sys.stdin.buffer.read(MAX_BYTES + 1)
+    else:
+        p = Path(path)
+        try:
+            if p.exists() and not p.is_file():
+                raise ConfigError(f"{where}: not a regular file (give a saved nccl-tests output, or - for "
+                                  "standard input)")
+            if p.exists() and p.stat().st_size > MAX_BYTES:  # before reading it into memory
+                raise ConfigError(f"{where}: more than {MAX_BYTES >> 20} MiB is not an nccl-tests table")
+            raw = p.read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"{where}: cannot read ({exc.strerror or exc})") from None
+    if len(raw) > MAX_BYTES:
+        raise ConfigError(f"{where}: more than {MAX_BYTES >> 20} MiB is not an nccl-tests table")
     return parse_measured(raw.decode("utf-8", errors="replace"), where)

@@ -112,3 +112,27 @@ def test_count_zero_collectives_are_no_ops_in_the_comparison(cli, tmp_path):
 def test_measured_bad_input_is_one_line(cli, extra, msg):
     rc, out, err = cli(["bench", "all_reduce", "--cluster", "dgx-h100-ndr", "--quiet"] + extra)
     assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and err.startswith(msg), err
+
+
+def test_measured_reads_standard_input_and_refuses_what_could_block_or_flood(cli, tmp_path, monkeypatch):
+    import io
+    import os
+    import sys
+
+    class Stdin:
+        buffer = io.BytesIO(NEW.read_bytes())
+
+    monkeypatch.setattr(sys, "stdin", Stdin)
+    rc, out, err = cli(["bench", "all_reduce", "--cluster", "dgx-h100-ndr", "--nodes", "2", "--measured", "-",
+                        "--quiet"])
+    assert rc == 0, err
+    assert out.splitlines()[-1].startswith("# median |error|") and "measured: -" in out.splitlines()[0]
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.txt"
+    with open(big, "wb") as fh:  # sparse: 65 MiB on paper, nothing on disk
+        fh.truncate(65 << 20)
+    for path, msg in ((tmp_path, "not a regular file"), (fifo, "not a regular file"),
+                      (big, "more than 64 MiB is not an nccl-tests table")):
+        rc, out, err = cli(["bench", "all_reduce", "--measured", str(path), "--quiet"])
+        assert rc == 2 and out == "" and err.count("\n") == 1 and msg in err, err
