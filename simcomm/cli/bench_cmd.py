@@ -99,8 +99,9 @@ def bench_command(
     sizes: Optional[str] = typer.Option(None, "--sizes", help="8B..8GB (doubling), 1KB..1GBx4, or 8,1MB,1GB "
                                                              "[default: 8B..1GB]."),
     measured: Optional[str] = typer.Option(None, "--measured",
-                                           help="an nccl-tests output (all_reduce_perf's table, or a whole log): "
-                                                "predict its sizes and type and print each row's error."),
+                                           help="an nccl-tests output (all_reduce_perf's table, or a whole log; - "
+                                                "reads standard input): predict its sizes and type and print "
+                                                "each row's error."),
     dtype: str = typer.Option("float", "--dtype", help="nccl-tests' type: float, half, bfloat16, double, "
                                                           "int8, int32, int64, uint8, uint32, uint64, fp8_e4m3, "
                                                           "fp8_e5m2."),
