@@ -316,8 +316,8 @@ def _pattern_bw(algo: str, kind: str, layout: GroupLayout) -> float:
     """Algorithm bandwidth (GB/s) of a switch-reduced pattern (:mod:`simcomm.nccl.algorithms`) at NCCL's link rates.
 
     NVLS moves ``n(1 + 1/p)`` through each GPU's NVLink for an all-reduce and
-    ``n`` for all-gather/reduce-scatter; NVLS-Tree adds ``2n/L`` through each NIC
-    (``n/L`` on two nodes, where the two trees are one exchange); CollNet moves
+    ``n`` for all-gather/reduce-scatter; NVLS-Tree adds ``2n/H`` through each of the
+    ``H = min(L, 32)`` heads' NICs (``n/H`` on two nodes, where the two trees are one exchange); CollNet moves
     ``2(L-1)/L n`` through NVLink and ``n/L`` through each NIC.  The model's
     algorithm bandwidth over this is the efficiency the flows carry.
     """
@@ -325,8 +325,9 @@ def _pattern_bw(algo: str, kind: str, layout: GroupLayout) -> float:
     nvl, nic = layout.intra_bw, layout.gpu_nic_bw
     if algo == "nvls":
         return nvl * L / (L + 1) if kind == "allreduce" else nvl
-    if algo == "nvls-tree":
-        return min(nvl * L / (L + 1), L * nic * (1.0 if layout.n_nodes <= 2 else 0.5))
+    if algo == "nvls-tree":  # only the NVLS heads (at most 32) carry the trees, each over its own NIC
+        heads = min(L, MAX_SEARCH_CHANNELS)
+        return min(nvl * L / (L + 1), heads * nic * (1.0 if layout.n_nodes <= 2 else 0.5))
     return min(nvl * L / (2 * (L - 1)) if L > 1 else math.inf, L * nic)
 
 

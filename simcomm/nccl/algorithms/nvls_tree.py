@@ -1,9 +1,13 @@
 """NCCL NVLS-Tree: NVLS inside each node, a double binary tree across nodes on every rail (all-reduce).
 
 Each node reduces in its NVSwitch (``n(1 + 1/L)`` through every GPU port, as
-:mod:`~simcomm.nccl.algorithms.nvls`); GPU j then carries its node's 1/L of
-the result up and down the trees over rail j, half in each of NCCL's two
-complementary trees.  ``src/device/all_reduce.h`` (NVLS_TREE), ``src/graph/trees.cc``.
+:mod:`~simcomm.nccl.algorithms.nvls`); each of the node's NVLS heads (one per
+NVLS channel, at most 32: ``NCCL_MAX_NVLS_ARITY``, ``src/graph/search.cc``)
+then carries its 1/H of the result up and down the trees over its own rail,
+half in each of NCCL's two complementary trees: only the heads join the trees
+(``connectNvls``, ``src/graph/connect.cc``), so on a 72-GPU NVL72 rack 32 of its
+72 NICs carry them.  The heads are taken as the node's first H GPUs in ring
+order.  ``src/device/all_reduce.h`` (NVLS_TREE), ``src/graph/trees.cc``.
 """
 
 from __future__ import annotations
@@ -39,10 +43,18 @@ class NVLSTree(NcclAlgorithm):
         for node in layout.nodes:
             pairs += [(node[i], node[(i + 1) % L]) for i in range(L)] if L > 1 else []
             size += [nbytes * (1.0 + 1.0 / L)] * (L if L > 1 else 0)
+        heads = nvls_heads(layout)
         for tree in dtree_parents(layout.n_nodes):
             for child, parent in tree_edges(tree):
-                for j in range(L):  # rail j: the j-th GPU of each node
+                for j in range(heads):  # head j's rail: the j-th GPU of each node
                     a, b = layout.nodes[child][j], layout.nodes[parent][j]
                     pairs += [(a, b), (b, a)]
-                    size += [nbytes / L / 2.0] * 2
+                    size += [nbytes / heads / 2.0] * 2
         return pack(pairs, size)
+
+
+def nvls_heads(layout) -> int:
+    """NVLS heads per node: one per NVLS channel of NCCL's NVLS graph (at most 32)."""
+    from simcomm.nccl.tuning import graphs
+
+    return graphs(layout)["nvls"].n_ch
