@@ -175,7 +175,13 @@ def graphs(layout: GroupLayout) -> dict[str, Graph]:
     nv_speeds = speeds
     nv_intra = next((x for x in nv_speeds if (heads + 1) * x <= intra + 1e-9), nv_speeds[-1])
     cap = layout.gpu_nic_bw if net else max(nv_speeds)
-    nv_inter = max((x for x in nv_speeds if x < 2 * nv_intra and x <= cap + 1e-9), default=nv_intra)
+    # search.cc's second pass raises bwInter one speed at a time while it is still below 2 bwIntra (the test
+    # comes before the raise, so it can end at or above 2 bwIntra) and the heads' NIC paths carry it
+    nv_inter = max((x for x in nv_speeds if x <= min(nv_intra, cap) + 1e-9), default=nv_speeds[-1])
+    for x in sorted(x for x in nv_speeds if x > nv_inter):
+        if nv_inter >= 2 * nv_intra or x > cap + 1e-9:
+            break
+        nv_inter = x
     return {"ring": ring, "tree": tree, "nvls": Graph(heads, nv_intra, max(nv_inter, nv_intra), "nvls")}
 
 

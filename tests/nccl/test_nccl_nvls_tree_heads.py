@@ -41,3 +41,17 @@ def test_two_nvl72_racks_carry_the_trees_on_32_nics_each():
 def test_up_to_32_gpus_per_node_every_gpu_is_a_head():
     t = apply_stack(preset("dgx-h100-ndr", nodes=2), get_stack("ideal"))
     assert nvls_heads(group_layout(t, tuple(range(16)))) == 8
+
+
+def test_nvls_search_raises_bw_inter_to_the_first_speed_at_twice_bw_intra():
+    # search.cc's second pass tests bwInter < 2 bwIntra before each raise, so it stops at the first speed at or
+    # above 2 bwIntra that the heads' NIC paths carry: GB200 NVL72 20 -> 22, 24, 30, 40 (= 2 x 20) stop;
+    # 2 x 8 H100: 40 -> 42, 45, 48 (the NIC path's 48 GB/s caps it)
+    from simcomm.nccl.tuning import graphs
+
+    gb = apply_stack(preset("gb200-nvl72", nodes=36, gpus_per_node=4), get_stack("nccl"))
+    g = graphs(group_layout(gb, tuple(range(144))))["nvls"]
+    assert (g.n_ch, g.bw_intra, g.bw_inter) == (32, 20, 40)
+    h = apply_stack(preset("dgx-h100-ndr", nodes=2), get_stack("nccl"))
+    g = graphs(group_layout(h, tuple(range(16))))["nvls"]
+    assert (g.n_ch, g.bw_intra, g.bw_inter) == (8, 40, 48)
