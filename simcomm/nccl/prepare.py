@@ -125,8 +125,12 @@ def prepare_nccl(op, topology, runtime) -> Prepared | None:
         # grouped p2p: one kernel whose channels each run their batches in turn, a batch's peers at once
         # (docs/nccl.md): the call lasts as long as its slowest message, priced as NCCL's model prices one
         # step of the protocol NCCL runs it with, once per batch a channel runs
+        # (a message's price grows with its size, LL to Simple, and a network step costs the most: price the
+        # largest message of each kind once, not each of an all-to-all's p^2 messages)
         across = layout.node_of[src[keep]] != layout.node_of[dst[keep]]
-        slowest = max(p2p_message_latency_us(layout, bool(a), float(b))[1] for a, b in zip(across, payload[keep]))
+        sizes = payload[keep]
+        slowest = max([p2p_message_latency_us(layout, True, 0.0)[1]] * bool(across.any())
+                      + [p2p_message_latency_us(layout, False, float(sizes[~across].max()))[1]] * bool((~across).any()))
         latency = 1e-6 * slowest * (p2p_batches(layout) if op.kind == "alltoall" else 1)
     # the kernel launches NCCL's model leaves out (the same for every algorithm)
     latency += launch_s(runtime.gpus_per_thread)
