@@ -177,6 +177,10 @@ def against_measured(kind: str, topology, runtime, measured: Measured, *, root: 
                      gpus_per_thread: int = 1, progress=None) -> list[Comparison]:
     """Predict every row of a measured nccl-tests table (its sizes and type) and pair them up."""
     n = topology.n_ranks
+    if measured.test is not None and COLLECTIVES.get(measured.test, kind) != kind:
+        ours = next(k for k, v in COLLECTIVES.items() if v == kind)
+        raise ConfigError(f"--measured: the file is {measured.test}_perf's output, not {ours}_perf's: run "
+                          f"simcomm bench {measured.test}")
     if measured.ranks is not None and measured.ranks != n:
         raise ConfigError(f"--measured: the file lists {measured.ranks} ranks (its '# Rank' lines); the cluster has "
                           f"{n}: set --nodes and --gpus-per-node to the measured run's")

@@ -8,7 +8,8 @@ Comment lines start with ``#``; the header among them names ``nGpus`` (the GPUs 
 output) is ignored, so a whole log can be given.  What is read:
 
 * each row's size (bytes), count, type and out-of-place time (us), and its in-place time when printed;
-* ``nGpus`` and the number of ``Rank`` lines, when the header is there.
+* ``nGpus`` and the number of ``Rank`` lines, when the header is there, and the test's name
+  (``# Collective test starting: all_gather_perf``, printed by recent nccl-tests, e.g. 2.20).
 
 A file without a single row is an error naming what a row looks like.
 """
@@ -60,6 +61,7 @@ class Measured:
     rows: tuple[MeasuredRow, ...]
     gpus_per_thread: int | None  # the header's nGpus (-g)
     ranks: int | None            # the header's Rank lines
+    test: str | None = None      # the test recent nccl-tests name: "all_gather" from "... starting: all_gather_perf"
 
 
 def _float(text: str) -> float | None:
@@ -87,13 +89,15 @@ def _row(tokens: list[str]) -> MeasuredRow | None:
 def parse_measured(text: str, where: str = "--measured") -> Measured:
     """Rows and header facts of nccl-tests output ``text`` (see the module docstring)."""
     rows: list[MeasuredRow] = []
-    gpus, ranks = None, 0
+    gpus, ranks, test = None, 0, None
     for line in text.splitlines():
         tokens = line.split()
         if not tokens:
             continue
         if tokens[0] == "#":
-            if "nGpus" in tokens and tokens.index("nGpus") + 1 < len(tokens):
+            if tokens[1:4] == ["Collective", "test", "starting:"] and len(tokens) > 4:
+                test = tokens[4].removesuffix("_perf")
+            elif "nGpus" in tokens and tokens.index("nGpus") + 1 < len(tokens):
                 value = tokens[tokens.index("nGpus") + 1]
                 gpus = int(value) if value.isdigit() and int(value) > 0 else gpus
             elif len(tokens) > 2 and tokens[1] == "Rank" and tokens[2].isdigit():
@@ -110,7 +114,7 @@ def parse_measured(text: str, where: str = "--measured") -> Measured:
     types = {r.type for r in rows}
     if len(types) > 1:
         raise ConfigError(f"{where}: rows of several types ({', '.join(sorted(types))}); give one sweep")
-    return Measured(tuple(rows), gpus, ranks or None)
+    return Measured(tuple(rows), gpus, ranks or None, test)
 
 
 def read_measured(path: str | Path) -> Measured:

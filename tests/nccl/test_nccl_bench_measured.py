@@ -136,3 +136,17 @@ def test_measured_reads_standard_input_and_refuses_what_could_block_or_flood(cli
                       (big, "more than 64 MiB is not an nccl-tests table")):
         rc, out, err = cli(["bench", "all_reduce", "--measured", str(path), "--quiet"])
         assert rc == 2 and out == "" and err.count("\n") == 1 and msg in err, err
+
+
+def test_a_file_of_another_collective_is_refused(cli, tmp_path):
+    # recent nccl-tests name the test in the header: comparing all_gather_perf's rows with an all-reduce
+    # prediction would be silently wrong
+    f = tmp_path / "ag.txt"
+    f.write_text("# Collective test starting: all_gather_perf\n"
+                 "1048576 32768 float none -1 52.1 20.13 18.87 0 51.0 20.56 19.27 0\n")
+    assert parse_measured(f.read_text()).test == "all_gather"
+    rc, out, err = cli(["bench", "all_reduce", "--cluster", "dgx-a100-hdr", "--measured", str(f), "--quiet"])
+    assert rc == 2 and out == "" and err.strip() == ("error: --measured: the file is all_gather_perf's output, not "
+                                                     "all_reduce_perf's: run simcomm bench all_gather")
+    rc, out, err = cli(["bench", "all_gather", "--cluster", "dgx-a100-hdr", "--measured", str(f), "--quiet"])
+    assert rc == 0, err
