@@ -181,6 +181,9 @@ def against_measured(kind: str, topology, runtime, measured: Measured, *, root: 
         ours = next(k for k, v in COLLECTIVES.items() if v == kind)
         raise ConfigError(f"--measured: the file is {measured.test}_perf's output, not {ours}_perf's: run "
                           f"simcomm bench {measured.test}")
+    big = max(r.size for r in measured.rows)
+    if big > MAX_BYTES:
+        raise ConfigError(f"--measured: a row of {big:,} bytes is more than the {MAX_BYTES:,.0f} simcomm sweeps")
     if measured.ranks is not None and measured.ranks != n:
         raise ConfigError(f"--measured: the file lists {measured.ranks} ranks (its '# Rank' lines); the cluster has "
                           f"{n}: set --nodes and --gpus-per-node to the measured run's")

@@ -74,7 +74,7 @@ def _float(text: str) -> float | None:
 
 def _row(tokens: list[str]) -> MeasuredRow | None:
     """A data row, or None when ``tokens`` are not one."""
-    if len(tokens) < 7 or not (_INT.match(tokens[0]) and _INT.match(tokens[1])):
+    if len(tokens) < 7 or not (tokens[0].isdigit() and tokens[1].isdigit()):  # size and count: >= 0
         return None
     if tokens[2] not in TYPE_BYTES or tokens[3] not in _OPS:
         return None

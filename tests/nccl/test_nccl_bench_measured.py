@@ -36,6 +36,7 @@ def test_old_layout_without_a_root_column():
 
 def test_rows_of_count_zero_and_other_types():
     text = ("#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n"
+            "-8 -2 half sum -1 0.31 0.00 0.00 0 0.30 0.00 0.00 0\n"  # not a row: sizes are never negative
             "0 0 half sum -1 0.31 0.00 0.00 0 0.30 0.00 0.00 0\n"
             "64 32 half sum -1 12.5 0.01 0.01 0 12.4 0.01 0.01 N/A\n"
             "garbage line 1 2 3\n")
@@ -150,3 +151,10 @@ def test_a_file_of_another_collective_is_refused(cli, tmp_path):
                                                      "all_reduce_perf's: run simcomm bench all_gather")
     rc, out, err = cli(["bench", "all_gather", "--cluster", "dgx-a100-hdr", "--measured", str(f), "--quiet"])
     assert rc == 0, err
+
+
+def test_a_row_beyond_what_simcomm_sweeps_is_refused(cli, tmp_path):
+    f = tmp_path / "huge.txt"
+    f.write_text("99999999999999999999 1 float sum -1 10.0 0 0 0 10.0 0 0 0\n")
+    rc, out, err = cli(["bench", "all_reduce", "--measured", str(f), "--quiet"])
+    assert rc == 2 and out == "" and err.startswith("error: --measured: a row of 99,999,999,999,999,999,999 bytes")
