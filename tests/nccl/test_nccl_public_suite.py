@@ -183,3 +183,27 @@ def test_by_algorithm_is_a_printout_not_a_section(capsys, tmp_path):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: --by-algorithm")
     assert doc.read_text() == "x\n"
+
+
+@pytest.mark.parametrize("rid", ["nebius-h100-2x8-ib-allreduce", "autodl-2080ti-2gpu-pcie-alltoall",
+                                 "v100-sxm2-1x8-hcm-allreduce"])
+def test_bench_measured_on_a_suite_run_gives_the_suite_s_errors(rid):
+    # the same run, printed as nccl-tests prints it and read back by `simcomm bench --measured`, is scored
+    # exactly as benchmarks/nccl/score.py scores it (one model of a measurement, not two)
+    from simcomm.bench import against_measured
+    from simcomm.nccl.measured import parse_measured
+
+    score = _score()
+    models = tomllib.loads((SUITE / "models.toml").read_text(encoding="utf-8"))
+    run = tomllib.loads((SUITE / "runs" / f"{rid}.toml").read_text(encoding="utf-8"))
+    d = run["data"]
+    inplace = d.get("inplace_time_us") or d["time_us"]
+    text = "\n".join(f"{s} {c} {d['type']} {d.get('redop', 'sum')} -1 {t} 0 0 0 {i} 0 0 0"
+                     for s, c, t, i in zip(d["size"], d["count"], d["time_us"], inplace))
+    topo, runtime = score.build(models[rid])
+    got = against_measured(score.KIND[run["collective"]], topo, runtime, parse_measured(text),
+                           gpus_per_thread=int(models[rid].get("gpus_per_thread", 1)))
+    want = score.score_run(run, models[rid])["rows"]
+    assert [c.measured_size for c in got] == [r["size"] for r in want]
+    assert [c.error for c in got] == [r["error"] for r in want]
+    assert [c.unsettled for c in got] == [r["unsettled"] for r in want]
