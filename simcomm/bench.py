@@ -16,7 +16,9 @@ choice on the ``nccl`` stacks), reported in the columns of nccl-tests'
 
 nccl-tests times back-to-back iterations of one collective; simcomm prices
 one, which is the same when nothing else runs.  ``sendrecv`` is nccl-tests'
-ring of send/receive pairs: every rank sends ``size`` to the next.
+ring of send/receive pairs: every rank sends ``size`` to the next (on the NCCL
+stacks through NCCL's point-to-point path, as ``sendrecv_perf``'s grouped
+ncclSend/ncclRecv run).
 """
 
 from __future__ import annotations
@@ -135,7 +137,11 @@ def bench(kind: str, topology, runtime, sizes: list[float], *, dtype: str = "flo
     rows = []
     for size in sizes:
         b = PlanBuilder(n)
-        if kind == "sendrecv":
+        if kind == "sendrecv" and runtime.rules == "nccl":
+            # nccl-tests' sendrecv_perf: grouped ncclSend/ncclRecv, NCCL's point-to-point path (launch, protocol step)
+            for r in range(n):
+                b.collective("p2p", (r, (r + 1) % n), size, stream=f"send{r}")
+        elif kind == "sendrecv":
             for r in range(n):
                 b.transfer(r, (r + 1) % n, size, stream=f"send{r}")
         else:

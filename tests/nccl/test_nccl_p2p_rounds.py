@@ -80,3 +80,16 @@ def test_sixteen_pcie_ranks_fit_one_batch_round():
     layout = group_layout(pcie_box(2, 8), list(range(16)))
     assert execution.p2p_channels(layout) >= 2
     assert execution.p2p_batches(layout) == 1
+
+
+def test_bench_sendrecv_runs_nccl_point_to_point():
+    # nccl-tests' sendrecv_perf is grouped ncclSend/ncclRecv: on the nccl stack each rank's message to the next
+    # takes NCCL's p2p path, so an 8 B ring on one 8 x A100 node with -g 8 costs 8 launches and one LL step
+    # over NVLink: 8 x 1.825 + 6.6 + 0.6 = 21.8 us (plain transfers would cost their route's latency alone)
+    from simcomm.bench import bench
+    from simcomm.topologies.presets import preset
+
+    topo = apply_stack(preset("dgx-a100-hdr", nodes=1), get_stack("nccl"))
+    (row,) = bench("sendrecv", topo, Runtime("nccl"), [8.0], gpus_per_thread=8)
+    assert row.time_us == pytest.approx(8 * LAUNCH_US + 6.6 + 0.6, rel=1e-12)
+    assert row.algorithm == "NCCL P2P"
