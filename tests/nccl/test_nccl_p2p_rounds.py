@@ -91,5 +91,6 @@ def test_bench_sendrecv_runs_nccl_point_to_point():
 
     topo = apply_stack(preset("dgx-a100-hdr", nodes=1), get_stack("nccl"))
     (row,) = bench("sendrecv", topo, Runtime("nccl"), [8.0], gpus_per_thread=8)
-    assert row.time_us == pytest.approx(8 * LAUNCH_US + 6.6 + 0.6, rel=1e-12)
+    rate = min(float(topo.capacity[k]) for k in topo.route(0, 1))  # the 8 bytes themselves: ~3e-5 us
+    assert row.time_us == pytest.approx(8 * LAUNCH_US + 6.6 + 0.6 + 8 / rate * 1e6, rel=1e-12)
     assert row.algorithm == "NCCL P2P"
