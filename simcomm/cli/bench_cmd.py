@@ -19,17 +19,33 @@ from simcomm.nccl.measured import UNSETTLED
 __all__ = ["bench_command", "render_rows", "render_comparison", "comparison_dict", "error_summary"]
 
 
-def _head(header: str, columns: list[tuple[str, str, int]]) -> list[str]:
-    """A table's first lines: the run, then size and count and ``columns`` (name, unit line, width), algorithm."""
+def _head(header: str, assumed, columns: list[tuple[str, str, int]]) -> list[str]:
+    """A table's first lines: the run, what it assumes, then size, count, ``columns`` (name, unit, width), algorithm."""
     names = " ".join(f"{n:>{w}}" for n, _, w in columns)
     units = " ".join(f"{u:>{w}}" for _, u, w in columns)
-    return [f"# {header}", "#", f"# {'size':>12} {'count':>12} {names}  algorithm",
-            f"# {'(B)':>12} {'(elements)':>12} {units}"]
+    return [f"# {header}", *(f"# assumed: {a}" for a in assumed), "#",
+            f"# {'size':>12} {'count':>12} {names}  algorithm", f"# {'(B)':>12} {'(elements)':>12} {units}"]
 
 
-def render_rows(rows, header: str) -> str:
+def _assumed(kind: str, rules: str) -> list[str]:
+    """The defaults behind the NCCL numbers that a user may want to know (and can change)."""
+    if rules != "nccl":
+        return []
+    from simcomm.nccl.execution import LAUNCH_PER_GPU_S
+    from simcomm.nccl.tuning import VERSION
+
+    out = [f"NCCL's algorithm and protocol choice and model: {VERSION} (--nccl-algo, --nccl-proto)",
+           f"kernel launch {LAUNCH_PER_GPU_S * 1e6:.3f} us per GPU the calling thread drives, fitted once on a "
+           "held-out public run (docs/accuracy.md; --gpus-per-thread)"]
+    if kind in ("alltoall", "sendrecv"):
+        out.append("point-to-point messages priced as one NCCL ring step of their protocol and hop: NCCL has no "
+                   "p2p latency model (docs/nccl.md)")
+    return out
+
+
+def render_rows(rows, header: str, assumed: list[str] = ()) -> str:
     """The table in nccl-tests' own layout (out-of-place columns) plus the algorithm that ran."""
-    out = _head(header, [("type", "", 8), ("redop", "", 6), ("root", "", 6), ("time", "(us)", 10),
+    out = _head(header, assumed, [("type", "", 8), ("redop", "", 6), ("root", "", 6), ("time", "(us)", 10),
                          ("algbw", "(GB/s)", 8), ("busbw", "(GB/s)", 8)])
     for r in rows:
         out.append(f"  {r.size:>12.0f} {r.count:>12d} {r.type:>8} {r.redop:>6} {r.root:>6d} {r.time_us:>10.2f} "
@@ -68,9 +84,9 @@ def error_summary(rows) -> list[tuple[str, float | None]]:
     return out
 
 
-def render_comparison(rows, header: str) -> str:
+def render_comparison(rows, header: str, assumed: list[str] = ()) -> str:
     """Measured and predicted out-of-place time per row, the error, and the median |error| per size band."""
-    out = _head(header, [("measured", "(us)", 10), ("predicted", "(us)", 10), ("error", "", 8),
+    out = _head(header, assumed, [("measured", "(us)", 10), ("predicted", "(us)", 10), ("error", "", 8),
                          ("busbw", "measured", 8), ("busbw", "predicted", 8)])
     for c in rows:
         p = c.predicted
@@ -179,6 +195,7 @@ def bench_command(
     header = (f"simcomm bench {collective}: {where}, {nodes} node(s), {topo.n_ranks} ranks, stack {name} "
               f"({runtime.rules} collectives{'' if why is None else '; ' + why}), {fidelity} fidelity, "
               f"{gpus_per_thread} GPU(s) per host thread (-g){g_from}")
+    assumed = _assumed(kind, runtime.rules)
     if table is not None:
         header += f"; measured: {measured}"
         dicts = [comparison_dict(c) for c in rows]
@@ -186,7 +203,8 @@ def bench_command(
         dicts = [r.to_dict() for r in rows]
     if as_json:
         doc = {"collective": kind, "cluster": cluster, "nodes": nodes, "ranks": topo.n_ranks, "stack": name,
-               "collectives": runtime.rules, "fidelity": fidelity, "gpus_per_thread": gpus_per_thread, "rows": dicts}
+               "collectives": runtime.rules, "fidelity": fidelity, "gpus_per_thread": gpus_per_thread,
+               "assumed": assumed, "rows": dicts}
         if table is not None:
             doc["measured"] = measured
             doc["median_abs_error"] = {label: v for label, v in error_summary(rows)}
@@ -198,9 +216,9 @@ def bench_command(
         w.writerows(dicts)
         sys.stdout.write(buf.getvalue())
     elif table is not None:
-        sys.stdout.write(render_comparison(rows, header))
+        sys.stdout.write(render_comparison(rows, header, assumed))
     else:
-        sys.stdout.write(render_rows(rows, header))
+        sys.stdout.write(render_rows(rows, header, assumed))
     if png is not None:
         _plot(png, rows, table is not None, f"{collective} on {where}, {topo.n_ranks} ranks, stack {name}")
         if not (as_json or as_csv):

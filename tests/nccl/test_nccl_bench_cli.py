@@ -17,7 +17,10 @@ def test_bench_table_golden(cli, golden):
     golden("bench/all_reduce_dgx_h100_2x8.txt", out)
     lines = out.splitlines()
     # nccl-tests' columns, and its closing average line
-    assert lines[2].split() == ["#", "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "algorithm"]
+    columns = next(line for line in lines if line.split()[:2] == ["#", "size"])
+    assert columns.split() == ["#", "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "algorithm"]
+    # what the numbers assume is said above the table, as nccl-tests' own comment lines
+    assert [line for line in lines if line.startswith("# assumed: ")][1].startswith("# assumed: kernel launch 1.825 us")
     assert lines[-1].startswith("# Avg bus bandwidth")
 
 
@@ -89,3 +92,16 @@ def test_grouped_point_to_point_pays_the_kernel_launch_too(cli):
         assert row["algorithm"] == "NCCL P2P"
         times[g] = row["time_us"]
     assert times[4] - times[1] == pytest.approx(3 * LAUNCH_PER_GPU_S * 1e6, rel=1e-9)
+
+
+def test_bench_says_what_its_nccl_numbers_assume(cli):
+    def assumed(argv):
+        rc, out, err = cli(["bench"] + argv + ["--sizes", "1KB", "--json"])
+        assert rc == 0, err
+        return json.loads(out)["assumed"]
+
+    nccl = assumed(["all_reduce", "--cluster", "dgx-h100-ndr"])
+    assert len(nccl) == 2 and "2.30" in nccl[0] and nccl[1].startswith("kernel launch 1.825 us")
+    p2p = assumed(["alltoall", "--cluster", "dgx-h100-ndr"])
+    assert len(p2p) == 3 and "NCCL has no p2p latency model" in p2p[2]
+    assert assumed(["all_reduce", "--cluster", "dgx-h100-ndr", "--stack", "mpi-tcp"]) == []
