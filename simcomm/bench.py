@@ -41,7 +41,6 @@ COLLECTIVES = {"all_reduce": "allreduce", "all_gather": "allgather", "reduce_sca
                "broadcast": "broadcast", "reduce": "reduce", "alltoall": "alltoall", "sendrecv": "sendrecv"}
 #: largest sweep a user may ask for (sizes), and largest size (bytes): bounded work, bounded output
 MAX_SIZES, MAX_BYTES = 64, 2.0 ** 44
-_TYPES = TYPE_BYTES
 
 
 def canonical(name: str) -> str:
@@ -120,8 +119,8 @@ def bench(kind: str, topology, runtime, sizes: list[float], *, dtype: str = "flo
     from simcomm import engine
     from simcomm.ops import PlanBuilder
 
-    if dtype not in _TYPES:
-        raise ConfigError(f"--dtype: {dtype!r} is not valid; valid choices: {', '.join(_TYPES)}")
+    if dtype not in TYPE_BYTES:
+        raise ConfigError(f"--dtype: {dtype!r} is not valid; valid choices: {', '.join(TYPE_BYTES)}")
     n = topology.n_ranks
     if n < 2:
         raise ConfigError(f"bench: {kind} needs at least 2 ranks; the cluster has {n}")
@@ -133,7 +132,7 @@ def bench(kind: str, topology, runtime, sizes: list[float], *, dtype: str = "flo
         raise ConfigError(f"--gpus-per-thread: {gpus_per_thread!r} must be an integer from 1 to {gpn}, the GPUs per "
                           "node (nccl-tests' -g: the GPUs one host thread drives)")
     runtime = replace(runtime, gpus_per_thread=gpus_per_thread)
-    width = _TYPES[dtype]
+    width = TYPE_BYTES[dtype]
     rows = []
     for size in sizes:
         b = PlanBuilder(n)
@@ -193,11 +192,11 @@ def against_measured(kind: str, topology, runtime, measured: Measured, *, root: 
     if measured.ranks is not None and measured.ranks != n:
         raise ConfigError(f"--measured: the file lists {measured.ranks} ranks (its '# Rank' lines); the cluster has "
                           f"{n}: set --nodes and --gpus-per-node to the measured run's")
-    dtype = measured.rows[0].type
-    live = [r for r in measured.rows if r.size > 0 or kind in P2P_COLLECTIVES]
-    predicted = iter(bench(kind, topology, runtime, [float(r.size) for r in live], dtype=dtype, root=root,
-                           fidelity=fidelity, gpus_per_thread=gpus_per_thread, progress=progress)) if live else iter(())
+    runs = [r.size > 0 or kind in P2P_COLLECTIVES for r in measured.rows]  # count 0: only p2p reaches NCCL
+    predicted = iter(bench(kind, topology, runtime, [float(r.size) for r, ok in zip(measured.rows, runs) if ok],
+                           dtype=measured.rows[0].type, root=root, fidelity=fidelity,
+                           gpus_per_thread=gpus_per_thread, progress=progress))
     factor = busbw_factor(kind, n)
     return [Comparison(r.size, r.count, r.time_us, r.size / r.time_us / 1e3 * factor if r.time_us > 0 else 0.0,
-                       next(predicted) if (r.size > 0 or kind in P2P_COLLECTIVES) else None, r.unsettled)
-            for r in measured.rows]
+                       next(predicted) if ok else None, r.unsettled)
+            for r, ok in zip(measured.rows, runs)]

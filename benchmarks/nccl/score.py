@@ -30,15 +30,12 @@ from pathlib import Path
 
 # a row whose in-place and out-of-place times (the same operation, measured back to back) differ by more
 # than UNSETTLED x is unsettled: the source itself does not say what the time is, so it is shown, not counted
-from simcomm.nccl.measured import UNSETTLED
+from simcomm.bench import COLLECTIVES as KIND  # nccl-tests binary -> simcomm's collective
+from simcomm.bench import P2P_COLLECTIVES
+from simcomm.nccl.measured import BANDS, UNSETTLED, unsettled
 
 HERE = Path(__file__).resolve().parent
 START, END = "<!-- gpu-collectives:start -->", "<!-- gpu-collectives:end -->"
-KIND = {"all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "reduce_scatter",
-        "broadcast": "broadcast", "reduce": "reduce", "alltoall": "alltoall", "sendrecv": "sendrecv"}
-#: nccl-tests binaries whose count-0 calls NCCL still runs (grouped ncclSend/ncclRecv of zero bytes)
-P2P_TESTS = ("alltoall", "sendrecv")
-BANDS = (("<= 64 KiB", 0, 65536), ("1-16 MiB", 1 << 20, 16 << 20), (">= 128 MiB", 128 << 20, float("inf")))
 
 
 def _nic(spec):
@@ -92,12 +89,12 @@ def score_run(run: dict, model: dict) -> dict:
     out = []
     for size, count, meas, pred, other in zip(data["size"], counts, data["time_us"], rows, inplace):
         if meas and meas > 0:
-            unsettled = bool(other and other > 0 and max(meas, other) / min(meas, other) > UNSETTLED)
-            no_op = (count == 0 or size == 0) and run["collective"] not in P2P_TESTS
+            shaky = unsettled(meas, other)
+            no_op = (count == 0 or size == 0) and kind not in P2P_COLLECTIVES
             out.append({"size": size, "measured_us": meas, "predicted_us": pred.time_us,
                         "error": (pred.time_us - meas) / meas if pred.time_us > 0 or not no_op else 0.0,
-                        "algorithm": pred.algorithm, "unsettled": unsettled, "no_op": no_op,
-                        "counted": not (unsettled or no_op)})
+                        "algorithm": pred.algorithm, "unsettled": shaky, "no_op": no_op,
+                        "counted": not (shaky or no_op)})
     from simcomm.nccl.execution import HELD_OUT_RUNS
 
     return {"id": run["id"], "collective": run["collective"], "anomalous": bool(run.get("anomalous")),

@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from simcomm.cli.scenario_flags import scenario_flags
 from simcomm.cli.console import print_json, stderr
 from simcomm.errors import ConfigError
+from simcomm.nccl.measured import BANDS as SUITE_BANDS
 from simcomm.nccl.measured import UNSETTLED
 
 __all__ = ["bench_command", "render_rows", "render_comparison", "comparison_dict", "error_summary"]
@@ -55,9 +56,8 @@ def render_rows(rows, header: str, assumed: list[str] = ()) -> str:
     return "\n".join(out) + "\n"
 
 
-#: size bands of the error summary: (label, lowest, highest bytes), as benchmarks/nccl/score.py reports them
-BANDS = (("all", 0, float("inf")), ("<= 64 KiB", 0, 65536), ("1-16 MiB", 1 << 20, 16 << 20),
-         (">= 128 MiB", 128 << 20, float("inf")))
+#: size bands of the error summary: every row, then the public suite's bands (docs/accuracy.md)
+BANDS = (("all", 0, float("inf")),) + SUITE_BANDS
 
 
 def comparison_dict(c) -> dict:
@@ -118,9 +118,10 @@ def bench_command(
                                            help="an nccl-tests output (all_reduce_perf's table, or a whole log; - "
                                                 "reads standard input): predict its sizes and type and print "
                                                 "each row's error."),
-    dtype: str = typer.Option("float", "--dtype", help="nccl-tests' type: float, half, bfloat16, double, "
-                                                          "int8, int32, int64, uint8, uint32, uint64, fp8_e4m3, "
-                                                          "fp8_e5m2."),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="nccl-tests' type: float, half, bfloat16, "
+                                                                "double, int8, int32, int64, uint8, uint32, "
+                                                                "uint64, fp8_e4m3, fp8_e5m2 [default: float, or "
+                                                                "the --measured file's]."),
     root: int = typer.Option(0, "--root", help="Root rank of broadcast and reduce."),
     stack: Optional[str] = typer.Option(None, "--stack", help="Transport stack (default: the cluster's)."),
     collectives: Optional[str] = typer.Option(None, "--collectives", help="nccl, openmpi, mpich or gloo."),
@@ -151,8 +152,10 @@ def bench_command(
     if measured is not None:
         from simcomm.nccl.measured import read_measured
 
-        if sizes is not None:
-            raise ConfigError("--sizes and --measured: give one of them (--measured predicts the file's sizes)")
+        for flag, value in (("--sizes", sizes), ("--dtype", dtype)):
+            if value is not None:
+                raise ConfigError(f"{flag} and --measured: give one of them (--measured predicts the file's sizes "
+                                  "in its type)")
         table = read_measured(measured)
         size_list = [float(r.size) for r in table.rows]
         dtype = table.rows[0].type
@@ -160,6 +163,7 @@ def bench_command(
             gpus_per_thread, g_from = table.gpus_per_thread, " (the file's nGpus)"
     else:
         size_list = parse_sizes(sizes if sizes is not None else "8B..1GB")
+        dtype = dtype or "float"
     gpus_per_thread = 1 if gpus_per_thread is None else gpus_per_thread
     if png is not None:
         from simcomm.outpath import check_output_path

@@ -219,8 +219,6 @@ class FlowPricer:
             if prep.latency is not None and prep.latency[i] is not None:
                 # NCCL's pipelined steps: every transfer waits the tuning model's latency, not the route's.
                 routed = replace(routed, latency=np.full(len(routed), float(prep.latency[i])))
-            elif prep.delay:
-                routed = replace(routed, latency=routed.latency + prep.delay)
             skey = ((gkey, step.src.tobytes(), step.dst.tobytes(), float(routed.latency[0]))
                     if _scalable(routed) else None)
             # the links a reservation of this step holds (see LiveNetwork.free)

@@ -93,9 +93,6 @@ class Prepared:
     latency: tuple[float | None, ...] | None = None
     closed_form: float | None = None
     label: str = ""
-    #: seconds every transfer waits on top of its route latency where ``latency`` does not replace it
-    #: (NCCL's kernel launch for grouped point-to-point, whose messages keep their routes' latencies)
-    delay: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,7 @@ import math
 import numpy as np
 
 from simcomm.nccl.layout import GroupLayout, nvlink_bw
-from simcomm.nccl.tuning import BASE_LAT, HW_LAT, ModelTime, graphs, runtime_channels
+from simcomm.nccl.tuning import BASE_LAT, HW_LAT, ModelTime, graphs, nvls_heads, runtime_channels
 
 KiB, MiB = 1024, 1 << 20
 
@@ -319,7 +319,7 @@ def nvls_tree_loop_bytes(layout: GroupLayout, nbytes: float) -> float:
     64 KiB while ``bytes < 4 x ops x chunk`` and to 32 KiB while ``bytes < ops x chunk``; a loop is
     ``ops x chunk`` (the all-reduce kernel, ``src/device/all_reduce.h``, strides its grid by it).
     """
-    ops = _full_channels("nvls-tree", layout) * graphs(layout)["nvls"].n_ch
+    ops = _full_channels("nvls-tree", layout) * nvls_heads(layout)
     chunk = NVLS_TREE_CHUNK if layout.n_nodes < 4 else min(NVLS_TREE_CHUNK, 64 * KiB)
     if nbytes < 4 * ops * chunk and chunk > 64 * KiB:
         chunk = 64 * KiB
@@ -336,7 +336,7 @@ def nvls_loop_bytes(layout: GroupLayout, nbytes: float) -> float:
     ``bytes < 8 x ops x chunk`` and to 16 KiB while ``bytes < 2 x ops x chunk`` (each test with the chunk the
     previous one left).  8 x H100 (16 channels x 8 heads): 16 MiB loops from 1 GiB on, 8 MiB from 64 MiB.
     """
-    ops = _full_channels("nvls", layout) * graphs(layout)["nvls"].n_ch
+    ops = _full_channels("nvls", layout) * nvls_heads(layout)
     chunk = NVLS_CHUNK
     if nbytes < 64 * ops * chunk and chunk > 64 * KiB:
         chunk = 64 * KiB
@@ -381,7 +381,7 @@ def nvls_tree_fill_loops(layout: GroupLayout, mt: ModelTime) -> float:
     """
     if mt.alg_bw <= 0 or layout.intra_bw <= 0 or (mt.algo == "nvls") != (layout.n_nodes == 1):
         return 0.0  # NVLS across nodes (with SHARP) has another chain: not modelled
-    heads = graphs(layout)["nvls"].n_ch
+    heads = nvls_heads(layout)
     depth = int(math.log2(layout.n_nodes)) if layout.n_nodes > 1 else 0
     nic = nvls_tree_head_nic_bw(layout)
     net = 2 * depth / (heads * nic) if nic > 0 else 0.0

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from simcomm.errors import ConfigError
 
-__all__ = ["MeasuredRow", "Measured", "read_measured", "parse_measured", "TYPE_BYTES", "UNSETTLED"]
+__all__ = ["MeasuredRow", "Measured", "read_measured", "parse_measured", "TYPE_BYTES", "UNSETTLED", "BANDS",
+           "unsettled"]
 
 #: nccl-tests' type names and their widths in bytes (``test_typenames`` in src/common.cu)
 TYPE_BYTES = {"int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "half": 2, "float": 4,
@@ -33,6 +34,8 @@ _INT = re.compile(r"-?\d+\Z")
 #: a row whose in-place and out-of-place times (the same operation, measured back to back) differ by more than
 #: this factor is *unsettled*: the source itself does not say what the time is (docs/accuracy.md)
 UNSETTLED = 1.5
+#: size bands errors are summarised over (label, lowest, highest bytes): docs/accuracy.md and ``bench --measured``
+BANDS = (("<= 64 KiB", 0, 65536), ("1-16 MiB", 1 << 20, 16 << 20), (">= 128 MiB", 128 << 20, float("inf")))
 #: a measured file may hold a whole log; more rows (or bytes) than this is not one sweep
 MAX_ROWS, MAX_BYTES = 4096, 64 << 20
 
@@ -50,8 +53,13 @@ class MeasuredRow:
     @property
     def unsettled(self) -> bool:
         """In-place and out-of-place times differ by more than :data:`UNSETTLED` x."""
-        a, b = self.time_us, self.inplace_us
-        return bool(a and b and a > 0 and max(a, b) / min(a, b) > UNSETTLED)
+        return unsettled(self.time_us, self.inplace_us)
+
+
+def unsettled(out_of_place_us: float | None, in_place_us: float | None) -> bool:
+    """Whether a row's two times (the same operation, back to back) differ by more than :data:`UNSETTLED` x."""
+    a, b = out_of_place_us, in_place_us
+    return bool(a and b and a > 0 and b > 0 and max(a, b) / min(a, b) > UNSETTLED)
 
 
 @dataclass(frozen=True)

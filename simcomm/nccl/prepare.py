@@ -108,11 +108,11 @@ def prepare_nccl(op, topology, runtime) -> Prepared | None:
         latency = mt.latency_us * 1e-6
         label = f"NCCL {NCCL_ALGORITHMS.get(algo).nccl}/{_proto_name(mt.proto)}"
     else:
-        latency = None  # grouped p2p: the slowest message's protocol step (below), once the messages are known
+        latency = 0.0  # grouped p2p: the slowest message's protocol step (below), once the messages are known
         label = "NCCL P2P" + (" (PXN)" if layout.pxn else "")
     # a zero-byte collective does nothing, but zero-byte sends and receives still run and synchronise (NCCL's
     # ncclEnqueueCheck hands Send/Recv to the p2p path before its count-0 return; NVIDIA/nccl#345: "Zero-size
-    # messages are supported"): each message pays its handshake
+    # messages are supported"): the call still pays its launch and a protocol step
     keep = (nb > 0) | (mt is None)
     group = np.asarray(op.ranks, dtype=np.int64)
     # staged through host memory (SHM without P2P, a network without GDR): a GPU writing and reading it at once
@@ -142,12 +142,11 @@ def _proto_name(proto: str) -> str:
     return {"ll": "LL", "ll128": "LL128", "simple": "Simple"}[proto]
 
 
-def _closed_form(step: Step, topology, group: np.ndarray, latency: float | None, delay: float = 0.0) -> float:
-    """latency + the busiest link's bytes over its rate (p2p: the largest route latency plus ``delay``)."""
+def _closed_form(step: Step, topology, group: np.ndarray, latency: float) -> float:
+    """``latency`` + the busiest link's bytes over its rate."""
     routed = route_step(topology, group, step, np.zeros(topology.n_ranks))
     load = np.bincount(routed.links, weights=np.repeat(routed.nbytes, routed.route_len),
                        minlength=len(topology.capacity))
     used = load > 0
     busiest = float((load[used] / topology.capacity[used]).max()) if used.any() else 0.0
-    lat = float(routed.latency.max()) + delay if latency is None else latency
-    return lat + busiest
+    return latency + busiest

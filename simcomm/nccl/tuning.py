@@ -33,7 +33,8 @@ from dataclasses import dataclass
 
 from simcomm.nccl.layout import GroupLayout
 
-__all__ = ["PROTOS", "ALGOS", "Graph", "ModelTime", "graphs", "model", "select", "protocols_enabled", "VERSION"]
+__all__ = ["PROTOS", "ALGOS", "Graph", "ModelTime", "graphs", "model", "select", "protocols_enabled", "VERSION",
+           "nvls_heads"]
 
 VERSION = "NVIDIA/nccl 2.30.x tuning model (src/graph/tuning.cc v2.30.7; src/tuning/* at 8898068)"
 ALGOS = ("tree", "ring", "collnet-direct", "collnet-chain", "nvls", "nvls-tree", "pat")  # NCCL's id order
@@ -123,6 +124,11 @@ def _search(speeds, limit: float, fits, total: float) -> tuple[int, float] | Non
     return best
 
 
+def nvls_heads(layout: GroupLayout) -> int:
+    """NVLS heads (NVLS channels) per node: one per GPU, at most NCCL_MAX_NVLS_ARITY = 32 (search.cc)."""
+    return min(layout.ppn, MAX_SEARCH_CHANNELS)
+
+
 def _dup(n: int, s: float, arch: int) -> tuple[int, float]:
     """Channel duplication after the search: same total bandwidth over twice the channels (search.cc)."""
     if s < 25 or (arch > 80 and s < 50 and n > 4):
@@ -171,7 +177,7 @@ def graphs(layout: GroupLayout) -> dict[str, Graph]:
                 bw_intra = x
     one_per_nic = ppn == 1 or layout.nics_per_node >= ppn
     tree = Graph(n, bw_intra, s, "tree" if arch >= 90 and one_per_nic or ppn == 1 else "balanced")
-    heads = min(ppn, MAX_SEARCH_CHANNELS)
+    heads = nvls_heads(layout)
     nv_speeds = speeds
     nv_intra = next((x for x in nv_speeds if (heads + 1) * x <= intra + 1e-9), nv_speeds[-1])
     cap = layout.gpu_nic_bw if net else max(nv_speeds)
@@ -331,9 +337,8 @@ def _pattern_bw(algo: str, kind: str, layout: GroupLayout) -> float:
     nvl, nic = layout.intra_bw, layout.gpu_nic_bw
     if algo == "nvls":
         return nvl * L / (L + 1) if kind == "allreduce" else nvl
-    if algo == "nvls-tree":  # only the NVLS heads (at most 32) carry the trees, each over its own NIC
-        heads = min(L, MAX_SEARCH_CHANNELS)
-        return min(nvl * L / (L + 1), heads * nic * (1.0 if layout.n_nodes <= 2 else 0.5))
+    if algo == "nvls-tree":  # only the NVLS heads carry the trees, each over its own NIC
+        return min(nvl * L / (L + 1), nvls_heads(layout) * nic * (1.0 if layout.n_nodes <= 2 else 0.5))
     return min(nvl * L / (2 * (L - 1)) if L > 1 else math.inf, L * nic)
 
 

@@ -109,6 +109,7 @@ def test_count_zero_collectives_are_no_ops_in_the_comparison(cli, tmp_path):
 @pytest.mark.parametrize("extra, msg", [
     (["--measured", "/nonexistent/x.txt"], "error: --measured '/nonexistent/x.txt': cannot read (No such file"),
     (["--measured", str(NEW), "--sizes", "8B..1KB"], "error: --sizes and --measured: give one of them"),
+    (["--measured", str(NEW), "--dtype", "half"], "error: --dtype and --measured: give one of them"),
     (["--measured", str(NEW), "--nodes", "1"], "error: --measured: the file lists 16 ranks"),
 ])
 def test_measured_bad_input_is_one_line(cli, extra, msg):

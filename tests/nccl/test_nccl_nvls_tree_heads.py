@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from simcomm.engine.schedule import Runtime, route_step
-from simcomm.nccl.algorithms.nvls_tree import nvls_heads
 from simcomm.nccl.layout import group_layout
 from simcomm.nccl.prepare import prepare_nccl
+from simcomm.nccl.tuning import nvls_heads
 from simcomm.ops import Collective
 from simcomm.stacks import apply_stack, get_stack
 from simcomm.topologies.presets import preset

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from simcomm.nccl.base import NcclAlgorithm, pack, register
 from simcomm.nccl.channels import dtree_parents, tree_edges
+from simcomm.nccl.tuning import nvls_heads
 
 
 @register
@@ -51,10 +52,3 @@ class NVLSTree(NcclAlgorithm):
                     pairs += [(a, b), (b, a)]
                     size += [nbytes / heads / 2.0] * 2
         return pack(pairs, size)
-
-
-def nvls_heads(layout) -> int:
-    """NVLS heads per node: one per NVLS channel of NCCL's NVLS graph (at most 32)."""
-    from simcomm.nccl.tuning import graphs
-
-    return graphs(layout)["nvls"].n_ch
