@@ -232,7 +232,8 @@ def _check_layout(cfg, tp, pp, dp, ep, zero, micro_batch, microbatches, schedule
     elif cfg.layers % (pp * v):
         raise ConfigError(f"pp: {pp} x virtual_stages {v} does not divide the {cfg.layers} layers of {cfg.name}")
     if ep > 1 and (not cfg.experts or cfg.experts % ep or (dp * cp) % ep):
-        raise ConfigError(f"ep: {ep} must divide the experts of {cfg.name} ({cfg.experts}) and dp ({dp})")
+        raise ConfigError(f"ep: {ep} must divide the experts of {cfg.name} ({cfg.experts}) and dp x cp "
+                          f"({dp * cp})")
     if schedule == "interleaved" and v > 1 and microbatches is not None and microbatches % pp:
         raise ConfigError(f"microbatches: interleaving needs a multiple of pp ({pp}), got {microbatches}")
 

@@ -29,7 +29,8 @@ from itertools import accumulate
 
 from simcomm import memory_llm
 from simcomm.errors import ConfigError
-from simcomm.strategies.megatron import FOLD_ABOVE
+from simcomm.strategies.megatron import FOLD_ABOVE, core_share, fold_computes, kv_block_bytes
+from simcomm.workload import layer_times
 
 __all__ = ["Layout", "Space", "Estimate", "Row", "divisors", "auto_cps", "valid_cps", "node_shard_group",
            "enumerate_layouts", "batch_skipped", "layout_memory",
@@ -311,10 +312,6 @@ class Pricer:
 
     def __init__(self, trace, topology, runtime, cfg, global_batch: int, wire_bytes: int = 2,
                  bucket_bytes: float = 25e6, gpus_per_node: int | None = None):
-        from simcomm.strategies.megatron import _kv_block_bytes, core_share
-        from simcomm.workload import layer_times
-
-        self._layer_times, self._core_share, self._kv_block_bytes = layer_times, core_share, _kv_block_bytes
         self.trace, self.topo, self.runtime, self.cfg, self.gb = trace, topology, runtime, cfg, global_batch
         self.wire, self.bucket_bytes = wire_bytes, bucket_bytes
         self.act = 4 if trace.dtype in ("fp32", "float32") else 2
@@ -336,14 +333,13 @@ class Pricer:
         embedding's and head's own."""
         key = (mb, recompute)
         if key not in self._times:
-            s, h = self.cfg.seq, self.cfg.hidden
             fb = []
             for j, layer in enumerate(self.trace.layers):
-                f, b = self._layer_times(layer, self.trace.batch, mb)
+                f, b = layer_times(layer, self.trace.batch, mb)
                 if recompute == "full":
                     b += f  # every layer's forward (embedding and head too, as the strategy does) re-run
                 elif recompute == "selective" and layer.name.endswith(".attn"):
-                    b += f * self._core_share(s, h, self.cfg.meta())  # the attention core's share of the forward
+                    b += f * self._core  # the attention core's share of the forward
                 fb.append((f, b))
             bf = [sum(fb[j][0] for j in blk) for blk in self.blocks]
             bb = [sum(fb[j][1] for j in blk) for blk in self.blocks]
@@ -440,7 +436,7 @@ class Pricer:
         if cp < 2:
             return 0.0
         pairs = self.groups(lay)["ring"]
-        kv = self._kv_block_bytes(self.meta, lay.microbatch, lay.tp, cp, self.act)
+        kv = kv_block_bytes(self.meta, lay.microbatch, lay.tp, cp, self.act)
         t1 = self.price("transfer", pairs, kv)
         fb = self._per_mb(lay.microbatch, "none")[3]  # the strategy's pieces: the layer without recomputation
         split = lay.tp * cp * cp
@@ -561,7 +557,8 @@ def plan_ops(cfg, lay: Layout, n_gpus: int, global_batch: int) -> int:
         if lay.shard_group is not None:
             zero3 += (n_gpus // (lay.replicas // lay.shard_group)) * m * sub
     sends = 2 * n_gpus * m * lay.virtual
-    if lay.dp > 1 and computes >= FOLD_ABOVE:
+    # the strategy's own test (the trace's layers: every block's two sublayers, the embedding and the head)
+    if lay.dp > 1 and fold_computes(n_gpus, m, 2 * cfg.layers + 2, lay.pp, lay.recompute) >= FOLD_ABOVE:
         # megatron's replicas=auto (the plan simulates a uniform cluster): one data replica (its whole
         # context-parallel rings) in full, the others only in the data-parallel collectives, which keep
         # their full groups; with cp 1 the tensor-parallel lanes fold too, one compute per group

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from plancases import built_ops
 from simcomm import memory_llm, plan
+from simcomm.strategies.megatron import kv_block_bytes
 from simcomm.traces.zoo.transformer import TransformerConfig, transformer_config
 
 TINY = TransformerConfig("tiny", layers=4, hidden=16, ffn=64, heads=4, kv_heads=4, vocab=32, seq=8, tied=True)
@@ -202,7 +203,7 @@ def test_estimate_ring_term_by_hand(pricer2, tp, cp, mb, pairs):
     assert pricer2.groups(lay)["ring"] == pairs
     # K/V block: 2 · b · (s / cp) · kv_heads · head_dim / tp · 2 bytes (gpt2-small: s 1024, 12 heads of 64)
     kv = 2 * mb * (1024 // cp) * 12 * 64 / tp * 2
-    assert kv == pricer2._kv_block_bytes(pricer2.meta, mb, tp, cp, 2)
+    assert kv == kv_block_bytes(pricer2.meta, mb, tp, cp, 2)
     t, ring = _ring_by_hand(pricer2, lay, pairs, kv)
     m = lay.microbatches(16)
     e = pricer2.estimate(lay)

@@ -60,6 +60,7 @@ from simcomm.precision import DTYPE_BYTES
 from simcomm.strategies._layout import ORDERS, SCHEDULES, Layout, chunks, layer_kind, schedule, structure
 from simcomm.strategies.base import NotApplicable, Strategy, register
 from simcomm.strategies.common import check_choice
+from simcomm.traces.zoo.transformer import attention_kind
 from simcomm.workload import layer_times
 
 RECOMPUTE = ("none", "selective", "full")
@@ -158,10 +159,12 @@ class MegatronParams:
                        "split into QKV projection, core and output projection by their FLOPs; gradients reduced "
                        "over dp × cp")
         elif self.cp > 1:
+            placed = "tp-cp-dp-pp, Megatron-core's" if self.order == "tp-dp-pp" else "tp-cp-pp-dp"
             out.append(f"context parallel {self.cp} (cp_kind ring): each sequence split {self.cp} ways (CP ranks "
-                       f"right outside TP, Megatron-core's tp-cp-dp-pp); per attention layer {self.cp - 1} ring steps "
+                       f"right outside TP: {placed} order); per attention layer {self.cp - 1} ring steps "
                        f"of the K/V block forward, {self.cp - 1} of K/V and {self.cp - 1} of dK/dV backward, overlapped "
-                       f"with the attention computed in {self.cp} equal pieces (TransformerEngine's p2p ring); "
+                       f"with the attention computed in {self.cp} equal pieces (TransformerEngine's p2p ring; the "
+                       "first send starts with the layer, not after the QKV projection: slightly optimistic); "
                        "gradients reduced over dp × cp")
         return tuple(out)
 
@@ -434,7 +437,7 @@ class _Emitter:
         mb, tp, ep = sizes.microbatch, lay.tp, lay.ep
         cp = lay.cp  # context parallel: every rank computes on (and sends activations of) seq / cp tokens
         act = DTYPE_BYTES.get(tr.dtype, 4)
-        self.kvb = _kv_block_bytes(meta, mb, tp, cp, act)
+        self.kvb = kv_block_bytes(meta, mb, tp, cp, act)
         sp = p.sequence_parallel and tp > 1
         self.sp = sp
         self.tf, self.tb, self.grad, self.upd, self.tpb, self.a2a, self.act = [], [], [], [], [], [], []
@@ -906,6 +909,12 @@ class _Emitter:
                     self._coll("allgather", groups, nbytes, {}, "dp", f"zero{zero}-allgather stage{s}", after=ups)
 
 
+def fold_computes(n_ranks: int, microbatches: int, n_layers: int, pp: int, recompute: str) -> int:
+    """The compute ops a full plan would hold, as ``replicas=auto`` counts them against :data:`FOLD_ABOVE`:
+    one per rank, layer (embedding and head included), micro-batch and phase, over the pipeline stages."""
+    return n_ranks * microbatches * n_layers * (3 if recompute == "full" else 2) // pp
+
+
 def _live_replicas(p: MegatronParams, lay: Layout, w, microbatches: int) -> int:
     """How many data-parallel replicas the plan simulates in full (``replicas``; docs/performance.md, "Large-model layouts").
 
@@ -917,8 +926,7 @@ def _live_replicas(p: MegatronParams, lay: Layout, w, microbatches: int) -> int:
     the full plan is small (under :data:`FOLD_ABOVE` compute ops), where folding saves nothing.
     """
     uniform = len(set(w.compute_scale)) <= 1 and not w.compute_jitter  # jitter draws every rank apart
-    computes = lay.n_ranks * microbatches * len(w.layers) * (3 if p.recompute == "full" else 2) // lay.pp
-    auto_all = not uniform or computes < FOLD_ABOVE
+    auto_all = not uniform or fold_computes(lay.n_ranks, microbatches, len(w.layers), lay.pp, p.recompute) < FOLD_ABOVE
     if p.replicas == "all" or lay.dp == math.lcm(lay.ep, lay.cp) or (p.replicas == "auto" and auto_all):
         return lay.dp
     if not uniform:
@@ -927,7 +935,7 @@ def _live_replicas(p: MegatronParams, lay: Layout, w, microbatches: int) -> int:
     return math.lcm(lay.ep, lay.cp)  # whole expert-parallel groups and whole context-parallel rings stay live
 
 
-def _kv_block_bytes(meta, mb: int, tp: int, cp: int, act: int) -> float:
+def kv_block_bytes(meta, mb: int, tp: int, cp: int, act: int) -> float:
     """Bytes of one context-parallel rank's K and V block: 2 · b · (s / cp) · kv_heads · head_dim / tp.
 
     The ring passes this block once per step (docs/layouts.md, "Context parallelism"); GQA's fewer
@@ -967,7 +975,7 @@ def attention_shares(sq: int, hd: int, meta) -> tuple[float, float, float]:
     kv = int(meta.get("kv_heads") or heads) * (hd / heads)
     qkv = 2 * sq * hd * (hd + 2 * kv)
     out = 2 * sq * hd * hd
-    core = 4 * sq * sq * hd / (1 if meta.get("attention_core") == "full" else 2)
+    core = 4 * sq * sq * hd / (2 if attention_kind(meta) == "flash" else 1)  # causal half, or the full s x s
     total = qkv + core + out
     return qkv / total, core / total, out / total
 
@@ -980,11 +988,7 @@ def core_share(sq: int, hd: int, meta) -> float:
     ``meta["attention_core"]`` is ``"full"`` (Megatron-LM's unfused attention of 2021-2022) counts
     all ``4 s^2 q``.  With ``q = h`` and no GQA that is ``s / (4h + s)``, or ``s / (2h + s)`` for full.
     """
-    heads = int(meta.get("heads") or 1)
-    kv = int(meta.get("kv_heads") or heads) * (hd / heads)
-    gemm = 2 * sq * (hd * (hd + 2 * kv) + hd * hd)
-    core = 4 * sq * sq * hd / (1 if meta.get("attention_core") == "full" else 2)
-    return core / (gemm + core)
+    return attention_shares(sq, hd, meta)[1]
 
 
 def _seq_hidden(lw, meta) -> tuple[int, int]:

@@ -140,3 +140,15 @@ def test_any_dense_config_builds_its_analytic_leaves():
         assert loss.shape == () and torch.isfinite(loss)
 
     check()
+
+
+def test_an_unfused_config_is_not_captured_as_if_it_were():
+    # the torch module runs PyTorch's fused attention: an `unfused` config would be timed as FlashAttention
+    from dataclasses import replace
+
+    from simcomm.traces.zoo.torchnet import build_transformer
+
+    cfg = replace(transformer_config("gpt2-small"), attention="unfused")
+    with pytest.raises(ConfigError, match="attention: 'unfused' is priced by synthesis only"):
+        build_transformer(cfg)
+    assert build_transformer(transformer_config("gpt2-small")) is not None

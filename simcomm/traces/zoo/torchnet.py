@@ -381,4 +381,9 @@ def build_transformer(cfg) -> TransformerNet:
         raise ConfigError(f"model: {cfg.name!r} is a mixture-of-experts analytic transformer (roofline synthesis "
                           "only); it has no torch module to build or capture; dense transformers (gpt2-*, gpt3-*, "
                           "megatron-*, llama*) can be captured")
+    if getattr(cfg, "attention", "flash") != "flash":
+        # the module runs PyTorch's scaled_dot_product_attention (FlashAttention where it can): capturing it as
+        # "unfused" would time FlashAttention and call it Megatron-LM's unfused core
+        raise ConfigError(f"attention: {cfg.attention!r} is priced by synthesis only; a capture runs PyTorch's "
+                          "fused attention; valid choices for capture: flash")
     return TransformerNet(cfg)

@@ -205,8 +205,8 @@ class TransformerConfig:
     def __call__(self, ops, x):
         """The analytic architecture (torch modules come from ``torchnet.build_transformer``, not from here)."""
         if type(ops) is not SpecOps:
-            raise ConfigError(f"model: {self.name!r} is an analytic transformer (roofline synthesis only); "
-                              "it has no torch module to build or capture")
+            raise ConfigError(f"model: {self.name!r} is built for capture by torchnet.build_transformer, not by "
+                              "the analytic ops (roofline synthesis only)")
         s, h = self.seq, self.hidden
         # embedding gather: ids in, rows read, (s, h) out
         x = ops._leaf("embed", "TransformerEmbedding", self.embed_params(), x, (s, h), 0.0, mem=s + 2 * s * h)
