@@ -269,17 +269,14 @@ class PlanBuilder:
                 deps.add(prev)
         return tuple(sorted(deps))
 
-    def _dep1(self, rank: int, stream: str, after: Iterable[int]) -> tuple[int, ...]:
-        """:meth:`_deps` of a one-rank op (the common case, without building a set when it can)."""
-        return _with_prev(after, self._tail.get((rank, stream)))
-
     def _push(self, op: Op, ranks: Iterable[int]) -> int:
         self._append(op)
         for r in ranks:
             self._tail[(r, op.stream)] = op.id
         return op.id
 
-    # compute() and transfer() inline _dep1 and _append: a plan of messages calls them ~10^6 times.
+    # compute() and transfer() inline _deps (one rank: _with_prev) and _append: a plan of messages calls them
+    # ~10^6 times.
     def compute(self, rank: int, seconds: float, *, after: Iterable[int] = (), label: str = "",
                 stream: str = "compute", category: str = "compute") -> int:
         ops, tail, key = self._ops, self._tail, (rank, stream)

@@ -76,13 +76,15 @@ class AnalyticPricer:
             group = np.array([op.src, op.dst], dtype=np.int64)
             routed = route_step(ctx.topology, group, Step.make([0], [1], 0.0), ctx.gamma)
             lat, cap = self._route_params(routed)
-            hit = (float(lat[0]), float(cap[0]), ctx.family_of_link[routed.links])
+            hit = (float(lat[0]), float(cap[0]), ctx.family_of_link[routed.links], routed.links)
             self._pairs[(op.src, op.dst)] = hit
-        latency, bottleneck, fams = hit
+        latency, bottleneck, fams, links = hit
         if ctx.link_bytes and len(ctx.families):  # as RoutedStep.family_bytes: n once per link crossed
             w = ctx.weights.get(op.stream) if ctx.weights else None
             nb = float(op.nbytes if w is None else op.nbytes * w)
             ctx.family_bytes += np.bincount(fams, weights=np.full(len(fams), nb), minlength=len(ctx.families))
+            if ctx.per_link is not None:  # the busiest links, as Context.count_bytes counts collectives
+                np.add.at(ctx.per_link, links, float(op.nbytes))
         return latency + op.nbytes / bottleneck
 
     def collective_seconds(self, op, prep) -> float:
@@ -92,10 +94,12 @@ class AnalyticPricer:
         if hit is None:
             hit = self._price(prep, op)
             self._cache[key] = hit
-        seconds, fam_bytes = hit
+        seconds, fam_bytes, link_bytes = hit
         if fam_bytes is not None:
             w = self.ctx.weights.get(op.stream) if self.ctx.weights else None
             self.ctx.family_bytes += fam_bytes if w is None else w * fam_bytes
+        if link_bytes is not None:  # the busiest links, as Context.count_bytes counts them (unweighted)
+            self.ctx.per_link += link_bytes
         return seconds
 
     def transfer(self, op):
@@ -106,30 +110,38 @@ class AnalyticPricer:
         if seconds > 0:
             yield self.env.timeout(seconds)
 
-    def _price(self, prep, op) -> tuple[float, np.ndarray | None]:
+    def _count(self, fam, per, routed, repeat: int) -> None:
+        """Add one routed step's bytes per family and per link (the arrays given, None: not counted)."""
+        ctx = self.ctx
+        if fam is not None:
+            fam += repeat * routed.family_bytes(ctx.family_of_link, len(ctx.families))
+        if per is not None:
+            np.add.at(per, routed.links, repeat * np.repeat(routed.nbytes, routed.route_len))
+
+    def _price(self, prep, op) -> tuple[float, np.ndarray | None, np.ndarray | None]:
+        """(seconds, bytes per family, bytes per link) of a collective; the counts are None when not kept."""
         ctx = self.ctx
         alg, ppn, steps = prep.algorithm, prep.ppn, list(prep.steps)
         p = len(op.ranks)
         group = np.asarray(op.ranks, dtype=np.int64)
         gamma = float(ctx.gamma[group].max())
-        if prep.closed_form is not None:  # NCCL: the pattern's own closed form (simcomm.nccl)
-            fam = None
-            if ctx.link_bytes:
-                fam = np.zeros(len(ctx.families))
-                for s in steps:
-                    fam += s.repeat * route_step(ctx.topology, group, s, ctx.gamma).family_bytes(
-                        ctx.family_of_link, len(ctx.families))
-            return float(prep.closed_form), fam
-        if not steps:
-            return algorithm_cost(alg, p, op.nbytes, 0.0, 0.0, gamma, ppn), None
+        counted = ctx.link_bytes and len(ctx.families)
         fam = np.zeros(len(ctx.families)) if ctx.link_bytes else None
+        per = np.zeros(len(ctx.topology.capacity)) if counted and ctx.per_link is not None else None
+        if prep.closed_form is not None:  # NCCL: the pattern's own closed form (simcomm.nccl)
+            if fam is not None or per is not None:
+                for s in steps:
+                    self._count(fam, per, route_step(ctx.topology, group, s, ctx.gamma), s.repeat)
+            return float(prep.closed_form), fam, per
+        if not steps:
+            return algorithm_cost(alg, p, op.nbytes, 0.0, 0.0, gamma, ppn), None, None
         if sum(len(s) for s in steps) > PAIR_LIMIT:
             ctx.stats["analytic_sampled"] += 1
             idx = np.arange(p)
             zeros = np.zeros(p - 1, dtype=np.int64)
             steps = [Step.make(np.concatenate((idx, zeros, idx[1:])),
                                np.concatenate(((idx + 1) % p, idx[1:], zeros)), 0.0)]
-            fam = None
+            fam = per = None
         lats, caps, intras = [], [], []
         for s in steps:
             routed = route_step(ctx.topology, group, s, ctx.gamma)
@@ -137,14 +149,13 @@ class AnalyticPricer:
             lats.append(a)
             caps.append(c)
             intras.append(ctx.machine[routed.src] == ctx.machine[routed.dst])
-            if fam is not None:
-                fam += s.repeat * routed.family_bytes(ctx.family_of_link, len(ctx.families))
+            self._count(fam, per, routed, s.repeat)
         lat, cap, intra = np.concatenate(lats), np.concatenate(caps), np.concatenate(intras)
         if not takes_ppn(alg) or intra.all() or not intra.any():
-            return algorithm_cost(alg, p, op.nbytes, lat.max(), 1.0 / cap.min(), gamma, ppn), fam
+            return algorithm_cost(alg, p, op.nbytes, lat.max(), 1.0 / cap.min(), gamma, ppn), fam, per
         # Two-level algorithms: intranode stages priced by intranode pairs, internode by the rest.
         return algorithm_cost(alg, p, op.nbytes, lat[intra].max(), 1.0 / cap[intra].min(), gamma, ppn,
-                              lat[~intra].max(), 1.0 / cap[~intra].min()), fam
+                              lat[~intra].max(), 1.0 / cap[~intra].min()), fam, per
 
 
 def longest_path(ops, pricer: AnalyticPricer, prepared: dict) -> tuple[np.ndarray, np.ndarray]:

@@ -436,7 +436,8 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
     fbytes = ctx.family_bytes.tolist()  # written back at the end (nothing else adds to it meanwhile)
     pairs: dict = {}  # (src, dst) -> (route latency, route as a tuple, bytes per family of one byte)
     fam_of_link, n_fam = ctx.family_of_link, len(ctx.families)
-    count_fam = ctx.link_bytes
+    count_fam = ctx.link_bytes and n_fam > 0  # (FlowPricer.transfer counts families only when there are some)
+    per_link = ctx.per_link
     weights = ctx.weights  # (FlowPricer.transfer's traffic weight per stream)
     urgent, normal, late = simpy.events.URGENT, simpy.events.NORMAL, simpy.events.NORMAL + 1
     INIT, TIMER, DONE, GOT, KICK = range(5)
@@ -494,14 +495,16 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
                     per = np.bincount(fam_of_link[links], minlength=n_fam).astype(float) if n_fam else np.zeros(0)
                     # the families the route crosses (adding n x 0.0 to the others changes no float)
                     hit = (float(topology.latency[links].sum()), tuple(links.tolist()),
-                           [(f, x) for f, x in enumerate(per.tolist()) if x != 0.0])
+                           [(f, x) for f, x in enumerate(per.tolist()) if x != 0.0], links)
                     pairs[(op.src, op.dst)] = hit
-                latency, route, fam = hit
+                latency, route, fam, links = hit
                 nbytes = op.nbytes
                 if count_fam:  # ctx.family_bytes += nbytes * fam, element by element in Python floats
                     counted = nbytes if not weights or op.stream not in weights else nbytes * weights[op.stream]
                     for f, x in fam:
                         fbytes[f] += counted * x
+                    if per_link is not None:  # the busiest links (only when asked for: a numpy call per message)
+                        np.add.at(per_link, links, float(nbytes))
                 # LiveNetwork.add: the batch, then the late kick (once per instant; at now + 0.0 = now)
                 batch_of[add_message(float(nbytes), now + latency, route)] = s
                 if not kicked:

@@ -144,6 +144,8 @@ class FlowPricer:
         if fam is not None and ctx.link_bytes:
             w = ctx.weights.get(op.stream) if ctx.weights else None
             ctx.family_bytes += (op.nbytes if w is None else op.nbytes * w) * fam
+            if ctx.per_link is not None:  # the busiest links count messages as Context.count_bytes counts steps
+                np.add.at(ctx.per_link, links, float(op.nbytes))
         ctx.stats["steps_simulated"] += 1
         self._used = True
         fin = yield self.net.add(np.array([float(op.nbytes)]), np.array([self.env.now + latency]), route_len, links)

@@ -242,9 +242,7 @@ class FluidCore:
             self._merge()
         sm = self._small
         if sm is not None:
-            if sm.__class__ is LoneFlows and sm.lean:
-                return sm.settle(now, tol, done_batches)
-            return self._settle_small(now, tol, done_batches)
+            return self._settle_small(now, tol, done_batches)  # sm.step dispatches to the lean form itself
         first = self.resolution > 0
         while self.n_live:
             due = self.t_next <= now + tol

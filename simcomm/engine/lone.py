@@ -26,16 +26,14 @@ hands over to :class:`SmallFlows`' merge, which rebuilds rows, loads and flow
 counts from scratch as it always does; a later merge whose live routes are
 disjoint again returns to the lean form (that merge would rebuild the loads as
 ``0.0 + rate`` on disjoint rows, the state the lean form assumes).  The per-
-tensor parameter server (one push and one pull live at a time on opposite
-directions of the server's links) runs entirely in the lean form
+tensor parameter server with one FIFO server (one push and one pull live at a
+time on opposite directions of the server's links) runs entirely in the lean form
 (docs/engine.md, "The lean form for disjoint routes").
 """
 
 from __future__ import annotations
 
 from collections import Counter
-
-import numpy as np
 
 from simcomm.engine.small import BANDWIDTH, LATENCY, SmallFlows, _floats, _ints, split_routes
 
@@ -275,25 +273,6 @@ class LoneFlows(SmallFlows):
         self.rate[0] = r
         self.t_next[0] = now + ((x / r if r else _INF) if x > 0 else 0.0)  # small._div for x > 0
         return True
-
-    def settle(self, now: float, tol: float, done_batches: list) -> list:
-        """FluidCore._settle_small in the lean form (the same passes, compaction and sample)."""
-        core = self.core
-        first = core.resolution > 0
-        lim = now + tol
-        while core.n_live:
-            if not first and min(self.t_next) > lim:
-                break
-            if not self.step(now, tol, first, done_batches):
-                break
-            first = False
-        n_slots = len(self.rem) + len(self.gone_routes)
-        if (core.n_live == 0 and n_slots) or 2 * core.n_live < n_slots - 4096:
-            self.compact()
-        if core.family_of_link is not None:
-            core.usage.append((np.array([now]), self.sample(core.family_of_link, core.n_families)[None, :]))
-        finish = core._finish
-        return [(b, finish.pop(b)) for b in done_batches]
 
     def next_time(self, resolution: float) -> float:
         """SmallFlows.next_time in one pass (the same group, span and latency-phase bound)."""

@@ -86,6 +86,18 @@ def _columns(rows: list[dict], inputs: list[str]) -> list[str]:
     return seen + outs + extra
 
 
+def _cell(value) -> str:
+    """A CSV cell: floats exactly (repr), lists and dicts as sorted JSON, so that a point read back from
+    points.jsonl (a resumed sweep) writes the same bytes as one just computed."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, sort_keys=True)
+    return value
+
+
 def write_results(directory: Path, sweep: dict, rows: list[dict]) -> tuple[Path, Path]:
     """Write results.csv and results.json under ``directory``; returns their paths."""
     directory = Path(directory)
@@ -94,8 +106,7 @@ def write_results(directory: Path, sweep: dict, rows: list[dict]) -> tuple[Path,
     w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n", extrasaction="ignore")
     w.writeheader()
     for r in rows:
-        w.writerow({c: ("" if r.get(c) is None else repr(r[c]) if isinstance(r.get(c), float) else r[c])
-                    for c in cols})
+        w.writerow({c: _cell(r.get(c)) for c in cols})
     csv_path, json_path = directory / "results.csv", directory / "results.json"
     write_text_atomic(csv_path, buf.getvalue())
     blob = {"sweep": sweep, "columns": cols, "rows": rows}
