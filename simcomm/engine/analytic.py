@@ -80,7 +80,7 @@ class AnalyticPricer:
             self._pairs[(op.src, op.dst)] = hit
         latency, bottleneck, fams, links = hit
         if ctx.link_bytes and len(ctx.families):  # as RoutedStep.family_bytes: n once per link crossed
-            w = ctx.weights.get(op.stream) if ctx.weights else None
+            w = ctx.weight(op.stream)
             nb = float(op.nbytes if w is None else op.nbytes * w)
             ctx.family_bytes += np.bincount(fams, weights=np.full(len(fams), nb), minlength=len(ctx.families))
             if ctx.per_link is not None:  # the busiest links, as Context.count_bytes counts collectives
@@ -96,7 +96,7 @@ class AnalyticPricer:
             self._cache[key] = hit
         seconds, fam_bytes, link_bytes = hit
         if fam_bytes is not None:
-            w = self.ctx.weights.get(op.stream) if self.ctx.weights else None
+            w = self.ctx.weight(op.stream)
             self.ctx.family_bytes += fam_bytes if w is None else w * fam_bytes
         if link_bytes is not None:  # the busiest links, as Context.count_bytes counts them (unweighted)
             self.ctx.per_link += link_bytes

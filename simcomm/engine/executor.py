@@ -79,6 +79,10 @@ class Context:
         self.per_link: np.ndarray | None = None
         self.stats: dict[str, int] = defaultdict(int)
 
+    def weight(self, stream: str) -> float | None:
+        """How many times the bytes of ``stream``'s ops count (``traffic_weights``), None: once."""
+        return self.weights.get(stream) if self.weights else None
+
     def count_bytes(self, routed, repeats: int, weight: float | None = None) -> None:
         """Add one op's bytes per family (``weight`` times, when its stream has one) and per link (once)."""
         if self.link_bytes and len(routed) and len(self.families):

@@ -127,7 +127,7 @@ class FlowPricer:
         if self._moved is not None:  # comm_cpu follows each rank's bytes: the general step path
             group = np.array([op.src, op.dst], dtype=np.int64)
             routed = route_step(ctx.topology, group, Step.make([0], [1], op.nbytes), ctx.gamma)
-            ctx.count_bytes(routed, 1, ctx.weights.get(op.stream))
+            ctx.count_bytes(routed, 1, ctx.weight(op.stream))
             self._used = True
             yield from self._run_step(routed)
             return
@@ -142,7 +142,7 @@ class FlowPricer:
             self._pairs[(op.src, op.dst)] = hit
         latency, route_len, links, fam = hit
         if fam is not None and ctx.link_bytes:
-            w = ctx.weights.get(op.stream) if ctx.weights else None
+            w = ctx.weight(op.stream)
             ctx.family_bytes += (op.nbytes if w is None else op.nbytes * w) * fam
             if ctx.per_link is not None:  # the busiest links count messages as Context.count_bytes counts steps
                 np.add.at(ctx.per_link, links, float(op.nbytes))
@@ -155,7 +155,7 @@ class FlowPricer:
     def collective(self, op, prep):
         ctx = self.ctx
         self._used = True
-        w = ctx.weights.get(op.stream) if ctx.weights else None
+        w = ctx.weight(op.stream)
         for routed, skey, held, fbytes in self._steps(op, prep):
             if fbytes is not None:
                 ctx.family_bytes += (routed.repeat if w is None else routed.repeat * w) * fbytes

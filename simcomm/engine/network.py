@@ -94,7 +94,7 @@ class LiveNetwork:
                  family_of_link: np.ndarray | None = None, resolution: float = 0.0, scalar: bool = True,
                  per_link: bool = True):
         if not isinstance(env, Environment):
-            raise TypeError("LiveNetwork needs simcomm.engine.network.Environment (for its late events)")
+            raise TypeError("LiveNetwork runs on simcomm.engine.network.Environment (the engine's own environment)")
         self.env = env
         self.core = FluidCore(capacity, incremental, family_of_link, resolution, scalar)
         self.per_link = per_link

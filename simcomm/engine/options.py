@@ -83,6 +83,10 @@ class EngineOptions:
                   and math.isfinite(item[1]) and item[1] > 0)
             if not ok:
                 raise ConfigError(f"traffic_weights: {item!r} must be a (stream, positive finite weight) pair")
+        streams = [item[0] for item in self.traffic_weights]
+        if len(set(streams)) != len(streams):
+            twice = sorted({x for x in streams if streams.count(x) > 1})
+            raise ConfigError(f"traffic_weights: stream {twice[0]!r} is given more than one weight; give each once")
         if self.runtime is not None and not isinstance(self.runtime, Runtime):
             raise ConfigError(f"runtime: {self.runtime!r} must be a simcomm.engine.schedule.Runtime")
 

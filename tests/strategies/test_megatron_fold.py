@@ -242,3 +242,5 @@ def test_traffic_weights_are_checked():
     with pytest.raises(ConfigError, match=r"traffic_weights: \('tp', -1\.0\) must be a \(stream, positive finite "
                                           r"weight\) pair"):
         engine.EngineOptions(traffic_weights=(("tp", -1.0),))
+    with pytest.raises(ConfigError, match=r"traffic_weights: stream 'tp' is given more than one weight"):
+        engine.EngineOptions(traffic_weights=(("tp", 2.0), ("pp", 2.0), ("tp", 3.0)))  # dict() kept the last
