@@ -49,8 +49,10 @@ class AnalyticPricer:
     def __init__(self, ctx):
         self.ctx = ctx
         self.env = ctx.env
-        self._cache: dict[tuple, tuple[float, np.ndarray | None]] = {}
-        self._pairs: dict[tuple[int, int], tuple[float, float, np.ndarray]] = {}  # latency, bottleneck, families
+        # seconds, bytes per family, bytes per link (None: not counted)
+        self._cache: dict[tuple, tuple[float, np.ndarray | None, np.ndarray | None]] = {}
+        # latency, bottleneck, the route's families, its links
+        self._pairs: dict[tuple[int, int], tuple[float, float, np.ndarray, np.ndarray]] = {}
 
     # The Pricer protocol's bookkeeping: closed forms merge no flows and record no link usage.
     live_merged = 0
