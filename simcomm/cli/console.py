@@ -12,8 +12,15 @@ __all__ = ["stdout", "stderr", "table", "print_json"]
 
 
 def stdout() -> Console:
-    # A fixed width keeps golden files stable whatever terminal runs the tests.
-    return Console(width=120 if not sys.stdout.isatty() else None, highlight=False, soft_wrap=False)
+    """Standard output: wrapped at the terminal's width on a terminal, never wrapped otherwise.
+
+    Output that is not a terminal is read by programs (tests, pipes, ``grep``): a line there is never
+    folded, whatever ``COLUMNS`` or the length of a path in it, and tables are laid out at a fixed width
+    so golden files stay stable whatever runs the tests.
+    """
+    if sys.stdout.isatty():
+        return Console(highlight=False, soft_wrap=False)
+    return Console(width=120, highlight=False, soft_wrap=True)
 
 
 def stderr() -> Console:
