@@ -47,6 +47,13 @@ made only of the ordinary ops, so the engine does not know what it runs:
 Closed form (uniform stages, free communication): 1F1B and GPipe take
 ``(m + p - 1)·(t_f + t_b)``; interleaving with v chunks ``(m + (p - 1)/v)·(t_f + t_b)``.
 docs/strategies-llm.md derives every volume.
+
+Modules: ``params`` (the options and their ``assumed`` lines), ``sizing`` (layout checks, batch split,
+uneven stages, replica folding), ``shares`` (attention FLOP shares, K/V and Ulysses bytes), ``costs``
+(per-layer seconds and bytes), ``emitter`` (the plan's core: layer, pass, pipeline task, plan) with its
+mixins ``comm`` (tensor/sequence and expert-parallel collectives around a layer), ``context`` (ring and
+Ulysses attention) and ``data`` (data parallelism, ZeRO/FSDP/HSDP, tied embeddings, the optimizer step),
+and ``strategy`` (the registered :class:`Megatron`).
 """
 
 

@@ -42,20 +42,20 @@ class ContextParallel:
                     for r in g:
                         deps = (cur[r] if k == 0 else [arrived[r]]) + ([sent[r]] if r in sent else [])
                         tid = self.builder.transfer(r, nxt[r], kv, after=deps, stream="cp",
-                                              label=f"cp-kv step{k + 1} {label}")
+                                                    label=f"cp-kv step{k + 1} {label}")
                         self.counts["transfer"] += 1
                         sent[r], step[nxt[r]] = tid, tid
                 for r in g:
                     deps = cur[r] + ([arrived[r]] if k > 0 else [])
                     cur[r] = [self.builder.compute(r, secs / n * self.workload.scale(r), after=deps,
-                                             label=f"{label} piece{k}")]
+                                                   label=f"{label} piece{k}")]
                     ids[r] = cur[r][0]
                 if not fwd and k > 0:
                     new_in = {}
                     for r in g:
                         deps = cur[r] + ([grad_in[r]] if r in grad_in else [])
                         tid = self.builder.transfer(r, nxt[r], kv, after=deps, stream="cp",
-                                              label=f"cp-dkv step{k} {label}")
+                                                    label=f"cp-dkv step{k} {label}")
                         self.counts["transfer"] += 1
                         new_in[nxt[r]] = tid
                     grad_in = new_in

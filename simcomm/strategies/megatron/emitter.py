@@ -9,6 +9,7 @@ pipeline task and the plan; the communication around a layer (:mod:`.comm`), con
 from __future__ import annotations
 
 from simcomm.ops import PlanBuilder
+from simcomm.precision import DTYPE_BYTES
 from simcomm.strategies._layout import Layout, chunks, schedule
 from simcomm.strategies.megatron.comm import LayerComm
 from simcomm.strategies.megatron.context import ContextParallel
@@ -17,7 +18,6 @@ from simcomm.strategies.megatron.data import DataParallel
 from simcomm.strategies.megatron.params import MegatronParams
 from simcomm.strategies.megatron.shares import kv_block_bytes, ulysses_bytes
 from simcomm.strategies.megatron.sizing import BatchSizes, live_replicas, virtual_stage_layers
-from simcomm.precision import DTYPE_BYTES
 
 
 class Emitter(LayerComm, ContextParallel, DataParallel):
