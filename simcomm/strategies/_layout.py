@@ -1,6 +1,6 @@
 """Layout arithmetic of ``megatron``: rank placement, model structure, stage split and pipeline schedules.
 
-Kept apart from the plan emission (``megatron.py``) because every piece here is a
+Kept apart from the plan emission (the ``megatron`` package) because every piece here is a
 pure function of sizes that tests check by hand:
 
 * :class:`Layout`: ranks ``R = tp·pp·dp`` placed tensor-parallel first

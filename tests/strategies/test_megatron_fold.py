@@ -158,14 +158,14 @@ def test_statistics_come_from_the_measured_ranks():
 
 
 def test_auto_folds_large_uniform_plans_and_one_refuses_stragglers(monkeypatch):
-    from simcomm.strategies import megatron
+    from simcomm.strategies.megatron import sizing  # FOLD_ABOVE is read there
 
     opts = {"microbatches": 2}
     computes = 4 * 2 * 10 * 2  # ranks × micro-batches × layers × (forward, backward), pp 1
-    monkeypatch.setattr(megatron, "FOLD_ABOVE", computes + 1)
+    monkeypatch.setattr(sizing, "FOLD_ABOVE", computes + 1)
     assert plan_of(4, {**opts, "replicas": "auto"}).info.measured_ranks is None  # small: simulated in full
     assert plan_of(4, {**opts, "replicas": "one"}).info.measured_ranks == (0,)
-    monkeypatch.setattr(megatron, "FOLD_ABOVE", computes)
+    monkeypatch.setattr(sizing, "FOLD_ABOVE", computes)
     assert plan_of(4, {**opts, "replicas": "auto"}).info.measured_ranks == (0,)
     slow = (1.0, 1.0, 1.5, 1.0)
     assert plan_of(4, {**opts, "replicas": "auto"}, scale=slow).info.measured_ranks is None
@@ -186,9 +186,9 @@ def test_bad_value_is_one_line_naming_the_choices(cli, tmp_path):
 
 
 def test_the_assumed_line_is_printed_and_all_drops_it(cli, tmp_path, monkeypatch):
-    from simcomm.strategies import megatron
+    from simcomm.strategies.megatron import sizing  # FOLD_ABOVE is read there
 
-    monkeypatch.setattr(megatron, "FOLD_ABOVE", 0)  # auto folds this tiny plan as it would a large one
+    monkeypatch.setattr(sizing, "FOLD_ABOVE", 0)  # auto folds this tiny plan as it would a large one
     path = save_trace(tiny(), tmp_path / "tiny.json")
     args = ("run", "--trace", str(path), "-s", "megatron", "--opt", "tp=2", "--opt", "microbatches=2",
             "--cluster", "dgx-a100-hdr", "--nodes", "1", "--batch", "2", "--no-baseline")
@@ -206,9 +206,9 @@ def test_the_assumed_line_is_printed_and_all_drops_it(cli, tmp_path, monkeypatch
 
 def test_compute_jitter_simulates_every_replica(cli, tmp_path, monkeypatch):
     """Jitter draws each rank apart, so ``auto`` keeps every replica and an explicit ``one`` is refused."""
-    from simcomm.strategies import megatron
+    from simcomm.strategies.megatron import sizing  # FOLD_ABOVE is read there
 
-    monkeypatch.setattr(megatron, "FOLD_ABOVE", 0)
+    monkeypatch.setattr(sizing, "FOLD_ABOVE", 0)
     path = save_trace(tiny(), tmp_path / "tiny.json")
     args = ("run", "--trace", str(path), "-s", "megatron", "--opt", "microbatches=2", "--cluster",
             "dgx-a100-hdr", "--nodes", "1", "--batch", "2", "--no-baseline", "--compute-jitter", "0.1")
@@ -224,9 +224,9 @@ def test_a_folded_run_reports_every_replica_s_link_traffic(tmp_path, monkeypatch
     bytes per link class equal the full plan's (its tensor and pipeline bytes counted once per replica)."""
     from simcomm.pipeline import simulate
     from simcomm.scenario import from_flat
-    from simcomm.strategies import megatron
+    from simcomm.strategies.megatron import sizing  # FOLD_ABOVE is read there
 
-    monkeypatch.setattr(megatron, "FOLD_ABOVE", 0)
+    monkeypatch.setattr(sizing, "FOLD_ABOVE", 0)
     path = save_trace(tiny(), tmp_path / "tiny.json")
     base = {"trace": str(path), "strategy": "megatron", "tp": 2, "pp": 2, "microbatches": 2,
             "cluster": "dgx-a100-hdr", "nodes": 2, "gpus_per_node": 8, "batch": 2}

@@ -1,0 +1,69 @@
+"""Per-layer seconds and bytes of one ``megatron`` micro-batch on one rank: one :class:`LayerCost` per layer.
+
+Worked out once per plan, read by the emitter for every op (so plain fields, no per-op arithmetic):
+compute split over the tensor- and context-parallel ranks (selective recompute adds the attention
+core to the backward), the gradient and optimizer shares (expert layers also split over ``ep``), and
+the bytes of each layer's tensor-parallel, expert-dispatch and pipeline traffic (docs/strategies-llm.md).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from simcomm.precision import DTYPE_BYTES
+from simcomm.strategies._layout import Layout, layer_kind
+from simcomm.strategies.megatron.params import MegatronParams
+from simcomm.strategies.megatron.shares import attention_shares, core_share, seq_hidden
+from simcomm.workload import layer_times
+
+#: Ulysses/a2a: (forward, backward) seconds of (QKV projection, attention core, output projection)
+UlyssesTimes = tuple[tuple[float, float, float], tuple[float, float, float]]
+
+
+@dataclass(frozen=True, slots=True)
+class LayerCost:
+    """One layer on one rank for one micro-batch."""
+
+    kind: str  # layer_kind: embed, attn, mlp, moe, head, ...
+    forward_s: float
+    backward_s: float  # with selective recompute's attention core
+    grad_bytes: float  # this rank's gradients (and ZeRO-3's gathered parameters)
+    update_s: float  # optimizer step on this rank's (unsharded by ZeRO) parameters
+    tp_bytes: float  # one tensor-parallel all-reduce (all-gather, reduce-scatter) at the layer's edge
+    dispatch_bytes: float  # one expert-parallel all-to-all (dispatch or combine)
+    activation_bytes: float  # the output a pipeline stage sends on (1/tp of it with sequence parallelism)
+    ulysses_times: UlyssesTimes | None  # attention layers under Ulysses/a2a context parallelism, else None
+
+
+def layer_costs(p: MegatronParams, lay: Layout, microbatch: int, w, ulysses: bool) -> list[LayerCost]:
+    """Every layer's :class:`LayerCost` (``ulysses``: split attention layers' times for its all-to-alls)."""
+    tr = w.trace
+    meta = dict(tr.meta.get("transformer") or {})
+    mb, tp, ep = microbatch, lay.tp, lay.ep
+    cp = lay.cp  # context parallel: every rank computes on (and sends activations of) seq / cp tokens
+    act = DTYPE_BYTES.get(tr.dtype, 4)
+    sp = p.sequence_parallel and tp > 1
+    top_k = int(meta.get("top_k", 1) or 1)
+    out_costs = []
+    for layer, lw in zip(tr.layers, w.layers):
+        kind = layer_kind(lw.name)
+        f, bk = layer_times(layer, tr.batch, mb)
+        shard = tp * (ep if kind == "moe" else 1)
+        extra = 0.0
+        if p.recompute == "selective" and kind == "attn":
+            extra = f * core_share(*seq_hidden(lw, meta), meta)  # selective: the core is recomputed
+        times = None
+        if ulysses and kind == "attn":
+            fq, fc, fo = attention_shares(*seq_hidden(lw, meta), meta)
+            n = tp * cp  # every rank: s/cp tokens of all its heads in the projections, s of heads/cp in the core
+            times = ((f * fq / n, f * fc / n, f * fo / n), (bk * fq / n, (bk * fc + extra) / n, bk * fo / n))
+        shape = lw.input_shape if kind == "head" else lw.output_shape
+        out = math.prod(lw.output_shape) * mb * act / cp if lw.output_shape else 0.0
+        out_costs.append(LayerCost(
+            kind=kind, forward_s=f / (tp * cp), backward_s=(bk + extra) / (tp * cp),
+            grad_bytes=lw.grad_bytes / shard, update_s=lw.update_s / shard,
+            tp_bytes=math.prod(shape) * mb * act / cp if shape else 0.0,
+            dispatch_bytes=out * top_k * p.capacity_factor / (tp if sp else 1),
+            activation_bytes=out / tp if sp else out, ulysses_times=times))
+    return out_costs

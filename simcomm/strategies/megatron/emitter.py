@@ -1,0 +1,267 @@
+"""The emitter's core: one iteration's plan of ``megatron``, task by task over the pipeline schedule.
+
+State is per-rank ``wait`` lists (what the next op on a rank must wait for).  :class:`Emitter` holds the
+state, the cached rank groups, the collective helper, one layer, one forward or backward pass, one
+pipeline task and the plan; the communication around a layer (:mod:`.comm`), context parallelism
+(:mod:`.context`) and data parallelism / ZeRO (:mod:`.data`) are mixins reading the same state.
+"""
+
+from __future__ import annotations
+
+from simcomm.ops import PlanBuilder
+from simcomm.precision import DTYPE_BYTES
+from simcomm.strategies._layout import Layout, chunks, schedule
+from simcomm.strategies.megatron.comm import LayerComm
+from simcomm.strategies.megatron.context import ContextParallel
+from simcomm.strategies.megatron.costs import layer_costs
+from simcomm.strategies.megatron.data import DataParallel
+from simcomm.strategies.megatron.params import MegatronParams
+from simcomm.strategies.megatron.shares import kv_block_bytes, ulysses_bytes
+from simcomm.strategies.megatron.sizing import BatchSizes, live_replicas, virtual_stage_layers
+
+
+class Emitter(LayerComm, ContextParallel, DataParallel):
+    """Builds one iteration's plan (:meth:`plan`)."""
+
+    def __init__(self, p: MegatronParams, lay: Layout, s, sizes: BatchSizes, w, n_ranks: int):
+        self.params, self.layout, self.workload, self.sizes = p, lay, w, sizes
+        self.builder = PlanBuilder(n_ranks)
+        # replicas simulated in full (the rest: only in the data-parallel collectives)
+        self.live = live_replicas(p, lay, w, sizes.microbatches)
+        # With the replicas folded, the tensor-parallel ranks of a group also compute alike: one compute per
+        # group, on its first rank, started once every rank's input is there (the group's next collective
+        # waits for all of them anyway, and equal computes end max(ready) + t either way); not with ring
+        # attention, whose pieces interleave with per-rank sends
+        self.fold_lanes = self.live < lay.dp and lay.tp > 1 and lay.cp == 1
+        self.chunks = (chunks(s, lay.pp * lay.virtual, virtual_stage_layers(p, len(s.blocks))) if s is not None
+                       else [tuple(range(len(w.layers)))])
+        meta = dict(w.trace.meta.get("transformer") or {})
+        mb, tp, cp = sizes.microbatch, lay.tp, lay.cp
+        act = DTYPE_BYTES.get(w.trace.dtype, 4)
+        self.kv_bytes = kv_block_bytes(meta, mb, tp, cp, act)  # the ring's K/V block, the same for every layer
+        self.sequence_parallel = p.sequence_parallel and tp > 1
+        ulysses = cp > 1 and p.cp_kind != "ring" and s is not None
+        self.ulysses_q_bytes, self.ulysses_kv_bytes = ulysses_bytes(meta, mb, tp, cp, act) if ulysses else (0.0, 0.0)
+        self.costs = layer_costs(p, lay, mb, w, ulysses)
+        self.ready: dict = {}  # (F or B, micro-batch, virtual stage) -> (t, d) -> what the next stage waits for
+        self.last_backward: dict = {}  # (layer, rank) -> op id of that rank's final backward of the layer
+        self.buckets: dict[int, list] = {}  # stage -> [(groups, nbytes)] its gradients were reduced in
+        self.counts = {"allreduce": 0, "reduce_scatter": 0, "allgather": 0, "alltoall": 0, "transfer": 0}
+        self._cache: dict = {}
+
+    # -- groups (cached: plans of millions of ops ask for them per layer per micro-batch) ------------------
+    def _cached(self, key, make):
+        cache = self._cache
+        if key not in cache:
+            cache[key] = make()
+        return cache[key]
+
+    def _lead(self, r: int) -> int:
+        """The rank that computes for ``r``: the first of its tensor-parallel group when lanes are folded."""
+        if not self.fold_lanes:
+            return r
+        lay = self.layout
+        lead = self._cached("lead", lambda: {lay.rank(t, q, d): lay.rank(0, q, d)
+                                             for t in range(lay.tp) for q in range(lay.pp) for d in range(lay.dp)})
+        return lead[r]
+
+    def _lanes(self, ranks) -> list[tuple[int, list[int]]]:
+        """``ranks`` grouped by the rank that computes for them (:meth:`_lead`), in first-seen order."""
+        groups: dict[int, list[int]] = {}
+        for r in ranks:
+            groups.setdefault(self._lead(r), []).append(r)
+        return list(groups.items())
+
+    @property
+    def _mirror(self) -> dict[int, int]:
+        """Each folded replica's rank -> the live rank it stands for: same (t, p), replica ``d mod live``."""
+        lay, live = self.layout, self.live
+        return self._cached("mirror", lambda: {} if live == lay.dp else {
+            lay.rank(t, p, d): lay.rank(t, p, d % live)
+            for t in range(lay.tp) for p in range(lay.pp) for d in range(live, lay.dp)})
+
+    def _stage(self, p: int) -> list[int]:
+        """The live ranks of pipeline stage ``p`` (every TP rank of every simulated replica), in rank order."""
+        lay = self.layout
+        return self._cached(("stage", p), lambda: sorted(lay.rank(t, p, d) for t in range(lay.tp)
+                                                          for d in range(self.live)))
+
+    def _coll(self, kind, groups, nbytes, wait, stream, label, after=None):
+        """One collective per group (size >= 2), after each member's ``wait``; members then wait for it."""
+        ids = {}
+        for g in groups:
+            if len(g) < 2:
+                continue
+            if after is None:
+                deps = [x for r in g for x in wait[r]]
+            else:  # a folded replica's member waits for what its live mirror waits for (groups of none live too)
+                mirror = self._mirror
+                deps = [x for r in g for x in (after.get(r) or after.get(mirror.get(r, r), ()))]
+            cid = self.builder.collective(kind, g, nbytes, after=deps, stream=stream, label=label)
+            self.counts[kind] += 1
+            for r in g:
+                ids[r] = cid
+                if after is None:
+                    wait[r] = [cid]
+        return ids
+
+    # -- one layer ---------------------------------------------------------------------------------------
+    def _layer(self, j, p, ranks, wait, phase, label, ag=None):
+        """Comm before, compute, comm after one layer on every rank of stage p; returns compute ids by rank.
+
+        ``ag``: rank -> ZeRO-3's all-gather of the layer's parameters, which the compute also waits for.
+        """
+        name = self.workload.layers[j].name
+        cost = self.costs[j]
+        fwd = phase != "B"
+        for kind, stream, groups, nbytes in self._comm(j, p, "fwd-pre" if fwd else "bwd-pre"):
+            self._coll(kind, groups, nbytes, wait, stream, f"{stream}-{kind} {name} {label}")
+        secs = cost.forward_s if fwd else cost.backward_s
+        ids = {}
+        builder, scale = self.builder, self.workload.scale
+        if self.layout.cp > 1 and cost.kind == "attn" and self.params.cp_kind != "ring":
+            ids = self._ulysses(j, p, wait, fwd, f"{phase} {name} {label}", ag)
+        elif self.layout.cp > 1 and cost.kind == "attn":  # ring attention: compute in pieces around K/V sends
+            ids = self._ring(p, wait, fwd, secs, f"{phase} {name} {label}", ag)
+        elif self.fold_lanes:
+            # the stage's ranks by lead, worked out once per stage (the same for each of its layers)
+            groups = self._cached(("lanes", p, tuple(ranks)), lambda: self._lanes(ranks))
+            for lead, members in groups:
+                deps = list(dict.fromkeys(x for r in members for x in wait[r] + ([ag[r]] if ag and r in ag else [])))
+                cid = builder.compute(lead, secs * scale(lead), after=deps, label=f"{phase} {name} {label}")
+                for r in members:
+                    ids[r] = cid
+                    wait[r] = [cid]
+        else:
+            for r in ranks:
+                deps = wait[r] + ([ag[r]] if ag and r in ag else [])
+                ids[r] = builder.compute(r, secs * scale(r), after=deps, label=f"{phase} {name} {label}")
+                wait[r] = [ids[r]]
+        for kind, stream, groups, nbytes in self._comm(j, p, "fwd-post" if fwd else "bwd-post"):
+            self._coll(kind, groups, nbytes, wait, stream, f"{stream}-{kind} {name} {label}")
+        return ids
+
+    def _pass(self, p, layers, ranks, wait, forward: bool, label: str):
+        """A forward or backward pass over ``layers`` (already in execution order); each layer's compute ids."""
+        zero3 = self.params.zero == 3 and self.layout.dp > 1
+        before = {r: self.builder.tail(self._lead(r), "compute") for r in ranks} if zero3 else {}
+        computes: list[dict] = []
+        gathers: dict[int, dict] = {}
+        for k, j in enumerate(layers):
+            if zero3:
+                if k == 0:
+                    gathers[0] = self._gather_params(p, layers, 0, ranks, wait, label, computes, before)
+                if k + 1 < len(layers):  # prefetch one layer ahead
+                    gathers[k + 1] = self._gather_params(p, layers, k + 1, ranks, wait, label, computes, before)
+            if not forward and self.params.recompute == "full":
+                self._layer(j, p, ranks, wait, "R", label, gathers.get(k))
+            computes.append(self._layer(j, p, ranks, wait, "F" if forward else "B", label, gathers.get(k)))
+            if zero3 and not forward:
+                self._reduce_scatter_grads(p, j, ranks, wait, label, computes[k])
+        return computes
+
+    # -- tasks -------------------------------------------------------------------------------------------
+    def _task(self, p: int, task, last_of_chunk: bool):
+        """One pipeline task (F or B of a micro-batch on a model chunk) on stage p, then its send on."""
+        kind, mb, c = task
+        lay, n_u = self.layout, self.layout.pp * self.layout.virtual
+        u = c * lay.pp + p
+        ranks = self._stage(p)
+        coords = self._cached("coords", lambda: [(t, d) for d in range(self.live) for t in range(lay.tp)])
+        if kind == "F":
+            src = self.ready.get(("F", mb, u - 1), {}) if u > 0 else {}
+        else:
+            src = self.ready[("B", mb, u + 1)] if u + 1 < n_u else self.ready[("F", mb, u)]
+        wait = {lay.rank(t, p, d): list(src.get((t, d), ())) for t, d in coords}
+        layers = self.chunks[u] if kind == "F" else tuple(reversed(self.chunks[u]))
+        label = f"{kind}{mb}" + (f".{c}" if lay.virtual > 1 else "")
+        computes = self._pass(p, layers, ranks, wait, kind == "F", label)
+        if kind == "B" and last_of_chunk:
+            for k, j in enumerate(layers):
+                for r in ranks:
+                    self.last_backward[(j, r)] = computes[k][r]
+        nxt = u + 1 if kind == "F" else u - 1
+        out = {}
+        for t, d in coords:
+            r = lay.rank(t, p, d)
+            if 0 <= nxt < n_u:
+                dst = lay.rank(t, nxt % lay.pp, d)
+                nbytes = self.costs[self.chunks[u][-1] if kind == "F" else self.chunks[u - 1][-1]].activation_bytes
+                if dst != r:
+                    tid = self.builder.transfer(r, dst, nbytes, after=wait[r], stream="pp",
+                                                label=f"pp-{'activation' if kind == 'F' else 'gradient'} {label}")
+                    self.counts["transfer"] += 1
+                    out[(t, d)] = (tid,)
+                    continue
+            out[(t, d)] = tuple(wait[r])
+        self.ready[(kind, mb, u)] = out
+        if kind == "B" and last_of_chunk and self.params.zero < 3 and self.params.overlap_grad_reduce:
+            self._reduce_grads(p, self.chunks[u])
+
+    def plan(self):
+        """Every stage's tasks in schedule order, then the gradient reductions, tied embeddings and update."""
+        lay, p = self.layout, self.params
+        orders = schedule(p.schedule, lay.pp, self.sizes.microbatches, lay.virtual)
+        last = [{} for _ in range(lay.pp)]  # stage -> chunk -> index of its final backward
+        for s, tasks in enumerate(orders):
+            for i, (kind, _, c) in enumerate(tasks):
+                if kind == "B":
+                    last[s][c] = i
+        idx = [0] * lay.pp
+        n_u = lay.pp * lay.virtual
+        remaining = sum(len(t) for t in orders)
+        while remaining:
+            progress = False
+            for s in range(lay.pp):
+                while idx[s] < len(orders[s]):
+                    kind, mb, c = orders[s][idx[s]]
+                    u = c * lay.pp + s
+                    need = (("F", mb, u - 1) if u > 0 else None) if kind == "F" else \
+                        (("B", mb, u + 1) if u + 1 < n_u else ("F", mb, u))
+                    if need is not None and need not in self.ready:
+                        break
+                    self._task(s, orders[s][idx[s]], kind == "B" and last[s][c] == idx[s])
+                    idx[s] += 1
+                    remaining -= 1
+                    progress = True
+            if not progress:  # a schedule whose orders wait on each other: a bug in _layout.schedule
+                raise RuntimeError(f"pipeline schedule {p.schedule} deadlocks at tasks {idx}")
+        if p.zero < 3 and not p.overlap_grad_reduce:
+            for s in range(lay.pp):
+                for u in reversed(range(s, n_u, lay.pp)):  # the last chunks' gradients are ready first
+                    self._reduce_grads(s, self.chunks[u], at_end=True)
+        self._tied_embeddings()
+        self._update()
+        return self._build()
+
+    def _build(self):
+        """The plan with its ``assumed`` lines, the layout and, when folded, the simulated ranks and weights."""
+        lay, sz = self.layout, self.sizes
+        ignored = ("data loading is not modelled by megatron (its time is not in the step)",) \
+            if self.workload.dataload_s > 0 else ()
+        assumed = ignored + (f"layout tp {lay.tp}" + (f" × cp {lay.cp}" if lay.cp > 1 else "")
+                             + f" × pp {lay.pp} × dp {lay.data}"
+                             + (f" (ep {lay.ep})" if lay.ep > 1 else "")
+                             + f": global batch {sz.global_batch} = micro-batch {sz.microbatch} × {sz.microbatches} "
+                             f"micro-batches × dp {lay.data} ({sz.how})",)
+        measured = None
+        if self.live < lay.dp:
+            measured = tuple(sorted({self._lead(r) for s in range(lay.pp) for r in self._stage(s)}))
+            which = "replica 0's" if self.live == 1 else \
+                f"replicas 0-{self.live - 1}'s (whole expert-parallel groups and context-parallel rings)"
+            assumed += (f"data-parallel replicas identical: simulating {which} compute, tensor and pipeline "
+                        f"traffic; data-parallel collectives span all {lay.dp} replicas (times from the simulated "
+                        f"ranks; link traffic per link class counts their tensor, context, expert and pipeline "
+                        f"bytes {lay.dp // self.live} times, once per replica they stand for; the busiest links "
+                        "are the simulated ones; --opt replicas=all simulates every replica)",)
+            if self.fold_lanes:
+                assumed += (f"tensor-parallel ranks identical: one compute per group of {lay.tp}, started when "
+                            "every rank's input has arrived (their collectives and sends stay per rank)",)
+        # the folded replicas' own traffic (theirs is the simulated replicas', on like links of a symmetric fabric)
+        weights = {s: lay.dp / self.live for s in ("tp", "cp", "ep", "pp")} if self.live < lay.dp else None
+        return self.builder.build(kind="every iteration", assumed=assumed, strategy="megatron",
+                                  measured_ranks=measured, samples=sz.global_batch, traffic_weights=weights,
+                                  layout={"tp": lay.tp, "pp": lay.pp, "dp": lay.data, "ep": lay.ep,
+                                          "virtual": lay.virtual, "cp": lay.cp},
+                                  microbatch=sz.microbatch, microbatches=sz.microbatches,
+                                  global_batch=sz.global_batch, collectives=dict(self.counts))

@@ -1,0 +1,119 @@
+"""``megatron``'s options: :class:`MegatronParams`, the choices of its string options, and its ``assumed`` lines.
+
+Every value is checked here, once, as the options are parsed (one ``error:`` line naming the field and
+the valid choices); the layout's own divisibility checks, which need the trace and the cluster, are in
+:mod:`simcomm.strategies.megatron.sizing`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from simcomm.errors import ConfigError
+from simcomm.strategies._layout import ORDERS, SCHEDULES
+from simcomm.strategies.common import check_choice
+
+RECOMPUTE = ("none", "selective", "full")
+#: context parallelism: ``ring`` (TransformerEngine's p2p ring attention), ``ulysses`` (DeepSpeed-Ulysses
+#: all-to-alls), ``a2a`` (Megatron-core/TransformerEngine's all-to-all variant: one more in backward)
+CP_KINDS = ("ring", "ulysses", "a2a")
+#: replicas: ``one`` simulates replica 0 (the replicas one expert-parallel group or context-parallel ring
+#: spans) and the data-parallel collectives over all; ``all`` every replica; ``auto`` folds when dp > 1,
+#: compute is uniform and the plan is large
+REPLICAS = ("auto", "one", "all")
+
+
+def _pos(name: str, value, *, optional: bool = False) -> None:
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name.replace('_', '-')}: {value!r} must be a positive integer")
+
+
+@dataclass(frozen=True)
+class MegatronParams:
+    """Options of ``megatron`` (the layout)."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int | None = None  # None: the rest of the ranks, R / (tp·pp)
+    microbatch: int | None = None  # samples per micro-batch
+    microbatches: int | None = None  # per replica per iteration
+    global_batch: int | None = None  # None: the workload's (per-rank batch × ranks)
+    schedule: str = "1f1b"
+    virtual: int = 1  # model chunks per rank (interleaved)
+    sequence_parallel: bool = False
+    zero: int = 0
+    recompute: str = "none"
+    experts_parallel: int = 1
+    capacity_factor: float = 1.0
+    order: str = "tp-pp-dp"  # rank order, innermost first
+    overlap_grad_reduce: bool = True  # False: Megatron-LM's default, gradients reduced after the last backward
+    replicas: str = "auto"  # one: fold identical replicas (simulate replica 0 + full DP collectives); all; auto
+    cp: int = 1  # context parallel: the sequence split cp ways, K/V passed around a ring in each attention layer
+    cp_kind: str = "ring"  # ring (p2p ring attention), ulysses (DeepSpeed-Ulysses all-to-alls), a2a (Megatron-core)
+    shard_group: int | None = None  # HSDP (zero 3): parameters sharded within groups of this many replicas
+    # Megatron-core's --decoder-first/last-pipeline-num-layers: blocks on the first / last stage (None: an even
+    # share); the other stages split the rest evenly (Llama 3 405B: 126 layers on 16 stages, 7 + 14 x 8 + 7)
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
+
+    def __post_init__(self):
+        for name in ("tp", "pp", "virtual", "experts_parallel", "cp"):
+            _pos(name, getattr(self, name))
+        for name in ("dp", "microbatch", "microbatches", "global_batch", "shard_group", "first_stage_layers",
+                     "last_stage_layers"):
+            _pos(name, getattr(self, name), optional=True)
+        if self.shard_group is not None and self.zero != 3:
+            raise ConfigError(f"shard-group: {self.shard_group} shards parameters within groups of replicas "
+                              f"(HSDP, FSDP's HYBRID_SHARD) and needs zero 3, not zero {self.zero}")
+        check_choice("schedule", self.schedule, SCHEDULES)
+        check_choice("recompute", self.recompute, RECOMPUTE)
+        check_choice("order", self.order, ORDERS)
+        check_choice("replicas", self.replicas, REPLICAS)
+        check_choice("cp_kind", self.cp_kind, CP_KINDS)
+        if isinstance(self.zero, bool) or self.zero not in (0, 1, 2, 3):
+            raise ConfigError(f"zero: {self.zero!r} is not valid; valid choices: 0, 1, 2, 3 (3 = FSDP full shard)")
+        if not (isinstance(self.capacity_factor, (int, float)) and math.isfinite(self.capacity_factor)
+                and self.capacity_factor > 0):
+            raise ConfigError(f"capacity-factor: {self.capacity_factor!r} must be a positive number")
+        if self.virtual > 1 and self.schedule != "interleaved":
+            raise ConfigError(f"virtual: {self.virtual} chunks per rank need schedule interleaved "
+                              f"(not {self.schedule})")
+        if self.schedule == "interleaved" and self.pp < 2:
+            raise ConfigError("schedule: interleaved needs pp >= 2 (it interleaves pipeline stages)")
+
+    @property
+    def assumed(self) -> tuple[str, ...]:
+        out = ["placement: tensor-parallel ranks consecutive (inside a node), then "
+               + ("pipeline stages, then data-parallel replicas" if self.order == "tp-pp-dp"
+                  else "data-parallel replicas, then pipeline stages (Megatron-core's default order)")]
+        if self.zero == 3:
+            out.append("zero 3: parameters all-gathered before every micro-batch's forward and backward, "
+                       "gradients reduce-scattered after each (FSDP without no_sync, DeepSpeed ZeRO-3)")
+        if self.shard_group is not None:
+            out.append(f"hsdp: parameters sharded within groups of {self.shard_group} consecutive replicas "
+                       "(all-gather and reduce-scatter inside a group), each gradient shard all-reduced across "
+                       "the groups after its reduce-scatter (FSDP HYBRID_SHARD)")
+        if self.cp > 1 and self.cp_kind != "ring":
+            bwd = "4 (the output gradient, then dQ, dK, dV" if self.cp_kind == "ulysses" else \
+                "5 (the saved output and its gradient, then dQ, dK, dV"
+            out.append(f"context parallel {self.cp} (cp_kind {self.cp_kind}, "
+                       + ("DeepSpeed-Ulysses" if self.cp_kind == "ulysses" else
+                          "Megatron-core cp_comm_type a2a, TransformerEngine") + f"): each sequence split {self.cp} "
+                       "ways (CP ranks right outside TP); per attention layer all-to-alls over the CP group of Q, K "
+                       "and V (sequence- to head-sharded) before the attention core and of its output after it, "
+                       f"4 forward; backward {bwd}); the core waits for them (not overlapped); the layer's time "
+                       "split into QKV projection, core and output projection by their FLOPs; gradients reduced "
+                       "over dp × cp")
+        elif self.cp > 1:
+            placed = "tp-cp-dp-pp, Megatron-core's" if self.order == "tp-dp-pp" else "tp-cp-pp-dp"
+            out.append(f"context parallel {self.cp} (cp_kind ring): each sequence split {self.cp} ways (CP ranks "
+                       f"right outside TP: {placed} order); per attention layer {self.cp - 1} ring steps "
+                       f"of the K/V block forward, {self.cp - 1} of K/V and {self.cp - 1} of dK/dV backward, overlapped "
+                       f"with the attention computed in {self.cp} equal pieces (TransformerEngine's p2p ring; the "
+                       "first send starts with the layer, not after the QKV projection: slightly optimistic); "
+                       "gradients reduced over dp × cp")
+        return tuple(out)
+

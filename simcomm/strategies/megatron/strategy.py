@@ -1,0 +1,81 @@
+"""The registered ``megatron`` strategy: its one-line description, its memory check and its plan.
+
+The plan itself is :class:`~simcomm.strategies.megatron.emitter.Emitter`'s; what the layout does is told
+in the package docstring (:mod:`simcomm.strategies.megatron`).
+"""
+
+from __future__ import annotations
+
+from simcomm.strategies.base import Strategy, register
+from simcomm.strategies.megatron.emitter import Emitter
+from simcomm.strategies.megatron.params import MegatronParams
+from simcomm.strategies.megatron.sizing import resolve_layout, stage_layers
+
+
+@register
+class Megatron(Strategy):
+    """Tensor, sequence, pipeline, data (ZeRO/FSDP) and expert parallelism composed (package docstring)."""
+
+    name = "megatron"
+    summary = "large-model layout: tensor, sequence, pipeline (GPipe/1F1B/interleaved), ZeRO/FSDP and expert parallel"
+    reference = ("Narayanan et al. SC'21 (Megatron-LM); Korthikanti et al. 2022; Rajbhandari et al. 2020 (ZeRO); "
+                 "Huang et al. 2019 (GPipe); Lepikhin et al. 2020 (GShard)")
+    Params = MegatronParams
+    #: exposed time per parallelism (Result.exposed_by): the streams this layout's ops use
+    comm_streams = {"tp": "tensor", "cp": "context", "ep": "expert", "pp": "pipeline", "dp": "data", "ag": "data",
+                    "rs": "data"}
+
+    def describe(self) -> str:
+        p = self.params
+        parts = [f"tp {p.tp}"] + ([f"cp {p.cp}" + (f" {p.cp_kind}" if p.cp_kind != "ring" else "")]
+                                  if p.cp > 1 else []) + \
+            [f"pp {p.pp}", f"dp {'rest' if p.dp is None else p.dp}", f"schedule {p.schedule}"]
+        if p.virtual > 1:
+            parts.append(f"virtual {p.virtual}")
+        if p.sequence_parallel:
+            parts.append("sequence parallel")
+        parts += [f"zero {p.zero}" + (f" shard group {p.shard_group}" if p.shard_group else ""),
+                  f"recompute {p.recompute}"]
+        if p.order != "tp-pp-dp":
+            parts.append(f"order {p.order}")
+        if p.experts_parallel > 1:
+            parts.append(f"ep {p.experts_parallel} capacity {p.capacity_factor:g}")
+        return f"megatron ({', '.join(parts)})"
+
+    def memory(self, workload, device):
+        """The layout's own memory (simcomm.memory_llm: sharded state, Korthikanti activations, in-flight
+        micro-batches of the schedule), checked against ``device``; a layout that does not fit is one line."""
+        from simcomm.traces.zoo.transformer import TRANSFORMERS
+
+        model = workload.trace.model
+        if model not in TRANSFORMERS:
+            return ("memory: not checked (the layout shards model state, and the trace is not a zoo transformer "
+                    "whose shape the memory model knows)",)
+        from simcomm import memory_llm
+
+        p = self.params
+        lay, _, sizes = resolve_layout(p, workload, [layer.name for layer in workload.layers])
+        dtype = "fp32" if workload.trace.dtype in ("fp32", "float32") else "bf16"
+        mem = memory_llm.estimate(model, tp=lay.tp, pp=lay.pp, dp=lay.data, cp=lay.cp, ep=lay.ep, zero=p.zero,
+                                  shard_group=p.shard_group,
+                                  micro_batch=sizes.microbatch, microbatches=sizes.microbatches,
+                                  sequence_parallel=p.sequence_parallel, recompute=p.recompute,
+                                  schedule=p.schedule, virtual_stages=lay.virtual, dtype=dtype,
+                                  stage_layers=stage_layers(p, TRANSFORMERS[model][0].layers))
+        if device is not None:
+            from simcomm.errors import UnknownNameError
+            from simcomm.traces import device_for_cluster
+
+            try:
+                memory_llm.check_fits(mem, device_for_cluster(device))
+            except UnknownNameError:
+                device = None
+        where = "" if device is not None else " (not checked: the cluster names no known GPU)"
+        return (f"memory: {mem.total / 1e9:.4g} GB per GPU on the fullest pipeline stage{where} "
+                f"({mem.breakdown()})",)
+
+    def plan(self, workload, topology):
+        names = [layer.name for layer in workload.layers]
+        lay, s, sizes = resolve_layout(self.params, workload, names)
+        return Emitter(self.params, lay, s, sizes, workload, topology.n_ranks).plan()
+
