@@ -129,8 +129,11 @@ def prepare_nccl(op, topology, runtime) -> Prepared | None:
         # largest message of each kind once, not each of an all-to-all's p^2 messages)
         across = layout.node_of[src[keep]] != layout.node_of[dst[keep]]
         sizes = payload[keep]
-        slowest = max([p2p_message_latency_us(layout, True, 0.0)[1]] * bool(across.any())
-                      + [p2p_message_latency_us(layout, False, float(sizes[~across].max()))[1]] * bool((~across).any()))
+        # (each kind priced only when some message is of it: an all-to-all over ranks on different nodes, an
+        # expert-parallel group strided across nodes, has no in-node message at all)
+        slowest = max(([p2p_message_latency_us(layout, True, 0.0)[1]] if across.any() else [])
+                      + ([p2p_message_latency_us(layout, False, float(sizes[~across].max()))[1]]
+                         if (~across).any() else []))
         latency = 1e-6 * slowest * (p2p_batches(layout) if op.kind == "alltoall" else 1)
     # the kernel launches NCCL's model leaves out (the same for every algorithm)
     latency += launch_s(runtime.gpus_per_thread)

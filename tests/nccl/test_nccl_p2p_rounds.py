@@ -94,3 +94,15 @@ def test_bench_sendrecv_runs_nccl_point_to_point():
     rate = min(float(topo.capacity[k]) for k in topo.route(0, 1))  # the 8 bytes themselves: ~3e-5 us
     assert row.time_us == pytest.approx(8 * LAUNCH_US + 6.6 + 0.6 + 8 / rate * 1e6, rel=1e-12)
     assert row.algorithm == "NCCL P2P"
+
+
+@pytest.mark.parametrize("fidelity", ["flow", "analytic"])
+def test_all_to_all_with_every_message_across_nodes(fidelity):
+    # Ranks 0 and 2 of 2 nodes x 2 PCIe GPUs (an expert-parallel group strided across nodes): no message stays
+    # on a node, so only the network kind is priced (the in-node maximum over no message raised ValueError):
+    # count 0: 1.825 + 8.4 + 14.0 = 24.225 us.
+    topo = pcie_box(2, 2)
+    b = PlanBuilder(topo.n_ranks)
+    b.collective("alltoall", [0, 2], 0.0)
+    span = engine.simulate(b.build(), topo, fidelity=fidelity, runtime=Runtime("nccl")).makespan
+    assert span == pytest.approx(24.225e-6, rel=1e-12)
