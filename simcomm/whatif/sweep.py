@@ -93,8 +93,8 @@ def describe(vary: list[str], strategies: list[str], fixed: dict, *, axes: dict 
         base["strategy"] = "allreduce"
     check_point(base)
     values: dict[str, set] = {k: set(v) for k, v in extra.items()}
-    for k, v in base.items():
-        values.setdefault(k, set()).add(v)
+    for k, v in base.items():  # a list value (compute_scale = [1.0, 2.0]) is one value: hashed as a tuple
+        values.setdefault(k, set()).add(tuple(v) if isinstance(v, list) else v)
     # Every value of every axis, not only the first point: --vary nodes=2,0 fails here, not as a failed point.
     for k, vals in grid.axes:
         for v in vals:

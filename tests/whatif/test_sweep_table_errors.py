@@ -78,3 +78,14 @@ def test_valid_time_axis_with_units_runs(tmp_path, cli):
     assert rc == 0, err
     text = (tmp_path / "o" / "results.csv").read_text()
     assert text.count("\n") == 3 and ",0.01s," in text
+
+
+def test_a_list_valued_fixed_key_runs(tmp_path, cli):
+    # compute_scale = [1.0, 2.0] in the scenario file is one fixed value (once a TypeError: unhashable list)
+    toml = tmp_path / "s.toml"
+    toml.write_text('fidelity = "analytic"\ncompute_scale = [1.0, 2.0]\ngpus_per_node = 1\n[sweep]\n'
+                    'strategies = ["allreduce"]\n[sweep.axes]\nnodes = [2]\n')
+    rc, _, err = cli(["whatif", str(toml), "--sequential", "--no-report", "--out", str(tmp_path / "o")])
+    assert rc == 0, err
+    text = (tmp_path / "o" / "results.csv").read_text()
+    assert text.count("\n") == 2 and ',"[1.0, 2.0]",' in text and ",ok," in text
