@@ -651,6 +651,7 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
                             comm_streams=type(strategy).comm_streams))
     assumed += _ran_lines(ran, runtime)
     mean, bd, lb, est = _mean(kinds)
+    _check_finite(scn, mean * (w.iterations_per_epoch or 1), est, lb)  # the epoch too: iterations x mean
     split: dict[str, float] = {}
     if kinds and all(k.exposed_by for k in kinds):
         total_w = sum(k.weight for k in kinds)
@@ -703,6 +704,22 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
                   baseline_s=base_s, speedup=speedup, baseline=base_desc, assumed=tuple(assumed), rank_mean_s=rmean,
                   busiest_links=max(kinds, key=lambda k: k.weight).busiest_links if kinds else (),
                   exposed_by=split)
+
+
+def _check_finite(scn: Scenario, epoch: float, closed_form: float | None, link_bytes: dict) -> None:
+    """One error line when an input so large that the iteration time overflows (``--opt elem_s=1e308``).
+
+    Every value was finite and in range on its own; only their product is not, so the line names what the
+    user gave that scales a time: the strategy's options and the trace.
+    """
+    if (math.isfinite(epoch) and (closed_form is None or math.isfinite(closed_form))
+            and all(math.isfinite(float(v)) for v in link_bytes.values())):
+        return
+    what = "iteration (or epoch) time overflows" if not math.isfinite(epoch) else "bytes on the links overflow"
+    given = ", ".join(f"{k}={v}" for k, v in sorted(scn.options.items())) or "none"
+    source = f"trace {scn.trace!r}" if scn.trace else f"model {scn.model or 'the default'}"
+    raise ConfigError(f"the {what}: an input is too large to be a real system's "
+                      f"(strategy options: {given}; {source}); give values of a real cluster")
 
 
 def _samples(plans, w) -> int:

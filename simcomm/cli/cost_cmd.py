@@ -21,6 +21,10 @@ from simcomm.units import format_bandwidth, format_size, format_time, parse_size
 __all__ = ["cost_command", "parse_gamma", "compute"]
 
 
+#: the slowest reduction ``--gamma`` accepts: a millisecond per byte, a million times slower than any real host
+MAX_GAMMA = 1e-3
+
+
 def parse_gamma(text: str) -> float:
     """Reduction cost in s/byte from ``"0.1ns/B"``, ``"0.1 ns/byte"`` or a bare number (s/B)."""
     s = str(text).strip()
@@ -29,10 +33,14 @@ def parse_gamma(text: str) -> float:
             s = s[: -len(suffix)]
             break
     try:
-        return parse_time(s, "gamma")
+        gamma = parse_time(s, "gamma")
     except UnitError:
         raise UnitError(f"gamma: cannot parse {text!r}; expected seconds per byte such as "
                         f"'0.1ns/B' or a bare number of s/B") from None
+    if gamma > MAX_GAMMA:  # beyond it a collective's reduction time overflows or means nothing real
+        raise ConfigError(f"gamma: {text!r} is more than {MAX_GAMMA:g} s per byte (1 KB/s of reduction); "
+                          "real hosts reduce at GB/s, e.g. 0.1ns/B")
+    return gamma
 
 
 def _links(path: Path | None) -> dict:

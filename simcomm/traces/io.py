@@ -68,6 +68,19 @@ def _num(v, field: str) -> float:
     return float(v)
 
 
+#: the longest time one layer may take per batch: a day is far beyond any real layer, and bounding it keeps every
+#: sum of a trace's times (an iteration, an epoch of thousands of iterations) finite
+MAX_LAYER_S = 86_400.0
+
+
+def _time(v, field: str) -> float:
+    """A layer time: :func:`_num`, at most :data:`MAX_LAYER_S`."""
+    t = _num(v, field)
+    if t > MAX_LAYER_S:
+        raise _fail(field, f"must be at most {MAX_LAYER_S:g} s (a day) for one layer, got {v!r}")
+    return t
+
+
 def _str(v, field: str, choices: tuple[str, ...] | None = None) -> str:
     if not isinstance(v, str) or not v:
         raise _fail(field, f"expected a non-empty string, got {type(v).__name__}")
@@ -111,8 +124,8 @@ def _layer_from_dict(d, i: int) -> Layer:
         row = _list(row, f"{f}by_batch[{j}]")
         if len(row) != 3:
             raise _fail(f"{f}by_batch[{j}]", "expected [batch, forward_s, backward_s]")
-        by_batch.append((_int(row[0], f"{f}by_batch[{j}][0]", 1), _num(row[1], f"{f}by_batch[{j}][1]"),
-                         _num(row[2], f"{f}by_batch[{j}][2]")))
+        by_batch.append((_int(row[0], f"{f}by_batch[{j}][0]", 1), _time(row[1], f"{f}by_batch[{j}][1]"),
+                         _time(row[2], f"{f}by_batch[{j}][2]")))
     spread = _dict(d.get("spread", {}), f + "spread")
     for key, val in spread.items():
         _num(val, f"{f}spread.{key}")
@@ -121,9 +134,9 @@ def _layer_from_dict(d, i: int) -> Layer:
         module_type=_str(d["module_type"], f + "module_type"),
         params=_int(d["params"], f + "params"),
         grad_bytes=_int(d["grad_bytes"], f + "grad_bytes"),
-        forward_s=_num(d["forward_s"], f + "forward_s"),
-        backward_s=_num(d["backward_s"], f + "backward_s"),
-        update_s=_num(d.get("update_s", 0.0), f + "update_s"),
+        forward_s=_time(d["forward_s"], f + "forward_s"),
+        backward_s=_time(d["backward_s"], f + "backward_s"),
+        update_s=_time(d.get("update_s", 0.0), f + "update_s"),
         input_shape=_shape(d.get("input_shape", []), f + "input_shape"),
         output_shape=_shape(d.get("output_shape", []), f + "output_shape"),
         flops=None if flops is None else _num(flops, f + "flops"),

@@ -1,0 +1,38 @@
+"""Inputs finite on their own whose products overflow: one ``error:`` line, exit 2, never Infinity or NaN."""
+
+import json
+
+import pytest
+
+
+@pytest.mark.parametrize(("argv", "names"), [
+    (["--strategy", "gs-sgd", "--opt", "elem_s=1e308"], "elem_s=1e+308"),
+    (["--strategy", "ps", "--opt", "server_s_per_byte=1e308"], "server_s_per_byte=1e+308"),
+    (["--strategy", "ps-layer-drop", "--opt", "placeholder_bytes=1e308"], "placeholder_bytes=1e+308"),
+])
+def test_an_overflowing_option_is_one_error_line(cli, argv, names):
+    rc, out, err = cli(["run", *argv, "--nodes", "4", "--fidelity", "analytic", "--json"])
+    assert rc == 2 and out == "", out
+    assert len(err.splitlines()) == 1 and err.startswith("error: the ") and names in err, err
+    assert "overflow" in err
+
+
+def test_a_trace_layer_longer_than_a_day_is_refused(cli, tmp_path):
+    rc, _, err = cli(["trace", "synth", "--model", "resnet18", "--device", "t4", "--batch", "8", "--out",
+                      str(tmp_path / "t.json")])
+    assert rc == 0, err
+    data = json.loads((tmp_path / "t.json").read_text())
+    data["layers"][0]["forward_s"] = 1e308
+    (tmp_path / "big.json").write_text(json.dumps(data))
+    rc, out, err = cli(["run", "--strategy", "allreduce", "--nodes", "2", "--trace", str(tmp_path / "big.json")])
+    assert rc == 2 and out == ""
+    assert err.splitlines() == [f"error: trace file '{tmp_path / 'big.json'}': layers[0].forward_s: must be at "
+                                "most 86400 s (a day) for one layer, got 1e+308"]
+
+
+def test_cost_gamma_beyond_any_host_is_refused(cli):
+    rc, out, err = cli(["cost", "allreduce", "--size", "100MB", "--ranks", "64", "--link", "ib-edr", "--gamma",
+                        "1e308s"])
+    assert rc == 2 and out == ""
+    assert err == ("error: gamma: '1e308s' is more than 0.001 s per byte (1 KB/s of reduction); real hosts reduce "
+                   "at GB/s, e.g. 0.1ns/B\n")
