@@ -17,6 +17,8 @@ cluster of that size.
 from __future__ import annotations
 
 import json
+import os
+import stat
 import math
 import statistics
 from dataclasses import dataclass
@@ -57,12 +59,21 @@ class CheckRow:
         return (self.predicted - self.measured) / self.measured
 
 
+#: the largest measurement record read (a record of every collective and size is a few hundred KB)
+MAX_RECORD_BYTES = 64 << 20
+
+
 def load_record(path: str | Path) -> dict:
     """Read a measurement JSON (a ``.toml`` path means the JSON beside it)."""
     p = Path(path)
     if p.suffix == ".toml":
         p = p.with_suffix(".json")
     try:
+        st = os.stat(p)
+        # a FIFO or device would block the read (or never end): only a regular file of a record's size is read
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_RECORD_BYTES:
+            raise CalibrationError(f"check: {str(p)!r} is not a regular file of at most "
+                                   f"{MAX_RECORD_BYTES >> 20} MiB (a FIFO, device or directory is not read)")
         rec = json.loads(p.read_text(encoding="utf-8"))
     except OSError as exc:
         raise CalibrationError(f"check: cannot read {str(p)!r} ({exc.strerror or exc})") from None

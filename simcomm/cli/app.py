@@ -97,6 +97,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _fail("interrupted")
         return 130
+    except RecursionError:  # a file nested deeper than Python's parsers recurse (JSON, TOML, Kineto)
+        _fail("input nested too deeply: a file or value holds more levels of lists or tables than any real one "
+              "(simcomm reads at most a few hundred)")
+        return 2
+    except OSError as exc:  # a path too long, a full disk, a read-only directory, found outside a reader's own check
+        where = f"{exc.filename}: " if exc.filename else ""
+        _fail(f"{where}{exc.strerror or exc}")
+        return 2
     return rv if isinstance(rv, int) else 0
 
 

@@ -318,6 +318,9 @@ def parse_profile(events: list[dict], source: str = "<events>") -> dict:
     mods = [e for e in events if e["cat"] == "python_function" and e["name"].startswith(_MOD)]
     if not mods:
         raise _fail(source, "no 'nn.Module:' events; record it with torch.profiler(with_stack=True)")
+    nameless = next((e for e in mods if not e["name"][len(_MOD):].strip()), None)
+    if nameless is not None:  # torch names every module event after its class: an empty one is not torch's
+        raise _fail(source, f"traceEvents[{nameless['index']}] is an 'nn.Module:' event with no module name")
     parent = _nesting(mods)
     inner = {p["name"] for p in parent.values() if p is not None}  # ever seen around another module
 

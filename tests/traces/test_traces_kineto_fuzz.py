@@ -241,3 +241,14 @@ def test_fuzzed_profiles_exit_0_with_a_valid_trace_or_2_with_one_line(capsys, tm
     raw = json.dumps(prof, allow_nan=True).encode()  # NaN and Infinity tokens, as Python writes them
     rc, err, out = _run(capsys, tmp_path, None, raw=raw, extra=["--allow-zero-params"] if allow else [])
     _check_contract(rc, err, out)
+
+
+def test_module_event_without_a_name_is_one_line(capsys, tmp_path):
+    profile = _profile()
+    for e in profile["traceEvents"]:
+        if e["name"] == "nn.Module: Linear_0":
+            e["name"] = "nn.Module: "
+    rc, err, out = _run(capsys, tmp_path, profile)
+    assert rc == 2 and len(err.splitlines()) == 1
+    assert err.startswith("error: ") and "'nn.Module:' event with no module name" in err, err
+    assert not out.exists()
