@@ -19,7 +19,10 @@ from pathlib import Path
 
 from simcomm.errors import ConfigError
 
-__all__ = ["check_output_path"]
+__all__ = ["check_output_path", "PROBE_BYTES"]
+
+#: bytes the probe writes (and removes): a disk without room for a small result file is refused up front
+PROBE_BYTES = 64 << 10
 
 
 def check_output_path(path: str | os.PathLike | None, field: str) -> Path:
@@ -57,6 +60,11 @@ def check_output_path(path: str | os.PathLike | None, field: str) -> Path:
         fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".probe", dir=parent)
     except OSError as exc:
         raise ConfigError(f"{field}: cannot write in directory {str(parent)!r}: {exc.strerror or exc}") from None
-    os.close(fd)
-    os.unlink(probe)
+    try:  # room for a small result: a full disk is refused now, not after the work (nothing is kept)
+        os.write(fd, bytes(PROBE_BYTES))
+    except OSError as exc:
+        raise ConfigError(f"{field}: cannot write in directory {str(parent)!r}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+        os.unlink(probe)
     return target

@@ -7,6 +7,7 @@ stderr with exit status 2, never a traceback.
 
 from __future__ import annotations
 
+import errno
 import sys
 
 import typer
@@ -102,8 +103,9 @@ def main(argv: list[str] | None = None) -> int:
               "(simcomm reads at most a few hundred)")
         return 2
     except OSError as exc:  # a path too long, a full disk, a read-only directory, found outside a reader's own check
-        where = f"{exc.filename}: " if exc.filename else ""
-        _fail(f"{where}{exc.strerror or exc}")
+        where = f"{exc.filename}: " if exc.filename else "cannot write: " if exc.errno == errno.ENOSPC else ""
+        _fail(f"{where}{exc.strerror or exc}" + (" (the disk is full; nothing was kept)"
+                                                 if exc.errno == errno.ENOSPC else ""))
         return 2
     return rv if isinstance(rv, int) else 0
 

@@ -13,6 +13,7 @@ command skips them.  A failed point is reported, not fatal.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import typer
@@ -29,6 +30,10 @@ from simcomm.cli.console import stderr, stdout, table
 from simcomm.cli.scenario_flags import scenario_flags
 from simcomm.errors import ConfigError
 from simcomm.sweep.grammar import parse_scalar
+
+#: bytes written and removed in --out before the first point: a disk without room for the sweep's first
+#: files (sweep.json, the first points) is refused before anything is simulated
+WRITE_PROBE_BYTES = 1 << 20
 
 __all__ = ["print_summary", "whatif_command"]
 
@@ -101,12 +106,18 @@ def whatif_command(
     from simcomm.sweep.store import check_out_dir
 
     check_out_dir(out, force=force)  # never replace a user's own report.md / results.csv
+    made = not out.exists()
     try:  # the one place results go: made (or refused) before any point runs or any progress is drawn
         out.mkdir(parents=True, exist_ok=True)
         probe = out / ".simcomm-write-test"
-        probe.write_bytes(b"")
-        probe.unlink()
+        try:  # room for the sweep's first files (a full disk fails here, not after the points ran)
+            probe.write_bytes(bytes(WRITE_PROBE_BYTES))
+        finally:
+            probe.unlink(missing_ok=True)
     except OSError as exc:
+        if made:  # leave nothing behind: the directory was ours and holds nothing
+            with contextlib.suppress(OSError):
+                out.rmdir()
         raise ConfigError(f"--out: cannot write results into {str(out)!r} ({exc.strerror or exc})") from None
     err = stderr()
     err.print(f"whatif: {len(grid)} point(s) into {out}")

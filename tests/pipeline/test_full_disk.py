@@ -1,0 +1,46 @@
+"""Every writer on a full disk: one ``error:`` line, exit status 2, no file or directory left behind.
+
+The disk is a 16 KiB tmpfs filled to the last byte (needs root to mount; skipped otherwise).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(mnt)],
+                                           capture_output=True).returncode:
+        pytest.skip("needs root to mount a small tmpfs")
+    try:
+        fd = os.open(mnt / "fill", os.O_WRONLY | os.O_CREAT)
+        try:  # unbuffered writes until the last block is taken
+            while os.write(fd, bytes(4096)):
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+@pytest.mark.parametrize("argv", [
+    ["topology", "show", "dgx-h100-ndr", "--nodes", "2", "--png", "{d}/t.png"],
+    ["compare", "--strategies", "allreduce,sgp", "--nodes", "2", "--fidelity", "analytic", "--png", "{d}/c.png"],
+    ["whatif", "--vary", "nodes=2", "--strategies", "allreduce", "--fidelity", "analytic", "--sequential",
+     "--out", "{d}/w"],
+    ["run", "--strategy", "allreduce", "--nodes", "2", "--fidelity", "analytic", "--timeline", "{d}/t.json"],
+])
+def test_a_full_disk_is_one_error_line_and_leaves_nothing(cli, full_disk, argv):
+    rc, _, err = cli([a.format(d=full_disk) for a in argv])
+    assert rc == 2 and len(err.splitlines()) == 1 and err.startswith("error: "), err
+    assert "No space left on device" in err, err
+    assert sorted(p.name for p in full_disk.iterdir()) == ["fill"]
