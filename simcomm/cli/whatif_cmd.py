@@ -124,11 +124,29 @@ def whatif_command(
     with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("ETA"), TimeRemainingColumn(), console=err, transient=False) as bar:
         task = bar.add_task("points", total=len(grid))
-        rows = run_whatif(grid, sweep, out, executor="sequential" if sequential else "processes", workers=workers,
-                          dask=dask, progress=lambda done, total: bar.update(task, completed=done, total=total))
+        try:
+            rows = run_whatif(grid, sweep, out, executor="sequential" if sequential else "processes",
+                              workers=workers, dask=dask,
+                              progress=lambda done, total: bar.update(task, completed=done, total=total))
+        except KeyboardInterrupt:
+            bar.stop()
+            _say_saved(err, out, len(grid))
+            raise
     if report:
         from simcomm.report.html import write_reports
 
         for p in write_reports(out, sweep, rows, html_report=html):
             err.print(f"report: {p}")
     print_summary(sweep, rows, out, stdout())
+
+
+def _say_saved(err, out: Path, total: int) -> None:
+    """After Ctrl-C: how many points the store kept and how to resume (every finished point is on disk)."""
+    from simcomm.sweep.store import ResultStore
+
+    try:
+        saved = len(ResultStore(out, create=False).scan().by_key())
+    except Exception:  # noqa: BLE001 - a damaged store is reported by the resumed run, not here
+        saved = 0
+    err.print(f"interrupted: {saved} of {total} point(s) saved in {out / ResultStore.FILE}; run the same command "
+              "again to resume from there", soft_wrap=True)

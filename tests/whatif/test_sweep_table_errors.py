@@ -1,5 +1,7 @@
 """A what-if ``[sweep]`` file or flags of the wrong shape: one ``error:`` line, exit 2, before any point runs."""
 
+import io
+
 import pytest
 
 GOOD_SWEEP = '[sweep]\nstrategies = ["allreduce"]\nvary = ["nodes=2,4"]\n'
@@ -89,3 +91,18 @@ def test_a_list_valued_fixed_key_runs(tmp_path, cli):
     assert rc == 0, err
     text = (tmp_path / "o" / "results.csv").read_text()
     assert text.count("\n") == 2 and ',"[1.0, 2.0]",' in text and ",ok," in text
+
+
+def test_interrupted_sweep_says_what_was_saved_and_how_to_resume(tmp_path, cli):
+    from rich.console import Console
+
+    from simcomm.cli.whatif_cmd import _say_saved
+
+    out = tmp_path / "o"
+    rc, _, err = cli(["whatif", "--vary", "nodes=2,4", "--strategies", "allreduce", "--fidelity", "analytic",
+                      "--sequential", "--no-report", "--out", str(out)])
+    assert rc == 0, err
+    con = Console(file=io.StringIO(), width=40)
+    _say_saved(con, out, 5)
+    assert con.file.getvalue() == (f"interrupted: 2 of 5 point(s) saved in {out / 'points.jsonl'}; run the same "
+                                   "command again to resume from there\n")
