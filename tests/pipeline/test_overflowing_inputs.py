@@ -36,3 +36,14 @@ def test_cost_gamma_beyond_any_host_is_refused(cli):
     assert rc == 2 and out == ""
     assert err == ("error: gamma: '1e308s' is more than 0.001 s per byte (1 KB/s of reduction); real hosts reduce "
                    "at GB/s, e.g. 0.1ns/B\n")
+
+
+def test_a_megatron_plan_of_billions_of_ops_is_refused_before_it_is_built(cli):
+    # dp 2: 5e8 micro-batches of one sample per replica; 2 ranks x 5e8 x 26 layers (12 blocks of attention + MLP,
+    # the embedding, the head) x 2 phases (forward, backward) = 2.6e10 compute ops
+    rc, out, err = cli(["run", "--strategy", "megatron", "--model", "gpt2-small", "--nodes", "2", "--batch",
+                        "1000000000", "--opt", "microbatch=1", "--opt", "global_batch=1000000000", "--fidelity",
+                        "analytic"])
+    assert rc == 2 and out == ""
+    assert len(err.splitlines()) == 1 and "1,000,000,000 samples in 500,000,000 micro-batches of 1 make a plan of 26,000,000,000 compute ops" in err, err
+    assert "more than the 20,000,000 simcomm builds" in err

@@ -195,8 +195,25 @@ def resolve_layout(p: MegatronParams, w, names: list[str]):
     if p.schedule == "interleaved" and sizes.microbatches % p.pp:
         raise ConfigError(f"microbatches: {sizes.microbatches} is not a multiple of pp {p.pp} "
                           "(Megatron-LM's interleaved schedule needs it)")
+    _check_plan_size(p, lay, w, sizes)
     return lay, s, sizes
 
+
+def _check_plan_size(p: MegatronParams, lay: Layout, w, sizes: BatchSizes) -> None:
+    """Refuse, before building it, a plan too large to hold in memory (``--batch 1000000000``: billions of ops)."""
+    live = live_replicas(p, lay, w, sizes.microbatches) if lay.dp > 1 else 1
+    computes = fold_computes(lay.n_ranks * live // lay.dp, sizes.microbatches, len(w.layers), lay.pp, p.recompute)
+    if computes > MAX_PLAN_COMPUTES:
+        raise ConfigError(f"global batch: {sizes.global_batch:,} samples in {sizes.microbatches:,} micro-batches "
+                          f"of {sizes.microbatch} make a plan of {computes:,} compute ops, more than the "
+                          f"{MAX_PLAN_COMPUTES:,} simcomm builds (about {MAX_PLAN_COMPUTES * 200 / 1e9:.0f} GB); give "
+                          "a smaller global batch or a larger micro-batch (the step time grows linearly with the "
+                          "micro-batches once the pipeline is full)")
+
+
+
+#: the most compute ops a megatron plan may hold (with the other ops, about 200 bytes each while it is built)
+MAX_PLAN_COMPUTES = 20_000_000
 
 
 def fold_computes(n_ranks: int, microbatches: int, n_layers: int, pp: int, recompute: str) -> int:
