@@ -38,7 +38,7 @@ from dataclasses import replace
 
 import simcomm
 from simcomm.errors import ConfigError
-from simcomm.traces.zoo.transformer import TRANSFORMERS, check_attention, transformer_meta
+from simcomm.traces.zoo.transformer import TRANSFORMERS, TransformerConfig, check_attention
 from simcomm.traces.devices import DeviceSpec, get_device
 from simcomm.traces.io import DTYPE_BYTES, DTYPES
 from simcomm.traces.schema import Layer, Trace
@@ -88,17 +88,18 @@ def synth_layers(specs, batches: list[int], dev: DeviceSpec, dtype: str, optimiz
     return tuple(layers)
 
 
-def check_attention_for(model: str, attention: str | None) -> str | None:
+def check_attention_for(model: str, attention: str | None, shaped: bool = False) -> str | None:
     """``attention`` checked for ``model``: a choice of ATTENTIONS, and given only for a zoo transformer.
 
     Any other model (a CNN, or BERT and ViT, whose attention is torch's ``nn.MultiheadAttention`` and is
     priced as PyTorch runs it) refuses the option in one line rather than ignoring it: a run that says
-    ``unfused`` must have been priced unfused.  ``None`` (not given) passes for every model.
+    ``unfused`` must have been priced unfused.  ``None`` (not given) passes for every model; ``shaped``: the
+    model is a transformer shape given by the scenario (``[model]`` keys or a Hugging Face config).
     """
     if attention is None:
         return None
     check_attention(attention)
-    if model not in TRANSFORMERS:
+    if model not in TRANSFORMERS and not shaped:
         MODELS.get(model)  # an unknown model: the zoo's line listing the models, not this one
         raise ConfigError(f"attention: {attention!r} prices the zoo's decoder-only transformers only; model "
                           f"{model!r} is not one (drop attention for it; transformers: simcomm list models)")
@@ -107,10 +108,12 @@ def check_attention_for(model: str, attention: str | None) -> str | None:
 
 def synth_trace(model: str, device: str | DeviceSpec, batch: int | list[int] = 64, dtype: str = "fp32",
                 optimizer: str = "sgd", compute_eff: float | None = None,
-                memory_eff: float | None = None, attention: str | None = None) -> Trace:
+                memory_eff: float | None = None, attention: str | None = None,
+                config: TransformerConfig | None = None) -> Trace:
     """A ``roofline-synth`` trace of zoo ``model`` on ``device`` (unknown names list the choices).
 
-    ``attention`` (transformers only; None: ``flash``) says how the attention core is priced.
+    ``attention`` (transformers only; None: ``flash``) says how the attention core is priced; ``config``
+    is a transformer shape to synthesise instead of the zoo's (``model`` is then its name).
     """
     dev = get_device(device) if isinstance(device, str) else device
     if dtype not in DTYPES:
@@ -123,15 +126,16 @@ def synth_trace(model: str, device: str | DeviceSpec, batch: int | list[int] = 6
     for label, eff in (("compute-eff", compute_eff), ("memory-eff", memory_eff)):
         if eff is not None and not 0 < eff <= 1:
             raise ConfigError(f"{label}: must be in (0, 1], got {eff}")
-    attention = check_attention_for(model, attention)
+    attention = check_attention_for(model, attention, shaped=config is not None)
+    shape = config if config is not None else (TRANSFORMERS[model][0] if model in TRANSFORMERS else None)
     dev.flops_for(dtype)  # unknown dtype for this device: one clear line before any work
     # the device's factors for this precision (fitted where published throughput exists), unless overridden
-    transformer = bool(transformer_meta(model))
+    transformer = shape is not None
     base = dev.efficiency(dtype, "transformer" if transformer else "cnn")
     source = base.source if compute_eff is None and memory_eff is None else "given on the command line"
     dev = replace(dev, compute_eff=compute_eff or base.compute, memory_eff=memory_eff or base.memory, fitted=())
-    specs = (replace(TRANSFORMERS[model][0], attention=attention).layer_specs() if attention
-             else model_spec(model).layers)
+    shape = replace(shape, attention=attention or "flash") if shape is not None else None
+    specs = shape.layer_specs() if shape is not None else model_spec(model).layers
     layers = synth_layers(specs, batches, dev, dtype, optimizer, additive=transformer)
     return Trace(
         model=model, batch=batches[0], dtype=dtype, device=dev.name, device_kind=dev.kind,
@@ -142,5 +146,5 @@ def synth_trace(model: str, device: str | DeviceSpec, batch: int | list[int] = 6
               "optimizer": optimizer, **({"roofline": "additive"} if transformer else {}),
               "peak_flops": dev.flops_for(dtype), "mem_bw": dev.mem_bw, "launch_s": dev.launch_s,
               "note": "roofline synthesis; iteration_s is the layer sum, not a measurement",
-              **transformer_meta(model, attention or "flash")},  # its shape, for the layouts that shard it
+              **({"transformer": shape.meta()} if shape is not None else {})},  # its shape, for the layouts
     )

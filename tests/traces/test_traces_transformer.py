@@ -17,7 +17,13 @@ EXACT = {"gpt2-small": 124_439_808, "gpt2-medium": 354_823_168, "gpt2-large": 77
          "gpt2-xl": 1_557_611_200,
          "llama2-7b": 6_738_415_616, "llama2-13b": 13_015_864_320, "llama2-70b": 68_976_648_192,
          "llama3-8b": 8_030_261_248, "llama3-70b": 70_553_706_496,
-         "llama3.1-8b": 8_030_261_248, "llama3.1-70b": 70_553_706_496}
+         "llama3.1-8b": 8_030_261_248, "llama3.1-70b": 70_553_706_496,
+         # Hugging Face model API safetensors.total of the released checkpoints (sources: simcomm/llm/zoo.py)
+         "llama3.1-405b": 405_853_388_800, "mixtral-8x22b": 140_620_634_112, "qwen2.5-72b": 72_706_203_648,
+         "qwen3-235b-a22b": 235_093_634_560, "falcon-7b": 7_217_189_760, "falcon-40b": 41_835_970_560,
+         "falcon-180b": 179_522_565_120, "mpt-7b": 6_649_286_656,
+         # Black et al. 2022 (GPT-NeoX-20B README: 20,554,567,680 parameters)
+         "gpt-neox-20b": 20_554_567_680}
 # Rounded published figures: (value, half a unit of the last printed digit, source).  The exact computed count is
 # pinned in PINNED so any change to the formula shows.
 ROUNDED = {
@@ -33,6 +39,14 @@ ROUNDED = {
                     ("145b", 145.6), ("310b", 310.1), ("530b", 529.6), ("1t", 1008.0))},
     "mixtral-8x7b": (46.7e9, 0.05e9, "Hugging Face model card (paper: 47B)"),
     "deepseekmoe-16b": (16.4e9, 0.05e9, "Dai et al. 2024 Table 3"),
+    "gpt-22b": (22e9, 0.5e9, "Korthikanti et al. 2022 Table 3"),
+    "deepseek-v2": (236e9, 0.5e9, "DeepSeek-V2 report: 236B total"),
+    "deepseek-v3": (671e9, 0.5e9, "DeepSeek-V3 report: 671B total (main model)"),
+    "mpt-30b": (30e9, 0.5e9, "MPT-30B model card"),
+    "bloom-176b": (176_247e6, 0.5e6, "BLOOM paper Table 3: 176,247M"),
+    # the reports print embedding + non-embedding, each to 0.1B: 3.2 + 12.5 and 9.4 + 331.6
+    "nemotron-4-15b": (15.7e9, 0.1e9, "Nemotron-4 15B report"),
+    "nemotron-4-340b": (341.0e9, 0.1e9, "Nemotron-4 340B report"),
 }
 PINNED = {"gpt3-125m": 125_226_240, "gpt3-760m": 760_300_032,
           "gpt3-1.3b": 1_315_723_264, "gpt3-2.7b": 2_651_553_280, "gpt3-6.7b": 6_658_404_352,
@@ -40,8 +54,10 @@ PINNED = {"gpt3-125m": 125_226_240, "gpt3-760m": 760_300_032,
           "megatron-1.7b": 1_652_230_656, "megatron-3.6b": 3_562_168_320, "megatron-7.5b": 7_467_786_240,
           "megatron-18b": 18_449_756_160, "megatron-39b": 39_096_041_472, "megatron-76b": 76_050_739_200,
           "megatron-145b": 145_622_261_760, "megatron-310b": 310_130_540_544, "megatron-530b": 529_600_819_200,
-          "megatron-1t": 1_008_038_758_400, "gpt3-350m": 355_871_744, "llama3.1-405b": 405_853_388_800, "mixtral-8x7b": 46_702_792_704,
-          "deepseekmoe-16b": 16_375_728_128, **EXACT}
+          "megatron-1t": 1_008_038_758_400, "gpt3-350m": 355_871_744, "mixtral-8x7b": 46_702_792_704,
+          "deepseekmoe-16b": 16_375_728_128, "gpt-22b": 22_074_273_792, "deepseek-v2": 235_741_434_880,
+          "deepseek-v3": 671_026_419_200, "mpt-30b": 29_957_200_896, "bloom-176b": 176_247_271_424,
+          "nemotron-4-15b": 15_628_775_424, "nemotron-4-340b": 341_029_195_776, "grok-1": 315_684_034_560, **EXACT}
 
 
 def test_every_transformer_is_checked_and_registered():
@@ -65,8 +81,8 @@ def test_rounded_published_counts_within_their_rounding(name):
 
 # Size labels that are not a rounding of the count of the architecture the same source states:
 # GPT-3 "350M" (Table 2.1: 24 x 1024, vocab 50257, 2048 positions = 355.9M, as GPT-2 medium's "345M" is 354.8M)
-# and Llama 3.1 "405B" (Table 3: 126 x 16384, FFN 53248, 8 KV heads, vocab 128256 = 405.85B, which rounds to 406)
-LABELS = {"gpt3-350m": (350e6, 0.015, 0.02), "llama3.1-405b": (405e9, 0.002, 0.0022)}
+# and Grok-1 "314B" (model.py: 64 x 6144, 8 experts of 32768, vocab 131072, tied = 315.7B)
+LABELS = {"gpt3-350m": (350e6, 0.015, 0.02), "grok-1": (314e9, 0.005, 0.006)}
 
 
 @pytest.mark.parametrize("name", sorted(LABELS))
@@ -89,6 +105,20 @@ def test_moe_active_parameters_match_papers():
     # Mixtral: "47B parameters, 13B active" (12.88B); DeepSeekMoE 16B: 2.8B activated
     assert transformer_config("mixtral-8x7b").active_params == 12_879_925_248
     assert round(transformer_config("deepseekmoe-16b").active_params / 1e9, 1) == 2.8
+    # Mixtral 8x22B "39B active", Qwen3 "22B activated", DeepSeek-V2 "21B", DeepSeek-V3 "37B" (37.55B: the
+    # sources print whole billions, DeepSeek's truncated)
+    for name, active in (("mixtral-8x22b", 39), ("qwen3-235b-a22b", 22), ("deepseek-v2", 21), ("deepseek-v3", 37)):
+        assert int(transformer_config(name).active_params / 1e9) == active, name
+
+
+@pytest.mark.parametrize("name, embedding, rest", [("nemotron-4-15b", 3.2, 12.5), ("nemotron-4-340b", 9.4, 331.6)])
+def test_nemotron_reports_split(name, embedding, rest):
+    c = transformer_config(name)
+    emb = 2 * c.vocab * c.hidden  # untied input and output embeddings
+    assert round((c.params - emb) / 1e9, 1) == rest
+    # 340B: 9.4 as printed; 15B: 2 x 256000 x 6144 = 3.146B, which the report prints as 3.2 (a miss of 0.054B
+    # that no vocabulary padding explains: 256000 is already a multiple of 128 x 8)
+    assert abs(emb / 1e9 - embedding) <= (0.05 if name.endswith("340b") else 0.055)
 
 
 TINY_GPT = TransformerConfig("tiny-gpt", layers=2, hidden=8, ffn=32, heads=2, kv_heads=2, vocab=10, seq=4,
