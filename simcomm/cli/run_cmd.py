@@ -49,9 +49,10 @@ def build_scenario(scenario: Optional[Path] = None, flags: dict | None = None, *
     """
     flat, seconds = flat_from_file(scenario) if scenario is not None else ({}, set())
     given = {k: v for k, v in {**(flags or {}), **more}.items() if v is not None}
-    if "model" in given or "trace" in given:  # a flag replaces whatever the file chose
+    if {"model", "trace", "model_config"} & set(given):  # a flag replaces whatever the file chose
         flat.pop("model", None)
         flat.pop("trace", None)
+        flat.pop("model_config", None)
     flat.update({k: str(v) if isinstance(v, Path) else v for k, v in given.items()})
     flat.update({k: v for k, v in (typed or {}).items() if v is not None})
     flat.update(parse_opts(opts))

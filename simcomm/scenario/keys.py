@@ -27,7 +27,7 @@ from simcomm.topologies.two_level import INTER
 from simcomm.units import parse_time
 
 __all__ = ["Key", "KEYS", "KEY", "coerce", "MAX_NODES", "MAX_GPUS_PER_NODE", "FIDELITIES", "SCALINGS",
-           "JITTER_DISTS", "TOPOLOGIES"]
+           "JITTER_DISTS", "TOPOLOGIES", "MODEL_KEYS"]
 
 FIDELITIES = ("flow", "analytic")
 SCALINGS = ("weak", "strong")
@@ -88,7 +88,7 @@ KEYS: tuple[Key, ...] = (
     _k("nodes", "", "nodes", "int", "number of nodes", lo=1, hi=MAX_NODES, short="-n"),
     _k("gpus_per_node", "", "gpus_per_node", "int", "GPUs (ranks) per node (default: the preset's)", lo=1,
        hi=MAX_GPUS_PER_NODE, short="-g"),
-    _k("model", "", "model", "str", "bundled trace or zoo model name"),
+    _k("model", "", "model", "str", "bundled trace or zoo model name", toml=("model.name",)),
     _k("trace", "", "trace", "str", "trace file (JSON)"),
     _k("batch", "", "batch", "int", "per-rank batch (weak) or global batch (strong)", lo=1, hi=1e9),
     _k("dataset_size", "", "dataset_size", "int", "samples per epoch", lo=1, hi=1e13),
@@ -149,6 +149,57 @@ KEYS: tuple[Key, ...] = (
     _k("links", "network", "links", "str", "calibrated link file (simcomm calibrate --out): calib-inter on the "
        "host links, calib-intra inside a machine, used as measured"),
 )
+
+
+def _m(name, kind, help, **kw) -> Key:
+    """A key of the ``[model]`` table: a transformer's shape (simcomm.llm.models.TransformerConfig)."""
+    if kind == "int":
+        kw = {"lo": 1 if name not in _ZERO_OK else 0, "hi": 1e8, **kw}
+    return Key(name, "model", {"model_config": "config"}.get(name, name), kind, help, **kw)
+
+
+#: shape keys where 0 means "none" (no learned positions, no window, no query bottleneck, ...)
+_ZERO_OK = ("positions", "window", "shared_experts", "first_dense", "q_lora_rank", "qk_nope_head_dim",
+            "qk_rope_head_dim")
+#: the [model] table: a Hugging Face config or zoo model as the base, each key given changing exactly itself
+MODEL_KEYS: tuple[Key, ...] = (
+    _m("model_config", "str", "Hugging Face config.json of the model (model_type llama, mistral, mixtral, qwen2, "
+       "qwen2_moe, qwen3, qwen3_moe, deepseek_v2, deepseek_v3, gpt2, gpt_neox, falcon, mpt, nemotron)"),
+    _m("seq", "int", "sequence length in tokens (any transformer, zoo or not)"),
+    _m("layers", "int", "transformer layers"),
+    _m("hidden", "int", "hidden size"),
+    _m("heads", "int", "attention (query) heads"),
+    _m("kv_heads", "int", "key/value heads (= heads: MHA; fewer: GQA; 1: MQA)"),
+    _m("head_dim", "int", "width of one head (default hidden / heads)"),
+    _m("ffn", "int", "FFN size of the dense MLP layers"),
+    _m("vocab", "int", "vocabulary size"),
+    _m("mlp", "choice", "MLP kind: swiglu (gated, 3 matrices), gelu or relu2 (2 matrices)",
+       choices=("swiglu", "gelu", "relu2")),
+    _m("norm", "choice", "norm kind: layernorm, rmsnorm or layernorm-nobias",
+       choices=("layernorm", "rmsnorm", "layernorm-nobias")),
+    _m("bias", "bool", "biases on the attention projections and a non-gated MLP"),
+    _m("qkv_bias", "bool", "biases on the Q, K and V projections only (Qwen2)"),
+    _m("qk_norm", "bool", "an RMSNorm over each head's queries and keys (Qwen3)"),
+    _m("tied", "bool", "output projection tied to the input embedding"),
+    _m("positions", "int", "learned position embeddings (0: rotary or ALiBi)"),
+    _m("parallel", "bool", "attention and MLP read the same input (GPT-J, GPT-NeoX, Falcon)"),
+    _m("shared_norm", "bool", "a parallel block's one norm for attention and MLP (GPT-J, Falcon 7B)"),
+    _m("embed_norm", "bool", "a norm after the embedding (BLOOM)"),
+    _m("window", "int", "sliding-window attention span in tokens (0: none)"),
+    _m("experts", "int", "routed experts per MoE layer"),
+    _m("top_k", "int", "routed experts per token"),
+    _m("expert_ffn", "int", "FFN size of each routed expert"),
+    _m("shared_experts", "int", "always-on shared experts per MoE layer"),
+    _m("shared_ffn", "int", "FFN size of each shared expert (default expert_ffn)"),
+    _m("first_dense", "int", "leading dense layers before the MoE layers"),
+    _m("moe_every", "int", "every n-th layer from first_dense on is MoE"),
+    _m("q_lora_rank", "int", "latent attention: query bottleneck rank (0: a full query projection)"),
+    _m("kv_lora_rank", "int", "latent attention: key-value latent rank (DeepSeek-V2/V3)"),
+    _m("qk_nope_head_dim", "int", "latent attention: per-head query/key width without rotary"),
+    _m("qk_rope_head_dim", "int", "latent attention: per-head rotary query/key width"),
+    _m("v_head_dim", "int", "latent attention: per-head value width"),
+)
+KEYS = KEYS + MODEL_KEYS
 KEY: dict[str, Key] = {k.name: k for k in KEYS}
 
 

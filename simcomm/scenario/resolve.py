@@ -26,7 +26,7 @@ import numpy as np
 
 from simcomm.errors import ConfigError
 from simcomm.scenario.keys import KEY, KEYS, MAX_NODES, coerce
-from simcomm.scenario.spec import NetworkSpec, Scenario, StackSpec, WorkloadSpec
+from simcomm.scenario.spec import NetworkSpec, Scenario, ShapeSpec, StackSpec, WorkloadSpec
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -38,7 +38,9 @@ __all__ = ["read_scenario_toml", "flat_from_toml", "flat_from_file", "load_scena
 
 #: a scenario file larger than this is refused before it is read (real ones are a few kB)
 MAX_SCENARIO_BYTES = 1 << 20
-_SECTIONS = ("workload", "stack", "network")
+_SECTIONS = ("workload", "stack", "network", "model")
+#: the Scenario attribute of a section whose name is not one ([model] is Scenario.shape: Scenario.model is its name)
+_ATTR = {"model": "shape"}
 #: section.key spellings -> flat key
 _SPELLING = {**{f"{k.section}.{k.attr}": k.name for k in KEYS if k.section},
              **{t: k.name for k in KEYS for t in k.toml}}
@@ -112,9 +114,10 @@ def flat_from_toml(raw: dict, base_dir: Path | None = None) -> tuple[dict, set[s
         links = flat.get("links")
         if isinstance(links, str) and links and not Path(links).is_absolute():
             flat["links"] = str(base_dir / links)
-        trace = flat.get("trace")
-        if isinstance(trace, str) and trace and not Path(trace).is_absolute():
-            flat["trace"] = str(base_dir / trace)
+        for key in ("trace", "model_config"):
+            path = flat.get(key)
+            if isinstance(path, str) and path and not Path(path).is_absolute():
+                flat[key] = str(base_dir / path)
         cluster = flat.get("cluster")
         if isinstance(cluster, str) and cluster.endswith((".toml", ".graphml")) and not Path(cluster).is_absolute():
             flat["cluster"] = str(base_dir / cluster)
@@ -204,7 +207,7 @@ def from_flat(flat: dict, *, seconds: AbstractSet[str] = frozenset(), foreign_op
         raise ConfigError(f"straggler_node: {wl['straggler_node']} is out of range for {nodes} nodes "
                           f"(0..{nodes - 1})")
     return Scenario(strategy=strategy, workload=WorkloadSpec(**wl), stack=StackSpec(**sections["stack"]),
-                    network=NetworkSpec(**sections["network"]), options=options,
+                    network=NetworkSpec(**sections["network"]), shape=ShapeSpec(**sections["model"]), options=options,
                     **{k: v for k, v in top.items() if k != "strategy"})
 
 
@@ -248,7 +251,8 @@ def to_flat(scn: Scenario) -> dict:
     default = Scenario()
     out: dict = {}
     for k in KEYS:
-        obj, ref = (scn, default) if not k.section else (getattr(scn, k.section), getattr(default, k.section))
+        attr = _ATTR.get(k.section, k.section)
+        obj, ref = (scn, default) if not k.section else (getattr(scn, attr), getattr(default, attr))
         value = getattr(obj, k.attr)
         if k.name == "strategy" or value != getattr(ref, k.attr):
             if value is None:

@@ -33,6 +33,11 @@ given flat at the top level under its name in :mod:`simcomm.scenario.keys`)::
     [network]                     # two-level presets: change the network (what-if's keys)
     inter = "ib-hdr"
     oversubscription = 2.0
+    [model]                       # a transformer's shape (docs/transformers.md): a base and what changes
+    name = "llama3.1-8b"          # a zoo transformer as the base (the same key as model = ...), or
+    config = "config.json"        # a Hugging Face config.json as the base; with neither, the keys are the shape
+    seq = 8192
+    layers = 4                    # ... layers, hidden, heads, kv_heads, ffn, experts, top_k ... (keys.MODEL_KEYS)
     [baseline]                    # what "speedup vs" compares with; baseline = "none" drops it
     strategy = "allreduce"
     overlap = "none"
@@ -51,7 +56,7 @@ from simcomm.precision import check_wire_dtype, get_precision
 from simcomm.scenario.keys import FIDELITIES, JITTER_DISTS, SCALINGS
 from simcomm.stacks.base import COLLECTIVE_RULES, NCCL_ALGOS, NCCL_PROTOS, nccl_name
 
-__all__ = ["Scenario", "WorkloadSpec", "StackSpec", "NetworkSpec", "BaselineSpec", "NO_BASELINE", "parse_baseline",
+__all__ = ["Scenario", "ShapeSpec", "WorkloadSpec", "StackSpec", "NetworkSpec", "BaselineSpec", "NO_BASELINE", "parse_baseline",
            "FIDELITIES", "COLLECTIVE_RULES", "DEFAULT_RESOLUTION"]
 
 #: a scenario's event resolution unless it says otherwise: defined with the engine's options, once
@@ -161,6 +166,55 @@ class StackSpec:
 
 
 @dataclass(frozen=True)
+class ShapeSpec:
+    """The ``[model]`` keys given (None = not given): a transformer shape, or changes to the base model's.
+
+    Values are checked by the vocabulary (:mod:`simcomm.scenario.keys`); the shape they make is checked
+    and built by :func:`simcomm.llm.shape.resolve_shape`.
+    """
+
+    config: str | None = None
+    seq: int | None = None
+    layers: int | None = None
+    hidden: int | None = None
+    heads: int | None = None
+    kv_heads: int | None = None
+    head_dim: int | None = None
+    ffn: int | None = None
+    vocab: int | None = None
+    mlp: str | None = None
+    norm: str | None = None
+    bias: bool | None = None
+    qkv_bias: bool | None = None
+    qk_norm: bool | None = None
+    tied: bool | None = None
+    positions: int | None = None
+    parallel: bool | None = None
+    shared_norm: bool | None = None
+    embed_norm: bool | None = None
+    window: int | None = None
+    experts: int | None = None
+    top_k: int | None = None
+    expert_ffn: int | None = None
+    shared_experts: int | None = None
+    shared_ffn: int | None = None
+    first_dense: int | None = None
+    moe_every: int | None = None
+    q_lora_rank: int | None = None
+    kv_lora_rank: int | None = None
+    qk_nope_head_dim: int | None = None
+    qk_rope_head_dim: int | None = None
+    v_head_dim: int | None = None
+
+    def given(self) -> dict:
+        """The shape keys given (``config`` apart), in field order."""
+        return {k: v for k, v in self.__dict__.items() if v is not None and k != "config"}
+
+    def any(self) -> bool:
+        return self.config is not None or bool(self.given())
+
+
+@dataclass(frozen=True)
 class BaselineSpec:
     """What "speedup vs" compares with: a strategy and its options (``strategy = "none"``: no baseline)."""
 
@@ -232,6 +286,7 @@ class Scenario:
     workload: WorkloadSpec = WorkloadSpec()
     stack: StackSpec = StackSpec()
     network: NetworkSpec = NetworkSpec()
+    shape: ShapeSpec = ShapeSpec()  # the [model] keys
     options: dict = field(default_factory=dict, compare=False)
     baseline: BaselineSpec | None = None  # None: the strategy's paper baseline (Strategy.paper_baseline)
 

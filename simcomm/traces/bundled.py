@@ -119,7 +119,7 @@ def regenerate_roofline(out_dir: str | Path | None = None) -> list[dict]:
 
 
 def trace_for(model: str, device: str, batch: int | None = None, dtype: str = "fp32",
-              attention: str | None = None) -> tuple[Trace, str]:
+              attention: str | None = None, config=None) -> tuple[Trace, str]:
     """The trace for ``model`` on ``device`` and a one-line note saying where it came from.
 
     ``device`` is a trace device (``v100``) or a topology device name
@@ -130,7 +130,8 @@ def trace_for(model: str, device: str, batch: int | None = None, dtype: str = "f
     for ``dtype`` at ``batch`` (default :data:`DEFAULT_SYNTH_BATCH`).  Unknown
     models, devices or dtypes raise one-line errors naming the choices.
     ``attention`` (zoo transformers only, None: flash) is stated at the end of a
-    transformer's note.
+    transformer's note.  ``config``: a transformer shape (:class:`~simcomm.llm.models.TransformerConfig`)
+    to synthesise, named ``model``, instead of a zoo entry.
     """
     from simcomm.traces.devices import DEVICES, device_for_cluster
     from simcomm.traces.synth import check_attention_for, synth_trace
@@ -138,23 +139,21 @@ def trace_for(model: str, device: str, batch: int | None = None, dtype: str = "f
 
     dev_name = device if device in DEVICES else device_for_cluster(device)
     dev = DEVICES.get(dev_name)
-    attention = check_attention_for(model, attention)  # before the bundled traces: they are no transformers
-    for m, d, b in ROOFLINE_SET:
+    attention = check_attention_for(model, attention, shaped=config is not None)  # bundled ones are no transformers
+    for m, d, b in ROOFLINE_SET if config is None else ():
         name = f"{m}-{d}-roofline"
         if (m, d) == (model, dev_name) and batch in (None, b) and dtype == "fp32" and name in BUNDLED:
             return load_bundled(name), f"trace: bundled {name} ({dev.label}, batch {b}, {_how(dev, dtype)})"
     b = DEFAULT_SYNTH_BATCH if batch is None else batch
-    trace = synth_trace(model, dev, b, dtype, attention=attention)
+    trace = synth_trace(model, dev, b, dtype, attention=attention, config=config)
     default = " (default batch)" if batch is None else ""
-    how = _how(dev, dtype, model)
-    att = f"; attention: {ATTENTIONS[attention or 'flash']}" if model in TRANSFORMERS else ""
+    transformer = config is not None or model in TRANSFORMERS
+    how = _how(dev, dtype, transformer)
+    att = f"; attention: {ATTENTIONS[attention or 'flash']}" if transformer else ""
     return trace, f"trace: roofline synthesis of {model} on {dev.label} (batch {b}{default}, {dtype}, {how}){att}"
 
 
-def _how(dev, dtype: str, model: str | None = None) -> str:
-    from simcomm.traces.zoo.transformer import transformer_meta
-
-    transformer = bool(model and transformer_meta(model))
+def _how(dev, dtype: str, transformer: bool = False) -> str:
     eff = dev.efficiency(dtype, "transformer" if transformer else "cnn")
     # transformers: GEMM time plus memory-bound time per pass (simcomm.traces.synth), with their own factor
     form = f", additive passes, compute factor {eff.compute:g} ({eff.source})" if transformer else ""

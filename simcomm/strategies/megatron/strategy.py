@@ -45,12 +45,12 @@ class Megatron(Strategy):
     def memory(self, workload, device):
         """The layout's own memory (simcomm.memory_llm: sharded state, Korthikanti activations, in-flight
         micro-batches of the schedule), checked against ``device``; a layout that does not fit is one line."""
-        from simcomm.traces.zoo.transformer import TRANSFORMERS
+        from simcomm.llm.models import config_from_meta
 
-        model = workload.trace.model
-        if model not in TRANSFORMERS:
-            return ("memory: not checked (the layout shards model state, and the trace is not a zoo transformer "
-                    "whose shape the memory model knows)",)
+        model = config_from_meta(workload.trace.meta.get("transformer") or {}, workload.trace.model)
+        if model is None:
+            return ("memory: not checked (the layout shards model state, and the trace states no transformer "
+                    "shape the memory model knows)",)
         from simcomm import memory_llm
 
         p = self.params
@@ -61,7 +61,7 @@ class Megatron(Strategy):
                                   micro_batch=sizes.microbatch, microbatches=sizes.microbatches,
                                   sequence_parallel=p.sequence_parallel, recompute=p.recompute,
                                   schedule=p.schedule, virtual_stages=lay.virtual, dtype=dtype,
-                                  stage_layers=stage_layers(p, TRANSFORMERS[model][0].layers))
+                                  stage_layers=stage_layers(p, model.layers))
         if device is not None:
             from simcomm.errors import UnknownNameError
             from simcomm.traces import device_for_cluster
