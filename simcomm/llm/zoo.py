@@ -130,22 +130,24 @@ for _n, _l, _h, _a, _f, _pub, _stated in (
          "vocab 256000, sequence 4096, untied",
          "Parmar et al. 2024, Nemotron-4 15B Technical Report (section 2, Table 1); NVIDIA 2024, Nemotron-4 340B "
          "Technical Report (Table 1)")
-for _n, _l, _h, _a, _seq, _pub, _stated in (("7b", 32, 4096, 32, 2048, 6_649_286_656, "6.7B"),
+for _n, _l, _h, _a, _seq, _pub, _stated in (("7b", 32, 4096, 32, 2048, int(6.7e9), "6.7B (a size label: the stated architecture has 6.65B)"),
                                             ("30b", 48, 7168, 64, 8192, int(30e9), "30B (rounded)")):
     _reg(TransformerConfig(f"mpt-{_n}", _l, _h, 4 * _h, _a, _a, 50432, _seq, tied=True, norm="layernorm-nobias",
                            bias=False), _pub, _stated,
          f"MPT-{_n.upper()}: {_l} layers, hidden {_h}, {_a} heads, GELU 4h, no biases (LayerNorm without bias), "
          f"ALiBi, vocab 50432, sequence {_seq}, tied", "MosaicML 2023, MPT model cards and config.json "
-         f"(mosaicml/mpt-{_n})" + ("; count: Hugging Face MptForCausalLM.num_parameters()" if _n == "7b" else ""))
+         f"(mosaicml/mpt-{_n})")
 for _n, _l, _h, _a, _kv, _pub, _stated, _one in (
-        ("7b", 32, 4544, 71, 1, 7_217_189_760, "7,217,189,760 (7B)", True),
+        ("7b", 32, 4544, 71, 1, int(7e9), "7B (a size label: the stated architecture, untied like the 40B and "
+         "180B checkpoints, has 7.22B)", True),
         ("40b", 60, 8192, 128, 8, 41_835_970_560, "41,835,970,560 (40B)", False),
         ("180b", 80, 14848, 232, 8, 179_522_565_120, "179,522,565,120 (180B)", False)):
     _reg(TransformerConfig(f"falcon-{_n}", _l, _h, 4 * _h, _a, _kv, 65024, 2048, tied=False, bias=False,
                            head_dim=64, parallel=True, shared_norm=_one), _pub, _stated,
          f"Falcon {_n.upper()}: {_l} layers, hidden {_h}, {_a} heads of 64 / {_kv} KV heads, parallel attention "
          f"and MLP ({'one norm' if _one else 'two norms'}), GELU 4h, no biases, vocab 65024, sequence 2048, untied",
-         "Almazrouei et al. 2023, The Falcon Series of Open Language Models; counts: " + _HF + f"tiiuae/falcon-{_n}")
+         "Almazrouei et al. 2023, The Falcon Series of Open Language Models; config.json of tiiuae/falcon-"
+         f"{_n}" + ("" if _n == "7b" else "; count: " + _HF + f"tiiuae/falcon-{_n}"))
 _reg(TransformerConfig("bloom-176b", 70, 14336, 4 * 14336, 112, 112, 250880, 2048, tied=True, embed_norm=True),
      176_247_271_424, "176,247M (rounded to the million)",
      "BLOOM: 70 layers, hidden 14336, 112 heads, GELU 4h, biases, LayerNorm after the embedding, ALiBi, vocab "

@@ -20,8 +20,8 @@ EXACT = {"gpt2-small": 124_439_808, "gpt2-medium": 354_823_168, "gpt2-large": 77
          "llama3.1-8b": 8_030_261_248, "llama3.1-70b": 70_553_706_496,
          # Hugging Face model API safetensors.total of the released checkpoints (sources: simcomm/llm/zoo.py)
          "llama3.1-405b": 405_853_388_800, "mixtral-8x22b": 140_620_634_112, "qwen2.5-72b": 72_706_203_648,
-         "qwen3-235b-a22b": 235_093_634_560, "falcon-7b": 7_217_189_760, "falcon-40b": 41_835_970_560,
-         "falcon-180b": 179_522_565_120, "mpt-7b": 6_649_286_656,
+         "qwen3-235b-a22b": 235_093_634_560, "falcon-40b": 41_835_970_560,
+         "falcon-180b": 179_522_565_120,
          # Black et al. 2022 (GPT-NeoX-20B README: 20,554,567,680 parameters)
          "gpt-neox-20b": 20_554_567_680}
 # Rounded published figures: (value, half a unit of the last printed digit, source).  The exact computed count is
@@ -57,7 +57,8 @@ PINNED = {"gpt3-125m": 125_226_240, "gpt3-760m": 760_300_032,
           "megatron-1t": 1_008_038_758_400, "gpt3-350m": 355_871_744, "mixtral-8x7b": 46_702_792_704,
           "deepseekmoe-16b": 16_375_728_128, "gpt-22b": 22_074_273_792, "deepseek-v2": 235_741_434_880,
           "deepseek-v3": 671_026_419_200, "mpt-30b": 29_957_200_896, "bloom-176b": 176_247_271_424,
-          "nemotron-4-15b": 15_628_775_424, "nemotron-4-340b": 341_029_195_776, "grok-1": 315_684_034_560, **EXACT}
+          "nemotron-4-15b": 15_628_775_424, "nemotron-4-340b": 341_029_195_776, "grok-1": 315_684_034_560,
+          "mpt-7b": 6_649_286_656, "falcon-7b": 7_217_189_760, **EXACT}
 
 
 def test_every_transformer_is_checked_and_registered():
@@ -82,7 +83,10 @@ def test_rounded_published_counts_within_their_rounding(name):
 # Size labels that are not a rounding of the count of the architecture the same source states:
 # GPT-3 "350M" (Table 2.1: 24 x 1024, vocab 50257, 2048 positions = 355.9M, as GPT-2 medium's "345M" is 354.8M)
 # and Grok-1 "314B" (model.py: 64 x 6144, 8 experts of 32768, vocab 131072, tied = 315.7B)
-LABELS = {"gpt3-350m": (350e6, 0.015, 0.02), "grok-1": (314e9, 0.005, 0.006)}
+# Falcon 7B "7B" (32 x 4544, 71 heads of 64, MQA, vocab 65024, untied = 7.22B) and MPT-7B's model card "6.7B"
+# (32 x 4096, vocab 50432, no biases, tied = 6.649B, which rounds to 6.6)
+LABELS = {"gpt3-350m": (350e6, 0.015, 0.02), "grok-1": (314e9, 0.005, 0.006), "falcon-7b": (7e9, 0.03, 0.032),
+          "mpt-7b": (6.7e9, -0.008, -0.007)}
 
 
 @pytest.mark.parametrize("name", sorted(LABELS))

@@ -381,6 +381,12 @@ def build_transformer(cfg) -> TransformerNet:
         raise ConfigError(f"model: {cfg.name!r} is a mixture-of-experts analytic transformer (roofline synthesis "
                           "only); it has no torch module to build or capture; dense transformers (gpt2-*, gpt3-*, "
                           "megatron-*, llama*) can be captured")
+    beyond = [k for k in ("qkv_bias", "qk_norm", "parallel", "embed_norm", "window", "kv_lora_rank")
+              if getattr(cfg, k, 0)] + (["head_dim"] if cfg.head_dim * cfg.heads != cfg.hidden else []) + \
+        ([f"mlp {cfg.mlp}"] if cfg.mlp == "relu2" else []) + ([f"norm {cfg.norm}"] if cfg.norm == "layernorm-nobias" else [])
+    if beyond:
+        raise ConfigError(f"model: {cfg.name!r} uses {', '.join(beyond)}, which the torch module does not build (it "
+                          "builds GPT- and Llama-shaped blocks); it is priced by roofline synthesis only")
     if getattr(cfg, "attention", "flash") != "flash":
         # the module runs PyTorch's scaled_dot_product_attention (FlashAttention where it can): capturing it as
         # "unfused" would time FlashAttention and call it Megatron-LM's unfused core
