@@ -14,6 +14,7 @@ multiply-add) per sequence of ``seq`` tokens, forward.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 from simcomm.errors import ConfigError
 
@@ -332,6 +333,7 @@ def config_from_meta(meta: dict, name: str) -> TransformerConfig | None:
     if not meta or any(k not in meta for k in META_KEYS):
         return None
     known = {f.name for f in fields(TransformerConfig)}
-    kw = {k: (tuple(v) if isinstance(v, list) else v) for k, v in meta.items() if k in known and k != "name"}
+    kw: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in meta.items()
+                          if k in known and k != "name"}
     kw["attention"] = "unfused" if meta.get("attention_core") == "full" else "flash"
     return TransformerConfig(name=name, **kw)

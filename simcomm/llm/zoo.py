@@ -51,19 +51,19 @@ for _n, _l, _h, _a, _pub, _paper in (("small", 12, 768, 12, 124_439_808, "117M")
 # Table 2.1 is inconsistent twice: 13B prints d_model 5140 but 40 heads x d_head 128 = 5120 (used here), and XL
 # prints 24 heads x d_head 128 = 3072 != d_model 2048; XL uses 16 heads of the printed d_head 128 (the parameter
 # count, 12 L d^2 + ..., does not depend on the head count)
-for _n, _l, _h, _a, _pub in (("125m", 12, 768, 12, 125e6), ("350m", 24, 1024, 16, 350e6),
+for _n, _l, _h, _a, _size in (("125m", 12, 768, 12, 125e6), ("350m", 24, 1024, 16, 350e6),
                              ("760m", 24, 1536, 16, 760e6), ("1.3b", 24, 2048, 16, 1.3e9),
                              ("2.7b", 32, 2560, 32, 2.7e9), ("6.7b", 32, 4096, 32, 6.7e9),
                              ("13b", 40, 5120, 40, 13e9), ("175b", 96, 12288, 96, 175e9)):
-    _reg(_gpt(f"gpt3-{_n}", _l, _h, _a, 50257, 2048, 2048), int(_pub),
+    _reg(_gpt(f"gpt3-{_n}", _l, _h, _a, 50257, 2048, 2048), int(_size),
          f"{_n.upper()} ({'a size label: the stated architecture has 355.9M' if _n == '350m' else 'rounded'})",
          f"GPT-3 {_n.upper()}: {_l} layers, hidden {_h}, {_a} heads, vocab 50257, sequence 2048, tied", _GPT3)
-for _n, _a, _h, _l, _pub in (("1.7b", 24, 2304, 24, 1.7e9), ("3.6b", 32, 3072, 30, 3.6e9),
+for _n, _a, _h, _l, _size in (("1.7b", 24, 2304, 24, 1.7e9), ("3.6b", 32, 3072, 30, 3.6e9),
                              ("7.5b", 32, 4096, 36, 7.5e9), ("18b", 48, 6144, 40, 18.4e9),
                              ("39b", 64, 8192, 48, 39.1e9), ("76b", 80, 10240, 60, 76.1e9),
                              ("145b", 96, 12288, 80, 145.6e9), ("310b", 128, 16384, 96, 310.1e9),
                              ("530b", 128, 20480, 105, 529.6e9), ("1t", 160, 25600, 128, 1008.0e9)):
-    _reg(_gpt(f"megatron-{_n}", _l, _h, _a, 51200, 2048, 2048), int(_pub), f"{_pub / 1e9:.1f}B (rounded to 0.1B)",
+    _reg(_gpt(f"megatron-{_n}", _l, _h, _a, 51200, 2048, 2048), int(_size), f"{_size / 1e9:.1f}B (rounded to 0.1B)",
          f"Megatron-LM SC'21 Table 1 GPT {_n.upper()}: {_l} layers, hidden {_h}, {_a} heads, vocab 51200, "
          "sequence 2048", _MEG)
 _reg(_gpt("gpt-22b", 48, 6144, 64, 51200, 2048, 2048), int(22e9), "22B (rounded)",
@@ -130,8 +130,9 @@ for _n, _l, _h, _a, _f, _pub, _stated in (
          "vocab 256000, sequence 4096, untied",
          "Parmar et al. 2024, Nemotron-4 15B Technical Report (section 2, Table 1); NVIDIA 2024, Nemotron-4 340B "
          "Technical Report (Table 1)")
-for _n, _l, _h, _a, _seq, _pub, _stated in (("7b", 32, 4096, 32, 2048, int(6.7e9), "6.7B (a size label: the stated architecture has 6.65B)"),
-                                            ("30b", 48, 7168, 64, 8192, int(30e9), "30B (rounded)")):
+for _n, _l, _h, _a, _seq, _pub, _stated in (
+        ("7b", 32, 4096, 32, 2048, int(6.7e9), "6.7B (a size label: the stated architecture has 6.65B)"),
+        ("30b", 48, 7168, 64, 8192, int(30e9), "30B (rounded)")):
     _reg(TransformerConfig(f"mpt-{_n}", _l, _h, 4 * _h, _a, _a, 50432, _seq, tied=True, norm="layernorm-nobias",
                            bias=False), _pub, _stated,
          f"MPT-{_n.upper()}: {_l} layers, hidden {_h}, {_a} heads, GELU 4h, no biases (LayerNorm without bias), "
