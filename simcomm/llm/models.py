@@ -329,11 +329,14 @@ _LEGACY = ("mlp", "norm", "bias", "positions", "first_dense", "dense_ffn")
 
 
 def config_from_meta(meta: dict, name: str) -> TransformerConfig | None:
-    """The shape a ``trace.meta["transformer"]`` states (None when it is not a complete shape)."""
+    """The shape a ``trace.meta["transformer"]`` states (None when it is not a complete, consistent shape)."""
     if not meta or any(k not in meta for k in META_KEYS):
         return None
     known = {f.name for f in fields(TransformerConfig)}
     kw: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in meta.items()
                           if k in known and k != "name"}
     kw["attention"] = "unfused" if meta.get("attention_core") == "full" else "flash"
-    return TransformerConfig(name=name, **kw)
+    try:
+        return TransformerConfig(name=name, **kw)
+    except (ConfigError, TypeError):  # a hand-written trace's meta need not be a whole, consistent shape
+        return None

@@ -50,7 +50,7 @@ def _keyed(given: dict) -> tuple[TransformerConfig, str]:
     said = ", ".join(f"{k} {str(v).lower() if isinstance(v, bool) else v}" for k, v in defaults.items())
     base = TransformerConfig("custom", layers=1, hidden=h, ffn=filled["ffn"], heads=heads, kv_heads=heads,
                              vocab=1, seq=1, tied=filled["tied"], mlp=filled["mlp"], norm=filled["norm"],
-                             bias=filled["bias"])
+                             bias=filled["bias"], head_dim=given.get("head_dim", 0) or (0 if h % heads else h // heads))
     return base, f"model: given by its shape; defaults: {said}" if said else ""
 
 
@@ -75,9 +75,10 @@ def _changes(base: TransformerConfig, given: dict) -> dict:
         if "expert_ffn" not in given:
             raise ConfigError("expert_ffn: experts need each expert's FFN size")
         out.setdefault("dense_ffn", base.ffn)
-    if ("hidden" in given or "heads" in given) and "head_dim" not in given and not base.mla \
-            and base.head_dim == base.hidden // base.heads:
-        out["head_dim"] = 0  # it followed hidden / heads, and still does
+    followed = base.head_dim == base.hidden // base.heads and not base.hidden % base.heads
+    if "head_dim" not in given and ((("hidden" in given or "heads" in given) and followed and not base.mla)
+                                    or (given.get("kv_lora_rank") and not base.mla)):
+        out["head_dim"] = 0  # it followed hidden / heads and still does, or latent attention's qk width sets it
     return out
 
 
@@ -112,6 +113,9 @@ def resolve_shape(model: str | None, spec) -> tuple[TransformerConfig, list[str]
     label = ",".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in given.items())
     name = base.name if spec.config is None and model is None else (f"{base.name}({label})" if label else base.name)
     cfg = replace(base, name=name, **changes)  # the shape's own checks: one line naming the key
+    if cfg.positions and cfg.seq > cfg.positions:  # a learned table has a row per position, no more
+        raise ConfigError(f"seq: {cfg.seq} is longer than the {cfg.positions} learned positions of {base.name}; "
+                          f"give positions too (e.g. positions = {cfg.seq}) to train with a longer table")
     if model and given:
         was = ", ".join(f"{k} {v} (was {_was(base, k)})" for k, v in given.items())
         notes.append(f"model: {model} changed by the scenario: {was}")

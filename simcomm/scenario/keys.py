@@ -193,6 +193,8 @@ MODEL_KEYS: tuple[Key, ...] = (
     _m("shared_ffn", "int", "FFN size of each shared expert (default expert_ffn)"),
     _m("first_dense", "int", "leading dense layers before the MoE layers"),
     _m("moe_every", "int", "every n-th layer from first_dense on is MoE"),
+    _m("router_bias", "bool", "a learned bias per expert in the router (DeepSeek-V3's correction bias)"),
+    _m("shared_gate", "bool", "a sigmoid gate on the shared expert (Qwen2-MoE)"),
     _m("q_lora_rank", "int", "latent attention: query bottleneck rank (0: a full query projection)"),
     _m("kv_lora_rank", "int", "latent attention: key-value latent rank (DeepSeek-V2/V3)"),
     _m("qk_nope_head_dim", "int", "latent attention: per-head query/key width without rotary"),

@@ -200,6 +200,8 @@ class ShapeSpec:
     shared_ffn: int | None = None
     first_dense: int | None = None
     moe_every: int | None = None
+    router_bias: bool | None = None
+    shared_gate: bool | None = None
     q_lora_rank: int | None = None
     kv_lora_rank: int | None = None
     qk_nope_head_dim: int | None = None
