@@ -73,7 +73,9 @@ class _Fields:
 
 def _base(f: _Fields, ffn: int, seq_key: str = "max_position_embeddings", seq_default: int = 2048) -> dict:
     heads = f.need("num_attention_heads")
-    kv = f.get("num_key_value_heads", None)
+    if "num_key_value_heads" not in f.raw:
+        f.defaults.append(f"num_key_value_heads {heads} (= num_attention_heads)")
+    kv = f.raw.get("num_key_value_heads")
     return dict(layers=f.need("num_hidden_layers"), hidden=f.need("hidden_size"), ffn=ffn, heads=heads,
                 kv_heads=kv or heads, vocab=f.need("vocab_size"), seq=f.get(seq_key, seq_default),
                 tied=f.flag("tie_word_embeddings", False), mlp="swiglu", norm="rmsnorm", bias=False)

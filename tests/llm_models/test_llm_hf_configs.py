@@ -108,6 +108,12 @@ def test_every_known_architecture_reads_a_minimal_config():
     assert hf_config({**base, "model_type": "qwen2"}, "q").config.attn_params() == 4 * 64 * 64 + 3 * 64 + 64
     falcon = hf_config({**base, "model_type": "falcon"}, "f").config
     assert (falcon.kv_heads, falcon.parallel, falcon.shared_norm, falcon.bias) == (1, True, True, False)
+    # absent fields take the configuration class's defaults, and the run lists them
+    neox = hf_config({**base, "model_type": "gpt_neox"}, "n")
+    assert neox.defaults == ('hidden_act "gelu"', "num_key_value_heads 4 (= num_attention_heads)",
+                             "max_position_embeddings 2048", "tie_word_embeddings false", "attention_bias true",
+                             "use_parallel_residual true")
+    assert (neox.config.parallel, neox.config.shared_norm, neox.config.bias, neox.config.seq) == (True, False, True, 2048)
 
 
 def _config(tmp_path, name="llama3.1-8b", **changes):
