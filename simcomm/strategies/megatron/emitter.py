@@ -18,12 +18,17 @@ from simcomm.strategies.megatron.data import DataParallel
 from simcomm.strategies.megatron.params import MegatronParams
 from simcomm.strategies.megatron.shares import kv_block_bytes, ulysses_bytes
 from simcomm.strategies.megatron.sizing import BatchSizes, live_replicas, virtual_stage_layers
+from simcomm.strategies.megatron.zero import resolve_schedule
 
 
 class Emitter(LayerComm, ContextParallel, DataParallel):
     """Builds one iteration's plan (:meth:`plan`)."""
 
     def __init__(self, p: MegatronParams, lay: Layout, s, sizes: BatchSizes, w, n_ranks: int):
+        # the data-parallel schedule: the framework's defaults under the user's options (zero.py)
+        self.zero = resolve_schedule(p, lay.dp, w.dtype_bytes)
+        if self.zero.grad_bucket_bytes is not None:
+            w = w.rebucketed(self.zero.grad_bucket_bytes / 1e6)
         self.params, self.layout, self.workload, self.sizes = p, lay, w, sizes
         self.builder = PlanBuilder(n_ranks)
         # replicas simulated in full (the rest: only in the data-parallel collectives)
@@ -48,6 +53,7 @@ class Emitter(LayerComm, ContextParallel, DataParallel):
         self.buckets: dict[int, list] = {}  # stage -> [(groups, nbytes)] its gradients were reduced in
         self.counts = {"allreduce": 0, "reduce_scatter": 0, "allgather": 0, "alltoall": 0, "transfer": 0}
         self._cache: dict = {}
+        self.param_gathers: dict = {}  # (stage, layer) -> rank -> overlap_param_gather's all-gather (zero 1-2)
 
     # -- groups (cached: plans of millions of ops ask for them per layer per micro-batch) ------------------
     def _cached(self, key, make):
@@ -106,17 +112,19 @@ class Emitter(LayerComm, ContextParallel, DataParallel):
         return ids
 
     # -- one layer ---------------------------------------------------------------------------------------
-    def _layer(self, j, p, ranks, wait, phase, label, ag=None):
+    def _layer(self, j, p, ranks, wait, phase, label, ag=None, share=1.0, part=None):
         """Comm before, compute, comm after one layer on every rank of stage p; returns compute ids by rank.
 
         ``ag``: rank -> ZeRO-3's all-gather of the layer's parameters, which the compute also waits for.
+        ``share``/``part``: only that share of the layer's compute, labelled ``part`` (one of DeepSpeed's
+        leaf modules: no tensor or context parallelism, so no communication around it).
         """
-        name = self.workload.layers[j].name
+        name = self.workload.layers[j].name if part is None else part
         cost = self.costs[j]
         fwd = phase != "B"
         for kind, stream, groups, nbytes in self._comm(j, p, "fwd-pre" if fwd else "bwd-pre"):
             self._coll(kind, groups, nbytes, wait, stream, f"{stream}-{kind} {name} {label}")
-        secs = cost.forward_s if fwd else cost.backward_s
+        secs = (cost.forward_s if fwd else cost.backward_s) * share
         ids = {}
         builder, scale = self.builder, self.workload.scale
         if self.layout.cp > 1 and cost.kind == "attn" and self.params.cp_kind != "ring":
@@ -142,22 +150,19 @@ class Emitter(LayerComm, ContextParallel, DataParallel):
         return ids
 
     def _pass(self, p, layers, ranks, wait, forward: bool, label: str):
-        """A forward or backward pass over ``layers`` (already in execution order); each layer's compute ids."""
-        zero3 = self.params.zero == 3 and self.layout.dp > 1
-        before = {r: self.builder.tail(self._lead(r), "compute") for r in ranks} if zero3 else {}
+        """A forward or backward pass over ``layers`` (already in execution order); each layer's compute ids.
+
+        ZeRO-3 passes are the data-parallel mixin's (:meth:`_sharded_pass`); otherwise a forward may wait
+        for overlap_param_gather's all-gather of the layer's bucket (its first use this iteration).
+        """
+        if self.params.zero == 3 and self.layout.dp > 1:
+            return self._sharded_pass(p, layers, ranks, wait, forward, label)
         computes: list[dict] = []
-        gathers: dict[int, dict] = {}
-        for k, j in enumerate(layers):
-            if zero3:
-                if k == 0:
-                    gathers[0] = self._gather_params(p, layers, 0, ranks, wait, label, computes, before)
-                if k + 1 < len(layers):  # prefetch one layer ahead
-                    gathers[k + 1] = self._gather_params(p, layers, k + 1, ranks, wait, label, computes, before)
+        for j in layers:
             if not forward and self.params.recompute == "full":
-                self._layer(j, p, ranks, wait, "R", label, gathers.get(k))
-            computes.append(self._layer(j, p, ranks, wait, "F" if forward else "B", label, gathers.get(k)))
-            if zero3 and not forward:
-                self._reduce_scatter_grads(p, j, ranks, wait, label, computes[k])
+                self._layer(j, p, ranks, wait, "R", label)
+            ag = self.param_gathers.pop((p, j), None) if forward and self.param_gathers else None
+            computes.append(self._layer(j, p, ranks, wait, "F" if forward else "B", label, ag))
         return computes
 
     # -- tasks -------------------------------------------------------------------------------------------
@@ -195,13 +200,15 @@ class Emitter(LayerComm, ContextParallel, DataParallel):
                     continue
             out[(t, d)] = tuple(wait[r])
         self.ready[(kind, mb, u)] = out
-        if kind == "B" and last_of_chunk and self.params.zero < 3 and self.params.overlap_grad_reduce:
+        if kind == "B" and last_of_chunk and self.params.zero < 3 and self.zero.overlap_grad_reduce:
             self._reduce_grads(p, self.chunks[u])
 
     def plan(self):
         """Every stage's tasks in schedule order, then the gradient reductions, tied embeddings and update."""
         lay, p = self.layout, self.params
         orders = schedule(p.schedule, lay.pp, self.sizes.microbatches, lay.virtual)
+        if p.zero in (1, 2) and self.zero.overlap_param_gather:
+            self._gather_params_ahead()
         last = [{} for _ in range(lay.pp)]  # stage -> chunk -> index of its final backward
         for s, tasks in enumerate(orders):
             for i, (kind, _, c) in enumerate(tasks):
@@ -226,7 +233,7 @@ class Emitter(LayerComm, ContextParallel, DataParallel):
                     progress = True
             if not progress:  # a schedule whose orders wait on each other: a bug in _layout.schedule
                 raise RuntimeError(f"pipeline schedule {p.schedule} deadlocks at tasks {idx}")
-        if p.zero < 3 and not p.overlap_grad_reduce:
+        if p.zero < 3 and not self.zero.overlap_grad_reduce:
             for s in range(lay.pp):
                 for u in reversed(range(s, n_u, lay.pp)):  # the last chunks' gradients are ready first
                     self._reduce_grads(s, self.chunks[u], at_end=True)
@@ -243,7 +250,7 @@ class Emitter(LayerComm, ContextParallel, DataParallel):
                              + f" × pp {lay.pp} × dp {lay.data}"
                              + (f" (ep {lay.ep})" if lay.ep > 1 else "")
                              + f": global batch {sz.global_batch} = micro-batch {sz.microbatch} × {sz.microbatches} "
-                             f"micro-batches × dp {lay.data} ({sz.how})",)
+                             f"micro-batches × dp {lay.data} ({sz.how})",) + self.zero.notes
         measured = None
         if self.live < lay.dp:
             measured = tuple(sorted({self._lead(r) for s in range(lay.pp) for r in self._stage(s)}))

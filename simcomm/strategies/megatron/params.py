@@ -31,6 +31,44 @@ def _pos(name: str, value, *, optional: bool = False) -> None:
         raise ConfigError(f"{name.replace('_', '-')}: {value!r} must be a positive integer")
 
 
+def _check_schedule(p) -> None:
+    """The framework and its schedule options: one error line each (names and valid choices)."""
+    from simcomm.frameworks import RESHARD, UNITS, get_framework
+
+    if p.framework is not None:
+        get_framework(p.framework)
+    if p.prefetch is not None and (isinstance(p.prefetch, bool) or not isinstance(p.prefetch, int) or p.prefetch < 0):
+        raise ConfigError(f"prefetch: {p.prefetch!r} must be a non-negative integer (units gathered ahead; 0: on demand)")
+    for name in ("max_live_params", "reduce_bucket_params", "grad_bucket_mb"):
+        value = getattr(p, name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value) or value < 0):
+            raise ConfigError(f"{name.replace('_', '-')}: {value!r} must be a non-negative number (0: "
+                              + ("no limit)" if name == "max_live_params" else
+                                 "one reduce-scatter per gather unit)" if name == "reduce_bucket_params" else
+                                 "one bucket)"))
+    if p.gather_unit is not None:
+        check_choice("gather_unit", p.gather_unit, UNITS)
+    if p.reshard_after_forward is not None:
+        if reshard_policy(p.reshard_after_forward) not in RESHARD:
+            raise ConfigError(f"reshard-after-forward: {p.reshard_after_forward!r} is not valid; valid choices: "
+                              f"true, false, {', '.join(RESHARD)}")
+    if p.reduce_stream is not None:
+        check_choice("reduce_stream", p.reduce_stream, REDUCE_STREAMS)
+
+
+#: reshard_after_forward's boolean spellings (FSDP's own): true re-gathers every unit in backward, false none
+RESHARD_ALIASES = {"true": "all", "false": "none"}
+def reshard_policy(value) -> str:
+    """The reshard-after-forward policy a spelling means (``true`` -> ``all``, ``false`` -> ``none``)."""
+    text = str(value).strip().lower()
+    return RESHARD_ALIASES.get(text, text)
+
+
+#: where gradient reductions run: their own stream (overlapping compute) or the compute stream (serialised)
+REDUCE_STREAMS = ("separate", "compute")
+
+
 @dataclass(frozen=True)
 class MegatronParams:
     """Options of ``megatron`` (the layout)."""
@@ -49,7 +87,8 @@ class MegatronParams:
     experts_parallel: int = 1
     capacity_factor: float = 1.0
     order: str = "tp-pp-dp"  # rank order, innermost first
-    overlap_grad_reduce: bool = True  # False: Megatron-LM's default, gradients reduced after the last backward
+    # None: the framework's (no framework: True); False: Megatron-LM's default, reduced after the last backward
+    overlap_grad_reduce: bool | None = None
     replicas: str = "auto"  # one: fold identical replicas (simulate replica 0 + full DP collectives); all; auto
     cp: int = 1  # context parallel: the sequence split cp ways, K/V passed around a ring in each attention layer
     cp_kind: str = "ring"  # ring (p2p ring attention), ulysses (DeepSpeed-Ulysses all-to-alls), a2a (Megatron-core)
@@ -58,6 +97,17 @@ class MegatronParams:
     # share); the other stages split the rest evenly (Llama 3 405B: 126 layers on 16 stages, 7 + 14 x 8 + 7)
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None
+    # how the framework schedules data parallelism and ZeRO (simcomm.frameworks; docs/strategies-llm.md): the
+    # scenario's ``framework`` sets the defaults of the options below (None: the framework's, or the generic one)
+    framework: str | None = None
+    prefetch: int | None = None  # ZeRO-3: gather units all-gathered ahead of the one computing (0: on demand)
+    gather_unit: str | None = None  # ZeRO-3: layer, block (FSDP's wrapped module) or module (DeepSpeed leaf Linear)
+    max_live_params: float | None = None  # ZeRO-3: gathered parameters live at once (DeepSpeed; 0: no limit)
+    reshard_after_forward: str | None = None  # ZeRO-3: true/all, false/none, not-root (FSDP2), not-last (torchtitan)
+    reduce_bucket_params: float | None = None  # ZeRO-3: gradient reduce-scatter bucket, parameters (0: per unit)
+    grad_bucket_mb: float | None = None  # zero 0-2: gradient bucket in MB (0: one bucket)
+    reduce_stream: str | None = None  # separate (own stream, overlapping compute) or compute (serialised)
+    overlap_param_gather: bool | None = None  # zero 1-2: updated parameters gathered during the next forward
 
     def __post_init__(self):
         for name in ("tp", "pp", "virtual", "experts_parallel", "cp"):
@@ -73,6 +123,7 @@ class MegatronParams:
         check_choice("order", self.order, ORDERS)
         check_choice("replicas", self.replicas, REPLICAS)
         check_choice("cp_kind", self.cp_kind, CP_KINDS)
+        _check_schedule(self)
         if isinstance(self.zero, bool) or self.zero not in (0, 1, 2, 3):
             raise ConfigError(f"zero: {self.zero!r} is not valid; valid choices: 0, 1, 2, 3 (3 = FSDP full shard)")
         if not (isinstance(self.capacity_factor, (int, float)) and math.isfinite(self.capacity_factor)
