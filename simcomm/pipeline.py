@@ -7,6 +7,7 @@ default the user did not choose is returned in ``Result.assumed``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -16,6 +17,7 @@ from simcomm.errors import ConfigError, DoesNotFitError, SimcommError
 from simcomm.gcpause import gc_paused
 from simcomm.result import Breakdown, IterationKind, Result, breakdown, exposed_by, iteration_time
 from simcomm.scenario import Scenario, node_scales
+from simcomm.scenario.spec import WorkloadSpec
 from simcomm.stacks import apply_stack, get_stack
 from simcomm.strategies.base import STRATEGIES, NotApplicable, make_params
 from simcomm.workload import build_workload
@@ -524,6 +526,25 @@ def make_strategy(name: str, options: dict):
     return cls(make_params(cls, options))
 
 
+def scenario_options(scn: Scenario) -> dict:
+    """The strategy's options with the scenario's ``framework`` (simcomm.frameworks) for a strategy that takes
+    one; with a framework, a ``--bucket-mb`` other than the default is its gradient bucket (``grad_bucket_mb``)."""
+    options = dict(scn.options)
+    framework = scn.workload.framework
+    if framework is None:
+        return options
+    cls = STRATEGIES.get(scn.strategy)
+    if "framework" not in {f.name for f in dataclasses.fields(cls.Params)}:
+        takes = sorted(n for n in STRATEGIES.names() if "framework" in
+                       {f.name for f in dataclasses.fields(STRATEGIES.get(n).Params)})
+        raise ConfigError(f"framework: strategy {scn.strategy!r} does not take a framework (it sets how ZeRO and "
+                          f"data parallelism are scheduled; strategies that take one: {', '.join(takes)})")
+    options["framework"] = framework
+    if scn.workload.bucket_mb != WorkloadSpec().bucket_mb:
+        options.setdefault("grad_bucket_mb", scn.workload.bucket_mb)
+    return options
+
+
 def baseline_choice(scn: Scenario, strategy) -> tuple[object | None, str]:
     """(baseline strategy or None, why): the user's ``--baseline``, else the strategy's paper baseline."""
     spec = scn.baseline
@@ -587,7 +608,7 @@ def simulate(scn: Scenario, *, ctx: Context | None = None, baseline: bool = True
 def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool, on_timeline,
               busiest_links: int = 0) -> Result:
     ctx = ctx or Context(scn)
-    strategy = make_strategy(scn.strategy, scn.options)
+    strategy = make_strategy(scn.strategy, scenario_options(scn))
     trace = ctx.trace()
     extra = strategy.extra_nodes()
     raw, topo = ctx.cluster(scn.nodes, extra)

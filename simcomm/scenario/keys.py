@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass
 
 from simcomm.errors import ConfigError
+from simcomm.frameworks import FRAMEWORK_NAMES
 from simcomm.topologies.two_level import INTER
 from simcomm.units import parse_time
 
@@ -115,6 +116,9 @@ KEYS: tuple[Key, ...] = (
     _k("attention", "workload", "attention", "choice", "how a zoo transformer's attention core is priced: flash "
        "(FlashAttention, the default) or unfused (Megatron-LM 2021-22: full s×s core, scores through HBM)",
        choices=("flash", "unfused")),
+    _k("framework", "workload", "framework", "choice", "training framework whose data-parallel and ZeRO/FSDP "
+       "schedule megatron runs: bucket sizes, prefetch, streams, overlaps (default: simcomm's generic schedule; "
+       "docs/strategies-llm.md)", choices=FRAMEWORK_NAMES),
     _k("straggler_scale", "workload", "straggler_scale", "float", "compute scale factor of the straggling node "
        "(1 = none)", lo=0, lo_open=True, hi=1e6),
     _k("straggler_node", "workload", "straggler_node", "int", "index of the straggling node", lo=0,

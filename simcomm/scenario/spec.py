@@ -52,6 +52,7 @@ from dataclasses import dataclass, field, replace
 
 from simcomm.engine.options import SCENARIO_RESOLUTION
 from simcomm.errors import ConfigError
+from simcomm.frameworks import FRAMEWORK_NAMES
 from simcomm.precision import check_wire_dtype, get_precision
 from simcomm.scenario.keys import FIDELITIES, JITTER_DISTS, SCALINGS
 from simcomm.stacks.base import COLLECTIVE_RULES, NCCL_ALGOS, NCCL_PROTOS, nccl_name
@@ -83,6 +84,7 @@ class WorkloadSpec:
     precision: str | None = None  # a simcomm.precision preset; None: the trace's own dtype
     wire_dtype: str | None = None  # None: the precision's wire dtype (or the trace's dtype)
     attention: str | None = None  # a zoo transformer's attention core: flash or unfused (None: flash)
+    framework: str | None = None  # simcomm.frameworks: whose data-parallel/ZeRO schedule megatron runs (None: generic)
     # static per-node heterogeneity, turned into compute scales by simcomm.scenario.resolve.node_scales
     straggler_scale: float = 1.0
     straggler_node: int = 0
@@ -108,6 +110,8 @@ class WorkloadSpec:
         if self.wire_dtype is not None:
             check_wire_dtype(self.wire_dtype, "workload.wire_dtype")
         _need(self.attention in (None, "flash", "unfused"), "attention", self.attention, "one of flash, unfused")
+        _need(self.framework is None or self.framework in FRAMEWORK_NAMES, "framework", self.framework,
+              "one of " + ", ".join(FRAMEWORK_NAMES))
         _need(_is_num(self.straggler_scale) and self.straggler_scale > 0, "straggler_scale", self.straggler_scale,
               "a positive factor")
         _need(_is_num(self.jitter) and self.jitter >= 0, "jitter", self.jitter, "a spread >= 0")

@@ -97,7 +97,7 @@ class DataParallel:
         limit = self.zero.max_live_params
         if limit:
             live = params[u]
-            for v in range(u - 1, gate, -1):
+            for v in range(u - 1, max(gate, -1), -1):
                 live += params[v]
                 if live > limit:
                     return v  # unit v must be released before u is gathered
