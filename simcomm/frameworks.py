@@ -57,7 +57,8 @@ class Framework:
     source: str  # where the defaults are read
     unit: str  # ZeRO-3 gather unit (UNITS)
     prefetch: int  # ZeRO-3 units gathered ahead of the one computing
-    max_live_params: float | None  # at most this many gathered parameters live (None: no limit)
+    prefetch_params: float | None  # DeepSpeed: each fetch prefetches the next units up to this many parameters
+    max_live_params: float | None  # no prefetch while this many gathered parameters are live (None: no limit)
     reshard: str  # RESHARD policy
     zero3_reduce_params: float | None  # ZeRO-3 gradient reduce-scatter bucket in parameters (None: per unit)
     grad_reduce: str  # GRAD_REDUCE, zero 0-2
@@ -70,42 +71,52 @@ class Framework:
 FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
     Framework("megatron-core", "Megatron-core 0.14",
               "megatron/core/distributed/distributed_data_parallel_config.py, param_and_grad_buffer.py",
-              unit="block", prefetch=1, max_live_params=None, reshard="all", zero3_reduce_params=None,
+              unit="block", prefetch=1, prefetch_params=None, max_live_params=None, reshard="all", zero3_reduce_params=None,
               grad_reduce="end", grad_reduce_zero3="overlap", grad_bucket="megatron", overlap_param_gather=False,
               why="DistributedDataParallelConfig defaults: overlap_grad_reduce=False, overlap_param_gather=False, "
                   "bucket_size max(40M, 1M x dp) parameters; ZeRO-3 is Megatron-FSDP, gathered per transformer layer"),
     Framework("nemo", "NeMo 2.x (Megatron-core 0.14)",
               "nemo/lightning/pytorch/strategies/megatron_strategy.py; docs communication_overlap.rst",
-              unit="block", prefetch=1, max_live_params=None, reshard="all", zero3_reduce_params=None,
+              unit="block", prefetch=1, prefetch_params=None, max_live_params=None, reshard="all", zero3_reduce_params=None,
               grad_reduce="overlap", grad_reduce_zero3="overlap", grad_bucket="megatron", overlap_param_gather=True,
               why="Megatron-core with the recipes' overlap_grad_sync=True and overlap_param_gather=True (gradients "
                   "reduced in fp32 by default there: give --wire-dtype fp32 to match)"),
     Framework("deepspeed", "DeepSpeed 0.16",
               "deepspeed/runtime/zero/config.py, partitioned_param_coordinator.py, stage3.py, stage_1_and_2.py",
-              unit="module", prefetch=1, max_live_params=1e9, reshard="all", zero3_reduce_params=5e8,
-              grad_reduce="serial", grad_reduce_zero3="overlap", grad_bucket="500000000",
+              unit="module", prefetch=1, prefetch_params=5e7, max_live_params=1e9, reshard="all",
+              zero3_reduce_params=5e8, grad_reduce="serial", grad_reduce_zero3="overlap", grad_bucket="500000000",
               overlap_param_gather=False,
               why="stage 3 fetches each leaf module on demand and prefetches up to stage3_prefetch_bucket_size 5e7 "
                   "elements ahead within stage3_max_live_parameters 1e9, on its own all-gather stream; "
                   "reduce_bucket_size 5e8 elements; overlap_comm True for stage 3, False for stages 1-2 "
                   "(reduction on the compute stream); stages 1-2 all-gather the parameters after the step"),
+    Framework("deepspeed-0.3", "DeepSpeed 0.3.13-0.3.16 (the March 2021 ZeRO-3 release)",
+              "deepspeed/runtime/zero/stage3.py of that release (PartitionedParameterCoordinator, "
+              "FP16_DeepSpeedZeroOptimizer_Stage3)",
+              unit="module", prefetch=1, prefetch_params=2.5e7, max_live_params=7e8, reshard="all",
+              zero3_reduce_params=5e8, grad_reduce="serial", grad_reduce_zero3="serial", grad_bucket="500000000",
+              overlap_param_gather=False,
+              why="each leaf module fetched on demand (fetch_sub_module blocks on torch.cuda.synchronize), the next "
+                  "parameters prefetched up to prefetch_elements 2.5e7 only when none is in flight and fewer than "
+                  "max_available_parameters_in_numel 7e8 are live; overlap_comm=False: the gradients' "
+                  "reduce-scatter (buckets of reduce_bucket_size 5e8) runs on the compute stream"),
     Framework("fsdp1", "PyTorch 2.5 FSDP (FullyShardedDataParallel)",
               "torch/distributed/fsdp/fully_sharded_data_parallel.py, _runtime_utils.py, _limiter_utils.py",
-              unit="block", prefetch=1, max_live_params=None, reshard="all", zero3_reduce_params=None,
+              unit="block", prefetch=1, prefetch_params=None, max_live_params=None, reshard="all", zero3_reduce_params=None,
               grad_reduce="overlap", grad_reduce_zero3="overlap", grad_bucket="MB:25", overlap_param_gather=False,
               why="FULL_SHARD per wrapped block, backward_prefetch=BACKWARD_PRE, forward_prefetch=False, "
                   "limit_all_gathers=True (at most 2 all-gathers in flight: the next waits for the free of the "
                   "unit two back); reduce-scatter per unit on the post-backward stream; DDP buckets of 25 MB"),
     Framework("fsdp2", "PyTorch 2.5 FSDP2 (fully_shard)",
               "torch/distributed/_composable/fsdp/fully_shard.py, _fsdp_param_group.py, _fsdp_state.py",
-              unit="block", prefetch=1, max_live_params=None, reshard="not-root", zero3_reduce_params=None,
+              unit="block", prefetch=1, prefetch_params=None, max_live_params=None, reshard="not-root", zero3_reduce_params=None,
               grad_reduce="overlap", grad_reduce_zero3="overlap", grad_bucket="MB:25", overlap_param_gather=False,
               why="fully_shard per block: implicit one-module forward prefetch, one-module backward prefetch, "
                   "reshard_after_forward=True except the root module (embedding, head); all-gather and "
                   "reduce-scatter on their own streams"),
     Framework("torchtitan", "torchtitan 0.1 (FSDP2)",
               "torchtitan/models/llama3/infra/parallelize.py (apply_fsdp), torch/distributed/_composable/fsdp",
-              unit="block", prefetch=1, max_live_params=None, reshard="not-last", zero3_reduce_params=None,
+              unit="block", prefetch=1, prefetch_params=None, max_live_params=None, reshard="not-last", zero3_reduce_params=None,
               grad_reduce="overlap", grad_reduce_zero3="overlap", grad_bucket="MB:25", overlap_param_gather=False,
               why="FSDP2 per transformer block with reshard_after_forward_policy 'default': the last block (and "
                   "the root) kept gathered from forward into backward"),

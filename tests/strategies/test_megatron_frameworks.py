@@ -60,20 +60,33 @@ def test_prefetch_two_starts_the_fourth_gather_after_the_first_compute():
     assert span(tl, by["zero3-allgather block1.mlp F0"]) == (1.0, 1.5)
 
 
-def test_live_parameter_limit_holds_the_next_gather_until_a_release():
-    """prefetch 2 with at most 400 live parameters: mlp1 (256) cannot be live with attn1 (128) and mlp0 (256),
-    so g3 waits for mlp0's compute (1.25) instead of attn0's: 1.25-1.75, as with prefetch 1."""
-    _, tl, by = timed({"prefetch": 2, "max_live_params": 400}, trace=tiny(2, ends=False))
-    assert by["F block0.mlp F0"].id in by["zero3-allgather block1.mlp F0"].deps
-    assert span(tl, by["zero3-allgather block1.mlp F0"]) == (1.25, 1.75)
+@pytest.mark.parametrize("limit, gate, ag2, ag3, f3", [
+    # no limit (prefetch 2): g3 waits for attn0's compute only
+    (0, "F block0.attn F0", (0.75, 1.0), (1.0, 1.5), (1.75, 2.25)),
+    # 300: mlp0 + attn1 (384) live stops g3 until mlp0 is released, as prefetch 1 does
+    (300, "F block0.mlp F0", (0.75, 1.0), (1.25, 1.75), (1.75, 2.25)),
+    # 200: mlp0 (256) live alone holds g2 and g3 until its release (1.25)
+    (200, "F block0.mlp F0", (1.25, 1.5), (1.5, 2.0), (2.0, 2.5)),
+    # 100: every unit exceeds it: on demand, as prefetch 0
+    (100, "F block1.attn F0", (1.75, 2.0), (2.5, 3.0), (3.0, 3.5)),
+])
+def test_live_parameter_limit_holds_the_next_gather_until_a_release(limit, gate, ag2, ag3, f3):
+    """prefetch 2 with no prefetch while ``limit`` gathered parameters of the units before are live (attn 128,
+    mlp 256 parameters; DeepSpeed's stage3_max_live_parameters test, live count before the next is added)."""
+    _, tl, by = timed({"prefetch": 2, "max_live_params": limit}, trace=tiny(2, ends=False))
+    assert by[gate].id in by["zero3-allgather block1.mlp F0"].deps
+    assert span(tl, by["zero3-allgather block1.attn F0"]) == ag2
+    assert span(tl, by["zero3-allgather block1.mlp F0"]) == ag3
+    assert span(tl, by["F block1.mlp F0"]) == f3
 
 
-def test_a_limit_below_two_units_fetches_on_demand():
-    """At most 300 live parameters: no two neighbouring layers (128 + 256) fit, so every gather waits for the
-    compute before it, as prefetch 0 does: F mlp1 3.0-3.5."""
-    _, tl, by = timed({"prefetch": 2, "max_live_params": 300}, trace=tiny(2, ends=False))
-    assert by["F block0.attn F0"].id in by["zero3-allgather block0.mlp F0"].deps
-    assert span(tl, by["F block1.mlp F0"]) == (3.0, 3.5)
+def test_deepspeed_prefetches_small_units_up_to_its_bucket():
+    """DeepSpeed's stage3_prefetch_bucket_size (5e7 elements) is far above the tiny units: each fetch prefetches
+    every following unit, so the gathers run back to back from the start: g3 1.0-1.5 (no compute before it)."""
+    plan, tl, by = timed({"framework": "deepspeed", "gather_unit": "layer"}, trace=tiny(2, ends=False))
+    g3 = by["zero3-allgather block1.mlp F0"]
+    assert not [d for d in g3.deps if plan.ops[d].label.startswith("F ")]
+    assert span(tl, g3) == (1.0, 1.5)
 
 
 # -- units and buckets -------------------------------------------------------------------------------------------

@@ -90,16 +90,27 @@ class DataParallel:
             return name.split(".", 1)[0] != f"block{blocks - 1}"
         return True
 
-    def _gate(self, units, u: int, params) -> int:
+    def _gate(self, u: int, params) -> int:
         """The unit whose compute must have finished before unit u's gather starts (-1: what ran before the
-        pass; below -1: nothing): ``prefetch`` units ahead, and no more live parameters than the limit."""
-        gate = u - 1 - self.zero.prefetch
+        pass; below -1: nothing).  ``prefetch`` units ahead, or (DeepSpeed) issued by the fetch of the
+        earliest unit v whose following units up to u hold fewer than ``prefetch_params`` parameters (that
+        fetch comes when unit v - 1 has finished); and not while ``max_live_params`` gathered parameters of the
+        units before u are still live (the frameworks test the live count before adding the next)."""
+        bucket = self.zero.prefetch_params
+        if bucket:
+            v, ahead = u - 1, 0.0
+            while v >= 1 and ahead + params[v] < bucket:
+                ahead += params[v]
+                v -= 1
+            gate = v - 1
+        else:
+            gate = u - 1 - self.zero.prefetch
         limit = self.zero.max_live_params
         if limit:
-            live = params[u]
+            live = 0.0
             for v in range(u - 1, max(gate, -1), -1):
                 live += params[v]
-                if live > limit:
+                if live >= limit:
                     return v  # unit v must be released before u is gathered
         return gate
 
@@ -118,9 +129,9 @@ class DataParallel:
         computes: dict[int, dict] = {}
         bucket: list[int] = []  # units whose gradients wait in the reduce bucket (backward)
         for k, (name, pieces) in enumerate(units):
-            while issued < len(units) and (issued <= k or self._gate(units, issued, params) < k):
+            while issued < len(units) and (issued <= k or self._gate(issued, params) < k):
                 if gathered[issued]:
-                    gathers[issued] = self._gather_unit(p, units[issued], self._gate(units, issued, params),
+                    gathers[issued] = self._gather_unit(p, units[issued], self._gate(issued, params),
                                                         ends, before, ranks, label)
                 issued += 1
             ag = gathers.get(k)

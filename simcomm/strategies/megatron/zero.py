@@ -32,7 +32,8 @@ class ZeroSchedule:
     framework: Framework | None
     unit: str  # layer, block, module
     prefetch: int
-    max_live_params: float  # 0: no limit
+    prefetch_params: float  # DeepSpeed: each fetch prefetches up to this many parameters (0: ``prefetch`` units)
+    max_live_params: float  # no prefetch while this many gathered parameters are live (0: no limit)
     reshard: str  # all, none, not-root, not-last
     reduce_bucket_params: float  # ZeRO-3 reduce-scatter bucket (0: one per unit)
     overlap_grad_reduce: bool
@@ -51,7 +52,7 @@ def resolve_schedule(p: MegatronParams, dp: int, dtype_bytes: float) -> ZeroSche
                                                  "overlap_param_gather", "overlap_grad_reduce")}
     if fw is None:
         bucket = None if p.grad_bucket_mb is None else p.grad_bucket_mb * 1e6
-        sched = ZeroSchedule(None, p.gather_unit or "layer", 1 if p.prefetch is None else p.prefetch,
+        sched = ZeroSchedule(None, p.gather_unit or "layer", 1 if p.prefetch is None else p.prefetch, 0.0,
                              p.max_live_params or 0.0, reshard_policy(p.reshard_after_forward or "all"),
                              p.reduce_bucket_params or 0.0,
                              True if p.overlap_grad_reduce is None else p.overlap_grad_reduce,
@@ -67,6 +68,7 @@ def resolve_schedule(p: MegatronParams, dp: int, dtype_bytes: float) -> ZeroSche
     serial = fw.grad_reduce == "serial"
     sched = ZeroSchedule(
         fw, p.gather_unit or fw.unit, fw.prefetch if p.prefetch is None else p.prefetch,
+        (fw.prefetch_params or 0.0) if p.prefetch is None else 0.0,
         (fw.max_live_params or 0.0) if p.max_live_params is None else p.max_live_params,
         fw.reshard if p.reshard_after_forward is None else reshard_policy(p.reshard_after_forward),
         (fw.zero3_reduce_params or 0.0) if p.reduce_bucket_params is None else p.reduce_bucket_params,
@@ -86,8 +88,11 @@ def _with_notes(s: ZeroSchedule, p: MegatronParams, given: dict, dp: int) -> Zer
     changed = [k for k, v in given.items() if v is not None]
     by_user = f" (given: {', '.join(changed)})" if changed else ""
     if p.zero == 3:
-        what = (f"ZeRO-3 gathered per {_UNIT_WORDS[s.unit]}, {_prefetch_words(s.prefetch)}"
-                + (f", at most {s.max_live_params:.3g} gathered parameters live" if s.max_live_params else "")
+        what = (f"ZeRO-3 gathered per {_UNIT_WORDS[s.unit]}, "
+                + (f"each fetch prefetching the next units up to {s.prefetch_params:.3g} parameters (one unit "
+                   "when the next is larger)" if s.prefetch_params else _prefetch_words(s.prefetch))
+                + (f", no prefetch while {s.max_live_params:.3g} gathered parameters are live"
+                   if s.max_live_params else "")
                 + f", {_RESHARD_WORDS[s.reshard]}; gradients reduce-scattered "
                 + (f"in buckets of {s.reduce_bucket_params:.3g} parameters" if s.reduce_bucket_params else
                    "per gather unit")
