@@ -33,8 +33,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simcomm.errors import ConfigError
+from simcomm.registry import Registry
 
-__all__ = ["Framework", "FRAMEWORKS", "FRAMEWORK_NAMES", "get_framework"]
+__all__ = ["Framework", "FRAMEWORKS", "FRAMEWORK_NAMES", "FRAMEWORK_REGISTRY", "get_framework"]
 
 #: ZeRO-3 gather units: ``layer`` (each simcomm layer: an attention or MLP sublayer), ``block`` (a transformer
 #: block, attention + MLP: FSDP's wrapped module), ``module`` (each leaf Linear of a layer: DeepSpeed's fetch unit)
@@ -65,7 +66,8 @@ class Framework:
     grad_reduce_zero3: str  # GRAD_REDUCE of ZeRO-3's reduce-scatters ("overlap" or "serial")
     grad_bucket: str  # zero 0-2 gradient buckets: "megatron" (max(40M, 1M x dp) params), "NUMBER" params, "MB:25"
     overlap_param_gather: bool  # zero 1-2: the updated parameters gathered during the next forward
-    why: str  # one phrase on what the framework does, for the assumed line
+    why: str  # one phrase on what the framework does (simcomm list frameworks)
+    sources: dict  # topic (unit, prefetch, live, reshard, zero3_reduce, buckets, grad_reduce, param_gather) -> source
 
 
 FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
@@ -74,13 +76,25 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
               unit="block", prefetch=1, prefetch_params=None, max_live_params=None, reshard="all", zero3_reduce_params=None,
               grad_reduce="end", grad_reduce_zero3="overlap", grad_bucket="megatron", overlap_param_gather=False,
               why="DistributedDataParallelConfig defaults: overlap_grad_reduce=False, overlap_param_gather=False, "
-                  "bucket_size max(40M, 1M x dp) parameters; ZeRO-3 is Megatron-FSDP, gathered per transformer layer"),
+                  "bucket_size max(40M, 1M x dp) parameters; ZeRO-3 is Megatron-FSDP, gathered per transformer layer",
+              sources={"unit": "megatron/core/distributed/fsdp (Megatron-FSDP, one unit per TransformerLayer)",
+                       "prefetch": "Megatron-FSDP: the next layer's all-gather prefetched",
+                       "live": "the framework has no such limit", "reshard": "Megatron-FSDP optim_grads_params",
+                       "zero3_reduce": "Megatron-FSDP: reduce-scatter per layer on its own stream",
+                       "buckets": "distributed_data_parallel_config.py bucket_size=None: max(40M, 1M x dp) params",
+                       "grad_reduce": "distributed_data_parallel_config.py overlap_grad_reduce=False",
+                       "param_gather": "distributed_data_parallel_config.py overlap_param_gather=False"}),
     Framework("nemo", "NeMo 2.x (Megatron-core 0.14)",
               "nemo/lightning/pytorch/strategies/megatron_strategy.py; docs communication_overlap.rst",
               unit="block", prefetch=1, prefetch_params=None, max_live_params=None, reshard="all", zero3_reduce_params=None,
               grad_reduce="overlap", grad_reduce_zero3="overlap", grad_bucket="megatron", overlap_param_gather=True,
               why="Megatron-core with the recipes' overlap_grad_sync=True and overlap_param_gather=True (gradients "
-                  "reduced in fp32 by default there: give --wire-dtype fp32 to match)"),
+                  "reduced in fp32 by default there: give --wire-dtype fp32 to match)",
+              sources={"unit": "Megatron-FSDP under NeMo (per TransformerLayer)", "prefetch": "Megatron-FSDP",
+                       "live": "the framework has no such limit", "reshard": "Megatron-FSDP optim_grads_params",
+                       "zero3_reduce": "Megatron-FSDP", "buckets": "Megatron-core bucket_size default",
+                       "grad_reduce": "NeMo recipes' ddp config overlap_grad_sync=True (communication_overlap.rst)",
+                       "param_gather": "NeMo recipes' overlap_param_gather=True (communication_overlap.rst)"}),
     Framework("deepspeed", "DeepSpeed 0.16",
               "deepspeed/runtime/zero/config.py, partitioned_param_coordinator.py, stage3.py, stage_1_and_2.py",
               unit="module", prefetch=1, prefetch_params=5e7, max_live_params=1e9, reshard="all",
@@ -89,7 +103,16 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
               why="stage 3 fetches each leaf module on demand and prefetches up to stage3_prefetch_bucket_size 5e7 "
                   "elements ahead within stage3_max_live_parameters 1e9, on its own all-gather stream; "
                   "reduce_bucket_size 5e8 elements; overlap_comm True for stage 3, False for stages 1-2 "
-                  "(reduction on the compute stream); stages 1-2 all-gather the parameters after the step"),
+                  "(reduction on the compute stream); stages 1-2 all-gather the parameters after the step",
+              sources={"unit": "partitioned_param_coordinator.py fetch_sub_module (leaf modules)",
+                       "prefetch": "config.py stage3_prefetch_bucket_size=5e7",
+                       "live": "config.py stage3_max_live_parameters=1e9",
+                       "reshard": "partitioned_param_coordinator.py release_sub_module",
+                       "zero3_reduce": "config.py reduce_bucket_size=5e8, overlap_comm=None -> True for stage 3",
+                       "buckets": "config.py reduce_bucket_size=5e8",
+                       "grad_reduce": "config.py overlap_comm=None -> False for stages 1-2 (stage_1_and_2.py reduces "
+                                      "on the current stream)",
+                       "param_gather": "stage_1_and_2.py step: all_gather_dp_groups after the update"}),
     Framework("deepspeed-0.3", "DeepSpeed 0.3.13-0.3.16 (the March 2021 ZeRO-3 release)",
               "deepspeed/runtime/zero/stage3.py of that release (PartitionedParameterCoordinator, "
               "FP16_DeepSpeedZeroOptimizer_Stage3)",
@@ -99,29 +122,61 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
               why="each leaf module fetched on demand (fetch_sub_module blocks on torch.cuda.synchronize), the next "
                   "parameters prefetched up to prefetch_elements 2.5e7 only when none is in flight and fewer than "
                   "max_available_parameters_in_numel 7e8 are live; overlap_comm=False: the gradients' "
-                  "reduce-scatter (buckets of reduce_bucket_size 5e8) runs on the compute stream"),
+                  "reduce-scatter (buckets of reduce_bucket_size 5e8) runs on the compute stream",
+              sources={"unit": "stage3.py fetch_sub_module (leaf modules, blocking)",
+                       "prefetch": "stage3.py prefetch_elements=25000000, only when none is in flight",
+                       "live": "stage3.py PartitionedParameterCoordinator max_available_parameters_in_numel=7e8",
+                       "reshard": "stage3.py release_sub_module",
+                       "zero3_reduce": "stage3.py reduce_bucket_size=5e8, overlap_comm=False (reduction_stream = "
+                                       "the current stream)",
+                       "buckets": "reduce_bucket_size=5e8", "grad_reduce": "overlap_comm=False",
+                       "param_gather": "after the step"}),
     Framework("fsdp1", "PyTorch 2.5 FSDP (FullyShardedDataParallel)",
               "torch/distributed/fsdp/fully_sharded_data_parallel.py, _runtime_utils.py, _limiter_utils.py",
               unit="block", prefetch=1, prefetch_params=None, max_live_params=None, reshard="all", zero3_reduce_params=None,
               grad_reduce="overlap", grad_reduce_zero3="overlap", grad_bucket="MB:25", overlap_param_gather=False,
               why="FULL_SHARD per wrapped block, backward_prefetch=BACKWARD_PRE, forward_prefetch=False, "
                   "limit_all_gathers=True (at most 2 all-gathers in flight: the next waits for the free of the "
-                  "unit two back); reduce-scatter per unit on the post-backward stream; DDP buckets of 25 MB"),
+                  "unit two back); reduce-scatter per unit on the post-backward stream; DDP buckets of 25 MB",
+              sources={"unit": "auto_wrap_policy per transformer block (FULL_SHARD)",
+                       "prefetch": "_runtime_utils.py _unshard: limit_all_gathers=True, _limiter_utils.py "
+                                   "_FreeEventQueue (2 in flight); backward_prefetch=BACKWARD_PRE",
+                       "live": "FSDP has no such limit beyond its rate limiter", "reshard": "FULL_SHARD reshards after forward",
+                       "zero3_reduce": "_runtime_utils.py _post_backward_hook: reduce-scatter per unit on the "
+                                       "post-backward stream",
+                       "buckets": "DistributedDataParallel bucket_cap_mb=25", "grad_reduce": "DDP: as buckets fill",
+                       "param_gather": "none"}),
     Framework("fsdp2", "PyTorch 2.5 FSDP2 (fully_shard)",
               "torch/distributed/_composable/fsdp/fully_shard.py, _fsdp_param_group.py, _fsdp_state.py",
               unit="block", prefetch=1, prefetch_params=None, max_live_params=None, reshard="not-root", zero3_reduce_params=None,
               grad_reduce="overlap", grad_reduce_zero3="overlap", grad_bucket="MB:25", overlap_param_gather=False,
               why="fully_shard per block: implicit one-module forward prefetch, one-module backward prefetch, "
                   "reshard_after_forward=True except the root module (embedding, head); all-gather and "
-                  "reduce-scatter on their own streams"),
+                  "reduce-scatter on their own streams",
+              sources={"unit": "fully_shard per transformer block",
+                       "prefetch": "_fsdp_state.py: implicit forward prefetch (all-gather stream), one-module "
+                                   "backward prefetch",
+                       "live": "the framework has no such limit", "reshard": "fully_shard.py reshard_after_forward=True, root kept",
+                       "zero3_reduce": "_fsdp_param_group.py post_backward: reduce-scatter stream",
+                       "buckets": "DistributedDataParallel bucket_cap_mb=25", "grad_reduce": "DDP: as buckets fill",
+                       "param_gather": "none"}),
     Framework("torchtitan", "torchtitan 0.1 (FSDP2)",
               "torchtitan/models/llama3/infra/parallelize.py (apply_fsdp), torch/distributed/_composable/fsdp",
               unit="block", prefetch=1, prefetch_params=None, max_live_params=None, reshard="not-last", zero3_reduce_params=None,
               grad_reduce="overlap", grad_reduce_zero3="overlap", grad_bucket="MB:25", overlap_param_gather=False,
               why="FSDP2 per transformer block with reshard_after_forward_policy 'default': the last block (and "
-                  "the root) kept gathered from forward into backward"),
+                  "the root) kept gathered from forward into backward",
+              sources={"unit": "parallelize.py apply_fsdp: fully_shard per TransformerBlock",
+                       "prefetch": "FSDP2 implicit prefetch", "live": "the framework has no such limit",
+                       "reshard": "parallelize.py reshard_after_forward_policy='default' (not the last block)",
+                       "zero3_reduce": "FSDP2 reduce-scatter stream", "buckets": "DDP bucket_cap_mb=25",
+                       "grad_reduce": "DDP: as buckets fill", "param_gather": "none"}),
 )}
 FRAMEWORK_NAMES = tuple(FRAMEWORKS)
+#: the catalogue ``simcomm list frameworks`` prints (the table above, with each one's source)
+FRAMEWORK_REGISTRY: Registry[Framework] = Registry("framework")
+for _f in FRAMEWORKS.values():
+    FRAMEWORK_REGISTRY.add(_f.name, _f, summary=f"{_f.label}: {_f.why}", reference=_f.source)
 
 
 def get_framework(name: str) -> Framework:

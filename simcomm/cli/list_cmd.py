@@ -22,6 +22,7 @@ CATALOGUES: dict[str, str] = {
     "models": "simcomm.traces:MODELS",
     "stacks": "simcomm.stacks:STACKS",
     "nccl-algorithms": "simcomm.nccl.algorithms:NCCL_ALGORITHMS",
+    "frameworks": "simcomm.frameworks:FRAMEWORK_REGISTRY",
 }
 
 

@@ -170,8 +170,9 @@ def test_megatron_core_reduces_after_backward_in_its_own_buckets():
                       trace=tiny(2, ends=False), bucket_mb=1e-6)
     ar = colls(plan, "allreduce")
     assert len(ar) == 1 and ar[0].nbytes == 2 * (256 + 512)
-    assert plan.info.assumed and any(line.startswith("framework megatron-core (Megatron-core")
-                                     and "distributed_data_parallel_config.py" in line for line in plan.info.assumed)
+    lines = [line for line in plan.info.assumed if line.startswith("framework megatron-core (Megatron-core 0.14)")]
+    assert len(lines) == 2 and all("distributed_data_parallel_config.py" in line for line in lines)
+    assert "after the whole backward" in lines[1] and "--opt overlap_grad_reduce=... changes it" in lines[1]
 
 
 # -- no framework: today's schedule, exactly ------------------------------------------------------------------------
@@ -225,6 +226,7 @@ def test_framework_on_a_strategy_without_one_is_one_line(cli):
 def test_framework_flag_runs_and_prints_its_defaults(cli):
     rc, out, err = cli(RUN + ["--framework", "fsdp2", "--opt", "zero=3", "--opt", "prefetch=2"])
     assert rc == 0, err
-    line = [x for x in out.splitlines() if "framework fsdp2" in x]
-    assert len(line) == 1 and "2 units ahead" in line[0] and "(given: prefetch)" in line[0]
-    assert "fully_shard.py" in line[0]
+    lines = [x for x in out.splitlines() if "framework fsdp2 (PyTorch 2.5 FSDP2" in x]
+    assert len(lines) == 5  # unit, prefetch, live limit, reshard, reduce-scatter
+    assert [x for x in lines if "gathered 2 units ahead" in x and "(given: --opt prefetch)" in x]
+    assert [x for x in lines if "root module" in x and "fully_shard.py reshard_after_forward=True" in x]

@@ -81,40 +81,55 @@ def resolve_schedule(p: MegatronParams, dp: int, dtype_bytes: float) -> ZeroSche
 
 
 def _with_notes(s: ZeroSchedule, p: MegatronParams, given: dict, dp: int) -> ZeroSchedule:
-    """``s`` with its ``assumed`` lines: what runs, and which values are the framework's (not the user's)."""
+    """``s`` with its ``assumed`` lines: with a framework one line per default (what runs, the framework's version,
+    the source it is read from, the option that changes it; or that the user gave it); without one, one line."""
     if dp < 2:
         return s
     fw = s.framework
-    changed = [k for k, v in given.items() if v is not None]
-    by_user = f" (given: {', '.join(changed)})" if changed else ""
-    if p.zero == 3:
-        what = (f"ZeRO-3 gathered per {_UNIT_WORDS[s.unit]}, "
-                + (f"each fetch prefetching the next units up to {s.prefetch_params:.3g} parameters (one unit "
-                   "when the next is larger)" if s.prefetch_params else _prefetch_words(s.prefetch))
-                + (f", no prefetch while {s.max_live_params:.3g} gathered parameters are live"
-                   if s.max_live_params else "")
-                + f", {_RESHARD_WORDS[s.reshard]}; gradients reduce-scattered "
-                + (f"in buckets of {s.reduce_bucket_params:.3g} parameters" if s.reduce_bucket_params else
-                   "per gather unit")
-                + (" on the compute stream (serialised)" if s.zero3_reduce_stream == "compute" else
-                   " on their own stream"))
-    else:
-        bucket = ("--bucket-mb buckets" if s.grad_bucket_bytes is None else
-                  "one bucket" if s.grad_bucket_bytes == 0 else f"buckets of {s.grad_bucket_bytes / 1e6:.4g} MB")
-        what = (f"gradients in {bucket}, reduced "
-                + ("as each is ready" if s.overlap_grad_reduce else "after the whole backward")
-                + (" on the compute stream (serialised)" if s.reduce_stream == "compute" else
-                   " on their own stream")
-                + ("" if p.zero == 0 else
-                   "; updated parameters all-gathered during the next forward, each bucket before its first "
-                   "layer (overlap_param_gather)" if s.overlap_param_gather else
-                   "; updated parameters all-gathered after the step"))
+    topics = _topics(s, p.zero)
     if fw is None:
-        line = (f"framework: none named (--framework {', '.join(_names())}); the generic schedule: {what}"
-                + by_user)
-    else:
-        line = f"framework {fw.name} ({fw.label}; {fw.source}): {what}{by_user}; {fw.why}"
-    return ZeroSchedule(**{**s.__dict__, "notes": (line,)})
+        changed = [k for k, v in given.items() if v is not None]
+        line = (f"framework: none named (--framework {', '.join(_names())}; simcomm list frameworks); the generic "
+                "schedule: " + "; ".join(words for _, _, words in topics)
+                + (f" (given: {', '.join(changed)})" if changed else ""))
+        return ZeroSchedule(**{**s.__dict__, "notes": (line,)})
+    lines = []
+    for topic, options, words in topics:
+        mine = [o for o in options if given.get(o) is not None]
+        how = (f"given: --opt {', '.join(mine)}" if mine else
+               f"{fw.sources.get(topic, fw.source)}; --opt {options[0]}=... changes it")
+        lines.append(f"framework {fw.name} ({fw.label}): {words} ({how})")
+    return ZeroSchedule(**{**s.__dict__, "notes": tuple(lines)})
+
+
+def _topics(s: ZeroSchedule, zero: int) -> list[tuple[str, tuple[str, ...], str]]:
+    """(topic, the options that set it, what runs) for each default that matters at this ZeRO stage."""
+    if zero == 3:
+        reduce = (f"in buckets of {s.reduce_bucket_params:.3g} parameters" if s.reduce_bucket_params else
+                  "per gather unit")
+        reduce += " on the compute stream (serialised)" if s.zero3_reduce_stream == "compute" else \
+            " on their own stream"
+        return [("unit", ("gather_unit",), f"ZeRO-3 parameters all-gathered per {_UNIT_WORDS[s.unit]}"),
+                ("prefetch", ("prefetch",),
+                 f"each fetch prefetching the next units up to {s.prefetch_params:.3g} parameters (one unit when "
+                 "the next is larger)" if s.prefetch_params else _prefetch_words(s.prefetch)),
+                ("live", ("max_live_params",),
+                 f"no prefetch while {s.max_live_params:.3g} gathered parameters are live" if s.max_live_params
+                 else "no limit on live gathered parameters"),
+                ("reshard", ("reshard_after_forward",), _RESHARD_WORDS[s.reshard]),
+                ("zero3_reduce", ("reduce_bucket_params", "reduce_stream"), f"gradients reduce-scattered {reduce}")]
+    bucket = ("--bucket-mb buckets" if s.grad_bucket_bytes is None else
+              "one bucket" if s.grad_bucket_bytes == 0 else f"buckets of {s.grad_bucket_bytes / 1e6:.4g} MB")
+    out = [("buckets", ("grad_bucket_mb",), f"gradients in {bucket}"),
+           ("grad_reduce", ("overlap_grad_reduce", "reduce_stream"),
+            "gradients reduced " + ("as each bucket is ready" if s.overlap_grad_reduce else
+                                    "after the whole backward")
+            + (" on the compute stream (serialised)" if s.reduce_stream == "compute" else " on their own stream"))]
+    if zero in (1, 2):
+        out.append(("param_gather", ("overlap_param_gather",),
+                    "updated parameters all-gathered during the next forward, each bucket before its first layer"
+                    if s.overlap_param_gather else "updated parameters all-gathered after the step"))
+    return out
 
 
 def _names() -> tuple[str, ...]:
@@ -124,12 +139,13 @@ def _names() -> tuple[str, ...]:
 
 
 def _prefetch_words(n: int) -> str:
-    return "fetched on demand (serial with compute)" if n == 0 else \
-        f"{n} unit{'s' if n > 1 else ''} ahead on the all-gather stream"
+    return "each unit fetched on demand (serial with compute)" if n == 0 else \
+        f"gathered {n} unit{'s' if n > 1 else ''} ahead on the all-gather stream"
 
 
 _UNIT_WORDS = {"layer": "layer (attention or MLP)", "block": "transformer block (attention + MLP)",
                "module": "leaf module (QKV and output projections, each MLP matrix)"}
-_RESHARD_WORDS = {"all": "re-gathered for backward", "none": "kept from forward to backward (no backward gather)",
-                  "not-root": "re-gathered for backward except the root module (embedding, head)",
-                  "not-last": "re-gathered for backward except the root module and the last block"}
+_RESHARD_WORDS = {"all": "parameters re-gathered for backward",
+                  "none": "parameters kept from forward to backward (no backward gather)",
+                  "not-root": "parameters re-gathered for backward except the root module's (embedding, head)",
+                  "not-last": "parameters re-gathered for backward except the root module's and the last block's"}
