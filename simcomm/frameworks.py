@@ -145,7 +145,8 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
                        "zero3_reduce": "_runtime_utils.py _post_backward_hook: reduce-scatter per unit on the "
                                        "post-backward stream",
                        "buckets": "DistributedDataParallel bucket_cap_mb=25", "grad_reduce": "DDP: as buckets fill",
-                       "param_gather": "none"}),
+                       "param_gather": "FSDP has no ZeRO-1/2 of this kind (its SHARD_GRAD_OP is zero 3 with "
+                                       "reshard_after_forward=false): simcomm's after-step gather"}),
     Framework("fsdp2", "PyTorch 2.5 FSDP2 (fully_shard)",
               "torch/distributed/_composable/fsdp/fully_shard.py, _fsdp_param_group.py, _fsdp_state.py",
               unit="block", prefetch=1, prefetch_params=None, max_live_params=None, reshard="not-root", zero3_reduce_params=None,
@@ -159,7 +160,8 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
                        "live": "the framework has no such limit", "reshard": "fully_shard.py reshard_after_forward=True, root kept",
                        "zero3_reduce": "_fsdp_param_group.py post_backward: reduce-scatter stream",
                        "buckets": "DistributedDataParallel bucket_cap_mb=25", "grad_reduce": "DDP: as buckets fill",
-                       "param_gather": "none"}),
+                       "param_gather": "FSDP has no ZeRO-1/2 of this kind (its SHARD_GRAD_OP is zero 3 with "
+                                       "reshard_after_forward=false): simcomm's after-step gather"}),
     Framework("torchtitan", "torchtitan 0.1 (FSDP2)",
               "torchtitan/models/llama3/infra/parallelize.py (apply_fsdp), torch/distributed/_composable/fsdp",
               unit="block", prefetch=1, prefetch_params=None, max_live_params=None, reshard="not-last", zero3_reduce_params=None,
@@ -170,7 +172,8 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
                        "prefetch": "FSDP2 implicit prefetch", "live": "the framework has no such limit",
                        "reshard": "parallelize.py reshard_after_forward_policy='default' (not the last block)",
                        "zero3_reduce": "FSDP2 reduce-scatter stream", "buckets": "DDP bucket_cap_mb=25",
-                       "grad_reduce": "DDP: as buckets fill", "param_gather": "none"}),
+                       "grad_reduce": "DDP: as buckets fill", "param_gather": "FSDP has no ZeRO-1/2 of this kind (its SHARD_GRAD_OP is zero 3 with "
+                                       "reshard_after_forward=false): simcomm's after-step gather"}),
 )}
 FRAMEWORK_NAMES = tuple(FRAMEWORKS)
 #: the catalogue ``simcomm list frameworks`` prints (the table above, with each one's source)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simcomm import engine
 from simcomm.links.base import LinkClass
@@ -230,3 +232,27 @@ def test_framework_flag_runs_and_prints_its_defaults(cli):
     assert len(lines) == 5  # unit, prefetch, live limit, reshard, reduce-scatter
     assert [x for x in lines if "gathered 2 units ahead" in x and "(given: --opt prefetch)" in x]
     assert [x for x in lines if "root module" in x and "fully_shard.py reshard_after_forward=True" in x]
+
+
+# -- invariant: a schedule moves the same bytes ------------------------------------------------------------------------
+
+@settings(max_examples=40, deadline=None)
+@given(framework=st.sampled_from(["none", "megatron-core", "nemo", "deepspeed", "deepspeed-0.3", "fsdp1", "fsdp2",
+                                  "torchtitan"]),
+       unit=st.sampled_from([None, "layer", "block", "module"]), prefetch=st.sampled_from([None, 0, 1, 3]),
+       live=st.sampled_from([None, 0, 100, 400]), bucket=st.sampled_from([None, 0, 300, 10_000]),
+       m=st.integers(1, 2), recompute=st.sampled_from(["none", "full"]))
+def test_every_zero3_schedule_gathers_twice_and_reduces_once(framework, unit, prefetch, live, bucket, m, recompute):
+    """Whatever the units, prefetch, live limit and buckets: 2 m Ψ gathered and m Ψ reduce-scattered when every
+    unit is re-gathered for backward (the leaf-module shares of each layer add up to the layer)."""
+    opts = {"zero": 3, "microbatches": m, "global_batch": 2 * m, "recompute": recompute,
+            "reshard_after_forward": "true"}
+    opts.update({k: v for k, v in (("framework", None if framework == "none" else framework), ("gather_unit", unit),
+                                   ("prefetch", prefetch), ("max_live_params", live),
+                                   ("reduce_bucket_params", bucket)) if v is not None})
+    tr = tiny(2)
+    psi = float(sum(layer.grad_bytes for layer in tr.layers))
+    plan, _ = plan_of(2, opts, trace=tr)
+    assert sum(o.nbytes for o in colls(plan, "allgather")) == pytest.approx(2 * m * psi, rel=1e-12)
+    assert sum(o.nbytes for o in colls(plan, "reduce_scatter")) == pytest.approx(m * psi, rel=1e-12)
+    engine.simulate(plan, full_mesh(2, SLOW))  # and it runs (no deadlock, every dependency earlier)

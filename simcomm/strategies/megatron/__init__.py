@@ -50,7 +50,8 @@ docs/strategies-llm.md derives every volume.
 
 Modules: ``params`` (the options and their ``assumed`` lines), ``sizing`` (layout checks, batch split,
 uneven stages, replica folding), ``shares`` (attention FLOP shares, K/V and Ulysses bytes), ``costs``
-(per-layer seconds and bytes), ``zero`` (the data-parallel schedule a framework runs), ``emitter`` (the plan's core: layer, pass, pipeline task, plan) with its
+(per-layer seconds and bytes), ``zero`` (the data-parallel schedule a framework runs), ``emitter`` (the plan's core:
+layer, pass, pipeline task, plan) with its
 mixins ``comm`` (tensor/sequence and expert-parallel collectives around a layer), ``context`` (ring and
 Ulysses attention) and ``data`` (data parallelism, ZeRO/FSDP/HSDP, tied embeddings, the optimizer step),
 and ``strategy`` (the registered :class:`Megatron`).
