@@ -172,7 +172,8 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
                        "prefetch": "FSDP2 implicit prefetch", "live": "the framework has no such limit",
                        "reshard": "parallelize.py reshard_after_forward_policy='default' (not the last block)",
                        "zero3_reduce": "FSDP2 reduce-scatter stream", "buckets": "DDP bucket_cap_mb=25",
-                       "grad_reduce": "DDP: as buckets fill", "param_gather": "FSDP has no ZeRO-1/2 of this kind (its SHARD_GRAD_OP is zero 3 with "
+                       "grad_reduce": "DDP: as buckets fill",
+                       "param_gather": "FSDP has no ZeRO-1/2 of this kind (its SHARD_GRAD_OP is zero 3 with "
                                        "reshard_after_forward=false): simcomm's after-step gather"}),
 )}
 FRAMEWORK_NAMES = tuple(FRAMEWORKS)
