@@ -256,3 +256,30 @@ def test_every_zero3_schedule_gathers_twice_and_reduces_once(framework, unit, pr
     assert sum(o.nbytes for o in colls(plan, "allgather")) == pytest.approx(2 * m * psi, rel=1e-12)
     assert sum(o.nbytes for o in colls(plan, "reduce_scatter")) == pytest.approx(m * psi, rel=1e-12)
     engine.simulate(plan, full_mesh(2, SLOW))  # and it runs (no deadlock, every dependency earlier)
+
+
+@settings(max_examples=30, deadline=None)
+@given(framework=st.sampled_from(["megatron-core", "nemo", "deepspeed", "deepspeed-0.3", "fsdp1", "fsdp2",
+                                  "torchtitan"]),
+       layout=st.sampled_from([(2, 1, 2, 1), (1, 2, 2, 1), (1, 2, 2, 2), (2, 2, 2, 1)]),
+       zero=st.sampled_from([0, 1, 2, 3]), m=st.sampled_from([2, 4]), shard=st.booleans())
+def test_frameworks_run_every_layout(framework, layout, zero, m, shard):
+    """Any framework with tensor, pipeline (interleaved) and data parallelism, any ZeRO stage, HSDP: the plan
+    runs, and a gradient of every layer is reduced over the replicas exactly once per micro-batch (ZeRO-3)
+    or once per iteration (zero 0-2)."""
+    tp, pp, dp, v = layout
+    n = tp * pp * dp
+    opts = {"tp": tp, "pp": pp, "zero": zero, "microbatches": m, "global_batch": m * dp, "framework": framework}
+    if v > 1:
+        opts.update(schedule="interleaved", virtual=v)
+    if shard and zero == 3:
+        opts["shard_group"] = 1 if dp == 2 else 2
+    tr = tiny(4)
+    plan, _ = plan_of(n, opts, trace=tr, bucket_mb=1e-4)
+    engine.simulate(plan, full_mesh(n, SLOW))
+    psi = float(sum(layer.grad_bytes for layer in tr.layers))
+    # each tensor-parallel lane of each stage reduces its Ψ/(tp·pp) share: Ψ over all the groups
+    kind = "allreduce" if zero == 0 else "reduce_scatter"
+    reduced = sum(o.nbytes for o in colls(plan, kind) if o.label.startswith(("dp-", "zero3-")))
+    expected = 0.0 if opts.get("shard_group") == 1 else (m if zero == 3 else 1) * psi
+    assert reduced == pytest.approx(expected, rel=1e-9)
