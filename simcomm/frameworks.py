@@ -77,8 +77,9 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
               grad_reduce="end", grad_reduce_zero3="overlap", grad_bucket="megatron", overlap_param_gather=False,
               why="DistributedDataParallelConfig defaults: overlap_grad_reduce=False, overlap_param_gather=False, "
                   "bucket_size max(40M, 1M x dp) parameters; ZeRO-3 is Megatron-FSDP, gathered per transformer layer",
-              sources={"unit": "megatron/core/distributed/fsdp (Megatron-FSDP, one unit per TransformerLayer)",
-                       "prefetch": "Megatron-FSDP: the next layer's all-gather prefetched",
+              sources={"unit": "megatron/core/distributed/fsdp (Megatron-FSDP; its own bucketing not read in detail: "
+                               "approximated as one unit per TransformerLayer)",
+                       "prefetch": "Megatron-FSDP, approximated as FSDP's one-layer prefetch (not read in detail)",
                        "live": "the framework has no such limit", "reshard": "Megatron-FSDP optim_grads_params",
                        "zero3_reduce": "Megatron-FSDP: reduce-scatter per layer on its own stream",
                        "buckets": "distributed_data_parallel_config.py bucket_size=None: max(40M, 1M x dp) params",
@@ -90,7 +91,8 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
               grad_reduce="overlap", grad_reduce_zero3="overlap", grad_bucket="megatron", overlap_param_gather=True,
               why="Megatron-core with the recipes' overlap_grad_sync=True and overlap_param_gather=True (gradients "
                   "reduced in fp32 by default there: give --wire-dtype fp32 to match)",
-              sources={"unit": "Megatron-FSDP under NeMo (per TransformerLayer)", "prefetch": "Megatron-FSDP",
+              sources={"unit": "Megatron-FSDP under NeMo (approximated per TransformerLayer, not read in detail)",
+                       "prefetch": "Megatron-FSDP, approximated as FSDP's one-layer prefetch (not read in detail)",
                        "live": "the framework has no such limit", "reshard": "Megatron-FSDP optim_grads_params",
                        "zero3_reduce": "Megatron-FSDP", "buckets": "Megatron-core bucket_size default",
                        "grad_reduce": "NeMo recipes' ddp config overlap_grad_sync=True (communication_overlap.rst)",
