@@ -145,6 +145,19 @@ def test_reshard_after_forward_policies(policy, regathered):
     assert back == regathered and len(colls(plan, "allgather", " F0")) == 6
 
 
+@pytest.mark.parametrize("framework", ["fsdp2", "torchtitan"])
+def test_a_model_without_blocks_has_no_root_to_keep(toy, framework):
+    """FSDP2's root module is a transformer's embedding and head; a trace of other layers is re-gathered whole."""
+    from simcomm.strategies import STRATEGIES
+    from simcomm.strategies.base import make_params
+    from simcomm.workload import build_workload
+
+    w = build_workload(toy.make_trace(), 2, bucket_mb=0)
+    cls = STRATEGIES.get("megatron")
+    plan = cls(make_params(cls, {"zero": 3, "framework": framework})).plan(w, full_mesh(2, SLOW))
+    assert len(colls(plan, "allgather", " B0")) == len(colls(plan, "allgather", " F0")) == len(w.layers)
+
+
 def test_serial_reduce_runs_on_the_compute_stream():
     """DeepSpeed ZeRO-1/2's overlap_comm=false: the reduction blocks the rank's compute."""
     plan, _ = plan_of(2, {"zero": 1, "framework": "deepspeed", "microbatches": 1, "global_batch": 2},

@@ -78,14 +78,17 @@ class DataParallel:
         fq, fc, fo = attention_shares(*seq_hidden(self.workload.layers[j], meta), meta)
         return [(j, fq + fc, qkv_params / (qkv_params + hidden)), (j, fo, hidden / (qkv_params + hidden))]
 
-    def _regathered(self, name: str) -> bool:
-        """Whether unit ``name`` is all-gathered again for backward (the reshard-after-forward policy)."""
+    def _regathered(self, unit) -> bool:
+        """Whether ``unit`` is all-gathered again for backward (the reshard-after-forward policy).  The root module
+        of FSDP2 and torchtitan is the embedding and the head; ``not-last`` also keeps the model's last block."""
         policy = self.zero.reshard
-        if policy == "all":
-            return True
-        if policy == "none" or not name.startswith("block"):
-            return False  # the root module (embedding, head) is kept under not-root and not-last
-        if policy == "not-last":
+        if policy in ("all", "none"):
+            return policy == "all"
+        name, pieces = unit
+        kind = self.costs[pieces[0][0]].kind
+        if kind in ("embed", "head"):
+            return False
+        if policy == "not-last" and kind in ("attn", "mlp", "moe"):
             blocks = int(dict(self.workload.trace.meta.get("transformer") or {}).get("layers") or 0)
             return name.split(".", 1)[0] != f"block{blocks - 1}"
         return True
@@ -121,7 +124,7 @@ class DataParallel:
         costs, names = self.costs, self.workload.layers
         params = [sum(costs[j].grad_bytes * share for j, _, share in pieces) / self.workload.dtype_bytes
                   for _, pieces in units]
-        gathered = [forward or self._regathered(name) for name, _ in units]
+        gathered = [forward or self._regathered(unit) for unit in units]
         before = {r: self.builder.tail(self._lead(r), "compute") for r in ranks}
         ends: list[dict] = []
         gathers: dict[int, dict] = {}
