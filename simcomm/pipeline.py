@@ -16,7 +16,7 @@ from simcomm.engine.schedule import Runtime
 from simcomm.errors import ConfigError, DoesNotFitError, SimcommError
 from simcomm.gcpause import gc_paused
 from simcomm.result import Breakdown, IterationKind, Result, breakdown, exposed_by, iteration_time
-from simcomm.scenario import Scenario, node_scales
+from simcomm.scenario import MemorySpec, Scenario, node_scales
 from simcomm.scenario.spec import WorkloadSpec
 from simcomm.stacks import apply_stack, get_stack
 from simcomm.strategies.base import STRATEGIES, NotApplicable, make_params
@@ -477,7 +477,7 @@ def resolve_precision(scn: Scenario, trace, notes: list) -> str | None:
     return wire
 
 
-def _baseline_misfit(ref, strategy, w, trace, ctx, cluster: str) -> str | None:
+def _baseline_misfit(ref, strategy, w, trace, ctx, scn: Scenario) -> str | None:
     """Why the baseline's state would not fit in GPU memory (its own check's words), or None.
 
     The strategy was checked before it ran; a baseline is simulated whatever its memory (plain data
@@ -486,39 +486,71 @@ def _baseline_misfit(ref, strategy, w, trace, ctx, cluster: str) -> str | None:
     if ref is strategy or (ref.name == strategy.name and ref.params == strategy.params):
         return None
     try:
-        if ref.memory(w, ctx.device()) is None:
-            memory_check(trace, w.batch, ctx.device(), cluster, [])
+        memory_check(ref, w, trace, ctx.device(), replace(scn.memory, policy="refuse"), [])
     except DoesNotFitError as exc:
         return exc.why
     return None
 
 
-def memory_check(trace, batch: int, device: str | None, cluster: str, notes: list) -> None:
-    """Refuse a per-GPU batch that cannot fit in the device's memory (simcomm.memory); note the estimate.
-
-    Data-parallel replicas hold the whole model; strategies that shard state
-    (PCNN's update, a parameter server's) need less, so this is an upper bound.
-    """
-    from simcomm import memory, traces
+def memory_budget(device: str | None, spec: MemorySpec, replica: bool = False):
+    """The :class:`~simcomm.memory.fit.Budget` a run is judged on, or None when nothing names a GPU's memory
+    (``gpu_memory`` overrides the cluster's device's).  The margin is ``memory_margin``, else
+    :data:`~simcomm.memory.fit.DEFAULT_MARGIN` for a layout's peak and 0 for a data-parallel ``replica``'s
+    estimate (docs/traces.md validates it on published batch limits without one)."""
+    from simcomm import traces
     from simcomm.errors import UnknownNameError
+    from simcomm.memory.fit import DEFAULT_MARGIN, Budget
+    from simcomm.units import format_size
 
+    margin = spec.margin if spec.margin is not None else 0.0 if replica else DEFAULT_MARGIN
+    if spec.gpu_memory is not None:
+        return Budget(spec.gpu_memory, format_size(spec.gpu_memory), margin, spec.policy, given=True)
     if device is None:
-        return
+        return None
     try:
-        spec = traces.get_device(traces.device_for_cluster(device))
+        dev = traces.get_device(traces.device_for_cluster(device))
     except UnknownNameError:
-        return
-    if spec.kind != "gpu" or not spec.memory:
-        return
-    try:
-        est = memory.estimate(trace, batch, optimizer=str(trace.meta.get("optimizer", "sgd")))
-    except SimcommError:
-        notes.append("memory: no estimate (the trace lacks layer shapes)")
-        return
-    label = getattr(spec, "label", spec.name)
-    memory.check_fits(est, spec.memory, f"a {label}")
-    notes.append(f"memory: {est.total / 1e9:.3g} GB of the {spec.memory / 1e9:.3g} GB of a {label} per GPU "
-                 f"({est.breakdown()})")
+        return None
+    if dev.kind != "gpu" or not dev.memory:
+        return None
+    return Budget(dev.memory, getattr(dev, "label", dev.name), margin, spec.policy)
+
+
+def memory_check(strategy, w, trace, device: str | None, spec: MemorySpec, notes: list) -> dict:
+    """Check the strategy's peak GPU memory (simcomm.memory) on the device: note its line, return its breakdown.
+
+    A strategy that shards state gives its own peak (``Strategy.memory``); otherwise a data-parallel
+    replica holds the whole model (:mod:`simcomm.memory.replicated`; strategies that shard only their
+    update, PCNN's or a parameter server's, need less, so this is an upper bound).  ``memory = refuse``
+    raises one DoesNotFitError line; ``warn`` notes the shortfall; ``off`` notes the estimate unchecked.
+    """
+    from simcomm.memory import replicated
+    from simcomm.memory.fit import check
+
+    own = strategy.memory(w)
+    budget = memory_budget(device, spec, replica=own is None)
+    if isinstance(own, str):
+        notes.append(own)
+        return {}
+    if own is None:
+        if budget is None:
+            return {}
+        try:
+            est = replicated.estimate(trace, w.batch, optimizer=str(trace.meta.get("optimizer", "sgd")))
+        except SimcommError:
+            notes.append("memory: no estimate (the trace lacks layer shapes)")
+            return {}
+        peak = est.peak()
+    else:
+        peak = own
+    if budget is None:
+        notes.append(f"memory: {peak.total / 1e9:.4g} GB per GPU, not checked (the cluster names no GPU whose "
+                     f"memory is known; --gpu-memory gives one) ({peak.what}: {peak.breakdown()})")
+        return peak.to_dict()
+    notes.append(check(peak, budget))
+    if budget.policy != "off" and budget.margin:
+        notes.append(budget.assumed())
+    return peak.to_dict(budget)
 
 
 def make_strategy(name: str, options: dict):
@@ -643,11 +675,7 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
                        compute_scale=scale or None, dataset_size=dataset, wire_dtype=wire,
                        compute_jitter=wl.compute_jitter)
     batch_note = len(notes) if scn.batch is None else None  # placed once the plans say whether they use it
-    own = strategy.memory(w, ctx.device())  # a layout that shards state checks its own memory
-    if own is None:
-        memory_check(trace, w.batch, ctx.device(), scn.cluster, notes)
-    else:
-        notes.extend(own)
+    memory = memory_check(strategy, w, trace, ctx.device(), scn.memory, notes)
     common = dict(strategy=scn.strategy, options=dict(scn.options), nodes=scn.nodes, gpus_per_node=gpn,
                   n_ranks=n_train, cluster=scn.cluster, model=trace.model, batch=w.batch,
                   fidelity=scn.fidelity, stack=stack_name)
@@ -656,7 +684,7 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
     except NotApplicable as exc:
         if batch_note is not None:
             notes.insert(batch_note, f"per-rank batch {w.batch} (the trace's)")
-        return Result(**common, assumed=tuple(notes), not_applicable=str(exc))
+        return Result(**common, assumed=tuple(notes), not_applicable=str(exc), memory=memory)
     # A layout that trains a global batch of its own (megatron's global_batch) does not use the trace's
     # per-rank batch: saying it would contradict the layout's own line.
     if batch_note is not None and all(plan.info.samples in (None, w.global_batch) for _, plan in plans):
@@ -726,7 +754,7 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
                 assumed.append(f"speedup per sample: this iteration trains {samples:,} samples, the baseline's "
                                f"{base_samples:,}, so the speedup compares time per sample")
             assumed.append(f"baseline: {base_desc}: {why} (--baseline to change, --baseline none to drop)")
-            misfit = _baseline_misfit(ref, strategy, w, trace, ctx, scn.cluster)
+            misfit = _baseline_misfit(ref, strategy, w, trace, ctx, scn)
             if misfit:
                 assumed.append(f"baseline does not fit in memory ({misfit}): its time is what the iteration "
                                "would take if it did")
@@ -739,7 +767,7 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
                   samples_per_iteration=samples if samples != w.global_batch else None,
                   baseline_s=base_s, speedup=speedup, baseline=base_desc, assumed=tuple(assumed), rank_mean_s=rmean,
                   busiest_links=max(kinds, key=lambda k: k.weight).busiest_links if kinds else (),
-                  exposed_by=split)
+                  exposed_by=split, memory=memory)
 
 
 def _check_finite(scn: Scenario, epoch: float, closed_form: float | None, link_bytes: dict) -> None:

@@ -7,8 +7,8 @@ Three steps, cheapest first:
    group) that divides the GPU count, the layers, the heads and the sequence,
    and whose dp divides the global batch (the sizes the ``megatron`` strategy
    itself accepts).
-2. :func:`fit_layouts`: the memory model (:func:`simcomm.memory_llm.estimate`
-   and :func:`~simcomm.memory_llm.check_fits`) keeps those that fit in a GPU;
+2. :func:`fit_layouts`: the memory model (:func:`simcomm.memory.layout.estimate`
+   and :func:`simcomm.memory.fit.check`) keeps those that fit in a GPU;
    none fitting is one error line naming the smallest need found.
 3. :class:`Pricer`: a closed-form step time for every fitting layout (compute
    from the trace, pipeline bubble, tensor-parallel, context-parallel ring and
@@ -27,7 +27,8 @@ import math
 from dataclasses import dataclass, replace
 from itertools import accumulate
 
-from simcomm import memory_llm
+from simcomm.memory import layout as memory_layout
+from simcomm.memory.fit import Budget, check
 from simcomm.errors import ConfigError
 from simcomm.strategies.megatron import FOLD_ABOVE, core_share, fold_computes, kv_block_bytes
 from simcomm.workload import layer_times
@@ -244,8 +245,8 @@ def batch_skipped(cfg, n_gpus: int, global_batch: int, gpus_per_node: int, space
 
 
 def layout_memory(cfg, lay: Layout, global_batch: int, dtype: str = "bf16"):
-    """The memory model's fullest stage for ``lay`` (:func:`simcomm.memory_llm.estimate`)."""
-    return memory_llm.estimate(cfg, tp=lay.tp, pp=lay.pp, dp=lay.dp, cp=lay.cp, shard_group=lay.shard_group,
+    """The memory model's fullest stage for ``lay`` (:func:`simcomm.memory.layout.estimate`)."""
+    return memory_layout.estimate(cfg, tp=lay.tp, pp=lay.pp, dp=lay.dp, cp=lay.cp, shard_group=lay.shard_group,
                                zero=lay.zero, micro_batch=lay.microbatch,
                                microbatches=lay.microbatches(global_batch), sequence_parallel=lay.sequence_parallel,
                                recompute=lay.recompute, schedule=lay.schedule, virtual_stages=lay.virtual,
@@ -253,17 +254,20 @@ def layout_memory(cfg, lay: Layout, global_batch: int, dtype: str = "bf16"):
 
 
 def fit_layouts(cfg, layouts, global_batch: int, device, dtype: str = "bf16", progress=None):
-    """([(layout, memory)] that fit ``device`` (a trace device name or bytes), the smallest (layout, memory) seen).
+    """([(layout, memory)] that fit ``device``, the smallest (layout, memory) seen).
 
-    A layout fits when :func:`simcomm.memory_llm.check_fits` accepts it.  ``progress()`` is called per layout.
+    ``device`` is a :class:`~simcomm.memory.fit.Budget` (capacity, margin, policy), a trace device name or a
+    number of bytes (the default margin, refusing).  A layout fits when :func:`simcomm.memory.fit.check`
+    accepts it: under ``memory = warn`` or ``off`` every layout does.  ``progress()`` is called per layout.
     """
+    budget = device if isinstance(device, Budget) else memory_layout.device_budget(device)
     fits, smallest = [], None
     for lay in layouts:
         mem = layout_memory(cfg, lay, global_batch, dtype)
         if smallest is None or mem.total < smallest[1].total:
             smallest = (lay, mem)
         try:
-            memory_llm.check_fits(mem, device)
+            check(mem.peak(), budget)
         except ConfigError:
             pass
         else:
@@ -386,8 +390,8 @@ class Pricer:
         return self._prices[key]
 
     def _grad_bytes(self, lay: Layout, k: int) -> float:
-        """Gradient bytes of stage ``k`` per TP rank in the wire dtype (memory_llm's own parameter count)."""
-        dense, expert = memory_llm.stage_params(self.cfg, lay.tp, lay.pp, k, lay.virtual)
+        """Gradient bytes of stage ``k`` per TP rank in the wire dtype (the memory model's parameter count)."""
+        dense, expert = memory_layout.stage_params(self.cfg, lay.tp, lay.pp, k, lay.virtual)
         return (dense + expert) * self.wire
 
     def groups(self, lay: Layout) -> dict:

@@ -107,6 +107,8 @@ class Result:
     #: samples per iteration when the strategy sets its own global batch (a large-model layout); None:
     #: the workload's batch × ranks
     samples_per_iteration: int | None = None
+    #: the peak GPU memory and its breakdown (simcomm.memory.fit.Peak.to_dict); empty when not estimated
+    memory: dict = field(default_factory=dict)
 
     @property
     def global_batch(self) -> int:
@@ -125,6 +127,8 @@ class Result:
                 row.pop("exposed_by", None)
         if d.get("samples_per_iteration") is None:
             d.pop("samples_per_iteration", None)
+        if not d.get("memory"):
+            d.pop("memory", None)
         return d
 
 

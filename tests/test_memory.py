@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from simcomm.errors import ConfigError, UnknownNameError
-from simcomm.memory import CONTEXT_BYTES, MemoryEstimate, check_fits, estimate
+from simcomm.memory.replicated import CONTEXT_BYTES, MemoryEstimate, check_fits, estimate
 from simcomm.traces import get_device, load_bundled
 from simcomm.traces.calibration import load_memory_statements
 from simcomm.traces.zoo.spec import ModelSpec, SpecOps
@@ -38,10 +38,11 @@ def test_mlp_fp32_sgd_by_hand():
 
 def test_mlp_mixed_precision_adam_by_hand():
     e = estimate(_spec(_mlp, (10,)), 4, dtype="fp16", optimizer="adam", context_bytes=0)
-    assert e.parameters == 67 * 2 + 67 * 4  # fp16 weights + fp32 master copy
-    assert e.gradients == 67 * 2 and e.optimizer_state == 67 * 8  # two fp32 moments: 16 bytes/param in all (ZeRO)
+    assert e.parameters == 67 * 2  # fp16 weights
+    # the fp32 master copy and two fp32 moments are the optimizer state: 16 bytes/param in all (ZeRO's K = 12)
+    assert e.gradients == 67 * 2 and e.optimizer_state == 67 * (4 + 8)
     assert e.activations == 4 * ((10 + 5 + 2) * 2 + 2 * 5 * 2) == 216
-    assert e.total == 402 + 134 + 536 + 216
+    assert e.total == 134 + 134 + 804 + 216
 
 
 def test_residual_dropout_layernorm_by_hand():
@@ -113,29 +114,29 @@ def test_published_memory_facts(m):
 
 def test_resnet50_on_a_v100_matches_nvidias_suggested_batches():
     v100 = get_device("v100").memory
-    check_fits(estimate("resnet50", 128), v100, "a V100 16GB")  # "128 for single precision per V100 16 GB"
-    check_fits(estimate("resnet50", 256, dtype="fp16"), v100, "a V100 16GB")  # "256 for mixed precision"
+    check_fits(estimate("resnet50", 128), v100, "V100 16GB")  # "128 for single precision per V100 16 GB"
+    check_fits(estimate("resnet50", 256, dtype="fp16"), v100, "V100 16GB")  # "256 for mixed precision"
     with pytest.raises(ConfigError):
-        check_fits(estimate("resnet50", 256), v100, "a V100 16GB")
+        check_fits(estimate("resnet50", 256), v100, "V100 16GB")
 
 
 def test_check_fits_message_is_one_line_with_the_numbers():
     e = estimate("resnet50", 20000)
     with pytest.raises(ConfigError) as err:
-        check_fits(e, get_device("t4").memory, "a T4")
+        check_fits(e, get_device("t4").memory, "T4")
     msg = str(err.value)
     assert "\n" not in msg
     assert msg.startswith("memory: resnet50 at batch 20000 (fp32, sgd) needs 2.")
-    assert "TB per GPU (parameters 102.2 MB, gradients 102.2 MB, optimizer 102.2 MB, activations 2." in msg
-    assert msg.endswith("context 800 MB) but a T4 has 17.18 GB")
+    assert "TB per GPU (weights 102.2 MB, gradients 102.2 MB, optimizer 102.2 MB, activations 2." in msg
+    assert "buffers 800 MB) but a T4 has 17.18 GB (short by 2." in msg
     assert e.explain().startswith("memory: resnet50 at batch 20000 (fp32, sgd) needs 2.")
-    check_fits(estimate("resnet50", 8), get_device("t4").memory, "a T4")  # fits: no error
+    check_fits(estimate("resnet50", 8), get_device("t4").memory, "T4")  # fits: no error
 
 
 @pytest.mark.parametrize("kwargs, needle", [
     ({"batch": 0}, "batch: must be a positive integer, got 0"),
-    ({"batch": 8, "optimizer": "lamb"}, "optimizer: 'lamb' is not one of sgd, adam, none"),
-    ({"batch": 8, "dtype": "fp8"}, "dtype: 'fp8' is not one of fp32, fp16, bf16"),
+    ({"batch": 8, "optimizer": "lamb"}, "optimizer: 'lamb' is not one of adam, sgd, none"),
+    ({"batch": 8, "dtype": "fp8"}, "dtype: 'fp8' is not one of bf16, fp16, fp32"),
     ({"batch": 8, "context_bytes": -1}, "context_bytes: must be >= 0"),
 ])
 def test_errors_are_one_line(kwargs, needle):
@@ -148,6 +149,6 @@ def test_unknown_model_and_bad_inputs():
         estimate("resnet9", 8)
     with pytest.raises(ConfigError, match="memory: expected a Trace, a ModelSpec or a zoo model name, got int"):
         estimate(3, 8)
-    with pytest.raises(ConfigError, match="device memory: must be > 0 bytes"):
-        check_fits(estimate("resnet50", 8), 0, "a T4")
+    with pytest.raises(ConfigError, match="gpu_memory: must be a finite size > 0 bytes"):
+        check_fits(estimate("resnet50", 8), 0, "T4")
     assert isinstance(estimate("lstm-mnist", 4), MemoryEstimate)

@@ -11,13 +11,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from plancases import built_ops
-from simcomm import memory_llm, plan
+from simcomm import plan
+from simcomm.memory.fit import Budget
+from simcomm.memory import layout as memory_llm
 from simcomm.strategies.megatron import kv_block_bytes
 from simcomm.traces.zoo.transformer import TransformerConfig, transformer_config
 
 TINY = TransformerConfig("tiny", layers=4, hidden=16, ffn=64, heads=4, kv_heads=4, vocab=32, seq=8, tied=True)
 ONE = dict(zeros=(0,), schedules=("1f1b", "interleaved"), recomputes=("none",), sequence_parallel=(False,),
            max_microbatch=1)
+
+
+def _bytes(n):
+    """A GPU of ``n`` bytes without the allocator margin (the filter's own arithmetic)."""
+    return Budget(n, "test GPU", margin=0, given=True)
 
 
 # -- enumeration ------------------------------------------------------------------------------------------
@@ -145,11 +152,12 @@ LONG = TransformerConfig("long", layers=2, hidden=16, ffn=64, heads=4, kv_heads=
 
 
 def test_memory_of_cp_and_hsdp_by_hand():
-    # Korthikanti (t = 1, no SP, no recomputation): s·b·h·(34 + 5as/h) = 1024·16·(34 + 5·4·1024/16) = 21 528 576
-    # bytes per layer; 2 layers, one micro-batch in flight; cp 2 halves it
+    # FlashAttention (t = 1, no SP, no recomputation): s·b·(34h + 4a) = 1024·(34·16 + 16) = 573 440 bytes per
+    # layer (no s×s scores; Korthikanti's unfused 5as/h would add 1024·16·1280); 2 layers, one micro-batch in
+    # flight; cp 2 halves it
     one = plan.layout_memory(LONG, plan.Layout(1, 1, 2, "1f1b", 1, 0, 1, False, "none"), 2)
     two = plan.layout_memory(LONG, plan.Layout(1, 1, 1, "1f1b", 1, 0, 1, False, "none", 2), 2)
-    assert one.activations == 2 * 21_528_576 and two.activations == 21_528_576
+    assert one.activations == 2 * 573_440 and two.activations == 573_440
     assert one.parameters == two.parameters  # CP does not split parameters
     # HSDP over G = 2 of the 4 replicas: every state ceil(n / 2) elements (2 + 2 + 12 bytes each)
     n = sum(memory_llm.stage_params(LONG, 1, 1, 0))
@@ -165,7 +173,7 @@ def test_memory_filter_keeps_cp_layouts_that_cp_1_layouts_cannot_match():
                        max_microbatch=1, cps=(1, 2, 4))
     lays = plan.enumerate_layouts(LONG, 4, 4, 4, space)
     need1 = min(plan.layout_memory(LONG, x, 4).total for x in lays if x.cp == 1)
-    fits, smallest = plan.fit_layouts(LONG, lays, 4, need1 - 1)
+    fits, smallest = plan.fit_layouts(LONG, lays, 4, _bytes(need1 - 1))
     assert fits and all(x.cp > 1 for x, _ in fits)
     assert smallest[0].cp == 4 and smallest[1].total == min(m.total for _, m in fits)
 

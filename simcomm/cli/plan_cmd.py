@@ -164,22 +164,17 @@ def search(cfg, base: dict, nodes: int, global_batch: int, space, dtype: str, ba
     raises one ConfigError line when nothing divides or nothing fits (``strict``: also when a ``--cp`` or
     ``--shard-group`` value fits no layout on these GPUs; the Pareto sweep's other node counts skip them)."""
     from simcomm import plan
-    from simcomm.errors import UnknownNameError
-    from simcomm.traces import device_for_cluster, get_device
+    from simcomm.pipeline import memory_budget
     from simcomm.units import format_size
 
     scn, ctx = _context(base, nodes)
     raw, topo = ctx.cluster(nodes, 0)
     n = topo.n_ranks
     gpn = max(1, n // nodes)
-    dev_name = ctx.device()
-    try:
-        dev = get_device(device_for_cluster(dev_name)) if dev_name else None
-    except UnknownNameError:
-        dev = None
-    if dev is None or not getattr(dev, "memory", None):
-        raise ConfigError(f"cluster: {scn.cluster!r} names no GPU the memory model knows ({dev_name or 'none'}); "
-                          "plan needs a GPU's memory to filter layouts")
+    dev = memory_budget(ctx.device(), scn.memory)
+    if dev is None:
+        raise ConfigError(f"cluster: {scn.cluster!r} names no GPU the memory model knows ({ctx.device() or 'none'}); "
+                          "plan needs a GPU's memory to filter layouts (--gpu-memory gives one, e.g. 80GB)")
     if strict:
         check_cp(space.cps, cfg, n)
     layouts = plan.enumerate_layouts(cfg, n, global_batch, gpn, space)
@@ -192,11 +187,12 @@ def search(cfg, base: dict, nodes: int, global_batch: int, space, dtype: str, ba
                           f"try a global batch that is a multiple of {n} or another node count")
     if bar:
         bar.stage(f"memory of {len(layouts)} layouts ({n} GPUs)", len(layouts))
-    fits, smallest = plan.fit_layouts(cfg, layouts, global_batch, dev.name, dtype, bar.tick if bar else None)
+    fits, smallest = plan.fit_layouts(cfg, layouts, global_batch, dev, dtype, bar.tick if bar else None)
     if not fits:
         lay, mem = smallest
-        raise ConfigError(f"memory: none of the {len(layouts)} layouts of {cfg.name} on {n} GPUs fits a {dev.label} "
-                          f"({format_size(dev.memory)}); the smallest needs {format_size(mem.total)} per GPU "
+        peak = mem.peak()
+        raise ConfigError(f"memory: none of the {len(layouts)} layouts of {cfg.name} on {n} GPUs fits {dev.what} "
+                          f"({format_size(dev.capacity)}); the smallest needs {format_size(peak.need(dev))} per GPU "
                           f"({mem.layout}: {mem.breakdown()}); use more GPUs or a smaller global batch")
     trace = ctx.trace()
     pricer = plan.Pricer(trace, topo, ctx.runtime(), cfg, global_batch, wire_bytes=4 if dtype == "fp32" else 2,
@@ -215,7 +211,7 @@ def _yes(x: bool) -> str:
     return "yes" if x else "-"
 
 
-@scenario_flags(sections=("stack", "network"))
+@scenario_flags(sections=("stack", "network", "memory"))
 def plan_command(
     model: str = typer.Option(..., "--model", help="Zoo transformer (simcomm list models)."),
     cluster: str = typer.Option("dgx-a100-hdr", "--cluster", help="Cluster preset or file."),
@@ -313,7 +309,7 @@ def plan_command(
     simulated = [(i, r) for i, r in enumerate(ranked) if r.priced != plan.ESTIMATE or r.note]
     if as_json:
         print_json({"model": model, "cluster": cluster, "nodes": nodes, "gpus": n_gpus,
-                    "global_batch": global_batch, "device": dev.label, "device_memory_gb": dev.memory / 1e9,
+                    "global_batch": global_batch, "device": dev.label, "device_memory_gb": dev.capacity / 1e9,
                     "layouts": n_enum, "fit": n_fit, "assumed": assumed,
                     "rows": [dict(rank=i + 1, **r.to_dict(global_batch)) for i, r in rows_with_rank(shown, simulated)],
                     "pareto": sweep})
@@ -389,7 +385,7 @@ def _assumed(ctx, cfg, space, n_gpus, nodes, precision, n_enum, n_fit, dev, k, f
     max_tp = space.max_tp or gpn
     cp_text, hs = _axes(cfg, space, gpn)
     return [
-        f"{n_gpus} GPUs ({nodes} node(s)); {dev.label} with {dev.memory / 1e9:.3g} GB per GPU; stack {name}"
+        f"{n_gpus} GPUs ({nodes} node(s)); {dev.label} with {dev.capacity / 1e9:.3g} GB per GPU; stack {name}"
         + (f" ({why})" if why else ""),
         f"precision {precision} (mixed precision with Adam: 16 bytes of model state per parameter)",
         f"searched: tp <= {max_tp} (tensor parallelism inside a node), every pp dividing the layers, dp the rest; "
@@ -397,7 +393,9 @@ def _assumed(ctx, cfg, space, n_gpus, nodes, precision, n_enum, n_fit, dev, k, f
         f"{','.join(space.schedules)}; recompute {','.join(space.recomputes)}; sequence parallel on and off; "
         f"{cp_text}; {hs}; expert parallelism not searched",
         f"{n_enum} layouts divide the GPUs, layers, heads and global batch; {n_fit} fit in memory "
-        "(simcomm.memory_llm, fullest pipeline stage; CUDA context and buffers not counted)",
+        f"(simcomm.memory.layout, fullest pipeline stage, memory = {dev.policy}: under warn or off every layout "
+        "is kept)",
+        dev.assumed(),
         "estimate: closed form of docs/plan.md (trace compute / (tp·cp), bubble (p-1)/v stages, TP, CP ring, DP "
         "(HSDP: in and across shard groups) and point-to-point priced by the engine's analytic NCCL model); rows "
         "are ranked by the simulated step time where there is one, else by it",

@@ -23,6 +23,7 @@ from simcomm.scenario.spec import (
     DEFAULT_RESOLUTION,
     NO_BASELINE,
     BaselineSpec,
+    MemorySpec,
     NetworkSpec,
     Scenario,
     StackSpec,
@@ -30,7 +31,7 @@ from simcomm.scenario.spec import (
     parse_baseline,
 )
 
-__all__ = ["Scenario", "WorkloadSpec", "StackSpec", "NetworkSpec", "BaselineSpec", "NO_BASELINE", "parse_baseline",
+__all__ = ["Scenario", "WorkloadSpec", "StackSpec", "NetworkSpec", "MemorySpec", "BaselineSpec", "NO_BASELINE", "parse_baseline",
            "load_scenario", "read_scenario_toml", "flat_from_file", "flat_from_toml", "from_flat", "to_flat",
            "node_scales", "strategy_options", "known_keys", "FIDELITIES", "SCALINGS", "COLLECTIVE_RULES",
            "DEFAULT_RESOLUTION", "KEYS", "KEY", "Key", "coerce"]

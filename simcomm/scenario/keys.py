@@ -24,8 +24,9 @@ from dataclasses import dataclass
 
 from simcomm.errors import ConfigError
 from simcomm.frameworks import FRAMEWORK_NAMES
+from simcomm.memory.fit import DEFAULT_MARGIN, POLICIES
 from simcomm.topologies.two_level import INTER
-from simcomm.units import parse_time
+from simcomm.units import parse_size, parse_time
 
 __all__ = ["Key", "KEYS", "KEY", "coerce", "MAX_NODES", "MAX_GPUS_PER_NODE", "FIDELITIES", "SCALINGS",
            "JITTER_DISTS", "TOPOLOGIES", "MODEL_KEYS"]
@@ -45,8 +46,8 @@ class Key:
     """One scenario key.
 
     ``section``/``attr`` say where it lives in :class:`~simcomm.scenario.spec.Scenario`
-    (``""``: the Scenario itself).  ``kind``: int, float, time, bool, str,
-    choice, floats or baseline.  ``lo``/``hi`` bound numbers (``lo_open``: the
+    (``""``: the Scenario itself).  ``kind``: int, float, time, size (bytes, with a
+    unit such as 96GB), bool, str, choice, floats or baseline.  ``lo``/``hi`` bound numbers (``lo_open``: the
     lower bound itself is excluded).  ``toml``: other spellings accepted in a
     scenario file, as ``section.key`` (numbers there are in the unit the key's
     name says, e.g. ``workload.dataload_s``).
@@ -152,6 +153,14 @@ KEYS: tuple[Key, ...] = (
        "(implies topology fat-tree)", lo=1, hi=1024),
     _k("links", "network", "links", "str", "calibrated link file (simcomm calibrate --out): calib-inter on the "
        "host links, calib-intra inside a machine, used as measured"),
+    # GPU memory check (simcomm.memory.fit)
+    _k("gpu_memory", "memory", "gpu_memory", "size", "memory of one GPU, e.g. 96GB (default: the cluster's "
+       "device's)", unit="B", lo=0, lo_open=True, hi=1e15),
+    _k("memory", "memory", "policy", "choice", "when the peak memory exceeds the GPU's: refuse (one error "
+       "line), warn (print the shortfall and run) or off (no check)", choices=POLICIES),
+    _k("memory_margin", "memory", "margin", "float", f"fraction of the peak added for the caching allocator's "
+       f"fragmentation (default {DEFAULT_MARGIN:g} for a large-model layout; 0 for a data-parallel replica, whose "
+       f"estimate is checked against published batch limits without one)", lo=0, hi=1, hi_open=True),
 )
 
 
@@ -268,6 +277,16 @@ def _time(key: Key, value, spelled_in_seconds: bool) -> float:
     return float(value)
 
 
+def _size(key: Key, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ConfigError(f"{key.name}: {value!r} must be a size such as 96GB")
+    if isinstance(value, (int, float)) or _is_bare_number(value):
+        raise ConfigError(f"{key.name}: {value!r} needs a unit, e.g. 96GB (a bare number is not a size)")
+    nbytes = parse_size(value, key.name)
+    _bounded(key, float(nbytes))
+    return float(nbytes)
+
+
 def _is_bare_number(text: str) -> bool:
     try:
         float(text.strip())
@@ -313,6 +332,8 @@ def coerce(name: str, value, *, spelled_in_seconds: bool = False):
         return _number(key, value, False)
     if key.kind == "time":
         return _time(key, value, spelled_in_seconds)
+    if key.kind == "size":
+        return _size(key, value)
     if key.kind == "bool":
         return _bool(key, value)
     if key.kind == "floats":

@@ -26,7 +26,7 @@ import numpy as np
 
 from simcomm.errors import ConfigError
 from simcomm.scenario.keys import KEY, KEYS, MAX_NODES, coerce
-from simcomm.scenario.spec import NetworkSpec, Scenario, ShapeSpec, StackSpec, WorkloadSpec
+from simcomm.scenario.spec import MemorySpec, NetworkSpec, Scenario, ShapeSpec, StackSpec, WorkloadSpec
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -38,7 +38,7 @@ __all__ = ["read_scenario_toml", "flat_from_toml", "flat_from_file", "load_scena
 
 #: a scenario file larger than this is refused before it is read (real ones are a few kB)
 MAX_SCENARIO_BYTES = 1 << 20
-_SECTIONS = ("workload", "stack", "network", "model")
+_SECTIONS = ("workload", "stack", "network", "model", "memory")
 #: the Scenario attribute of a section whose name is not one ([model] is Scenario.shape: Scenario.model is its name)
 _ATTR = {"model": "shape"}
 #: section.key spellings -> flat key
@@ -207,7 +207,8 @@ def from_flat(flat: dict, *, seconds: AbstractSet[str] = frozenset(), foreign_op
         raise ConfigError(f"straggler_node: {wl['straggler_node']} is out of range for {nodes} nodes "
                           f"(0..{nodes - 1})")
     return Scenario(strategy=strategy, workload=WorkloadSpec(**wl), stack=StackSpec(**sections["stack"]),
-                    network=NetworkSpec(**sections["network"]), shape=ShapeSpec(**sections["model"]), options=options,
+                    network=NetworkSpec(**sections["network"]), shape=ShapeSpec(**sections["model"]),
+                    memory=MemorySpec(**sections["memory"]), options=options,
                     **{k: v for k, v in top.items() if k != "strategy"})
 
 
@@ -259,6 +260,8 @@ def to_flat(scn: Scenario) -> dict:
                 continue
             if k.kind == "time":
                 value = f"{value!r}s"  # repr round-trips the float exactly
+            elif k.kind == "size":
+                value = f"{value!r}B"
             elif k.kind == "baseline":
                 value = "none" if value.none else value.strategy + (
                     ":" + ",".join(f"{a}={b}" for a, b in value.options) if value.options else "")

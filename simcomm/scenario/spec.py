@@ -38,6 +38,10 @@ given flat at the top level under its name in :mod:`simcomm.scenario.keys`)::
     config = "config.json"        # a Hugging Face config.json as the base; with neither, the keys are the shape
     seq = 8192
     layers = 4                    # ... layers, hidden, heads, kv_heads, ffn, experts, top_k ... (keys.MODEL_KEYS)
+    [memory]                      # the GPU memory check (simcomm.memory.fit)
+    gpu_memory = "96GB"           # one GPU's memory (default: the cluster's device's)
+    policy = "warn"               # refuse (default), warn (print the shortfall and run), off
+    margin = 0.05                 # the allocator's fragmentation, a fraction of the peak (default: the model's)
     [baseline]                    # what "speedup vs" compares with; baseline = "none" drops it
     strategy = "allreduce"
     overlap = "none"
@@ -53,11 +57,12 @@ from dataclasses import dataclass, field, replace
 from simcomm.engine.options import SCENARIO_RESOLUTION
 from simcomm.errors import ConfigError
 from simcomm.frameworks import FRAMEWORK_NAMES
+from simcomm.memory.fit import POLICIES
 from simcomm.precision import check_wire_dtype, get_precision
 from simcomm.scenario.keys import FIDELITIES, JITTER_DISTS, SCALINGS
 from simcomm.stacks.base import COLLECTIVE_RULES, NCCL_ALGOS, NCCL_PROTOS, nccl_name
 
-__all__ = ["Scenario", "ShapeSpec", "WorkloadSpec", "StackSpec", "NetworkSpec", "BaselineSpec", "NO_BASELINE", "parse_baseline",
+__all__ = ["Scenario", "ShapeSpec", "WorkloadSpec", "StackSpec", "NetworkSpec", "MemorySpec", "BaselineSpec", "NO_BASELINE", "parse_baseline",
            "FIDELITIES", "COLLECTIVE_RULES", "DEFAULT_RESOLUTION"]
 
 #: a scenario's event resolution unless it says otherwise: defined with the engine's options, once
@@ -141,6 +146,23 @@ class NetworkSpec:
         """True when a two-level preset's network is changed (``links`` applies to every cluster, apart)."""
         return any(v is not None for v in (self.inter, self.intra, self.nic, self.nics_per_node, self.topology,
                                            self.oversubscription))
+
+
+@dataclass(frozen=True)
+class MemorySpec:
+    """How the GPU memory check judges a run (:mod:`simcomm.memory.fit`)."""
+
+    gpu_memory: float | None = None  # bytes; None: the cluster's device's nominal memory
+    policy: str = "refuse"  # refuse, warn, off
+    margin: float | None = None  # the caching allocator's fragmentation, a fraction of the peak (None: the model's)
+
+    def __post_init__(self) -> None:
+        _need(self.gpu_memory is None or (_is_num(self.gpu_memory) and self.gpu_memory > 0), "gpu_memory",
+              self.gpu_memory, "a finite size > 0 such as 96GB")
+        if self.policy not in POLICIES:
+            raise ConfigError(f"memory: {self.policy!r} is not valid; valid choices: {', '.join(POLICIES)}")
+        _need(self.margin is None or (_is_num(self.margin) and 0 <= self.margin < 1), "memory_margin", self.margin,
+              "a fraction in [0, 1)")
 
 
 @dataclass(frozen=True)
@@ -293,6 +315,7 @@ class Scenario:
     stack: StackSpec = StackSpec()
     network: NetworkSpec = NetworkSpec()
     shape: ShapeSpec = ShapeSpec()  # the [model] keys
+    memory: MemorySpec = MemorySpec()
     options: dict = field(default_factory=dict, compare=False)
     baseline: BaselineSpec | None = None  # None: the strategy's paper baseline (Strategy.paper_baseline)
 

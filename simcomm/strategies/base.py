@@ -96,13 +96,13 @@ class Strategy:
         """``[(weight, CommPlan), ...]``, one per kind of iteration (see module docstring)."""
         return [(1.0, self.plan(workload, topology))]
 
-    def memory(self, workload: Workload, device: str | None) -> tuple[str, ...] | None:
-        """Lines saying how this strategy's per-GPU memory was checked, or None for the generic estimate.
+    def memory(self, workload: Workload):
+        """This strategy's own peak GPU memory (a :class:`simcomm.memory.fit.Peak`), a line saying why it has
+        none, or None for the generic estimate.
 
-        Strategies that shard model state (a large-model layout) override this, check their own
-        memory against ``device`` (a trace device name, or None when the cluster names none) and
-        raise a ConfigError with the numbers when it does not fit.  ``None`` lets the pipeline
-        check a full replica per GPU (:mod:`simcomm.memory`).
+        Strategies that shard model state (a large-model layout) override this with their layout's
+        peak; the pipeline checks it against the GPU (``simcomm.pipeline.memory_check``).  ``None``
+        lets the pipeline check a full replica per GPU (:mod:`simcomm.memory.replicated`).
         """
         return None
 

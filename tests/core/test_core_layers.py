@@ -23,7 +23,7 @@ LAYERS = {
     # vocabularies and catalogues
     "__init__": 1, "ops": 1, "links": 1, "collectives": 1, "cost_models": 1, "result": 1, "jitter": 1,
     # what runs: topologies, traces and workloads, the engine and the stacks it prices
-    "topologies": 2, "traces": 2, "workload": 2, "memory": 2, "memory_llm": 2, "nccl": 2, "stacks": 2, "engine": 2,
+    "topologies": 2, "traces": 2, "workload": 2, "memory": 2, "nccl": 2, "stacks": 2, "engine": 2,
     # model shapes (llm.models, llm.zoo) are read by traces and strategies alike
     "llm": 2,
     "strategies": 3,

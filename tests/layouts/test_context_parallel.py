@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simcomm import memory_llm
+from simcomm.memory import layout as memory_llm
 from simcomm.errors import ConfigError
 from simcomm.ops import Compute
 from simcomm.strategies._layout import Layout

@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from simcomm import memory_llm
+from simcomm.memory import layout as memory_llm
 from simcomm.errors import ConfigError
 
 

@@ -2,7 +2,7 @@
 
 Worked out once per plan, read by the emitter for every op (so plain fields, no per-op arithmetic):
 compute split over the tensor- and context-parallel ranks (selective recompute adds the attention
-core to the backward), the gradient and optimizer shares (expert layers also split over ``ep``), and
+core to the backward, per-operator recompute every second mm), the gradient and optimizer shares (expert layers also split over ``ep``), and
 the bytes of each layer's tensor-parallel, expert-dispatch and pipeline traffic (docs/strategies-llm.md).
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from simcomm.precision import DTYPE_BYTES
 from simcomm.strategies._layout import Layout, layer_kind
 from simcomm.strategies.megatron.params import MegatronParams
-from simcomm.strategies.megatron.shares import attention_shares, core_share, seq_hidden
+from simcomm.strategies.megatron.shares import attention_shares, core_share, op_recompute_share, seq_hidden
 from simcomm.workload import layer_times
 
 #: Ulysses/a2a: (forward, backward) seconds of (QKV projection, attention core, output projection)
@@ -53,6 +53,9 @@ def layer_costs(p: MegatronParams, lay: Layout, microbatch: int, w, ulysses: boo
         extra = 0.0
         if p.recompute == "selective" and kind == "attn":
             extra = f * core_share(*seq_hidden(lw, meta), meta)  # selective: the core is recomputed
+        elif p.recompute == "op" and kind in ("attn", "mlp", "moe"):
+            shape = seq_hidden(lw, meta) if kind == "attn" else (0, 0)  # the MLP's share needs no shape
+            extra = f * op_recompute_share(kind, *shape, meta)  # every second mm re-run
         times = None
         if ulysses and kind == "attn":
             fq, fc, fo = attention_shares(*seq_hidden(lw, meta), meta)

@@ -11,10 +11,10 @@ import math
 from dataclasses import dataclass
 
 from simcomm.errors import ConfigError
+from simcomm.memory.activations import RECOMPUTE
 from simcomm.strategies._layout import ORDERS, SCHEDULES
 from simcomm.strategies.common import check_choice
 
-RECOMPUTE = ("none", "selective", "full")
 #: context parallelism: ``ring`` (TransformerEngine's p2p ring attention), ``ulysses`` (DeepSpeed-Ulysses
 #: all-to-alls), ``a2a`` (Megatron-core/TransformerEngine's all-to-all variant: one more in backward)
 CP_KINDS = ("ring", "ulysses", "a2a")
@@ -108,6 +108,9 @@ class MegatronParams:
     grad_bucket_mb: float | None = None  # zero 0-2: gradient bucket in MB (0: one bucket)
     reduce_stream: str | None = None  # separate (own stream, overlapping compute) or compute (serialised)
     overlap_param_gather: bool | None = None  # zero 1-2: updated parameters gathered during the next forward
+    # Megatron-core's --cpu-offloading --cpu-offloading-num-layers: activations of this many blocks per stage
+    # kept in host memory until their backward (memory only: the copies' time is not simulated)
+    offload_layers: int = 0
 
     def __post_init__(self):
         for name in ("tp", "pp", "virtual", "experts_parallel", "cp"):
@@ -118,6 +121,9 @@ class MegatronParams:
         if self.shard_group is not None and self.zero != 3:
             raise ConfigError(f"shard-group: {self.shard_group} shards parameters within groups of replicas "
                               f"(HSDP, FSDP's HYBRID_SHARD) and needs zero 3, not zero {self.zero}")
+        if isinstance(self.offload_layers, bool) or not isinstance(self.offload_layers, int) \
+                or self.offload_layers < 0:
+            raise ConfigError(f"offload-layers: {self.offload_layers!r} must be an integer >= 0")
         check_choice("schedule", self.schedule, SCHEDULES)
         check_choice("recompute", self.recompute, RECOMPUTE)
         check_choice("order", self.order, ORDERS)
@@ -147,6 +153,11 @@ class MegatronParams:
             out.append(f"hsdp: parameters sharded within groups of {self.shard_group} consecutive replicas "
                        "(all-gather and reduce-scatter inside a group), each gradient shard all-reduced across "
                        "the groups after its reduce-scatter (FSDP HYBRID_SHARD)")
+        if self.offload_layers:
+            out.append(f"activation offload: {self.offload_layers} block(s) per pipeline stage keep their "
+                       "activations in host memory until their backward (Megatron-core --cpu-offloading, "
+                       "TransformerEngine's offload context); the device-host copies are assumed hidden behind "
+                       "compute (not simulated)")
         if self.cp > 1 and self.cp_kind != "ring":
             bwd = "4 (the output gradient, then dQ, dK, dV" if self.cp_kind == "ulysses" else \
                 "5 (the saved output and its gradient, then dQ, dK, dV"

@@ -67,6 +67,22 @@ def core_share(sq: int, hd: int, meta) -> float:
     return attention_shares(sq, hd, meta)[1]
 
 
+def op_recompute_share(kind: str, sq: int, hd: int, meta) -> float:
+    """The share of a layer's forward that torchtitan's per-operator checkpointing (``recompute=op``) re-runs in
+    its backward: every second mm of the block in forward order (wq, wk, wv, wo, w1, w3, w2), so ``wk`` and
+    ``wo`` of the attention layer and ``w3`` of a SwiGLU MLP (the second of a GeLU MLP's two); SDPA's output is
+    saved (simcomm.memory.activations).  Norms and element-wise ops, recomputed too, are not counted (small
+    memory-bound kernels: an approximation, stated in docs/strategies-llm.md)."""
+    if kind == "attn":
+        fq, _, fo = attention_shares(sq, hd, meta)
+        heads = int(meta.get("heads") or 1)
+        kv = int(meta.get("kv_heads") or heads) / heads  # K's width over Q's
+        return fq * kv / (1 + 2 * kv) + fo
+    if kind in ("mlp", "moe"):
+        return 1 / 3 if meta.get("mlp") == "swiglu" else 1 / 2
+    return 0.0
+
+
 def seq_hidden(lw, meta) -> tuple[int, int]:
     """(sequence length, hidden size) of an attention layer: its output shape, else the trace's meta."""
     if len(lw.output_shape) == 2:

@@ -42,37 +42,27 @@ class Megatron(Strategy):
             parts.append(f"ep {p.experts_parallel} capacity {p.capacity_factor:g}")
         return f"megatron ({', '.join(parts)})"
 
-    def memory(self, workload, device):
-        """The layout's own memory (simcomm.memory_llm: sharded state, Korthikanti activations, in-flight
-        micro-batches of the schedule), checked against ``device``; a layout that does not fit is one line."""
+    def memory(self, workload):
+        """The layout's own peak (simcomm.memory.layout: sharded state, activations per attention and
+        recomputation kind, in-flight micro-batches of the schedule, stage buffers) of the shape the trace
+        states (``meta["transformer"]``, :func:`simcomm.llm.models.config_from_meta`); a line when it states
+        none."""
         from simcomm.llm.models import config_from_meta
+        from simcomm.memory import layout as memory_layout
 
-        model = config_from_meta(workload.trace.meta.get("transformer") or {}, workload.trace.model)
-        if model is None:
+        cfg = config_from_meta(workload.trace.meta.get("transformer") or {}, workload.trace.model)
+        if cfg is None:
             return ("memory: not checked (the layout shards model state, and the trace states no transformer "
-                    "shape the memory model knows)",)
-        from simcomm import memory_llm
-
+                    "shape the memory model knows)")
         p = self.params
         lay, _, sizes = resolve_layout(p, workload, [layer.name for layer in workload.layers])
         dtype = "fp32" if workload.trace.dtype in ("fp32", "float32") else "bf16"
-        mem = memory_llm.estimate(model, tp=lay.tp, pp=lay.pp, dp=lay.data, cp=lay.cp, ep=lay.ep, zero=p.zero,
-                                  shard_group=p.shard_group,
-                                  micro_batch=sizes.microbatch, microbatches=sizes.microbatches,
-                                  sequence_parallel=p.sequence_parallel, recompute=p.recompute,
-                                  schedule=p.schedule, virtual_stages=lay.virtual, dtype=dtype,
-                                  stage_layers=stage_layers(p, model.layers))
-        if device is not None:
-            from simcomm.errors import UnknownNameError
-            from simcomm.traces import device_for_cluster
-
-            try:
-                memory_llm.check_fits(mem, device_for_cluster(device))
-            except UnknownNameError:
-                device = None
-        where = "" if device is not None else " (not checked: the cluster names no known GPU)"
-        return (f"memory: {mem.total / 1e9:.4g} GB per GPU on the fullest pipeline stage{where} "
-                f"({mem.breakdown()})",)
+        return memory_layout.estimate(cfg, tp=lay.tp, pp=lay.pp, dp=lay.data, cp=lay.cp, ep=lay.ep, zero=p.zero,
+                                      shard_group=p.shard_group, micro_batch=sizes.microbatch,
+                                      microbatches=sizes.microbatches, sequence_parallel=p.sequence_parallel,
+                                      recompute=p.recompute, schedule=p.schedule, virtual_stages=lay.virtual,
+                                      dtype=dtype, stage_layers=stage_layers(p, cfg.layers),
+                                      offload_layers=p.offload_layers).peak()
 
     def plan(self, workload, topology):
         names = [layer.name for layer in workload.layers]

@@ -1,15 +1,12 @@
-"""GPU memory a data-parallel training rank needs: parameters, gradients, optimizer state, activations.
+"""GPU memory a data-parallel training rank needs: a whole replica's state and one batch's activations.
 
 Rules (``docs/traces.md``, "GPU memory estimate"), for a model with N parameters,
 compute dtype of ``b`` bytes (fp32 4, fp16/bf16 2) and per-rank batch B:
 
-* **parameters**: ``N*b``; under mixed precision (fp16/bf16) plus the fp32
-  master copy ``4N`` the optimizer updates;
-* **gradients**: ``N*b`` (one gradient per parameter at the compute dtype);
-* **optimizer state** (fp32): SGD with momentum ``4N`` (one buffer), Adam
-  ``8N`` (two moments), none ``0``.  Mixed precision with Adam therefore costs
-  ``2N + 4N + 2N + 8N = 16N`` bytes, the K = 12 accounting of ZeRO
-  (Rajbhandari et al., SC 2020, section 3.1);
+* **weights, gradients, optimizer state**: :mod:`simcomm.memory.state`, replicated
+  (``N*b`` weights, ``N*b`` gradients; fp32 optimizer state: SGD with momentum ``4N``,
+  Adam ``8N``, plus the ``4N`` master copy under mixed precision: ``16N`` for mixed
+  Adam, the K = 12 accounting of ZeRO, Rajbhandari et al., SC 2020, section 3.1);
 * **activations**: what backward keeps, ``B * b`` bytes per element of: the
   model input, **every layer's output** (the next layer's input and, for
   Tanh/Sigmoid/Softmax/GELU, the layer's own backward input) except ReLU and
@@ -24,15 +21,16 @@ compute dtype of ``b`` bytes (fp32 4, fp16/bf16 2) and per-rank batch B:
   flight during backward, the gradients of the largest layer output and input
   (``2 * max output``).  Other layer inputs are not counted separately: each
   is an earlier layer's output;
-* **context**: :data:`CONTEXT_BYTES` for the CUDA context and framework
+* **context**: :data:`~simcomm.memory.fit.CONTEXT_BYTES` for the CUDA context and framework
   (pytorch/pytorch#34323: "nvidia-smi shows usage of 781MB of memory" right
-  after a process initializes CUDA); the caching allocator's fragmentation and
-  cuDNN workspaces are not modelled.
+  after a process initializes CUDA); cuDNN workspaces are not modelled; the
+  caching allocator's fragmentation is the margin of :mod:`simcomm.memory.fit`.
 
 :func:`estimate` takes a trace (layer parameters and per-sample shapes), a
 :class:`~simcomm.traces.zoo.ModelSpec` or a zoo model name; for a trace of a
 zoo model the zoo's saved internals are used, otherwise only outputs count.
-:func:`check_fits` raises a one-line :class:`~simcomm.errors.ConfigError`.
+:meth:`MemoryEstimate.peak` gives the :class:`~simcomm.memory.fit.Peak` that
+:func:`simcomm.memory.fit.check` judges.
 """
 
 from __future__ import annotations
@@ -40,18 +38,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from simcomm.errors import ConfigError, DoesNotFitError
+from simcomm.errors import ConfigError
+from simcomm.memory.fit import CONTEXT_BYTES, Budget, Peak, check
+from simcomm.memory.state import DTYPES, OPTIMIZERS, state_bytes_per_param
 from simcomm.units import format_size
 
-__all__ = ["CONTEXT_BYTES", "OPTIMIZER_STATE_BYTES", "DTYPE_BYTES", "MemoryEstimate", "estimate", "check_fits"]
+__all__ = ["CONTEXT_BYTES", "MemoryEstimate", "estimate", "check_fits"]
 
-#: CUDA context + framework allowance per process (781 MB measured in pytorch/pytorch#34323, rounded up)
-CONTEXT_BYTES = 800_000_000
-#: fp32 optimizer-state bytes per parameter
-OPTIMIZER_STATE_BYTES = {"sgd": 4, "adam": 8, "none": 0}
-#: compute dtypes and their bytes
-DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
-_MIXED = ("fp16", "bf16")
 # extra bytes per output element kept by backward, by module type (why: masks and indices are not outputs)
 _EXTRA_BYTES = {"Dropout": 1, "MaxPool2d": 8}
 # activations frameworks run in place over their input (torchvision's ReLU(inplace=True)): no new tensor
@@ -66,28 +59,30 @@ class MemoryEstimate:
     batch: int
     dtype: str
     optimizer: str
-    parameters: int
+    parameters: int  # weights at the compute dtype
     gradients: int
-    optimizer_state: int
+    optimizer_state: int  # moments, plus the fp32 master copy under mixed precision
     activations: int
     context: int
     note: str = ""  # what could not be counted (e.g. attention internals of a non-zoo trace)
 
     @property
     def total(self) -> int:
-        return self.parameters + self.gradients + self.optimizer_state + self.activations + self.context
+        return self.peak().total
+
+    def peak(self) -> Peak:
+        """The estimate as the :class:`~simcomm.memory.fit.Peak` the fit check reads (context as buffers)."""
+        return Peak(f"{self.model} at batch {self.batch} ({self.dtype}, {self.optimizer})", self.parameters,
+                    self.gradients, self.optimizer_state, self.activations, 0, self.context)
 
     def breakdown(self) -> str:
-        """``parameters 0.1 GB, gradients ..., context 800 MB``."""
-        parts = (("parameters", self.parameters), ("gradients", self.gradients),
-                 ("optimizer", self.optimizer_state), ("activations", self.activations), ("context", self.context))
-        return ", ".join(f"{name} {format_size(v)}" for name, v in parts)
+        """``weights 0.1 GB, gradients ..., buffers 800 MB``."""
+        return self.peak().breakdown()
 
     def explain(self) -> str:
         """One line: what, how much, and of what."""
         note = f"; {self.note}" if self.note else ""
-        return (f"memory: {self.model} at batch {self.batch} ({self.dtype}, {self.optimizer}) needs "
-                f"{format_size(self.total)} per GPU ({self.breakdown()}){note}")
+        return f"memory: {self.peak().what} needs {format_size(self.total)} per GPU ({self.breakdown()}){note}"
 
 
 def _numel(shape) -> int:
@@ -133,17 +128,17 @@ def estimate(trace_or_spec, batch: int, *, dtype: str | None = None, optimizer: 
     """
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ConfigError(f"batch: must be a positive integer, got {batch!r}")
-    if optimizer not in OPTIMIZER_STATE_BYTES:
-        raise ConfigError(f"optimizer: {optimizer!r} is not one of {', '.join(OPTIMIZER_STATE_BYTES)}")
+    if optimizer not in OPTIMIZERS:
+        raise ConfigError(f"optimizer: {optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
     if context_bytes < 0:
         raise ConfigError(f"context_bytes: must be >= 0, got {context_bytes}")
     model, in_shape, layers, default_dtype, note = _layers(trace_or_spec)
     dtype = dtype or default_dtype
-    if dtype not in DTYPE_BYTES:
-        raise ConfigError(f"dtype: {dtype!r} is not one of {', '.join(DTYPE_BYTES)}")
-    b = DTYPE_BYTES[dtype]
+    if dtype not in DTYPES:
+        raise ConfigError(f"dtype: {dtype!r} is not one of {', '.join(DTYPES)}")
+    wb, gb, ob = state_bytes_per_param(dtype, optimizer)
+    b = wb  # activations are kept at the compute dtype, as the weights
     n = sum(x[1] for x in layers)
-    master = 4 * n if dtype in _MIXED else 0
     kept = _numel(in_shape) * b  # per sample
     largest = 0
     for kind, _, out, saved, masks, input_kept, inp in layers:
@@ -154,16 +149,12 @@ def estimate(trace_or_spec, batch: int, *, dtype: str | None = None, optimizer: 
             kept += _numel(inp) * b
         largest = max(largest, elems)
     activations = batch * (kept + 2 * largest * b)
-    return MemoryEstimate(model, batch, dtype, optimizer, parameters=n * b + master, gradients=n * b,
-                          optimizer_state=OPTIMIZER_STATE_BYTES[optimizer] * n, activations=int(activations),
-                          context=int(context_bytes), note=note)
+    return MemoryEstimate(model, batch, dtype, optimizer, parameters=n * wb, gradients=n * gb,
+                          optimizer_state=n * ob, activations=int(activations), context=int(context_bytes), note=note)
 
 
-def check_fits(estimate: MemoryEstimate, device_memory_bytes: float, what: str) -> None:
-    """Raise a one-line ConfigError when ``estimate`` exceeds ``device_memory_bytes`` (``what``: "a T4")."""
-    if device_memory_bytes <= 0:
-        raise ConfigError(f"device memory: must be > 0 bytes, got {device_memory_bytes}")
-    if estimate.total > device_memory_bytes:
-        raise DoesNotFitError(f"memory: {estimate.model} at batch {estimate.batch} ({estimate.dtype}, "
-                          f"{estimate.optimizer}) needs {format_size(estimate.total)} per GPU "
-                          f"({estimate.breakdown()}) but {what} has {format_size(device_memory_bytes)}")
+def check_fits(estimate: MemoryEstimate, device_memory_bytes: float, label: str, *, margin: float = 0.0,
+               policy: str = "refuse") -> str:
+    """:func:`simcomm.memory.fit.check` of ``estimate`` on a device of ``device_memory_bytes`` (``label``:
+    "T4"); its line."""
+    return check(estimate.peak(), Budget(device_memory_bytes, label, margin, policy))

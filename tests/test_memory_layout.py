@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
@@ -9,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simcomm.errors import ConfigError, UnknownNameError
-from simcomm.memory_llm import (check_fits, estimate, estimate_stages, in_flight, layer_activation_bytes,
-                                stage_params, zero_state_bytes)
+from simcomm.memory.activations import in_flight, layer_bytes
+from simcomm.memory.layout import check_fits, estimate, estimate_stages, stage_params
+from simcomm.memory.state import zero_state_bytes
 from simcomm.traces.zoo.transformer import TRANSFORMERS, TransformerConfig, transformer_config
 
 TINY = TransformerConfig("tiny-gpt", layers=2, hidden=8, ffn=32, heads=2, kv_heads=2, vocab=10, seq=4,
@@ -36,44 +38,99 @@ def test_state_bytes_by_dtype_and_optimizer():
     assert zero_state_bytes(10, 3, 3, "bf16", "adam") == (8, 8, 48)  # shards of ceil(10 / 3) = 4 elements
 
 
+GPT_TINY = TransformerConfig("tiny-unfused", layers=1, hidden=8, ffn=32, heads=2, kv_heads=2, vocab=10, seq=4,
+                             tied=True, positions=4, attention="unfused")
+
+
+def _kept(cfg, **kw):
+    return layer_bytes(cfg, 0, 4, 2, **kw).kept
+
+
 def test_korthikanti_table_2_by_hand():
-    # s = 4, b = 2, h = 8 (sbh = 64), a = 2: 5as/h = 5
-    assert layer_activation_bytes(4, 2, 8, 2) == 64 * (34 + 5)
+    # unfused attention, GPT shape (MHA, 4h GeLU MLP, dropout): s = 4, b = 2, h = 8 (sbh = 64), a = 2: 5as/h = 5
+    assert _kept(GPT_TINY) == 64 * (34 + 5)
     # t = 2: sbh (10 + 24/t + 5as/(ht)) = 64 x 24.5; sequence parallel 64 x (34/2 + 2.5)
-    assert layer_activation_bytes(4, 2, 8, 2, t=2) == 1568
-    assert layer_activation_bytes(4, 2, 8, 2, t=2, sp=True) == 1248
-    # selective recomputation drops the attention term; full keeps 2sbh
-    assert layer_activation_bytes(4, 2, 8, 2, t=2, recompute="selective") == 64 * 22
-    assert layer_activation_bytes(4, 2, 8, 2, t=2, sp=True, recompute="selective") == 64 * 17
-    assert layer_activation_bytes(4, 2, 8, 2, t=2, sp=True, recompute="full") == 128
+    assert _kept(GPT_TINY, tp=2) == 1568
+    assert _kept(GPT_TINY, tp=2, sp=True) == 1248
+    # selective recomputation drops the attention term; full keeps 2sbh, / t under sequence parallelism
+    assert _kept(GPT_TINY, tp=2, recompute="selective") == 64 * 22
+    assert _kept(GPT_TINY, tp=2, sp=True, recompute="selective") == 64 * 17
+    assert _kept(GPT_TINY, tp=2, recompute="full") == 128
+    assert _kept(GPT_TINY, tp=2, sp=True, recompute="full") == 64
+    # ... and under recomputation the rest of the layer's set is live once, during its backward
+    assert layer_bytes(GPT_TINY, 0, 4, 2, tp=2, sp=True, recompute="full").working == 1248 - 64
+
+
+def test_flash_attention_stores_no_scores_by_hand():
+    # FlashAttention: no s x s scores or attention dropout mask; the fp32 log-sum-exp, 4 bytes per head and token
+    flash = replace(GPT_TINY, attention="flash")
+    lse = 4 * 2 * 8  # 4 bytes x a = 2 heads x s b = 8 tokens
+    assert _kept(flash) == 64 * 34 + lse
+    assert _kept(flash, tp=2, sp=True) == (64 * 34 + lse) // 2
+    # Megatron-core's selective (core_attn) under flash drops only what the core stores itself: the lse
+    assert _kept(flash, recompute="selective") == 64 * 34
+    # context parallelism: s / c tokens per rank, every term / c
+    assert _kept(flash, cp=2) == (64 * 34 + lse) // 2
+    # no dropout (torchtitan's Llama): the two hidden masks (sbh each) go
+    assert _kept(flash, dropout=False) == 64 * 32 + lse
+
+
+def test_gqa_swiglu_moe_by_hand():
+    # h 8, 4 heads of 2, 2 kv heads (kv width 4), SwiGLU: tokens s b = 8
+    cfg = TransformerConfig("t", layers=2, hidden=8, ffn=12, heads=4, kv_heads=2, vocab=10, seq=4, tied=False,
+                            mlp="swiglu", norm="rmsnorm", bias=False, experts=4, top_k=2, shared_experts=1,
+                            first_dense=1, dense_ffn=16)
+    # attention: norm in 16 + QKV in 16 + Q 16 + K 8 + V 8 + out 16 + mask 8 + lse 16 = 104 per token
+    # dense MLP (f 16): norm in 16 + in 16 + fc1 out 2 x 2 x 16 + act out 2 x 16 + mask 8 = 136
+    assert layer_bytes(cfg, 0, 4, 2).kept == 8 * (104 + 136)
+    # MoE (f 12): norm in 16 + in 16 + mask 8 + router logits 4 x 4 + shared (48 + 24) + 2 routed copies of
+    # (in 16 + 48 + 24 + out 16) = 336
+    assert layer_bytes(cfg, 1, 4, 2).kept == 8 * (104 + 56 + 72 + 208)
+    # torchtitan per-op: block input 16 + every other mm output (wq 8·2, wv 4·2, w1 16·2 of wq wk wv wo w1 w3 w2)
+    # + SDPA output 16 + lse 16 = 16 + 16 + 8 + 32 + 16 + 16 + 16 (w2 out, 7th mm)
+    assert layer_bytes(cfg, 0, 4, 2, recompute="op").kept == 8 * (16 + 16 + 8 + 32 + 16 + 16 + 16)
+
+
+def test_cpu_offload_by_hand():
+    # Megatron-core --cpu-offloading-num-layers 1 on a 2-block stage: block 0's activations live in host memory,
+    # one block's worth stays as the copy buffer; 2 stages of 1F1B hold 2 micro-batches on stage 0
+    cfg = replace(GPT_TINY, layers=4)
+    per_block = layer_bytes(cfg, 0, 4, 2).kept  # 64 x 39
+    base = estimate_stages(cfg, pp=2, micro_batch=2, microbatches=4, context_bytes=0)[0]
+    off = estimate_stages(cfg, pp=2, micro_batch=2, microbatches=4, context_bytes=0, offload_layers=1)[0]
+    assert (base.activations, base.in_flight) == (2 * per_block, 2 * per_block)
+    assert (off.activations, off.in_flight, off.buffers - base.buffers) == (per_block, per_block, per_block)
+    with pytest.raises(ConfigError, match="^offload_layers: 2 must be fewer than the 2 blocks"):
+        estimate(cfg, pp=2, offload_layers=2)
 
 
 def test_korthikanti_attention_term_of_gpt3_and_mt_nlg():
     # the paper's motivating numbers: 5as/h is 80 for GPT-3 175B and 64 for MT-NLG 530B, larger than the 34 of
     # the rest of the layer (why selective recomputation of the attention core pays)
     for name, term in (("gpt3-175b", 80), ("megatron-530b", 64)):
-        c = transformer_config(name)
+        c = replace(transformer_config(name), attention="unfused")
         sbh = c.seq * c.hidden
-        assert layer_activation_bytes(c.seq, 1, c.hidden, c.heads) == sbh * (34 + term)
-        assert layer_activation_bytes(c.seq, 1, c.hidden, c.heads, recompute="selective") == sbh * 34
+        assert layer_bytes(c, 0, c.seq, 1).kept == sbh * (34 + term)
+        assert layer_bytes(c, 0, c.seq, 1, recompute="selective").kept == sbh * 34
 
 
 def test_first_stage_holds_34sbhL_over_t():
     # Korthikanti et al. section 4.2.3: with 1F1B the first stage holds p micro-batches of L/p layers, so with
     # sequence parallelism and selective recomputation its activations are 34 sbhL / t regardless of p
-    c = transformer_config("gpt3-175b")
+    c = replace(transformer_config("gpt3-175b"), attention="unfused")
     for pp in (1, 4, 16):
-        m = estimate("gpt3-175b", tp=8, pp=pp, dp=1, sequence_parallel=True, recompute="selective")
-        assert m.stage == 0 and m.activations == 34 * c.seq * c.hidden * c.layers // 8
+        m = estimate(c, tp=8, pp=pp, dp=1, sequence_parallel=True, recompute="selective")
+        assert m.stage == 0 and m.activations + m.in_flight == 34 * c.seq * c.hidden * c.layers // 8
 
 
 def test_interleaving_costs_korthikanti_factor():
     # interleaved first stage: L (1 + (p - 1)/(p v)) layers' worth (Korthikanti et al. eq. 5)
-    c = transformer_config("gpt3-175b")
-    one = estimate("gpt3-175b", tp=8, pp=16, sequence_parallel=True, recompute="selective")
-    inter = estimate("gpt3-175b", tp=8, pp=16, sequence_parallel=True, recompute="selective",
+    c = replace(transformer_config("gpt3-175b"), attention="unfused")
+    one = estimate(c, tp=8, pp=16, sequence_parallel=True, recompute="selective")
+    inter = estimate(c, tp=8, pp=16, sequence_parallel=True, recompute="selective",
                      schedule="interleaved", virtual_stages=3)
-    assert inter.activations == one.activations * (1 + Fraction(15, 48)) and inter.stage == 0
+    held = one.activations + one.in_flight
+    assert inter.activations + inter.in_flight == held * (1 + Fraction(15, 48)) and inter.stage == 0
     assert c.layers % 48 == 0
 
 
@@ -105,13 +162,17 @@ def test_tiny_layout_by_hand():
     # = 296.  Stage 0: block 0 + word embedding 80/2 + positions 32 = 532; stage 1: block 1 + final LN 16 +
     # Megatron's copy of the tied embedding 40 = 516.
     assert stage_params(TINY, 2, 2, 0) == (532, 0) and stage_params(TINY, 2, 2, 1) == (516, 0)
-    s0, s1 = estimate_stages(TINY, tp=2, pp=2, dp=2, zero=1, micro_batch=2)
+    unfused = replace(TINY, attention="unfused")
+    s0, s1 = estimate_stages(unfused, tp=2, pp=2, dp=2, zero=1, micro_batch=2, context_bytes=0)
     # bf16 Adam, ZeRO-1 over 2: params 2 x 532, grads 2 x 532, optimizer 12 x 266
     assert (s0.parameters, s0.gradients, s0.optimizer_state) == (1064, 1064, 3192)
     # one layer per stage, sbh (10 + 24/2 + 5as/(ht)) = 64 x 24.5 = 1568; stage 0 holds 2 micro-batches
-    assert (s0.activations, s1.activations) == (3136, 1568)
-    assert s0.total == 1064 + 1064 + 3192 + 3136
-    assert estimate(TINY, tp=2, pp=2, dp=2, zero=1, micro_batch=2) == s0
+    assert (s0.activations, s0.in_flight, s1.activations, s1.in_flight) == (1568, 1568, 1568, 0)
+    # buffers: stage 0 the embedding dropout mask, sbh = 64 per micro-batch in flight; stage 1 the final norm's
+    # and the projection's inputs 4sbh = 256 and the fp32 logits 4 s b V / t = 4 x 8 x 10 / 2 = 160
+    assert (s0.buffers, s1.buffers) == (128, 416)
+    assert s0.total == 1064 + 1064 + 3192 + 3136 + 128
+    assert estimate(unfused, tp=2, pp=2, dp=2, zero=1, micro_batch=2, context_bytes=0) == s0
 
 
 def test_zero3_and_expert_parallel_by_hand():
@@ -139,15 +200,18 @@ def test_unsplit_rank_holds_the_whole_model(name):
 
 def test_check_fits_with_the_numbers():
     m = estimate("llama3.1-405b", tp=8, pp=14, dp=8, zero=1, sequence_parallel=True, recompute="full")
-    check_fits(m, "h100")  # fits: nothing raised
-    check_fits(m, m.total)
+    assert check_fits(m, "h100").startswith("memory: peak ")  # fits: nothing raised
+    check_fits(m, m.total, margin=0)
     with pytest.raises(ConfigError) as err:
         check_fits(estimate("llama3.1-405b", tp=8, dp=64), "h100")
     msg = str(err.value)
     assert msg.startswith("memory: llama3.1-405b with tp 8, pp 1, dp 64") and "but a H100 has 85.9 GB" in msg
-    assert "\n" not in msg and "optimizer 608.8 GB" in msg
-    with pytest.raises(ConfigError, match="reserve 1 B"):
-        check_fits(m, m.total, reserve_bytes=1)
+    assert "\n" not in msg and "optimizer 608.8 GB" in msg and "short by" in msg
+    with pytest.raises(ConfigError, match="margin 1 B"):
+        check_fits(m, m.total, margin=1e-12)  # the margin rounds up to whole bytes
+    assert "running anyway" in check_fits(m, m.total, margin=1e-12, policy="warn")
+    assert "not checked" in check_fits(m, 1, policy="off")
+    assert "the given 96 GB" in check_fits(m, "h100", gpu_memory=96e9)
 
 
 @pytest.mark.parametrize("kw, needle", [
@@ -155,7 +219,7 @@ def test_check_fits_with_the_numbers():
     ({"tp": 16}, "tp: 16 does not divide the kv_heads"),
     ({"pp": 7}, "pp: 7 x virtual_stages 1 does not divide the 80 layers"),
     ({"zero": 4}, "zero: 4 is not one of 0, 1, 2, 3"),
-    ({"recompute": "some"}, "recompute: 'some' is not one of none, selective, full"),
+    ({"recompute": "some"}, "recompute: 'some' is not valid; valid choices: none, selective, full, op"),
     ({"schedule": "zb"}, "schedule: 'zb' is not one of 1f1b, interleaved, gpipe"),
     ({"virtual_stages": 2, "pp": 4}, "virtual_stages: 2 needs the interleaved schedule"),
     ({"ep": 2}, "ep: 2 must divide the experts"),
@@ -182,8 +246,10 @@ def test_uneven_stages_llama3_405b():
     stages = estimate_stages("llama3.1-405b", tp=8, pp=16, dp=8, zero=1, sequence_parallel=True,
                              recompute="full", stage_layers=split)
     c = transformer_config("llama3.1-405b")
-    per_layer = 2 * c.seq * c.hidden  # full recomputation: 2sbh
-    assert [m.activations for m in stages[:3]] == [7 * 16 * per_layer, 8 * 15 * per_layer, 8 * 14 * per_layer]
+    per_layer = 2 * c.seq * c.hidden // 8  # full recomputation: 2sbh, / t under sequence parallelism
+    held = [m.activations + m.in_flight - layer_bytes(c, 0, c.seq, 1, tp=8, sp=True, recompute="full").working
+            for m in stages[:3]]
+    assert held == [7 * 16 * per_layer, 8 * 15 * per_layer, 8 * 14 * per_layer]
     # stage 1 holds 8 identical blocks; stage 0 seven of them plus the vocabulary-parallel embedding
     block = sum(stage_params(c, 8, 16, 1, stage_layers=split)) // 8
     assert sum(stage_params(c, 8, 16, 1, stage_layers=split)) == 8 * block
