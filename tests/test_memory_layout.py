@@ -188,13 +188,11 @@ def test_zero3_and_expert_parallel_by_hand():
 # yet (QKV-only biases, q/k norms, head_dim != hidden/heads, latent attention, a shared norm, a norm after the
 # embedding).  TransformerConfig.rank_block_params splits every shape and sums to the whole model
 # (tests/llm_models); memory_llm._block_params calling it makes these pass (strict: they then must be unmarked).
-_SHAPES_MEMORY_LACKS = {"bloom-176b", "deepseek-v2", "deepseek-v3", "falcon-7b", "qwen2.5-72b", "qwen3-235b-a22b"}
 
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="memory_llm's own "
-                                                                          "count")) if n in _SHAPES_MEMORY_LACKS
-                                  else n for n in sorted(TRANSFORMERS)])
+@pytest.mark.parametrize("name", sorted(TRANSFORMERS))
 def test_unsplit_rank_holds_the_whole_model(name):
+    # the stage's blocks are TransformerConfig.rank_block_params: every shape (latent attention, QKV-only
+    # biases, q/k norms, head_dim != h/a, shared norms, a norm after the embedding) sums to the whole model
     assert sum(stage_params(transformer_config(name), 1, 1, 0)) == transformer_config(name).params
 
 

@@ -62,7 +62,8 @@ from simcomm.precision import check_wire_dtype, get_precision
 from simcomm.scenario.keys import FIDELITIES, JITTER_DISTS, SCALINGS
 from simcomm.stacks.base import COLLECTIVE_RULES, NCCL_ALGOS, NCCL_PROTOS, nccl_name
 
-__all__ = ["Scenario", "ShapeSpec", "WorkloadSpec", "StackSpec", "NetworkSpec", "MemorySpec", "BaselineSpec", "NO_BASELINE", "parse_baseline",
+__all__ = ["Scenario", "ShapeSpec", "WorkloadSpec", "StackSpec", "NetworkSpec", "MemorySpec", "BaselineSpec",
+           "NO_BASELINE", "parse_baseline",
            "FIDELITIES", "COLLECTIVE_RULES", "DEFAULT_RESOLUTION"]
 
 #: a scenario's event resolution unless it says otherwise: defined with the engine's options, once
