@@ -91,6 +91,18 @@ def test_gqa_swiglu_moe_by_hand():
     assert layer_bytes(cfg, 0, 4, 2, recompute="op").kept == 8 * (16 + 16 + 8 + 32 + 16 + 16 + 16)
 
 
+def test_latent_attention_by_hand():
+    # MLA (DeepSeek): h 16, 2 heads of qk 4 + 2 (rope), v 4, latents q 8, kv 4 + rope 2; SwiGLU f 32; no dropout
+    from simcomm.llm.models import TransformerConfig as Shape
+
+    c = Shape("mla", layers=1, hidden=16, ffn=32, heads=2, kv_heads=2, vocab=10, seq=4, tied=False, mlp="swiglu",
+              norm="rmsnorm", bias=False, q_lora_rank=8, kv_lora_rank=4, qk_nope_head_dim=4, qk_rope_head_dim=2,
+              v_head_dim=4)
+    # per token: norms and inputs 4 x 2h = 128, latents 2 x 14 = 28; Q 2 x 12, K 2 x 12 (per head after the
+    # up-projection), V 2 x 8, output 2 x 8 = 80; MLP 2 x 2 x 32 + 2 x 32 = 192; lse 4 x 2 = 8: 436
+    assert layer_bytes(c, 0, 4, 1, dropout=False).kept == 4 * 436
+
+
 def test_cpu_offload_by_hand():
     # Megatron-core --cpu-offloading-num-layers 1 on a 2-block stage: block 0's activations live in host memory,
     # one block's worth stays as the copy buffer; 2 stages of 1F1B hold 2 micro-batches on stage 0
