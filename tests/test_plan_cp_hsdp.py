@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from plancases import built_ops
 from simcomm import plan
 from simcomm.memory.fit import Budget
-from simcomm.memory import layout as memory_llm
+from simcomm.memory import layout as memory_layout
 from simcomm.strategies.megatron import kv_block_bytes
 from simcomm.traces.zoo.transformer import TransformerConfig, transformer_config
 
@@ -160,7 +160,7 @@ def test_memory_of_cp_and_hsdp_by_hand():
     assert one.activations == 2 * 573_440 and two.activations == 573_440
     assert one.parameters == two.parameters  # CP does not split parameters
     # HSDP over G = 2 of the 4 replicas: every state ceil(n / 2) elements (2 + 2 + 12 bytes each)
-    n = sum(memory_llm.stage_params(LONG, 1, 1, 0))
+    n = sum(memory_layout.stage_params(LONG, 1, 1, 0))
     hs = plan.layout_memory(LONG, plan.Layout(1, 1, 4, "1f1b", 1, 3, 1, False, "none", 1, 2), 4)
     full = plan.layout_memory(LONG, plan.Layout(1, 1, 4, "1f1b", 1, 3, 1, False, "none"), 4)
     assert (hs.parameters, hs.gradients, hs.optimizer_state) == (2 * math.ceil(n / 2), 2 * math.ceil(n / 2),

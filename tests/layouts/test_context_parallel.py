@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simcomm.memory import layout as memory_llm
+from simcomm.memory import layout as memory_layout
 from simcomm.errors import ConfigError
 from simcomm.ops import Compute
 from simcomm.strategies._layout import Layout
@@ -118,14 +118,14 @@ def test_ring_overlaps_the_forward_until_a_step_outlasts_a_piece(lay, ratio):
 
 
 def test_memory_activations_divide_by_cp_and_state_shards_over_dp_times_cp():
-    a = memory_llm.estimate("gpt2-small", tp=1, pp=1, dp=2, cp=1, zero=1)
-    b = memory_llm.estimate("gpt2-small", tp=1, pp=1, dp=2, cp=2, zero=1)
-    c = memory_llm.estimate("gpt2-small", tp=1, pp=1, dp=4, cp=1, zero=1)
+    a = memory_layout.estimate("gpt2-small", tp=1, pp=1, dp=2, cp=1, zero=1)
+    b = memory_layout.estimate("gpt2-small", tp=1, pp=1, dp=2, cp=2, zero=1)
+    c = memory_layout.estimate("gpt2-small", tp=1, pp=1, dp=4, cp=1, zero=1)
     assert b.activations == pytest.approx(a.activations / 2, abs=1)
     assert (b.parameters, b.gradients, b.optimizer_state) == (c.parameters, c.gradients, c.optimizer_state)
     assert "cp 2" in b.layout
     with pytest.raises(ConfigError, match="cp: 3 does not divide the sequence length 1024"):
-        memory_llm.estimate("gpt2-small", cp=3)
+        memory_layout.estimate("gpt2-small", cp=3)
 
 
 def test_bad_cp_is_one_line(lay):

@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from simcomm.memory import layout as memory_llm
+from simcomm.memory import layout as memory_layout
 from simcomm.errors import ConfigError
 
 
@@ -68,9 +68,9 @@ def test_hsdp_update_shards_over_the_group(lay):
 
 
 def test_memory_is_sharded_within_the_group_only():
-    hs = memory_llm.estimate("gpt2-small", dp=8, zero=3, shard_group=2)
-    z2 = memory_llm.estimate("gpt2-small", dp=2, zero=3)
-    z8 = memory_llm.estimate("gpt2-small", dp=8, zero=3)
+    hs = memory_layout.estimate("gpt2-small", dp=8, zero=3, shard_group=2)
+    z2 = memory_layout.estimate("gpt2-small", dp=2, zero=3)
+    z8 = memory_layout.estimate("gpt2-small", dp=8, zero=3)
     state = lambda m: (m.parameters, m.gradients, m.optimizer_state)  # noqa: E731
     assert state(hs) == state(z2) and hs.activations == z2.activations
     assert hs.total > z8.total
@@ -86,9 +86,9 @@ def test_bad_shard_group_is_one_line(lay):
     with pytest.raises(ConfigError, match=r"^shard-group: 2 shards .* needs zero 3, not zero 1$"):
         lay.plan_of(4, {"zero": 1, "shard_group": 2, "global_batch": 4})
     with pytest.raises(ConfigError, match=r"^shard_group: 3 does not divide the 4 data-parallel replicas"):
-        memory_llm.estimate("gpt2-small", dp=4, zero=3, shard_group=3)
+        memory_layout.estimate("gpt2-small", dp=4, zero=3, shard_group=3)
     with pytest.raises(ConfigError, match=r"^shard_group: 2 \(HSDP\) needs zero 3, not zero 0$"):
-        memory_llm.estimate("gpt2-small", dp=4, shard_group=2)
+        memory_layout.estimate("gpt2-small", dp=4, shard_group=2)
 
 
 def test_cli_bad_shard_group_exits_2_with_one_line(cli):

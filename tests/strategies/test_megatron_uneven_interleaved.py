@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from simcomm.memory import layout as memory_llm
+from simcomm.memory import layout as memory_layout
 from simcomm.errors import ConfigError
 from simcomm.ops import Compute
 from simcomm.strategies.megatron import MegatronParams, stage_layers, virtual_stage_layers
@@ -49,19 +49,19 @@ def test_chunk_counts_and_offsets_by_hand():
 
 
 def test_memory_model_places_the_same_blocks():
-    assert [memory_llm.stage_blocks(16, 4, k, 2, (2, 6, 6, 2)) for k in range(4)] == \
+    assert [memory_layout.stage_blocks(16, 4, k, 2, (2, 6, 6, 2)) for k in range(4)] == \
         [[0, 8], [1, 2, 3, 9, 10, 11], [4, 5, 6, 12, 13, 14], [7, 15]]
     for k in range(4):  # an even split given as counts is the default placement
-        assert memory_llm.stage_blocks(16, 4, k, 2, (4,) * 4) == memory_llm.stage_blocks(16, 4, k, 2)
+        assert memory_layout.stage_blocks(16, 4, k, 2, (4,) * 4) == memory_layout.stage_blocks(16, 4, k, 2)
     # a zoo model of 32 layers: each stage's activations follow its layer count (in-flight chunks unchanged)
-    even = memory_llm.estimate_stages("llama3-8b", pp=4, schedule="interleaved", virtual_stages=2, microbatches=8)
-    uneven = memory_llm.estimate_stages("llama3-8b", pp=4, schedule="interleaved", virtual_stages=2,
+    even = memory_layout.estimate_stages("llama3-8b", pp=4, schedule="interleaved", virtual_stages=2, microbatches=8)
+    uneven = memory_layout.estimate_stages("llama3-8b", pp=4, schedule="interleaved", virtual_stages=2,
                                         microbatches=8, stage_layers=(6, 10, 10, 6))
     for k, n in enumerate((6, 10, 10, 6)):
         assert uneven[k].activations == pytest.approx(even[k].activations * n / 8, abs=1)
     with pytest.raises(ConfigError, match=r"^stage_layers: must be 4 positive layer counts summing to the 32 "
                                           r"layers of llama3-8b, each a multiple of virtual_stages 2, got \(7,"):
-        memory_llm.estimate("llama3-8b", pp=4, schedule="interleaved", virtual_stages=2, stage_layers=(7, 9, 9, 7))
+        memory_layout.estimate("llama3-8b", pp=4, schedule="interleaved", virtual_stages=2, stage_layers=(7, 9, 9, 7))
 
 
 def _blocks_of(plan, rank):
@@ -119,6 +119,6 @@ def test_memory_of_the_strategy_uses_the_uneven_interleaved_split():
     s = cls(make_params(cls, {"pp": 4, "schedule": "interleaved", "virtual": 2, "first_stage_layers": 6,
                               "last_stage_layers": 6, "global_batch": 8}))
     peak = s.memory(w)
-    want = memory_llm.estimate("llama3-8b", pp=4, schedule="interleaved", virtual_stages=2, microbatches=8,
+    want = memory_layout.estimate("llama3-8b", pp=4, schedule="interleaved", virtual_stages=2, microbatches=8,
                                stage_layers=(6, 10, 10, 6))
     assert peak == want.peak() and peak.total == want.total
