@@ -196,11 +196,6 @@ def test_zero3_and_expert_parallel_by_hand():
     assert m.parameters == 2 * (-(-dense // 4) + expert // 2) and m.optimizer_state == 12 * (-(-dense // 4) + 576)
 
 
-# memory_llm re-derives the per-rank counts for GPT/Llama shapes only; these zoo models use what it does not know
-# yet (QKV-only biases, q/k norms, head_dim != hidden/heads, latent attention, a shared norm, a norm after the
-# embedding).  TransformerConfig.rank_block_params splits every shape and sums to the whole model
-# (tests/llm_models); memory_llm._block_params calling it makes these pass (strict: they then must be unmarked).
-
 @pytest.mark.parametrize("name", sorted(TRANSFORMERS))
 def test_unsplit_rank_holds_the_whole_model(name):
     # the stage's blocks are TransformerConfig.rank_block_params: every shape (latent attention, QKV-only
