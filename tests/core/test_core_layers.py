@@ -22,6 +22,7 @@ LAYERS = {
     "outpath": 0,
     # vocabularies and catalogues
     "__init__": 1, "ops": 1, "links": 1, "collectives": 1, "cost_models": 1, "result": 1, "jitter": 1,
+    "frameworks": 1,  # the training frameworks' data-parallel schedules (a catalogue, read by megatron)
     # what runs: topologies, traces and workloads, the engine and the stacks it prices
     "topologies": 2, "traces": 2, "workload": 2, "memory": 2, "nccl": 2, "stacks": 2, "engine": 2,
     # model shapes (llm.models, llm.zoo) are read by traces and strategies alike
