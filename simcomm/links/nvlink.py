@@ -48,6 +48,13 @@ define("nvswitch-h100", bandwidth=450 * GB, latency=_SW_LAT, family="nvswitch",
 define("nvswitch-h200", bandwidth=450 * GB, latency=_SW_LAT, family="nvswitch",
        summary="GPU port into an NVSwitch (DGX/HGX H200): NVLink 4, 18 links, 450 GB/s per direction",
        reference="[MLPerf-H200] '18x 4th Gen NVLink, 900GB/s'; non-blocking star assumed; latency [NCCL-tuning]")
+# H800 (the export H100): GH100 with 8 of the 18 NVLink 4 links, 400 GB/s bidirectional per GPU (NVIDIA's H800 SXM
+# datasheet); DeepSeek-V3's report (arXiv 2412.19437, section 3.2.2) measures ~160 GB/s of it in use, which is NCCL's
+# own model rate (8 x 20.6 = 164.8 GB/s, simcomm.nccl.layout)
+define("nvswitch-h800", bandwidth=200 * GB, latency=_SW_LAT, family="nvswitch",
+       summary="GPU port into an NVSwitch (HGX H800): NVLink 4, 8 links, 400 GB/s bidir = 200 GB/s per direction",
+       reference="[H800] NVIDIA H800 SXM: NVLink 400 GB/s; [DSV3] 160 GB/s effective; non-blocking star assumed; "
+                 "latency [NCCL-tuning]")
 define("nvswitch-b200", bandwidth=900 * GB, latency=_SW_LAT, family="nvswitch",
        summary="GPU port into an NVSwitch (DGX/HGX B200): NVLink 5, 18 x 50 = 900 GB/s per direction",
        reference="[DGXB200-ug] 2 NVSwitches, 14.4 TB/s aggregate; non-blocking star assumed; latency [NCCL-tuning]")

@@ -40,7 +40,7 @@ __all__ = ["GroupLayout", "group_layout", "ARCH_OF_DEVICE", "intra_cycle", "intr
 
 #: GPU architecture (SM version) of each topology device name; NCCL's constants are per arch
 ARCH_OF_DEVICE = {"v100": 70, "t4": 75, "gtx-1080-ti": 61, "1080ti": 61, "a100": 80, "a100-80g": 80,
-                  "a10": 86, "l40s": 89, "h100": 90, "h200": 90, "h20": 90, "b200": 100, "gb200": 100}
+                  "a10": 86, "l40s": 89, "h100": 90, "h800": 90, "h200": 90, "h20": 90, "b200": 100, "gb200": 100}
 #: link families that join GPUs of one machine (the node's "intra" graph)
 _INTRA = {"nvlink": "nvlink", "nvswitch": "nvswitch", "pcie": "pcie", "shm": "shm"}
 #: NCCL's NVLink bandwidth per link and direction by SM generation, GB/s (topo.h)

@@ -6,8 +6,9 @@ pure function of sizes that tests check by hand:
 * :class:`Layout`: ranks ``R = tp·pp·dp`` placed tensor-parallel first
   (consecutive ranks, so a TP group sits inside a node), then pipeline, then data
   parallel: ``rank(t, p, d) = t + tp·(p + pp·d)`` (order ``tp-pp-dp``), or
-  Megatron-core's default ``tp-dp-pp``, ``t + tp·(d + dp·p)``; expert-parallel
-  groups are ``ep`` consecutive data-parallel replicas of one (t, p).  With
+  Megatron-core's default ``tp-dp-pp``, ``t + tp·(d + dp·p)``; the expert layers
+  re-cut each stage's ranks into expert tensor-, expert- and expert-data-parallel
+  groups (Megatron-core's MoE parallel folding, :meth:`Layout.ep_groups`).  With
   context parallelism ``dp`` counts the parameter replicas, data × context
   parallel (Megatron-core reduces gradients over DP×CP): replica ``d = c + cp·e``
   is CP rank c of data replica e, placed right outside TP (``tp-cp-pp-dp``:
@@ -48,6 +49,7 @@ class Layout:
     virtual: int = 1
     order: str = "tp-pp-dp"  # or "tp-dp-pp" (Megatron-core's default: replicas inside a pipeline stage)
     cp: int = 1  # context-parallel ranks per data replica; ``dp`` (replicas of the parameters) includes them
+    etp: int | None = None  # expert layers' tensor-parallel size (None: tp)
 
     @property
     def n_ranks(self) -> int:
@@ -74,13 +76,46 @@ class Layout:
     def dp_group(self, t: int, p: int) -> tuple[int, ...]:
         return tuple(self.rank(t, p, d) for d in range(self.dp))
 
-    def ep_groups(self, t: int, p: int) -> list[tuple[int, ...]]:
-        """Expert-parallel groups of (t, p): ``ep`` consecutive replicas each."""
-        return [tuple(self.rank(t, p, d0 + e) for e in range(self.ep)) for d0 in range(0, self.dp, self.ep)]
+    # -- expert layers (Megatron-core's MoE parallel folding) ------------------------------------------------
+    # A stage's tp·dp ranks, counted in Megatron-core's dense order (index ``i = t + tp·d``, ``d`` the replica
+    # with its context-parallel rank), are re-cut for the expert layers as ``i = x + etp·(e + ep·z)``: expert
+    # tensor-parallel rank x, expert-parallel rank e, expert-data-parallel replica z (parallel_state's expert
+    # RankGenerator, order "tp-ep-dp-pp" over the same ranks as "tp-cp-dp-pp").  With etp = tp this is the
+    # classic layout: each expert-parallel group is ``ep`` consecutive replicas of one tensor-parallel rank.
+    @property
+    def expert_tp(self) -> int:
+        """Expert tensor-parallel size: ``etp``, or the attention's ``tp`` when not given (Megatron-core's default)."""
+        return self.etp or self.tp
 
-    def edp_groups(self, t: int, p: int) -> list[tuple[int, ...]]:
-        """Expert-data-parallel groups of (t, p): the replicas holding the same experts (d ≡ k mod ep)."""
-        return [tuple(self.rank(t, p, d) for d in range(k, self.dp, self.ep)) for k in range(self.ep)]
+    def stage_rank(self, p: int, i: int) -> int:
+        """The rank at index ``i = t + tp·d`` of stage p (Megatron-core's order of a stage's ranks)."""
+        return self.rank(i % self.tp, p, i // self.tp)
+
+    def _expert_groups(self, p: int, stride: int, size: int, count: int, block: int) -> list[tuple[int, ...]]:
+        """Groups of ``size`` stage indices ``stride`` apart; ``count`` of them per ``block`` indices."""
+        n = self.tp * self.dp
+        return [tuple(self.stage_rank(p, b + k + stride * j) for j in range(size))
+                for b in range(0, n, block) for k in range(count)]
+
+    def ep_groups(self, p: int) -> list[tuple[int, ...]]:
+        """Expert-parallel groups of stage p: for each expert TP rank x and expert replica z, the ``ep`` ranks."""
+        etp = self.expert_tp
+        return self._expert_groups(p, etp, self.ep, etp, etp * self.ep)
+
+    def etp_groups(self, p: int) -> list[tuple[int, ...]]:
+        """Expert tensor-parallel groups of stage p: ``etp`` consecutive stage indices."""
+        etp = self.expert_tp
+        return self._expert_groups(p, 1, etp, 1, etp)
+
+    def tp_ep_groups(self, p: int) -> list[tuple[int, ...]]:
+        """Megatron-core's ``tp_ep_group`` of stage p: ``etp·ep`` consecutive stage indices."""
+        size = self.expert_tp * self.ep
+        return self._expert_groups(p, 1, size, 1, size)
+
+    def edp_groups(self, p: int) -> list[tuple[int, ...]]:
+        """Expert-data-parallel groups of stage p: the ranks holding the same experts' same shard."""
+        size = self.expert_tp * self.ep
+        return self._expert_groups(p, size, self.tp * self.dp // size, size, self.tp * self.dp)
 
     def cp_groups(self, t: int, p: int) -> list[tuple[int, ...]]:
         """Context-parallel rings of (t, p): the ``cp`` replicas of each data replica, in ring order."""

@@ -33,6 +33,7 @@ DEVICES: dict[str, Device] = {d.name: d for d in (
     Device("a100", 1555e9, False, "[A100-gk] (40 GB)"),
     Device("a100-80g", 2039e9, False, "[A100-gk] (80 GB)"),
     Device("h100", 3.35e12, False, "[H100-gk]"),
+    Device("h800", 3.35e12, False, "[H800] H100 SXM's 80 GB HBM3 at 3.35 TB/s"),
     Device("h200", 4.8e12, False, "[H200] 141 GB HBM3e, 4.8 TB/s"),
     Device("b200", 8.0e12, False, "[B200-gk] 192 GB HBM3e, 8 TB/s"),
     Device("gb200", 8.0e12, False, "[B200-gk] the B200 GPU of a GB200 superchip, 8 TB/s"),

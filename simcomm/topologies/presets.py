@@ -183,6 +183,17 @@ def _dgx_h200(nodes, gpn):
                 name="dgx-h200-ndr", cpu="intel")
 
 
+@_add("hgx-h800", "HGX H800 (DeepSeek-V3's cluster): 8 x H800 NVSwitch (NVLink 400 GB/s bidir), 8 x 400 Gb/s "
+      "InfiniBand NICs (one per GPU), rail-optimised two-layer leaf-spine (32 nodes per leaf), 256 nodes",
+      "[DSV3] DeepSeek-V3 technical report (arXiv 2412.19437) section 3.1: 2048 H800 GPUs, 8 per node on NVLink/"
+      "NVSwitch, InfiniBand across nodes; 3.2.2: IB 50 GB/s, NVLink 160 GB/s; [DSV3-isca] Insights into DeepSeek-V3 "
+      "(ISCA 2025): one 400 Gb/s NIC per GPU, each on its own plane of a two-layer fat-tree (planes as rails here); "
+      "[H800]", _NCCL)
+def _hgx_h800(nodes, gpn):
+    return _dgx(nodes, gpn, nvswitch="nvswitch-h800", nic="ib-ndr", attach="pcie5", per_leaf=32, device="h800",
+                name="hgx-h800", cpu="intel", default_nodes=256)
+
+
 @_add("hgx-b200", "DGX/HGX B200: 8 x B200 NVSwitch (NVLink 5, 1.8 TB/s) + 8 x 400 Gb/s CX-7 NICs, "
       "rail-optimised NDR leaf-spine (32 nodes per SU), 32 nodes",
       "[DGXB200-ug] (8 x B200, 2 NVSwitches 14.4 TB/s, 8 x CX-7 400 Gb/s, 2 x Xeon 8570), [B200-gk]; SU size "

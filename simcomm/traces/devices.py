@@ -158,6 +158,11 @@ _H100_TF_FITS = (("bf16", _H100_TF), ("fp16", _borrow(_H100_TF, "fp16 runs at th
 _add("h100", "gpu", "NVIDIA H100 SXM5: 66.9 TF fp32, 494.7 TF tf32, 989.4 TF fp16/bf16 tensor, 3.35 TB/s",
      "[H100-gk]; fitted on Lambda 2023 ResNet-50 (DLE code, NGC 22.10)", _H100_PEAKS, 3.35e12, 80 * _GIB, "H100",
      fp32_math="tf32", fitted=_H100_FITS, fitted_transformer=_H100_TF_FITS)
+_add("h800", "gpu", "NVIDIA H800 SXM: H100 compute (GH100, 989.4 TF bf16), 80 GB HBM3 at 3.35 TB/s; NVLink cut to "
+     "400 GB/s", "[H800] (the H100's compute and memory, NVLink 400 GB/s); factors of the h100 fit", _H100_PEAKS,
+     3.35e12, 80 * _GIB, "H800", fp32_math="tf32",
+     fitted=tuple((d, _borrow(e, "same GH100 compute as h100")) for d, e in _H100_FITS),
+     fitted_transformer=tuple((d, _borrow(e, "same GH100 compute as h100")) for d, e in _H100_TF_FITS))
 _add("h200", "gpu", "NVIDIA H200 SXM: H100 compute (GH100), 141 GB HBM3e, 4.8 TB/s",
      "[H200-gt] [H200-lz]; factors of the h100 fit", _H100_PEAKS, 4.8e12, 141 * _GIB, "H200", fp32_math="tf32",
      fitted=tuple((d, _borrow(e, "same GH100 compute as h100")) for d, e in _H100_FITS),
@@ -189,7 +194,7 @@ _add("haswell", "cpu", "Cori Haswell node, 2x E5-2698 v3: 2.36 TF fp32, 136.6 GB
      "Haswell node", launch=2e-6)
 
 #: topology device names (simcomm/topologies/devices.py, presets) -> trace device names
-CLUSTER_DEVICES = {"v100": "v100", "a100": "a100", "a100-80g": "a100-80g", "h100": "h100", "h200": "h200",
+CLUSTER_DEVICES = {"v100": "v100", "a100": "a100", "a100-80g": "a100-80g", "h100": "h100", "h800": "h800", "h200": "h200",
                    "b200": "b200", "gb200": "gb200", "l40s": "l40s", "t4": "t4", "gtx-1080-ti": "1080ti",
                    "1080ti": "1080ti", "haswell": "haswell"}
 

@@ -55,6 +55,11 @@ LAYOUTS = [  # (ranks, options, trace)
     (4, {"zero": 3, "microbatches": 2, "recompute": "full"}, None),
     (8, {"pp": 2, "microbatches": 2, "overlap_grad_reduce": "false", "order": "tp-dp-pp"}, tiny(tied=True)),
     (8, {"tp": 2, "experts_parallel": 2, "microbatches": 2, "sequence_parallel": "true"}, tiny(moe=True)),
+    # a stage's live expert-parallel lanes fold to one compute and one pipeline send per stage boundary
+    (16, {"pp": 2, "experts_parallel": 2, "microbatches": 2, "zero": 1}, tiny(moe=True)),
+    (16, {"tp": 2, "pp": 2, "experts_parallel": 4, "etp": 1, "sequence_parallel": "true", "microbatches": 2},
+     tiny(moe=True)),
+    (16, {"pp": 2, "experts_parallel": 2, "moe_dispatcher": "allgather", "microbatches": 2}, tiny(moe=True)),
     # HSDP shard groups of 2 replicas: groups 1-3 have no simulated member and run when group 0 does
     (8, {"zero": 3, "shard_group": 2, "microbatches": 2}, None),
     (8, {"tp": 2, "cp": 2, "microbatches": 2}, None),  # context-parallel rings keep replicas 0-1 live
@@ -130,7 +135,7 @@ def test_folded_plan_keeps_replica_0_and_the_data_parallel_collectives():
 def test_expert_parallel_groups_stay_whole():
     """ep 2 carves expert groups out of replica pairs: replicas 0 and 1 stay live, 2 and 3 fold."""
     one = plan_of(8, {"tp": 2, "experts_parallel": 2, "microbatches": 2, "replicas": "one"}, tiny(moe=True))
-    assert one.info.measured_ranks == (0, 2)  # lane 0 of replicas 0 and 1 (the lanes compute once per group)
+    assert one.info.measured_ranks == (0,)  # one compute per stage: the expert-parallel group ties its ranks together
     a2a = {op.ranks for op in one.ops if isinstance(op, Collective) and op.kind == "alltoall"}
     assert a2a == {(0, 2), (1, 3)}
     assert any(line.startswith("data-parallel replicas identical: simulating replicas 0-1's")

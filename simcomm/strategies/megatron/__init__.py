@@ -24,9 +24,13 @@ made only of the ordinary ops, so the engine does not know what it runs:
   parameters; ZeRO-3/FSDP all-gather each layer's parameters before its forward
   and again before its backward (one layer ahead) and reduce-scatter its
   gradients after its backward, every micro-batch.
-* **EP** (MoE layers, Lepikhin et al. 2020): an all-to-all dispatch before and a
-  combine after each expert layer, forward and backward, of b·s·h·top_k·capacity
-  per rank; expert gradients are reduced over the replicas holding the same experts.
+* **EP** (MoE layers as Megatron-core runs them, :mod:`.moe`): the ``alltoall`` token
+  dispatcher (token counts all-gathered, rows all-to-all'd over EP, all-gathered and
+  reduce-scattered over the expert tensor-parallel group ``etp``, all-to-all'd back) or
+  ``allgather`` (all-gather and reduce-scatter over ETP × EP), forward and backward;
+  dropless or capacity routing, a router imbalance; the expert groups re-cut each stage's
+  ranks (MoE parallel folding); routed experts' gradients are reduced over the
+  expert-data-parallel group, the router's and shared experts' over dp.
 * **CP** (``cp``, Megatron-core context parallelism): every rank holds s/cp tokens;
   each attention layer runs in cp pieces around a ring passing the K/V block (cp - 1
   steps forward; K/V and dK/dV, cp - 1 steps each, backward); gradients are reduced
@@ -48,13 +52,13 @@ Closed form (uniform stages, free communication): 1F1B and GPipe take
 ``(m + p - 1)·(t_f + t_b)``; interleaving with v chunks ``(m + (p - 1)/v)·(t_f + t_b)``.
 docs/strategies-llm.md derives every volume.
 
-Modules: ``params`` (the options and their ``assumed`` lines), ``sizing`` (layout checks, batch split,
-uneven stages, replica folding), ``shares`` (attention FLOP shares, K/V and Ulysses bytes), ``costs``
-(per-layer seconds and bytes), ``zero`` (the data-parallel schedule a framework runs), ``emitter`` (the plan's core:
-layer, pass, pipeline task, plan) with its
-mixins ``comm`` (tensor/sequence and expert-parallel collectives around a layer), ``context`` (ring and
-Ulysses attention) and ``data`` (data parallelism, ZeRO/FSDP/HSDP, tied embeddings, the optimizer step),
-and ``strategy`` (the registered :class:`Megatron`).
+Modules: ``params`` (the options and their ``assumed`` lines), ``moe`` (MoE layers: dispatchers, routing,
+expert compute), ``sizing`` (layout checks, batch split, uneven stages, replica folding), ``shares``
+(attention FLOP shares, K/V and Ulysses bytes), ``costs`` (per-layer seconds and bytes), ``zero`` (the
+data-parallel schedule a framework runs), ``emitter`` (the plan's core: layer, pass, pipeline task, plan) with
+its mixins ``comm`` (tensor/sequence and expert-parallel collectives around a layer), ``context`` (ring and
+Ulysses attention) and ``data`` (data parallelism, ZeRO/FSDP/HSDP, tied embeddings, the optimizer step), and
+``strategy`` (the registered :class:`Megatron`).
 """
 
 

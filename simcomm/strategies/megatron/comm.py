@@ -4,8 +4,10 @@ A mixin of :class:`~simcomm.strategies.megatron.emitter.Emitter`: :meth:`LayerCo
 layer of a stage and a point of its pass, the ``(kind, stream, groups, bytes)`` the emitter issues there.
 TP (Shoeybi et al. 2019): an all-reduce after attention and the MLP in forward (``g``) and at each sublayer's
 input in backward (``f``); with sequence parallelism (Korthikanti et al. 2022) an all-gather before and a
-reduce-scatter after instead.  EP (Lepikhin et al. 2020): an all-to-all dispatch before and combine after each
-expert layer, forward and backward.  Worked out once per (layer, stage, point): plans ask per micro-batch.
+reduce-scatter after instead.  EP: Megatron-core's token dispatchers (:mod:`.moe`): all-to-all (with the
+token-count exchange and expert tensor parallelism's all-gather/reduce-scatter) or all-gather/reduce-scatter
+over the expert groups before and after each MoE layer, forward and backward.  Worked out once per (layer, stage,
+point): plans ask per micro-batch.
 """
 
 from __future__ import annotations
@@ -18,45 +20,78 @@ class LayerComm:
         """Tensor-parallel groups of stage p's simulated replicas."""
         return self._cached(("tp", p), lambda: [self.layout.tp_group(p, d) for d in range(self.live)])
 
-    def _ep_groups(self, p: int):
-        """Expert-parallel groups of stage p (live replicas hold whole expert-parallel groups)."""
-        lay = self.layout
-        n = self.live // lay.ep
-        return self._cached(("ep", p), lambda: [g for t in range(lay.tp) for g in lay.ep_groups(t, p)[:n]])
+    def _expert_groups(self, p: int, which: str):
+        """Stage p's ``ep``, ``etp`` or ``tp_ep`` groups among the simulated ranks (live replicas hold whole
+        expert tensor- and expert-parallel groups: :func:`~simcomm.strategies.megatron.sizing.live_replicas`)."""
+        def make():
+            live = set(self._stage(p))
+            groups = getattr(self.layout, f"{which}_groups")(p)
+            return [g for g in groups if g[0] in live]
+        return self._cached((which, p), make)
 
     def _comm(self, j: int, p: int, where: str):
         """Communication around layer j: ``where`` in fwd-pre, fwd-post, bwd-pre, bwd-post (in issue order)."""
         return self._cached(("comm", j, p, where), lambda: self._comm_of(j, p, where))
 
+    def _moe_comm(self, p: int, where: str):
+        """The token dispatcher's collectives at ``where`` (module :mod:`.moe`), in issue order."""
+        m = self.moe
+        if m is None:
+            return []
+        steps = []
+        if m.dispatcher == "alltoall":
+            fwd_pre = [("allgather", "tp_ep", m.counts_bytes), ("alltoall", "ep", m.a2a_bytes + m.a2a_probs_bytes),
+                       ("allgather", "etp", m.etp_bytes)]
+            fwd_post = [("reduce_scatter", "etp", m.etp_bytes), ("alltoall", "ep", m.a2a_bytes)]
+            bwd_pre = [("alltoall", "ep", m.a2a_bytes), ("allgather", "etp", m.etp_bytes)]
+            bwd_post = [("reduce_scatter", "etp", m.etp_bytes), ("alltoall", "ep", m.a2a_bytes + m.a2a_probs_bytes)]
+        else:
+            fwd_pre = [("allgather", "tp_ep", m.gather_bytes + m.gather_meta_bytes)]
+            fwd_post = [("reduce_scatter", "tp_ep", m.gather_bytes)]
+            bwd_pre = [("allgather", "tp_ep", m.gather_bytes)]
+            bwd_post = [("reduce_scatter", "tp_ep", m.gather_bytes + m.gather_probs_bytes)]
+        pick = {"fwd-pre": fwd_pre, "fwd-post": fwd_post, "bwd-pre": bwd_pre, "bwd-post": bwd_post}[where]
+        for kind, which, nbytes in pick:
+            if nbytes > 0:
+                steps.append((kind, "ep", self._expert_groups(p, which), nbytes))
+        return steps
+
     def _comm_of(self, j: int, p: int, where: str):
         cost, out = self.costs[j], []
         k = cost.kind
         tp_in = tp_out = None
-        if self.layout.tp > 1:
+        # an MoE layer under sequence parallelism has no tensor-parallel edge of its own (the dispatcher takes
+        # the s/tp tokens as they are); its shared experts are a tensor-parallel MLP (SharedExpertMLP's gather
+        # before and reduce-scatter after).  Without sequence parallelism (refused by Megatron-core) it runs as
+        # DeepSpeed-MoE's MOELayer does with tensor-parallel non-experts: each rank keeps 1/tp of the replicated
+        # tokens (drop_tokens, free) and all-gathers the output (gather_tokens); backward the same, mirrored
+        moe_edge = k != "moe" or (self.sequence_parallel and self.moe is not None and self.moe.shared_experts > 0)
+        tp_gather = k == "moe" and self.layout.tp > 1 and not self.sequence_parallel
+        if self.layout.tp > 1 and moe_edge:
             if k in ("attn", "mlp", "moe", "head"):
                 tp_in = "allgather" if self.sequence_parallel else "f"
             if k in ("attn", "mlp", "moe", "embed"):
                 tp_out = "reduce_scatter" if self.sequence_parallel else "allreduce"
         tp = ("tp", self._tp_groups(p), cost.tp_bytes)
-        ep = ("ep", self._ep_groups(p), cost.dispatch_bytes) if k == "moe" and self.layout.ep > 1 else None
+        ep = self._moe_comm(p, where) if k == "moe" else []
         if where == "fwd-pre":
             if tp_in == "allgather":
                 out.append(("allgather",) + tp)
-            if ep:
-                out.append(("alltoall",) + ep)
+            out += ep
         elif where == "fwd-post":
-            if ep:
-                out.append(("alltoall",) + ep)
+            out += ep
             if tp_out:
                 out.append((tp_out,) + tp)
+            if tp_gather:  # DeepSpeed-MoE's gather_tokens: the 1/tp token slices gathered back for the next layer
+                out.append(("allgather",) + tp)
         elif where == "bwd-pre":  # the conjugate of the forward's output op
             if tp_out == "reduce_scatter":
                 out.append(("allgather",) + tp)
-            if ep:
-                out.append(("alltoall",) + ep)
+            out += ep
         else:  # bwd-post: the conjugate of the forward's input op
-            if ep:
-                out.append(("alltoall",) + ep)
+            out += ep
+            if tp_gather:  # the gradient of drop_tokens (the input's slice) is an all-gather
+                out.append(("allgather",) + tp)
             if tp_in:
                 out.append(("allreduce" if tp_in == "f" else "reduce_scatter",) + tp)
         return out

@@ -2,8 +2,11 @@
 
 Worked out once per plan, read by the emitter for every op (so plain fields, no per-op arithmetic):
 compute split over the tensor- and context-parallel ranks (selective recompute adds the attention
-core to the backward, per-operator recompute every second mm), the gradient and optimizer shares (expert layers also split over ``ep``), and
-the bytes of each layer's tensor-parallel, expert-dispatch and pipeline traffic (docs/strategies-llm.md).
+core to the backward, per-operator recompute every second mm; MoE layers stretched by their routing load
+and grouped-GEMM efficiency, :mod:`.moe`), the gradient and optimizer shares (an MoE layer's routed experts
+split over ``etp·ep`` and reduced over the expert-data-parallel group, its router and shared experts over
+``tp`` like a dense layer), and the bytes of each layer's tensor-parallel and pipeline traffic
+(docs/strategies-llm.md).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from dataclasses import dataclass
 
 from simcomm.precision import DTYPE_BYTES
 from simcomm.strategies._layout import Layout, layer_kind
+from simcomm.strategies.megatron.moe import MoeCosts
 from simcomm.strategies.megatron.params import MegatronParams
 from simcomm.strategies.megatron.shares import attention_shares, core_share, op_recompute_share, seq_hidden
 from simcomm.workload import layer_times
@@ -31,25 +35,29 @@ class LayerCost:
     grad_bytes: float  # this rank's gradients (and ZeRO-3's gathered parameters)
     update_s: float  # optimizer step on this rank's (unsharded by ZeRO) parameters
     tp_bytes: float  # one tensor-parallel all-reduce (all-gather, reduce-scatter) at the layer's edge
-    dispatch_bytes: float  # one expert-parallel all-to-all (dispatch or combine)
     activation_bytes: float  # the output a pipeline stage sends on (1/tp of it with sequence parallelism)
     ulysses_times: UlyssesTimes | None  # attention layers under Ulysses/a2a context parallelism, else None
+    expert_grad_bytes: float = 0.0  # MoE: the routed experts' part of grad_bytes (expert-data-parallel group)
+    expert_update_s: float = 0.0  # MoE: the routed experts' part of update_s
 
 
-def layer_costs(p: MegatronParams, lay: Layout, microbatch: int, w, ulysses: bool) -> list[LayerCost]:
-    """Every layer's :class:`LayerCost` (``ulysses``: split attention layers' times for its all-to-alls)."""
+def layer_costs(p: MegatronParams, lay: Layout, microbatch: int, w, ulysses: bool,
+                moe: MoeCosts | None = None) -> list[LayerCost]:
+    """Every layer's :class:`LayerCost` (``ulysses``: split attention layers' times for its all-to-alls;
+    ``moe``: the plan's MoE layers)."""
     tr = w.trace
     meta = dict(tr.meta.get("transformer") or {})
     mb, tp, ep = microbatch, lay.tp, lay.ep
     cp = lay.cp  # context parallel: every rank computes on (and sends activations of) seq / cp tokens
     act = DTYPE_BYTES.get(tr.dtype, 4)
     sp = p.sequence_parallel and tp > 1
-    top_k = int(meta.get("top_k", 1) or 1)
+    expert_shard = lay.expert_tp * ep
     out_costs = []
     for layer, lw in zip(tr.layers, w.layers):
         kind = layer_kind(lw.name)
         f, bk = layer_times(layer, tr.batch, mb)
-        shard = tp * (ep if kind == "moe" else 1)
+        if kind == "moe" and moe is not None:  # routed experts stretched by their load and grouped-GEMM tiles
+            f, bk = f * moe.compute_factor, bk * moe.compute_factor
         extra = 0.0
         if p.recompute == "selective" and kind == "attn":
             extra = f * core_share(*seq_hidden(lw, meta), meta)  # selective: the core is recomputed
@@ -63,10 +71,17 @@ def layer_costs(p: MegatronParams, lay: Layout, microbatch: int, w, ulysses: boo
             times = ((f * fq / n, f * fc / n, f * fo / n), (bk * fq / n, (bk * fc + extra) / n, bk * fo / n))
         shape = lw.input_shape if kind == "head" else lw.output_shape
         out = math.prod(lw.output_shape) * mb * act / cp if lw.output_shape else 0.0
+        grad, update, expert_grad, expert_update = lw.grad_bytes / tp, lw.update_s / tp, 0.0, 0.0
+        if kind == "moe" and moe is not None:  # routed experts over etp·ep, the rest (router, shared) over tp
+            dense = moe.dense_param_share
+            expert_grad = lw.grad_bytes * (1 - dense) / expert_shard
+            expert_update = lw.update_s * (1 - dense) / expert_shard
+            grad = lw.grad_bytes * dense / tp + expert_grad
+            update = lw.update_s * dense / tp + expert_update
         out_costs.append(LayerCost(
             kind=kind, forward_s=f / (tp * cp), backward_s=(bk + extra) / (tp * cp),
-            grad_bytes=lw.grad_bytes / shard, update_s=lw.update_s / shard,
+            grad_bytes=grad, update_s=update,
             tp_bytes=math.prod(shape) * mb * act / cp if shape else 0.0,
-            dispatch_bytes=out * top_k * p.capacity_factor / (tp if sp else 1),
-            activation_bytes=out / tp if sp else out, ulysses_times=times))
+            activation_bytes=out / tp if sp else out, ulysses_times=times,
+            expert_grad_bytes=expert_grad, expert_update_s=expert_update))
     return out_costs

@@ -20,15 +20,21 @@ class DataParallel:
         lay, size = self.layout, self.params.shard_group
         return self._cached(("hsdp", p), lambda: [g for t in range(lay.tp) for g in lay.replica_groups(t, p, size)])
 
-    def _dp_groups(self, p: int, j: int):
-        """The groups layer j's gradients are reduced (and ZeRO-3's parameters gathered) over on stage p."""
+    def _dp_groups(self, p: int, j: int | None):
+        """The groups layer j's gradients are reduced (and ZeRO-3's parameters gathered) over on stage p
+        (``j`` None: a dense layer's; an MoE layer's whole shard under ZeRO-3)."""
         lay = self.layout
         if self.params.shard_group is not None:  # HSDP: sharded (gathered, reduce-scattered) within a shard group
             size = self.params.shard_group
             return self._cached(("shard", p), lambda: [g for t in range(lay.tp) for g in lay.shard_groups(t, p, size)])
-        if self.costs[j].kind == "moe" and lay.ep > 1:
-            return self._cached(("edp", p), lambda: [g for t in range(lay.tp) for g in lay.edp_groups(t, p)])
+        if j is not None and self.costs[j].kind == "moe" and self._experts_apart:
+            return self._cached(("edp", p), lambda: lay.edp_groups(p))
         return self._cached(("dp", p), lambda: [lay.dp_group(t, p) for t in range(lay.tp)])
+
+    @property
+    def _experts_apart(self) -> bool:
+        """The routed experts' gradients go over other groups than the dense ones (ep > 1 or etp != tp)."""
+        return self.layout.ep > 1 or self.layout.expert_tp != self.layout.tp
 
     # -- ZeRO-3 / FSDP: gather units, prefetch, live limit, reshard, reduce-scatter buckets ---------------------
     def _units(self, p: int, layers, forward: bool):
@@ -193,17 +199,21 @@ class DataParallel:
                        f"hsdp-allreduce {name} {label}",
                        after={r: (rs[r],) if r in rs else done.get(r, ()) for g in self._hsdp_groups(p) for r in g})
 
-    def _bucket_parts(self, chunk):
-        """The gradient buckets of a chunk's layers: each workload bucket restricted to the chunk and split
-        into its dense and expert parts (their groups differ), in gradient-ready order."""
-        lay, costs = self.layout, self.costs
+    def _bucket_parts(self, p: int, chunk):
+        """The gradient buckets of a chunk's layers on stage p: each workload bucket restricted to the chunk and
+        split into its dense and expert parts (their groups differ), in gradient-ready order: (layers, groups,
+        bytes).  An MoE layer's router and shared experts reduce with the dense layers, its routed experts over
+        the expert-data-parallel group (Megatron-core's expert_data_parallel_group) when that differs from dp."""
+        costs, apart = self.costs, self._experts_apart
         members = set(chunk)
         for bucket in self.workload.buckets:
             mine = [j for j in bucket if j in members]
-            for part in ([j for j in mine if costs[j].kind != "moe" or lay.ep == 1],
-                         [j for j in mine if costs[j].kind == "moe" and lay.ep > 1]):
-                if part:
-                    yield part
+            moe = [j for j in mine if costs[j].kind == "moe"] if apart else []
+            dense = sum(costs[j].grad_bytes - (costs[j].expert_grad_bytes if apart else 0.0) for j in mine)
+            for part, nbytes, groups in ((mine, dense, None), (moe, sum(costs[j].expert_grad_bytes for j in moe),
+                                                               moe[:1])):
+                if part and nbytes > 0:
+                    yield part, self._dp_groups(p, groups[0] if groups else None), nbytes
 
     def _reduce_grads(self, p: int, chunk, at_end: bool = False):
         """DDP-style buckets of this chunk, reduced as soon as their last gradient is ready.
@@ -216,9 +226,7 @@ class DataParallel:
             return
         kind = "allreduce" if self.params.zero == 0 else "reduce_scatter"
         stream = "compute" if self.zero.reduce_stream == "compute" else "dp"
-        for part in self._bucket_parts(chunk):
-            groups = self._dp_groups(p, part[0])
-            nbytes = sum(self.costs[j].grad_bytes for j in part)
+        for part, groups, nbytes in self._bucket_parts(p, chunk):
             # the groups cover the stage; only live ranks compute (_coll gives folded members their mirror's)
             after = {r: (self.builder.tail(self._lead(r), "compute") if at_end else
                          max(self.last_backward[(j, r)] for j in part),)
@@ -235,9 +243,9 @@ class DataParallel:
             return
         for s in range(lay.pp):
             for u in range(s, lay.pp * lay.virtual, lay.pp):
-                for part in reversed(list(self._bucket_parts(self.chunks[u]))):
-                    groups = self._dp_groups(s, part[0])
-                    nbytes = sum(self.costs[j].grad_bytes for j in part)
+                # an MoE layer's expert part is issued before its dense part on the same stream: the layer waits
+                # for the later (param_gathers keeps the last)
+                for part, groups, nbytes in reversed(list(self._bucket_parts(s, self.chunks[u]))):
                     ids = self._coll("allgather", groups, nbytes, {}, "dp",
                                      f"zero{self.params.zero}-allgather stage{s} (overlap_param_gather)",
                                      after={r: () for r in self._stage(s)})
@@ -272,13 +280,18 @@ class DataParallel:
             ranks = self._stage(s)
             layers = [j for u in range(s, lay.pp * lay.virtual, lay.pp) for j in self.chunks[u]]
             ups = {}
+            # ZeRO shards a layer's state over its data-parallel group, an MoE layer's routed experts over theirs
+            # (ZeRO-3: the whole MoE layer over the expert-data-parallel group, as it is gathered)
+            dense = len(self._dp_groups(s, None)[0]) if zero >= 1 else 1
+            secs = 0.0
+            for j in layers:
+                cost = self.costs[j]
+                own = len(self._dp_groups(s, j)[0]) if zero >= 1 else 1
+                if zero == 3 or cost.expert_update_s == 0.0 or not self._experts_apart:
+                    secs += cost.update_s / own
+                else:
+                    secs += (cost.update_s - cost.expert_update_s) / dense + cost.expert_update_s / own
             for r in ranks:
-                secs = 0.0
-                for j in layers:
-                    shard = 1
-                    if zero >= 1:
-                        shard = len(self._dp_groups(s, j)[0])
-                    secs += self.costs[j].update_s / shard
                 stream = "rs" if zero == 3 else "dp"
                 tail = self.builder.tail(r, stream)
                 ups[r] = (self.builder.compute(r, secs * self.workload.scale(r), after=() if tail is None else (tail,),

@@ -15,6 +15,7 @@ from simcomm.strategies.megatron.comm import LayerComm
 from simcomm.strategies.megatron.context import ContextParallel
 from simcomm.strategies.megatron.costs import layer_costs
 from simcomm.strategies.megatron.data import DataParallel
+from simcomm.strategies.megatron.moe import moe_costs
 from simcomm.strategies.megatron.params import MegatronParams
 from simcomm.strategies.megatron.shares import kv_block_bytes, ulysses_bytes
 from simcomm.strategies.megatron.sizing import BatchSizes, live_replicas, virtual_stage_layers
@@ -37,7 +38,12 @@ class Emitter(LayerComm, ContextParallel, DataParallel):
         # group, on its first rank, started once every rank's input is there (the group's next collective
         # waits for all of them anyway, and equal computes end max(ready) + t either way); not with ring
         # attention, whose pieces interleave with per-rank sends
-        self.fold_lanes = self.live < lay.dp and lay.tp > 1 and lay.cp == 1
+        # The same holds for the live replicas of a stage that expert parallelism keeps (every MoE layer's
+        # dispatch and combine span them all): one compute per stage, on its first rank
+        self.fold_lanes = self.live < lay.dp and (lay.tp > 1 or self.live > 1) and lay.cp == 1
+        # and, folded so, a stage's lanes send their activations alike (each to the same lane of the next stage,
+        # over its own NIC): one send stands for all
+        self.fold_sends = self.fold_lanes and self.live > 1
         self.chunks = (chunks(s, lay.pp * lay.virtual, virtual_stage_layers(p, len(s.blocks))) if s is not None
                        else [tuple(range(len(w.layers)))])
         meta = dict(w.trace.meta.get("transformer") or {})
@@ -47,7 +53,8 @@ class Emitter(LayerComm, ContextParallel, DataParallel):
         self.sequence_parallel = p.sequence_parallel and tp > 1
         ulysses = cp > 1 and p.cp_kind != "ring" and s is not None
         self.ulysses_q_bytes, self.ulysses_kv_bytes = ulysses_bytes(meta, mb, tp, cp, act) if ulysses else (0.0, 0.0)
-        self.costs = layer_costs(p, lay, mb, w, ulysses)
+        self.moe = moe_costs(p, lay, meta, mb, act) if any(x.name.endswith(".moe") for x in w.layers) else None
+        self.costs = layer_costs(p, lay, mb, w, ulysses, self.moe)
         self.ready: dict = {}  # (F or B, micro-batch, virtual stage) -> (t, d) -> what the next stage waits for
         self.last_backward: dict = {}  # (layer, rank) -> op id of that rank's final backward of the layer
         self.buckets: dict[int, list] = {}  # stage -> [(groups, nbytes)] its gradients were reduced in
@@ -67,7 +74,7 @@ class Emitter(LayerComm, ContextParallel, DataParallel):
         if not self.fold_lanes:
             return r
         lay = self.layout
-        lead = self._cached("lead", lambda: {lay.rank(t, q, d): lay.rank(0, q, d)
+        lead = self._cached("lead", lambda: {lay.rank(t, q, d): lay.rank(0, q, 0 if self.live > 1 else d)
                                              for t in range(lay.tp) for q in range(lay.pp) for d in range(lay.dp)})
         return lead[r]
 
@@ -187,6 +194,17 @@ class Emitter(LayerComm, ContextParallel, DataParallel):
                     self.last_backward[(j, r)] = computes[k][r]
         nxt = u + 1 if kind == "F" else u - 1
         out = {}
+        if self.fold_sends and 0 <= nxt < n_u:
+            # the stage's lanes send alike over like links (one NIC each): the first lane's send stands for all,
+            # after every lane's last op (its traffic is weighted for the rest: _build)
+            r, dst = lay.rank(0, p, 0), lay.rank(0, nxt % lay.pp, 0)
+            nbytes = self.costs[self.chunks[u][-1] if kind == "F" else self.chunks[u - 1][-1]].activation_bytes
+            deps = list(dict.fromkeys(x for q in ranks for x in wait[q]))
+            tid = self.builder.transfer(r, dst, nbytes, after=deps, stream="pp",
+                                        label=f"pp-{'activation' if kind == 'F' else 'gradient'} {label}")
+            self.counts["transfer"] += 1
+            coords = []
+            out = dict.fromkeys(self._cached("coords", lambda: []), (tid,))
         for t, d in coords:
             r = lay.rank(t, p, d)
             if 0 <= nxt < n_u:
@@ -248,9 +266,12 @@ class Emitter(LayerComm, ContextParallel, DataParallel):
             if self.workload.dataload_s > 0 else ()
         assumed = ignored + (f"layout tp {lay.tp}" + (f" × cp {lay.cp}" if lay.cp > 1 else "")
                              + f" × pp {lay.pp} × dp {lay.data}"
-                             + (f" (ep {lay.ep})" if lay.ep > 1 else "")
+                             + (f" (ep {lay.ep}" + (f", etp {lay.expert_tp}" if lay.expert_tp != lay.tp else "")
+                                + ")" if lay.ep > 1 or lay.expert_tp != lay.tp else "")
                              + f": global batch {sz.global_batch} = micro-batch {sz.microbatch} × {sz.microbatches} "
                              f"micro-batches × dp {lay.data} ({sz.how})",) + self.zero.notes
+        if self.moe is not None:
+            assumed += self.moe.assumed
         measured = None
         if self.live < lay.dp:
             measured = tuple(sorted({self._lead(r) for s in range(lay.pp) for r in self._stage(s)}))
@@ -261,11 +282,19 @@ class Emitter(LayerComm, ContextParallel, DataParallel):
                         f"ranks; link traffic per link class counts their tensor, context, expert and pipeline "
                         f"bytes {lay.dp // self.live} times, once per replica they stand for; the busiest links "
                         "are the simulated ones; --opt replicas=all simulates every replica)",)
-            if self.fold_lanes:
+            if self.fold_lanes and self.live > 1:
+                assumed += (f"a stage's {lay.tp * self.live} simulated ranks identical (the expert-parallel groups "
+                            "they form exchange tokens in every MoE layer): one compute per stage, started when every "
+                            "rank's input has arrived, and one pipeline send per stage boundary (the first rank's, "
+                            "after every rank's last op; the others' alike sends on their own NICs are counted in "
+                            "the link traffic); their collectives stay per rank",)
+            elif self.fold_lanes:
                 assumed += (f"tensor-parallel ranks identical: one compute per group of {lay.tp}, started when "
                             "every rank's input has arrived (their collectives and sends stay per rank)",)
         # the folded replicas' own traffic (theirs is the simulated replicas', on like links of a symmetric fabric)
         weights = {s: lay.dp / self.live for s in ("tp", "cp", "ep", "pp")} if self.live < lay.dp else None
+        if self.fold_sends:
+            weights["pp"] = float(lay.dp * lay.tp)  # one lane's sends stand for every lane of every replica
         return self.builder.build(kind="every iteration", assumed=assumed, strategy="megatron",
                                   measured_ranks=measured, samples=sz.global_batch, traffic_weights=weights,
                                   layout={"tp": lay.tp, "pp": lay.pp, "dp": lay.data, "ep": lay.ep,

@@ -22,6 +22,11 @@ CP_KINDS = ("ring", "ulysses", "a2a")
 #: spans) and the data-parallel collectives over all; ``all`` every replica; ``auto`` folds when dp > 1,
 #: compute is uniform and the plan is large
 REPLICAS = ("auto", "one", "all")
+#: Megatron-core's --moe-token-dispatcher-type (megatron/core/transformer/moe/token_dispatcher.py): ``alltoall``
+#: (MoEAlltoAllTokenDispatcher: tokens all-to-all'd over the EP group) or ``allgather``
+#: (MoEAllGatherTokenDispatcher: every token all-gathered over the ETP × EP group, reduce-scattered back);
+#: ``flex`` (DeepEP) is not modelled
+DISPATCHERS = ("alltoall", "allgather")
 
 
 def _pos(name: str, value, *, optional: bool = False) -> None:
@@ -69,6 +74,10 @@ def reshard_policy(value) -> str:
 REDUCE_STREAMS = ("separate", "compute")
 
 
+def _positive(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
 @dataclass(frozen=True)
 class MegatronParams:
     """Options of ``megatron`` (the layout)."""
@@ -85,7 +94,14 @@ class MegatronParams:
     zero: int = 0
     recompute: str = "none"
     experts_parallel: int = 1
-    capacity_factor: float = 1.0
+    # MoE (docs/strategies-llm.md, "Expert parallelism"): --moe-expert-capacity-factor (None: dropless, Megatron-core's
+    # default), --moe-pad-expert-input-to-capacity, --moe-token-dispatcher-type, --expert-tensor-parallel-size
+    # (None: tp, Megatron-core's default), and the busiest expert-parallel rank's routed load over the mean
+    capacity_factor: float | None = None
+    pad_to_capacity: bool = False
+    moe_dispatcher: str = "alltoall"
+    etp: int | None = None
+    moe_imbalance: float = 1.0
     order: str = "tp-pp-dp"  # rank order, innermost first
     # None: the framework's (no framework: True); False: Megatron-LM's default, reduced after the last backward
     overlap_grad_reduce: bool | None = None
@@ -118,6 +134,7 @@ class MegatronParams:
         for name in ("dp", "microbatch", "microbatches", "global_batch", "shard_group", "first_stage_layers",
                      "last_stage_layers"):
             _pos(name, getattr(self, name), optional=True)
+        _pos("etp", self.etp, optional=True)
         if self.shard_group is not None and self.zero != 3:
             raise ConfigError(f"shard-group: {self.shard_group} shards parameters within groups of replicas "
                               f"(HSDP, FSDP's HYBRID_SHARD) and needs zero 3, not zero {self.zero}")
@@ -132,9 +149,16 @@ class MegatronParams:
         _check_schedule(self)
         if isinstance(self.zero, bool) or self.zero not in (0, 1, 2, 3):
             raise ConfigError(f"zero: {self.zero!r} is not valid; valid choices: 0, 1, 2, 3 (3 = FSDP full shard)")
-        if not (isinstance(self.capacity_factor, (int, float)) and math.isfinite(self.capacity_factor)
-                and self.capacity_factor > 0):
-            raise ConfigError(f"capacity-factor: {self.capacity_factor!r} must be a positive number")
+        check_choice("moe_dispatcher", self.moe_dispatcher, DISPATCHERS)
+        if self.capacity_factor is not None and not _positive(self.capacity_factor):
+            raise ConfigError(f"capacity-factor: {self.capacity_factor!r} must be a positive number "
+                              "(leave it out for dropless routing)")
+        if self.pad_to_capacity and self.capacity_factor is None:
+            raise ConfigError("pad-to-capacity: padding to capacity needs capacity-factor (Megatron-core asserts "
+                              "--moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity)")
+        if not _positive(self.moe_imbalance) or self.moe_imbalance < 1:
+            raise ConfigError(f"moe-imbalance: {self.moe_imbalance!r} must be a number >= 1 (the busiest "
+                              "expert-parallel rank's routed tokens over the mean)")
         if self.virtual > 1 and self.schedule != "interleaved":
             raise ConfigError(f"virtual: {self.virtual} chunks per rank need schedule interleaved "
                               f"(not {self.schedule})")

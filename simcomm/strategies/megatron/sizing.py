@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from simcomm.errors import ConfigError
 from simcomm.strategies._layout import Layout, layer_kind, structure
 from simcomm.strategies.base import NotApplicable
+from simcomm.strategies.megatron.moe import check_experts
 from simcomm.strategies.megatron.params import MegatronParams
 
 #: ``auto`` folds plans of at least this many compute ops; smaller ones are cheap to simulate in full
@@ -143,7 +144,7 @@ def resolve_layout(p: MegatronParams, w, names: list[str]):
         dp = p.dp
         if inner * dp != n:
             raise ConfigError(f"layout: {what} × dp {dp} = {inner * dp} is not the {n} GPUs")
-    lay = Layout(p.tp, p.pp, dp * cp, ep, p.virtual, p.order, cp)  # Layout.dp: replicas of the parameters
+    lay = Layout(p.tp, p.pp, dp * cp, ep, p.virtual, p.order, cp, p.etp)  # Layout.dp: replicas of the parameters
     s = structure(names)
     meta = dict(w.trace.meta.get("transformer") or {})
     if s is None:
@@ -170,23 +171,18 @@ def resolve_layout(p: MegatronParams, w, names: list[str]):
                               "holds seq / cp tokens)")
         if cp > 1 and p.cp_kind != "ring":
             _check_ulysses_heads(p, meta, w.trace.model)
-    if lay.dp % ep:
-        raise ConfigError(f"experts-parallel: {ep} does not divide dp {lay.dp}" + (f" (dp {dp} × cp {cp})" if cp > 1
-                          else "") + " (expert-parallel groups are carved out of the data-parallel replicas)")
     if p.shard_group is not None:
         if lay.dp % p.shard_group:
             raise ConfigError(f"shard-group: {p.shard_group} does not divide the {lay.dp} data-parallel replicas"
                               + (f" (dp {dp} × cp {cp})" if cp > 1 else "") + "; valid choices: "
                               + ", ".join(str(g) for g in range(1, lay.dp + 1) if lay.dp % g == 0))
-        if ep > 1:
-            raise ConfigError("shard-group: HSDP with experts-parallel > 1 is not modelled; give one of them")
-    if ep > 1:
+        if ep > 1 or lay.expert_tp != p.tp:
+            raise ConfigError("shard-group: HSDP with experts-parallel > 1 or etp is not modelled; give one of them")
+    if ep > 1 or p.etp is not None:
         if not any(layer_kind(x) == "moe" for x in names):
-            raise ConfigError(f"experts-parallel: {ep} needs MoE layers (block{{i}}.moe); trace "
-                              f"{w.trace.model!r} has none")
-        experts = meta.get("experts")
-        if experts and experts % ep:
-            raise ConfigError(f"experts-parallel: {ep} does not divide the {experts} experts")
+            what = f"experts-parallel: {ep}" if ep > 1 else f"etp: {p.etp}"
+            raise ConfigError(f"{what} needs MoE layers (block{{i}}.moe); trace {w.trace.model!r} has none")
+        check_experts(p, lay, meta, w.trace.model)
     sizes = batch_sizes(p, lay, w)
     if p.global_batch is None and w.scaling == "strong":  # say it: strong scaling rounds B up to ⌈B/R⌉·R
         sizes = BatchSizes(sizes.global_batch, sizes.microbatch, sizes.microbatches,
@@ -234,10 +230,18 @@ def live_replicas(p: MegatronParams, lay: Layout, w, microbatches: int) -> int:
     """
     uniform = len(set(w.compute_scale)) <= 1 and not w.compute_jitter  # jitter draws every rank apart
     auto_all = not uniform or fold_computes(lay.n_ranks, microbatches, len(w.layers), lay.pp, p.recompute) < FOLD_ABOVE
-    if p.replicas == "all" or lay.dp == math.lcm(lay.ep, lay.cp) or (p.replicas == "auto" and auto_all):
+    keep = expert_replicas(lay)
+    if p.replicas == "all" or lay.dp <= keep or (p.replicas == "auto" and auto_all):
         return lay.dp
     if not uniform:
         raise ConfigError("replicas: one folds identical replicas, but the ranks compute differently "
                           "(straggler, heterogeneous nodes or compute jitter); valid choices: auto, all")
-    return math.lcm(lay.ep, lay.cp)  # whole expert-parallel groups and whole context-parallel rings stay live
+    return keep  # whole expert tensor/expert-parallel groups and whole context-parallel rings stay live
+
+
+def expert_replicas(lay: Layout) -> int:
+    """The fewest replicas that hold whole context-parallel rings and whole ``etp·ep`` expert groups (stage indices
+    ``t + tp·d``: the first ``tp·n`` of them must be a multiple of ``etp·ep``)."""
+    group = lay.expert_tp * lay.ep
+    return math.lcm(lay.cp, group // math.gcd(lay.tp, group))
 

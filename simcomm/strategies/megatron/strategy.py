@@ -38,8 +38,12 @@ class Megatron(Strategy):
                   f"recompute {p.recompute}"]
         if p.order != "tp-pp-dp":
             parts.append(f"order {p.order}")
-        if p.experts_parallel > 1:
-            parts.append(f"ep {p.experts_parallel} capacity {p.capacity_factor:g}")
+        if p.experts_parallel > 1 or p.etp is not None:
+            parts.append(f"ep {p.experts_parallel}" + (f" etp {p.etp}" if p.etp is not None else "")
+                         + f" {p.moe_dispatcher} " + ("dropless" if p.capacity_factor is None else
+                                                       f"capacity {p.capacity_factor:g}"
+                                                       + (" padded" if p.pad_to_capacity else ""))
+                         + (f" imbalance {p.moe_imbalance:g}" if p.moe_imbalance != 1 else ""))
         return f"megatron ({', '.join(parts)})"
 
     def memory(self, workload):

@@ -124,7 +124,7 @@ def transformer_meta(model: str, attention: str = "flash") -> dict:
 
 #: fp8 dense tensor peaks of devices that have fp8 tensor cores (NVIDIA H100 SXM5 datasheet: 3958 TFLOPS with
 #: sparsity, half of it dense; the H200 has the same GH100 compute)
-FP8_PEAKS = {"h100": 1978.9e12, "h200": 1978.9e12}
+FP8_PEAKS = {"h100": 1978.9e12, "h800": 1978.9e12, "h200": 1978.9e12}
 
 
 def transformer_trace(model: str, device, batch: int = 1, dtype: str = "bf16", optimizer: str = "adam",
