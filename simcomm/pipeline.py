@@ -463,8 +463,9 @@ def resolve_precision(scn: Scenario, trace, notes: list) -> str | None:
 
     wl = scn.workload
     prec = PRECISIONS[wl.precision] if wl.precision else None
-    if prec is not None and prec.compute != trace.dtype and trace.dtype in ("fp32", "fp16", "bf16"):
-        notes.append(f"precision {prec.name}: the trace computes in {trace.dtype} and is used as given "
+    computes = (trace.meta or {}).get("compute_dtype", trace.dtype)  # an FP8 trace's dtype is its bf16 activations
+    if prec is not None and prec.compute != computes and trace.dtype in ("fp32", "fp16", "bf16"):
+        notes.append(f"precision {prec.name}: the trace computes in {computes} and is used as given "
                      f"(synthesise one with --model to compute in {prec.compute})")
     wire = wl.wire_dtype or (prec.wire if prec else None)
     if wl.wire_dtype:

@@ -31,7 +31,7 @@ from simcomm.memory import layout as memory_layout
 from simcomm.memory.fit import Budget, check
 from simcomm.errors import ConfigError
 from simcomm.strategies.megatron import FOLD_ABOVE, core_share, fold_computes, kv_block_bytes
-from simcomm.workload import layer_times
+from simcomm.llm.compute import sharded_layer_times
 
 __all__ = ["Layout", "Space", "Estimate", "Row", "divisors", "auto_cps", "valid_cps", "node_shard_group",
            "enumerate_layouts", "batch_skipped", "layout_memory",
@@ -308,7 +308,7 @@ class Pricer:
     """Closed-form step time of layouts of one model (its trace) on one cluster (topology + NCCL runtime).
 
     Compute comes from the trace exactly as the ``megatron`` strategy uses it
-    (:func:`simcomm.workload.layer_times` at the micro-batch, / tp); each collective
+    (:func:`simcomm.llm.compute.sharded_layer_times` at the micro-batch and the layout's shapes, / tp); each collective
     (a TP all-reduce, a DP all-reduce over every TP lane at once, one activation
     transfer) is priced once by the engine's analytic model on the real topology
     and cached, so that thousands of layouts cost seconds.
@@ -332,14 +332,16 @@ class Pricer:
         self._prices: dict = {}
 
     # -- compute ------------------------------------------------------------------------------------------
-    def _per_mb(self, mb: int, recompute: str):
-        """Prefix sums over blocks of (forward, backward) seconds at micro-batch ``mb`` (unsharded), and the
-        embedding's and head's own."""
-        key = (mb, recompute)
+    def _per_mb(self, lay: Layout, recompute: str):
+        """Prefix sums over blocks of (forward, backward) seconds at ``lay``'s micro-batch (whole-layer
+        times at its tp/cp shapes, as the strategy prices them: / tp·cp is a rank's), and the embedding's and
+        head's own."""
+        mb = lay.microbatch
+        key = (mb, recompute, lay.tp, lay.cp)
         if key not in self._times:
             fb = []
             for j, layer in enumerate(self.trace.layers):
-                f, b = layer_times(layer, self.trace.batch, mb)
+                f, b = sharded_layer_times(self.trace, layer, mb, lay.tp, lay.cp)
                 if recompute == "full":
                     b += f  # every layer's forward (embedding and head too, as the strategy does) re-run
                 elif recompute == "selective" and layer.name.endswith(".attn"):
@@ -354,7 +356,7 @@ class Pricer:
 
     def _stage(self, lay: Layout, k: int):
         """(forward, backward, blocks) of one micro-batch on stage ``k`` (unsharded seconds)."""
-        pre_f, pre_b, ((ef, eb), (hf, hb)), _ = self._per_mb(lay.microbatch, lay.recompute)
+        pre_f, pre_b, ((ef, eb), (hf, hb)), _ = self._per_mb(lay, lay.recompute)
         L, p, v = self.cfg.layers, lay.pp, lay.virtual
         per = L // (p * v)
         f = b = 0.0
@@ -442,7 +444,7 @@ class Pricer:
         pairs = self.groups(lay)["ring"]
         kv = kv_block_bytes(self.meta, lay.microbatch, lay.tp, cp, self.act)
         t1 = self.price("transfer", pairs, kv)
-        fb = self._per_mb(lay.microbatch, "none")[3]  # the strategy's pieces: the layer without recomputation
+        fb = self._per_mb(lay, "none")[3]  # the strategy's pieces: the layer without recomputation
         split = lay.tp * cp * cp
         total = 0.0
         for j in idx:
@@ -489,7 +491,7 @@ class Pricer:
                 # its gather and reduce-scatter (and HSDP's all-reduce, on the reduce-scatter's stream) behind
                 # a backward, except the first gather of each pass and the reduce-scatter (+ all-reduce) of
                 # the layer whose backward comes last
-                fb = self._per_mb(lay.microbatch, lay.recompute)[3]
+                fb = self._per_mb(lay, lay.recompute)[3]
                 exposed = (self.price("allgather", dp_groups, first) + self.price("allgather", dp_groups, last)
                            + self.price("reduce_scatter", dp_groups, first) + hsdp_ar(first))
                 for j in idx:

@@ -16,7 +16,19 @@ amp-fp16   fp16         fp32      Apex AMP O1, torch.autocast(float16) + GradSca
 amp-bf16   bf16         fp32      torch.autocast(bfloat16): fp32 weights, fp32 reduction
 fp16       fp16         fp16      a half model (Apex O2/O3-style, .half()): fp16 gradients
 bf16       bf16         bf16      a bf16 model (model.to(bfloat16)): bf16 gradients
+fp8        fp8          fp32      Megatron-core + Transformer Engine, --bf16 --fp8-format hybrid
+                                  (--fp8-recipe delayed, its default)
+fp8-       fp8-         fp32      the same with --fp8-recipe tensorwise (current scaling)
+tensorwise tensorwise
+mxfp8      mxfp8        fp32      the same with --fp8-recipe mxfp8 (Blackwell only)
 ========== ============ ========= ===================================================
+
+The FP8 presets compute the transformer's linear layers in FP8 and the rest in bf16
+(:mod:`simcomm.traces.transformer_cost` says which, and the cast passes); they run on a device
+with FP8 tensor cores only, and price the zoo's transformers only.  Their wire is fp32 because
+Megatron-LM with ``--bf16`` accumulates and all-reduces gradients in fp32 unless
+``--grad-reduce-in-bf16`` (``megatron/training/arguments.py``, ``validate_args``: "bfloat16 requires
+gradient accumulation and all-reduce to be done in fp32"); ``--wire-dtype bf16`` is that flag.
 """
 
 from __future__ import annotations
@@ -53,6 +65,15 @@ PRECISIONS: dict[str, Precision] = {p.name: p for p in (
                                           "reduction"),
     Precision("fp16", "fp16", "fp16", "pure fp16 model: fp16 compute and fp16 gradients on the wire"),
     Precision("bf16", "bf16", "bf16", "pure bf16 model: bf16 compute and bf16 gradients on the wire"),
+    *(Precision(name, name, "fp32", f"{what}: QKV, attention-output, FC1 and FC2 GEMMs (fprop, dgrad, wgrad) in "
+                "FP8 with their cast/transpose passes; attention core, norms, softmax, embedding and LM head "
+                "in bf16; bf16 weights and activations, fp32 gradient reduction (Megatron-LM --bf16)")
+      for name, what in (("fp8", "FP8 as Transformer Engine runs it, DelayedScaling (Megatron-core "
+                                 "--fp8-format hybrid --fp8-recipe delayed)"),
+                         ("fp8-tensorwise", "FP8 as Transformer Engine runs it, Float8CurrentScaling "
+                                            "(--fp8-recipe tensorwise)"),
+                         ("mxfp8", "MXFP8 as Transformer Engine runs it on Blackwell, MXFP8BlockScaling "
+                                   "(--fp8-recipe mxfp8, one scale per 32 elements)"))),
 )}
 
 

@@ -52,6 +52,9 @@ END = "<!-- END megatron-tables -->"
 SEQ, VOCAB, PEAK = 2048, 51200, 312e12  # both papers; A100 fp16 dense tensor peak
 CLUSTER, DEVICE, DTYPE = "dgx-a100-hdr", "a100-80g", "fp16"
 TARGET_PCT = 10.0  # issue 16 item 5: median |error| over predictions
+#: how compute is priced: ``gemm`` (the tally: each GEMM by its shape at the rank's tp slicing), ``additive``
+#: (one scalar efficiency, compute + memory per pass: the tally until the GEMM model), ``max`` (before a3bea56)
+ROOFLINES = ("gemm", "additive", "max")
 
 _INT = ("heads", "hidden", "layers", "tp", "pp", "gpus", "global_batch", "microbatch", "virtual")
 
@@ -168,7 +171,7 @@ def model_config(row: Row):
                              VOCAB, SEQ, tied=True, positions=SEQ, attention="unfused")
 
 
-def build_trace(row: Row, compute_eff: float, roofline: str = "additive"):
+def build_trace(row: Row, compute_eff: float, roofline: str = "gemm"):
     """The roofline trace of ``row``'s model at its micro-batch, with the A100's compute efficiency ``compute_eff``.
 
     As :func:`simcomm.traces.synth.synth_trace` with ``attention="unfused"`` (device a100-80g, fp16, Adam):
@@ -183,7 +186,7 @@ def build_trace(row: Row, compute_eff: float, roofline: str = "additive"):
     import simcomm
     from simcomm.traces.devices import get_device
     from simcomm.traces.schema import Trace
-    from simcomm.traces.synth import synth_layers
+    from simcomm.traces.synth import synth_layers, transformer_layers
 
     if not 0.0 < compute_eff <= 1.0:
         raise TableError(f"compute_eff: {compute_eff!r} must be in (0, 1]")
@@ -191,15 +194,18 @@ def build_trace(row: Row, compute_eff: float, roofline: str = "additive"):
     specs = cfg.layer_specs()  # the library's unfused attention leaves
     base = get_device(DEVICE)
     dev = replace(base, compute_eff=compute_eff, memory_eff=base.efficiency(DTYPE).memory, fitted=())
+    gemm_meta: dict = {}
     if roofline == "max":
         flash = replace(cfg, attention="flash").layer_specs()
         specs = [replace(s, mem_elems=f.mem_elems) if s.module_type == "TransformerAttention" else s
                  for s, f in zip(specs, flash)]
         layers = synth_layers(specs, [row.microbatch], dev, DTYPE, "adam", additive=False)
-    elif roofline == "additive":
+    elif roofline == "additive":  # the scalar-efficiency additive roofline (before the GEMM model)
         layers = synth_layers(specs, [row.microbatch], dev, DTYPE, "adam", additive=True)
+    elif roofline == "gemm":  # every GEMM priced by its shape (simcomm.traces.gemm), as synth_trace does
+        layers, gemm_meta = transformer_layers(cfg, [row.microbatch], dev, DTYPE, "adam")
     else:
-        raise TableError(f"roofline: {roofline!r} is not valid; valid choices: max, additive")
+        raise TableError(f"roofline: {roofline!r} is not valid; valid choices: {', '.join(ROOFLINES)}")
     return Trace(model=cfg.name, batch=row.microbatch, dtype=DTYPE, device=dev.name, device_kind="gpu",
                  method="roofline-synth", layers=layers,
                  iteration_s=sum(x.forward_s + x.backward_s + x.update_s for x in layers),
@@ -210,7 +216,7 @@ def build_trace(row: Row, compute_eff: float, roofline: str = "additive"):
                        "attention": "full s x s scores (no FlashAttention)", "roofline": roofline,
                        # attention_core "full" (cfg.meta() of the unfused attention): megatron's selective
                        # recomputation takes the core's share of it
-                       "transformer": cfg.meta()})
+                       "transformer": cfg.meta(), **gemm_meta})
 
 
 def scenario(row: Row):
@@ -221,7 +227,7 @@ def scenario(row: Row):
                       "batch": row.microbatch, "scaling": "weak", **row.options()})
 
 
-def simulate_row(row: Row, compute_eff: float, roofline: str = "additive") -> dict:
+def simulate_row(row: Row, compute_eff: float, roofline: str = "gemm") -> dict:
     """Simulate one iteration of ``row``; the iteration time, mean compute and the predicted table value."""
     from simcomm.pipeline import simulate
 
@@ -234,7 +240,7 @@ def simulate_row(row: Row, compute_eff: float, roofline: str = "additive") -> di
 
 
 def calibrate(row: Row, lo: float = 0.05, hi: float = 1.0, rtol: float = 1e-6,
-              roofline: str = "additive") -> tuple[float, dict]:
+              roofline: str = "gemm") -> tuple[float, dict]:
     """The compute efficiency in [lo, hi] at which ``row``'s simulated time equals its published time.
 
     The iteration time rises monotonically with x = 1 / efficiency and is close to linear in it (compute
@@ -556,9 +562,10 @@ def main(argv: list[str] | None = None, results_dir: Path | None = None) -> int:
     ap.add_argument("--rows", help="comma-separated row ids to simulate (or 'all'); cached rows are not rerun")
     ap.add_argument("--rerun", action="store_true", help="simulate the chosen rows even when cached")
     ap.add_argument("--write", type=Path, help="rewrite the marked section of this markdown file from the cache")
-    ap.add_argument("--roofline", choices=("additive", "max"), default="additive",
-                    help="additive: simcomm's transformer roofline (compute + memory per pass, the tally); max: "
-                         "the roofline simcomm used before (the comparison table), cached apart")
+    ap.add_argument("--roofline", choices=ROOFLINES, default="gemm",
+                    help="gemm: simcomm's transformer model (each GEMM by its shape, the tally); additive: one "
+                         "scalar efficiency, compute + memory per pass (before the GEMM model); max: the roofline "
+                         "before that (the comparison tables); each cached apart")
     ap.add_argument("--tables", type=Path, default=TABLES, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     try:

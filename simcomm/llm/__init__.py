@@ -4,4 +4,6 @@
 DeepSeek's multi-head latent attention) with exact parameter counts and per-layer FLOPs; :mod:`.zoo` the
 published models as such shapes; :mod:`.hf` reads a Hugging Face ``config.json`` into one; :mod:`.shape`
 turns the scenario's ``[model]`` keys into the shape a run simulates (docs/transformers.md).
+:mod:`.compute` is the per-rank compute of a layer at a layout's tensor- and context-parallel shapes, shared by
+the ``megatron`` strategy and ``plan``'s estimate.
 """

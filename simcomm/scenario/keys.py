@@ -111,7 +111,8 @@ KEYS: tuple[Key, ...] = (
        lo=0, lo_open=True, hi=1e6),
     _k("compute_jitter", "workload", "compute_jitter", "float", "per-iteration jitter: cv of each rank's compute, "
        "drawn afresh every iteration (0 = none)", lo=0, hi=1, hi_open=True),
-    _k("precision", "workload", "precision", "str", "fp32, amp-fp16, amp-bf16, fp16, bf16 (compute and wire dtype)"),
+    _k("precision", "workload", "precision", "str", "fp32, amp-fp16, amp-bf16, fp16, bf16, fp8, "
+       "fp8-tensorwise, mxfp8 (compute and wire dtype)"),
     _k("wire_dtype", "workload", "wire_dtype", "str", "what gradients/models travel in: fp32, fp16, bf16, fp64 "
        "(default: the precision's)"),
     _k("attention", "workload", "attention", "choice", "how a zoo transformer's attention core is priced: flash "

@@ -134,7 +134,7 @@ def trace_for(model: str, device: str, batch: int | None = None, dtype: str = "f
     to synthesise, named ``model``, instead of a zoo entry.
     """
     from simcomm.traces.devices import DEVICES, device_for_cluster
-    from simcomm.traces.synth import check_attention_for, synth_trace
+    from simcomm.traces.synth import FP8_DTYPES, check_attention_for, synth_trace
     from simcomm.traces.zoo.transformer import ATTENTIONS, TRANSFORMERS
 
     dev_name = device if device in DEVICES else device_for_cluster(device)
@@ -148,7 +148,7 @@ def trace_for(model: str, device: str, batch: int | None = None, dtype: str = "f
     trace = synth_trace(model, dev, b, dtype, attention=attention, config=config)
     default = " (default batch)" if batch is None else ""
     transformer = config is not None or model in TRANSFORMERS
-    how = _how(dev, dtype, transformer)
+    how = _how(dev, "bf16" if dtype in FP8_DTYPES else dtype, transformer)  # FP8 keeps the bf16 factor
     att = f"; attention: {ATTENTIONS[attention or 'flash']}" if transformer else ""
     return trace, f"trace: roofline synthesis of {model} on {dev.label} (batch {b}{default}, {dtype}, {how}){att}"
 

@@ -62,6 +62,13 @@ class DeviceSpec:
     # ((dtype, Efficiency), ...) for GEMM-bound transformers: ResNet-50's factors (convolutions, small
     # elementwise kernels) are several times too pessimistic for their large matrix multiplies
     fitted_transformer: tuple = ()
+    # streaming multiprocessors: the GEMM model's waves (simcomm.traces.gemm); 0 for a CPU (no tiles)
+    sms: int = 0
+
+    @property
+    def fp8_formats(self) -> tuple[str, ...]:
+        """The FP8 GEMM formats its tensor cores run: ``fp8`` (Hopper, Ada, Blackwell), ``mxfp8`` (Blackwell)."""
+        return tuple(f for f in ("fp8", "mxfp8") if f in self.peak_flops)
 
     def flops_for(self, dtype: str) -> float:
         """Peak FLOP/s for ``dtype``; a device without that dtype is a user error."""
@@ -106,6 +113,17 @@ def _borrow(eff: Efficiency, why: str) -> Efficiency:
     return Efficiency(eff.compute, eff.memory, f"borrowed: {why}; {eff.source}")
 
 
+# Streaming multiprocessors per GPU (the GEMM model's wave size): NVIDIA's architecture whitepapers (V100 80,
+# A100 108, H100 SXM5 132, AD102 in the L40S 142, T4 40, GP102 in the 1080 Ti 28) and the B200's 148 [B200-gk]
+_SMS = {"v100": 80, "a100": 108, "a100-80g": 108, "h100": 132, "h800": 132, "h200": 132, "b200": 148, "gb200": 148,
+        "l40s": 142, "t4": 40, "1080ti": 28}
+# Dense FP8 tensor-core peaks (half the datasheets' "with sparsity" figures): H100 SXM5 3958 TF sparse [H100-gk],
+# the H200 the same GH100 compute; HGX B200 9 PF and GB200 10 PF sparse FP8/FP6, MXFP8 at the FP8 rate
+# [B200-gk]; L40S 1466 TF sparse [L40S-ds].  Ampere, Volta and Turing have no FP8 tensor cores.
+_FP8_H100 = {"fp8": 1978.9e12}
+_FP8_B200 = {"fp8": 4.5e15, "mxfp8": 4.5e15}
+_FP8_GB200 = {"fp8": 5e15, "mxfp8": 5e15}
+
 # Fitted compute efficiencies (memory efficiency held at DEFAULT_MEMORY_EFF: one published row fits one factor).
 # Regenerate with simcomm.traces.calibration.fit_all(); tests/traces/test_calibration.py checks they agree.
 _V100_FP32 = _fit(0.828, "v100-rn50-fp32-dle2103")
@@ -122,6 +140,7 @@ _L40S_FP16 = _fit(0.164, "l40s-rn50-fp16-lambda-rtx6000ada (RTX 6000 Ada: same A
 
 
 def _add(name, kind, summary, reference, peaks, mem_bw, memory, label, launch=_GPU_LAUNCH, **kw):
+    kw.setdefault("sms", _SMS.get(name, 0))
     DEVICES.add(name, DeviceSpec(name, kind, peaks, mem_bw, memory, launch_s=launch, label=label, **kw),
                 summary=summary, reference=reference)
 
@@ -145,14 +164,14 @@ _add("a100", "gpu", "NVIDIA A100 SXM4 40 GB: 19.5 TF fp32, 156 TF tf32, 312 TF f
 _add("a100-80g", "gpu", "NVIDIA A100 SXM4 80 GB: 19.5 TF fp32, 156 TF tf32, 312 TF fp16/bf16 tensor, 2039 GB/s",
      "[A100-gk] (80 GB: 2039 GB/s); fitted on NVIDIA DLE ResNet-50 (PyTorch 21.03)", _A100_PEAKS, 2039e9,
      80 * _GIB, "A100 80GB", fp32_math="tf32", fitted=_A100_FITS, fitted_transformer=_A100_TF_FITS)
-_H100_PEAKS = {"fp32": 66.9e12, "tf32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12}
+_H100_PEAKS = {"fp32": 66.9e12, "tf32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12, **_FP8_H100}
 _H100_FITS = (("fp32", _H100_FP32), ("fp16", _H100_FP16),
               ("bf16", _borrow(_H100_FP16, "bf16 runs at the fp16 tensor peak; no bf16 row was published")))
 # Transformers (additive roofline, simcomm.traces.synth): fitted so the roofline's forward+backward of
 # megatron-1.7b (batch 4, sequence 2048, bf16 autocast) equals its CUDA capture on an H100 SXM5
 # (2026-11-26, benchmarks/gpu/h100-2026-11-26-llm; docs/traces.md, "Transformer capture"); held out on
 # hidden sizes 2304-16384 (benchmarks/gpu/h100-2026-11-26-llm-scale) the median error is 6.9 %
-_H100_TF = Efficiency(0.656, DEFAULT_MEMORY_EFF, "fitted on an H100 CUDA capture of megatron-1.7b b4 bf16 "
+_H100_TF = Efficiency(0.675, DEFAULT_MEMORY_EFF, "fitted on an H100 CUDA capture of megatron-1.7b b4 bf16 "
                       "(benchmarks/gpu/h100-2026-11-26-llm)")
 _H100_TF_FITS = (("bf16", _H100_TF), ("fp16", _borrow(_H100_TF, "fp16 runs at the bf16 tensor peak")))
 _add("h100", "gpu", "NVIDIA H100 SXM5: 66.9 TF fp32, 494.7 TF tf32, 989.4 TF fp16/bf16 tensor, 3.35 TB/s",
@@ -169,18 +188,18 @@ _add("h200", "gpu", "NVIDIA H200 SXM: H100 compute (GH100), 141 GB HBM3e, 4.8 TB
      fitted_transformer=tuple((d, _borrow(e, "same GH100 compute as h100")) for d, e in _H100_TF_FITS))
 _add("b200", "gpu", "NVIDIA B200 (HGX, 1000 W): 80 TF fp32, 1100 TF tf32, 2250 TF fp16/bf16 dense, 8 TB/s, 192 GB",
      "[B200-gk]; factors borrowed from the h100 fit (no published B200 single-GPU number)",
-     {"fp32": 80e12, "tf32": 1100e12, "fp16": 2250e12, "bf16": 2250e12}, 8e12, 192 * _GIB, "B200", fp32_math="tf32",
+     {"fp32": 80e12, "tf32": 1100e12, "fp16": 2250e12, "bf16": 2250e12, **_FP8_B200}, 8e12, 192 * _GIB, "B200", fp32_math="tf32",
      fitted=tuple((d, _borrow(e, "nearest calibrated datacenter GPU (h100); no published B200 row"))
                   for d, e in _H100_FITS))
 _add("gb200", "gpu", "B200 GPU of an NVIDIA GB200 superchip (1200 W): 90 TF fp32, 1250 TF tf32, 2500 TF fp16, 8 TB/s",
      "[B200-gk] (GB200 table); factors borrowed from the h100 fit (no published GB200 single-GPU number)",
-     {"fp32": 90e12, "tf32": 1250e12, "fp16": 2500e12, "bf16": 2500e12}, 8e12, 192 * _GIB, "GB200 (B200 GPU)",
+     {"fp32": 90e12, "tf32": 1250e12, "fp16": 2500e12, "bf16": 2500e12, **_FP8_GB200}, 8e12, 192 * _GIB, "GB200 (B200 GPU)",
      fp32_math="tf32",
      fitted=tuple((d, _borrow(e, "nearest calibrated datacenter GPU (h100); no published GB200 row"))
                   for d, e in _H100_FITS))
 _add("l40s", "gpu", "NVIDIA L40S: 91.6 TF fp32, 183 TF tf32, 362 TF fp16/bf16 tensor (dense), 864 GB/s, 48 GB",
      "[L40S-ds]; fitted on Lambda 2023 RTX 6000 Ada ResNet-50 (same AD102 chip)",
-     {"fp32": 91.6e12, "tf32": 183e12, "fp16": 362.05e12, "bf16": 362.05e12}, 864e9, 48 * _GIB, "L40S",
+     {"fp32": 91.6e12, "tf32": 183e12, "fp16": 362.05e12, "bf16": 362.05e12, "fp8": 733e12}, 864e9, 48 * _GIB, "L40S",
      fp32_math="tf32", fitted=(("fp32", _L40S_FP32), ("fp16", _L40S_FP16),
                                ("bf16", _borrow(_L40S_FP16, "bf16 runs at the fp16 tensor peak"))))
 _add("t4", "gpu", "NVIDIA T4: 8.1 TF fp32, 65 TF fp16 tensor, 320 GB/s GDDR6 (fitted on forward-only throughput)",

@@ -30,6 +30,13 @@ A transformer's attention core is priced as ``attention`` says
 ``unfused`` (Megatron-LM 2021-22: the whole s×s core and the scores through
 HBM); the option belongs to the zoo's decoder-only transformers, and any other
 model refuses it (:func:`check_attention_for`).
+
+A transformer's GEMMs are priced by their shapes (:mod:`simcomm.traces.gemm`: tensor-core tiles, waves
+over the SMs, a memory floor) rather than as ``F / (P e_c)``, and the GEMM-bearing leaves through
+:func:`simcomm.traces.transformer_cost.leaf_seconds`, which a parallel layout calls again at its own
+tensor-parallel shapes; the trace's ``meta["gemm"]`` keeps what that needs.  ``dtype`` may then also be
+one of :data:`FP8_DTYPES` (Transformer Engine's FP8 linear layers; the trace's dtype stays ``bf16``
+and ``meta["compute_dtype"]`` names the FP8 choice), on a device with FP8 tensor cores only.
 """
 
 from __future__ import annotations
@@ -42,9 +49,15 @@ from simcomm.traces.zoo.transformer import TRANSFORMERS, TransformerConfig, chec
 from simcomm.traces.devices import DeviceSpec, get_device
 from simcomm.traces.io import DTYPE_BYTES, DTYPES
 from simcomm.traces.schema import Layer, Trace
+from simcomm.traces.transformer_cost import Fp8, LeafPricing, leaf_seconds
 from simcomm.traces.zoo import MODELS, LayerSpec, model_spec
 
-__all__ = ["OPTIMIZER_WORDS", "check_attention_for", "roofline_time", "synth_layers", "synth_trace"]
+__all__ = ["OPTIMIZER_WORDS", "FP8_DTYPES", "check_attention_for", "check_fp8", "roofline_time", "synth_layers",
+           "synth_trace", "transformer_layers"]
+
+#: FP8 compute choices (a precision's compute dtype) -> Transformer Engine recipe
+#: (simcomm.traces.transformer_cost.FP8_RECIPES); the format each needs on the device
+FP8_DTYPES = {"fp8": "delayed", "fp8-tensorwise": "tensorwise", "mxfp8": "mxfp8"}
 
 #: fp32 words read + written per parameter by one optimizer step (param, grad, state buffers)
 OPTIMIZER_WORDS = {"sgd": 5, "adam": 7, "none": 0}
@@ -88,6 +101,52 @@ def synth_layers(specs, batches: list[int], dev: DeviceSpec, dtype: str, optimiz
     return tuple(layers)
 
 
+def check_fp8(dtype: str, dev: DeviceSpec, model: str | None = None) -> Fp8 | None:
+    """The FP8 recipe for ``dtype`` on ``dev`` (None for a non-FP8 dtype); one line where it cannot run.
+
+    A device without FP8 tensor cores (A100, V100, T4 ...) is refused naming the devices that have them;
+    MXFP8 needs Blackwell's block-scaled tensor cores; FP8 prices the zoo's transformers only (TE's linear
+    layers), so any other model is refused.
+    """
+    from simcomm.traces.devices import DEVICES
+
+    if dtype not in FP8_DTYPES:
+        return None
+    fmt = "mxfp8" if dtype == "mxfp8" else "fp8"
+    if fmt not in dev.fp8_formats:
+        have = sorted(n for n in DEVICES.names() if fmt in DEVICES.get(n).fp8_formats)
+        what = "MXFP8 (Blackwell) tensor cores" if fmt == "mxfp8" else "FP8 tensor cores"
+        raise ConfigError(f"precision: {dtype} needs {what}; device {dev.name!r} ({dev.label or dev.name}) has "
+                          f"none; devices with them: {', '.join(have)}")
+    if model is not None and model not in TRANSFORMERS:
+        MODELS.get(model)
+        raise ConfigError(f"precision: {dtype} runs Transformer Engine's linear layers in FP8 and prices the zoo's "
+                          f"transformers only; model {model!r} is not one (transformers: simcomm list models)")
+    return Fp8(FP8_DTYPES[dtype], dev.peak_flops[fmt])
+
+
+def transformer_layers(cfg, batches: list[int], dev: DeviceSpec, dtype: str, optimizer: str,
+                       fp8: Fp8 | None = None) -> tuple[tuple[Layer, ...], dict]:
+    """The layers of zoo transformer ``cfg`` with every GEMM priced by its shape, and ``{"gemm": ...}`` for meta.
+
+    ``dtype`` is the activations' dtype (bf16 under FP8); the leaves without GEMMs (the embedding) keep the
+    additive roofline.
+    """
+    layers = synth_layers(cfg.layer_specs(), batches, dev, dtype, optimizer, additive=True)
+    pricing = LeafPricing(dev.flops_for(dtype), dev.sms, dev.compute_eff, dev.memory_eff, dev.mem_bw, dev.launch_s,
+                          DTYPE_BYTES[dtype], fp8)
+    shape = cfg.meta()
+    out = []
+    for x in layers:
+        now = leaf_seconds(x.module_type, shape, x.params, batches[0], pricing)
+        if now is None:
+            out.append(x)
+            continue
+        rows = tuple((b, *leaf_seconds(x.module_type, shape, x.params, b, pricing)) for b, _, _ in x.by_batch)
+        out.append(replace(x, forward_s=now[0], backward_s=now[1], by_batch=rows))  # type: ignore[arg-type]
+    return tuple(out), {"gemm": pricing.meta()}
+
+
 def check_attention_for(model: str, attention: str | None, shaped: bool = False) -> str | None:
     """``attention`` checked for ``model``: a choice of ATTENTIONS, and given only for a zoo transformer.
 
@@ -114,10 +173,13 @@ def synth_trace(model: str, device: str | DeviceSpec, batch: int | list[int] = 6
 
     ``attention`` (transformers only; None: ``flash``) says how the attention core is priced; ``config``
     is a transformer shape to synthesise instead of the zoo's (``model`` is then its name).
+    ``dtype`` may be one of :data:`FP8_DTYPES` for a transformer on a device with FP8 tensor cores.
     """
     dev = get_device(device) if isinstance(device, str) else device
-    if dtype not in DTYPES:
-        raise ConfigError(f"dtype: {dtype!r} is not one of {', '.join(DTYPES)}")
+    if dtype not in DTYPES and dtype not in FP8_DTYPES:
+        raise ConfigError(f"dtype: {dtype!r} is not one of {', '.join(DTYPES + tuple(FP8_DTYPES))}")
+    fp8 = check_fp8(dtype, dev, None if config is not None else model)
+    compute_dtype, dtype = dtype, ("bf16" if fp8 else dtype)
     if optimizer not in OPTIMIZER_WORDS:
         raise ConfigError(f"optimizer: {optimizer!r} is not one of {', '.join(OPTIMIZER_WORDS)}")
     batches = [batch] if isinstance(batch, int) else list(batch)
@@ -135,8 +197,12 @@ def synth_trace(model: str, device: str | DeviceSpec, batch: int | list[int] = 6
     source = base.source if compute_eff is None and memory_eff is None else "given on the command line"
     dev = replace(dev, compute_eff=compute_eff or base.compute, memory_eff=memory_eff or base.memory, fitted=())
     shape = replace(shape, attention=attention or "flash") if shape is not None else None
-    specs = shape.layer_specs() if shape is not None else model_spec(model).layers
-    layers = synth_layers(specs, batches, dev, dtype, optimizer, additive=transformer)
+    extra: dict = {}
+    if shape is not None:
+        layers, extra = transformer_layers(shape, batches, dev, dtype, optimizer, fp8)
+        extra["compute_dtype"] = compute_dtype
+    else:
+        layers = synth_layers(model_spec(model).layers, batches, dev, dtype, optimizer)
     return Trace(
         model=model, batch=batches[0], dtype=dtype, device=dev.name, device_kind=dev.kind,
         method="roofline-synth", layers=layers,
@@ -146,5 +212,6 @@ def synth_trace(model: str, device: str | DeviceSpec, batch: int | list[int] = 6
               "optimizer": optimizer, **({"roofline": "additive"} if transformer else {}),
               "peak_flops": dev.flops_for(dtype), "mem_bw": dev.mem_bw, "launch_s": dev.launch_s,
               "note": "roofline synthesis; iteration_s is the layer sum, not a measurement",
-              **({"transformer": shape.meta()} if shape is not None else {})},  # its shape, for the layouts
+              **({"transformer": shape.meta()} if shape is not None else {}),  # its shape, for the layouts
+              **extra},
     )

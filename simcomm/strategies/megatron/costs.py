@@ -14,12 +14,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from simcomm.llm.compute import sharded_layer_times
 from simcomm.precision import DTYPE_BYTES
 from simcomm.strategies._layout import Layout, layer_kind
 from simcomm.strategies.megatron.moe import MoeCosts
 from simcomm.strategies.megatron.params import MegatronParams
 from simcomm.strategies.megatron.shares import attention_shares, core_share, op_recompute_share, seq_hidden
-from simcomm.workload import layer_times
 
 #: Ulysses/a2a: (forward, backward) seconds of (QKV projection, attention core, output projection)
 UlyssesTimes = tuple[tuple[float, float, float], tuple[float, float, float]]
@@ -55,7 +55,7 @@ def layer_costs(p: MegatronParams, lay: Layout, microbatch: int, w, ulysses: boo
     out_costs = []
     for layer, lw in zip(tr.layers, w.layers):
         kind = layer_kind(lw.name)
-        f, bk = layer_times(layer, tr.batch, mb)
+        f, bk = sharded_layer_times(tr, layer, mb, tp, cp)  # GEMMs at the rank's shapes (simcomm.llm.compute)
         if kind == "moe" and moe is not None:  # routed experts stretched by their load and grouped-GEMM tiles
             f, bk = f * moe.compute_factor, bk * moe.compute_factor
         extra = 0.0

@@ -122,42 +122,23 @@ def transformer_meta(model: str, attention: str = "flash") -> dict:
     return {"transformer": replace(TRANSFORMERS[model][0], attention=attention).meta()}
 
 
-#: fp8 dense tensor peaks of devices that have fp8 tensor cores (NVIDIA H100 SXM5 datasheet: 3958 TFLOPS with
-#: sparsity, half of it dense; the H200 has the same GH100 compute)
-FP8_PEAKS = {"h100": 1978.9e12, "h800": 1978.9e12, "h200": 1978.9e12}
-
-
 def transformer_trace(model: str, device, batch: int = 1, dtype: str = "bf16", optimizer: str = "adam",
                       attention: str = "flash", config: TransformerConfig | None = None):
-    """A roofline trace of a zoo transformer with ``meta["transformer"]`` (``dtype``: bf16, fp16, fp32 or fp8).
+    """A roofline trace of a zoo transformer with ``meta["transformer"]`` (``dtype``: bf16, fp16, fp32, or an
+    FP8 choice of :data:`simcomm.traces.synth.FP8_DTYPES`).
 
     ``device`` is a trace device name or a :class:`~simcomm.traces.devices.DeviceSpec`; ``batch`` counts
     sequences of the model's ``seq`` tokens; ``attention`` is one of :data:`ATTENTIONS`.
 
-    ``fp8`` follows Transformer Engine: GEMM inputs are cast to fp8, so every
-    matrix multiply runs at the device's fp8 peak (with its bf16 efficiency
-    factor, no fp8 row being calibrated), while weights, gradients and
-    activations stay bf16; the trace's dtype is then ``bf16`` and
-    ``meta["compute_dtype"]`` says ``fp8``.  A device without fp8 tensor
-    cores (A100, V100) is refused naming the ones that have them.  ``config``: a transformer shape to
+    FP8 follows Transformer Engine (:mod:`simcomm.traces.transformer_cost`): the linear layers' GEMMs at
+    the device's FP8 peak with their cast passes, everything else bf16; the trace's dtype is then ``bf16``
+    and ``meta["compute_dtype"]`` names the FP8 choice.  A device without FP8 tensor cores (A100, V100)
+    is refused naming the ones that have them.  ``config``: a transformer shape to
     synthesise instead of zoo ``model`` (the trace is named after it).
     """
-    from simcomm.traces.devices import get_device
     from simcomm.traces.synth import synth_trace
 
     if config is None:
         transformer_config(model)
-    compute = dtype
-    dev = get_device(device) if isinstance(device, str) else device
-    if dtype == "fp8":
-        if dev.name not in FP8_PEAKS and "fp8" not in dev.peak_flops:
-            raise ConfigError(f"dtype: device {dev.name!r} has no fp8 tensor cores; fp8 choices: "
-                              f"{', '.join(sorted(FP8_PEAKS))}")
-        fp8 = dev.peak_flops.get("fp8", FP8_PEAKS.get(dev.name))
-        # the bf16 path with the bf16 GEMM peak replaced by the fp8 one; the bf16 efficiency factors are kept
-        dev = replace(dev, peak_flops={**dev.peak_flops, "bf16": fp8})
-        dtype = "bf16"
-    trace = synth_trace(model if config is None else config.name, dev, batch, dtype, optimizer,
-                        attention=attention, config=config)
-    meta = {**trace.meta, "compute_dtype": compute}
-    return replace(trace, meta=meta)
+    return synth_trace(model if config is None else config.name, device, batch, dtype, optimizer,
+                       attention=attention, config=config)
