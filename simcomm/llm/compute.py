@@ -3,8 +3,9 @@
 The ``megatron`` strategy and ``plan``'s estimate both read :func:`sharded_layer_times`, so they price a
 layer alike.  A synthesised zoo transformer (``trace.meta["gemm"]``) is re-priced at the rank's own GEMM
 shapes (:func:`simcomm.traces.transformer_cost.leaf_seconds`: a ``T x 3h/tp x h`` QKV projection runs in
-fewer, emptier waves than ``1/tp`` of the whole one, and a thin one may fall to its memory floor).  The trace's own time is kept as the scale, so an
-edited or captured trace is used as given: the model supplies only the ratio ``tp · cp · t(rank) / t(whole)``.
+fewer, emptier waves than ``1/tp`` of the whole one, and a thin one may fall to its memory floor).  The
+trace's own time is kept as the scale, so an edited trace is used as given: the model supplies only the
+ratio ``tp · cp · t(rank) / t(whole)``.
 Any other trace (a capture, a file without ``meta["gemm"]``, a CNN) keeps ``1/(tp · cp)`` of its layer time.
 """
 
