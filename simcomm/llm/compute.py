@@ -24,6 +24,8 @@ def sharded_layer_times(trace: Trace, layer: Layer, micro_batch: int, tp: int = 
 
     Without GEMM pricing in the trace's meta this is :func:`simcomm.workload.layer_times`.
     """
+    if tp == cp == 1 and micro_batch == trace.batch:
+        return layer.forward_s, layer.backward_s  # the trace's own shapes: its own times
     meta = trace.meta or {}
     shape = meta.get("transformer")
     pricing = LeafPricing.from_meta(meta) if shape else None

@@ -154,7 +154,7 @@ _A100_FITS = (("fp32", _A100_FP32), ("fp16", _A100_FP16),
 # Transformers (additive roofline): the one scalar calibrated on Korthikanti et al. 2022's 22B row (full
 # recomputation, tp 8 on one DGX A100 80 GB, Megatron-LM's unfused attention; docs/validation.md, "Large-model
 # training"), whose other 17 rows it then predicts with a median error of 4.2 %
-_A100_TF = Efficiency(0.758, DEFAULT_MEMORY_EFF, "calibrated on Korthikanti et al. 2022 Table 5, 22B full "
+_A100_TF = Efficiency(0.784, DEFAULT_MEMORY_EFF, "calibrated on Korthikanti et al. 2022 Table 5, 22B full "
                       "recompute (docs/validation.md)")
 _A100_TF_FITS = (("fp16", _A100_TF), ("bf16", _borrow(_A100_TF, "bf16 runs at the fp16 tensor peak")))
 _add("a100", "gpu", "NVIDIA A100 SXM4 40 GB: 19.5 TF fp32, 156 TF tf32, 312 TF fp16/bf16 tensor, 1555 GB/s",
