@@ -151,9 +151,10 @@ _add("v100", "gpu", "NVIDIA V100 SXM2: 15.7 TF fp32, 125 TF fp16 tensor, 900 GB/
 _A100_PEAKS = {"fp32": 19.5e12, "tf32": 156e12, "fp16": 312e12, "bf16": 312e12}
 _A100_FITS = (("fp32", _A100_FP32), ("fp16", _A100_FP16),
               ("bf16", _borrow(_A100_FP16, "bf16 runs at the fp16 tensor peak; no bf16 row was published")))
-# Transformers (additive roofline): the one scalar calibrated on Korthikanti et al. 2022's 22B row (full
-# recomputation, tp 8 on one DGX A100 80 GB, Megatron-LM's unfused attention; docs/validation.md, "Large-model
-# training"), whose other 17 rows it then predicts with a median error of 4.2 %
+# Transformers (additive roofline, GEMMs priced by their shapes: simcomm.traces.gemm): the one scalar calibrated
+# on Korthikanti et al. 2022's 22B row (full recomputation, tp 8 on one DGX A100 80 GB, Megatron-LM's unfused
+# attention; docs/validation.md, "Large-model training"), whose other 17 rows it then predicts; 0.758 under the
+# scalar roofline before the GEMM model
 _A100_TF = Efficiency(0.784, DEFAULT_MEMORY_EFF, "calibrated on Korthikanti et al. 2022 Table 5, 22B full "
                       "recompute (docs/validation.md)")
 _A100_TF_FITS = (("fp16", _A100_TF), ("bf16", _borrow(_A100_TF, "bf16 runs at the fp16 tensor peak")))
@@ -167,10 +168,11 @@ _add("a100-80g", "gpu", "NVIDIA A100 SXM4 80 GB: 19.5 TF fp32, 156 TF tf32, 312 
 _H100_PEAKS = {"fp32": 66.9e12, "tf32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12, **_FP8_H100}
 _H100_FITS = (("fp32", _H100_FP32), ("fp16", _H100_FP16),
               ("bf16", _borrow(_H100_FP16, "bf16 runs at the fp16 tensor peak; no bf16 row was published")))
-# Transformers (additive roofline, simcomm.traces.synth): fitted so the roofline's forward+backward of
-# megatron-1.7b (batch 4, sequence 2048, bf16 autocast) equals its CUDA capture on an H100 SXM5
-# (2026-11-26, benchmarks/gpu/h100-2026-11-26-llm; docs/traces.md, "Transformer capture"); held out on
-# hidden sizes 2304-16384 (benchmarks/gpu/h100-2026-11-26-llm-scale) the median error is 6.9 %
+# Transformers (additive roofline with GEMMs priced by their shapes, simcomm.traces.synth): fitted so the
+# roofline's forward+backward of megatron-1.7b (batch 4, sequence 2048, bf16 autocast) equals its CUDA capture
+# on an H100 SXM5 (2026-11-26, benchmarks/gpu/h100-2026-11-26-llm; docs/traces.md, "Transformer capture");
+# held out on hidden sizes 2304-16384 (benchmarks/gpu/h100-2026-11-26-llm-scale) the median error is 3.5 %
+# (6.9 % with the scalar roofline's 0.656 before the GEMM model)
 _H100_TF = Efficiency(0.675, DEFAULT_MEMORY_EFF, "fitted on an H100 CUDA capture of megatron-1.7b b4 bf16 "
                       "(benchmarks/gpu/h100-2026-11-26-llm)")
 _H100_TF_FITS = (("bf16", _H100_TF), ("fp16", _borrow(_H100_TF, "fp16 runs at the bf16 tensor peak")))
