@@ -192,7 +192,7 @@ def pricer2():
 
 def _ring_by_hand(pr, lay, pairs, kv):
     t = pr.price("transfer", pairs, kv)
-    fb = pr._per_mb(lay.microbatch, "none")[3]
+    fb = pr._per_mb(lay, "none")[3]
     n, per_layer = lay.cp, []
     for j in sorted(pr.attn):
         piece_f = fb[j][0] / (lay.tp * n * n)
@@ -219,16 +219,20 @@ def test_estimate_ring_term_by_hand(pricer2, tp, cp, mb, pairs):
     assert e.cp == pytest.approx(m * ring, rel=1e-12)
     assert e.step == pytest.approx(e.compute + e.tp + e.bubble + e.dp + e.update + e.cp)
     # compute is split over tp · cp: each replica has cp times the samples (dp is cp times smaller), each rank
-    # 1/cp of their tokens, so the same compute per step as the layout without CP (the roofline trace's time
-    # is proportional to the batch)
+    # 1/cp of their tokens: the same FLOPs per step as the layout without CP, in GEMMs of mb·s/cp rows
+    # (simcomm.traces.gemm): as fast where that is the flat layout's 1024 rows, slower where fewer rows
+    # leave SMs idle (cp 8: 128-row GEMMs of gpt2-small, whose waves are mostly empty)
     flat = pricer2.estimate(plan.Layout(tp, 1, 16 // tp, "1f1b", 1, 0, 1, False, "none"))
-    assert e.compute == pytest.approx(flat.compute, rel=1e-12)
+    if mb * 1024 // cp == 1024:
+        assert e.compute == pytest.approx(flat.compute, rel=1e-9)
+    else:
+        assert 1.5 * flat.compute < e.compute < 4 * flat.compute
 
 
 def test_estimate_ring_exposed_when_a_step_outlasts_a_piece(pricer2):
     # cp 8 with micro-batch 1: a piece of the attention is shorter than a K/V step, so every step shows
     lay = plan.Layout(1, 1, 2, "1f1b", 1, 0, 1, False, "none", 8)
-    fb = pricer2._per_mb(1, "none")[3]
+    fb = pricer2._per_mb(lay, "none")[3]
     j = min(pricer2.attn)
     t = pricer2.price("transfer", pricer2.groups(lay)["ring"], 2 * 1 * 128 * 768 * 2)
     assert t > fb[j][0] / 64
@@ -254,7 +258,7 @@ def test_estimate_hsdp_terms_by_hand(pricer2, gpn):
     # 1/G of the gradient across the groups, plus what each layer's gather (forward) and gather +
     # reduce-scatter + all-reduce (backward) do not hide behind its compute
     tr = pr.trace
-    fb = pr._per_mb(1, "none")[3]
+    fb = pr._per_mb(lay, "none")[3]
     idx = pr._stage_layers(lay, 0)
     nb = [tr.layers[j].params * 2 for j in idx]
 

@@ -13,17 +13,20 @@ one floor:
 
 ::
 
-    t_tile   = 2 · tm · tn · k / (P · e_c / SMs)
+    t_tile   = 2 · tm · tn · k / (P · e_c / SMs · r(tm, tn))
     t_tensor = min over tiles (tm, tn) of ceil(ceil(m/tm) · ceil(n/tn) / SMs) · t_tile
     t_memory = ((m·k + k·n) · in_bytes + m·n · out_bytes) / (W · e_m)
     t        = max(t_tensor, t_memory)
 
 with ``P`` the tensor-core peak of the input dtype, ``W`` the HBM bandwidth and ``e_c``/``e_m`` the
 device's efficiency factors (:mod:`simcomm.traces.devices`: one compute factor per device, calibrated
-on one row).  The tiles are the large tensor-core tiles cuBLAS and CUTLASS pick for big GEMMs on
-Ampere and Hopper (:data:`TILES`: 128x256, 256x128, 128x128, e.g. cuBLAS's
-``sm90_xmma_gemm_..._tilesize128x256x64`` kernels); the cheapest is taken, as a library heuristic
-would.  Split-K and stream-K (which cuBLAS may use for GEMMs with a long ``k`` and few tiles) are not
+on one row).  The tiles (:data:`TILES`) are the tensor-core tiles cuBLAS and CUTLASS pick from on
+Ampere and Hopper: 128x256 and 256x128 for big GEMMs (e.g. cuBLAS's
+``sm90_xmma_gemm_..._tilesize128x256x64`` kernels), 128x128, and the smaller 64-wide tiles that fill the
+SMs when a GEMM has few tiles.  A smaller tile reuses each operand it loads fewer times, so its rate
+``r`` is taken proportional to its reuse ``tm·tn / (tm + tn)`` up to a 128x128 tile's (a 64x64 tile runs
+at half rate): an assumption, not a fit.  The cheapest tile is taken, as a library heuristic would.
+Split-K and stream-K (which cuBLAS may use for GEMMs with a long ``k`` and few tiles) are not
 modelled: there the model is pessimistic by at most the last wave's idle share.  A device with no
 SM count (a CPU) gets the plain ``2 m n k / (P e_c)`` with the same floor.
 """
@@ -33,10 +36,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["TILES", "GemmDevice", "gemm_seconds", "tensor_seconds", "tile_waves", "tile_efficiency"]
+__all__ = ["TILES", "GemmDevice", "gemm_seconds", "tensor_seconds", "tile_rate", "tile_waves", "tile_efficiency"]
 
 #: (rows, columns) of the output tiles considered, largest first
-TILES = ((128, 256), (256, 128), (128, 128))
+TILES = ((128, 256), (256, 128), (128, 128), (128, 64), (64, 128), (64, 64))
+#: operand reuse of a 128x128 tile, tm·tn / (tm + tn): tiles with at least this much run at the full rate
+_FULL_REUSE = 64.0
+
+
+def tile_rate(tile: tuple[int, int]) -> float:
+    """A tile's share of the SM's tensor rate: its operand reuse over a 128x128 tile's, at most 1."""
+    return min(1.0, tile[0] * tile[1] / (tile[0] + tile[1]) / _FULL_REUSE)
 
 
 @dataclass(frozen=True)
@@ -62,12 +72,12 @@ def tensor_seconds(m: int, n: int, k: int, dev: GemmDevice) -> float:
     if dev.sms <= 0:
         return 2.0 * m * n * k / rate
     per_sm = rate / dev.sms
-    return min(tile_waves(m, n, dev.sms, t) * 2.0 * t[0] * t[1] * k / per_sm for t in TILES)
+    return min(tile_waves(m, n, dev.sms, t) * 2.0 * t[0] * t[1] * k / (per_sm * tile_rate(t)) for t in TILES)
 
 
 def tile_efficiency(m: int, n: int, sms: int) -> float:
-    """Useful share of the tensor-core time: ``m n`` over the best tile's ``waves · SMs · tm · tn``."""
-    return min(1.0, max(m * n / (tile_waves(m, n, sms, t) * sms * t[0] * t[1]) for t in TILES))
+    """Useful share of the tensor-core time: ``m n`` over the best tile's ``waves · SMs · tm · tn / r``."""
+    return min(1.0, max(m * n * tile_rate(t) / (tile_waves(m, n, sms, t) * sms * t[0] * t[1]) for t in TILES))
 
 
 def gemm_seconds(m: int, n: int, k: int, dev: GemmDevice, in_bytes: float = 2.0, out_bytes: float = 2.0) -> float:

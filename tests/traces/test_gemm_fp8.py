@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from simcomm.errors import ConfigError
 from simcomm.llm.compute import sharded_layer_times
 from simcomm.traces.devices import DeviceSpec, get_device
-from simcomm.traces.gemm import GemmDevice, gemm_seconds, tensor_seconds, tile_efficiency, tile_waves
+from simcomm.traces.gemm import GemmDevice, gemm_seconds, tensor_seconds, tile_efficiency, tile_rate, tile_waves
 from simcomm.traces.schema import Trace
 from simcomm.traces.synth import roofline_time, synth_trace
 from simcomm.traces.transformer_cost import LeafPricing, Sharding, leaf_seconds
@@ -33,7 +33,8 @@ def test_a_full_wave_runs_at_the_ideal_rate():
 
 def test_wave_quantisation_by_hand():
     # 640 x 128: five 128x128 tiles on 4 SMs are 2 waves (the second 1/4 full); 256x128 tiles: 3 tiles, 1 wave
-    # of twice the work.  Either way 2 tile-times of 128x128x64 = 2 * (2*128*128*64) / 0.25e12 = 1.6x ideal
+    # of twice the work.  Either way 2 tile-times of 128x128x64 = 2 * (2*128*128*64) / 0.25e12 = 1.6x ideal;
+    # ten 64x128 tiles are 3 waves at 2/3 rate (2.25 such times), twenty 64x64 5 waves at half rate (2.5)
     assert tile_waves(640, 128, 4, (128, 128)) == 2 and tile_waves(640, 128, 4, (256, 128)) == 1
     ideal = 2 * 640 * 128 * 64 / 1e12
     assert tensor_seconds(640, 128, 64, TOY) == pytest.approx(2 * 2 * 128 * 128 * 64 / 0.25e12, rel=1e-12)
@@ -42,8 +43,12 @@ def test_wave_quantisation_by_hand():
 
 
 def test_tile_quantisation_by_hand():
-    # 100 x 100 fills one 128x128 tile: the tile's whole time, 2*128*128*k / 0.25e12
-    assert tensor_seconds(100, 100, 32, TOY) == pytest.approx(2 * 128 * 128 * 32 / 0.25e12, rel=1e-12)
+    # 100 x 100 in one 128x128 tile takes the tile's whole time, 2*128*128*32 / 0.25e12; four 64x64 tiles (one
+    # wave on 4 SMs) at half rate (reuse 32 of 64) take half of that, and win
+    assert tile_rate((64, 64)) == 0.5 and tile_rate((128, 128)) == tile_rate((128, 256)) == 1.0
+    assert tile_rate((64, 128)) == pytest.approx(2 / 3, rel=1e-12)
+    assert tensor_seconds(100, 100, 32, TOY) == pytest.approx(2 * 64 * 64 * 32 / (0.25e12 * 0.5), rel=1e-12)
+    assert tensor_seconds(100, 100, 32, TOY) == pytest.approx(0.5 * 2 * 128 * 128 * 32 / 0.25e12, rel=1e-12)
 
 
 def test_memory_floor_of_a_thin_gemm():
