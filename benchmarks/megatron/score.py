@@ -179,7 +179,9 @@ def build_trace(row: Row, compute_eff: float, roofline: str = "gemm"):
     FlashAttention runs it) and moves them through HBM (:data:`SCORE_ELEMS` two-byte elements per head per
     score, forward); the meta says ``attention_core = "full"``.
 
-    ``roofline="additive"`` (simcomm's transformer roofline, the tally): each pass takes compute time *plus*
+    ``roofline="gemm"`` (the tally): as ``"additive"`` with every GEMM priced by its shape
+    (:func:`simcomm.traces.synth.transformer_layers`), which the strategy re-prices at the row's tp.
+    ``roofline="additive"`` (the tally before the GEMM model): each pass takes compute time *plus*
     memory time.  ``"max"``: the roofline simcomm used before (the comparison table), whose run predates the
     score-traffic term: the full core's FLOPs with the FlashAttention leaf's bytes.
     """
@@ -348,7 +350,8 @@ def _plan_ops(row: Row) -> int:
 def render(rows: list[Row], results: dict, meta: dict, older: dict | None = None) -> str:
     """The markdown section (between the markers), deterministic for the same rows and results.
 
-    ``results``: the additive roofline's (tallied); ``older``: the max roofline's (a comparison, not tallied).
+    ``results``: the GEMM model's (tallied); ``older``: {"additive": ..., "max": ...}, the models before it
+    (comparisons, not tallied).
     """
     cal = meta["calibration"]
     src = meta["sources"]
@@ -364,7 +367,9 @@ def render(rows: list[Row], results: dict, meta: dict, older: dict | None = None
     L += ["* **Compute**: the zoo GPT (learned positions, tied embeddings, GeLU MLP 4h, seq 2048, vocab 51200) "
           "synthesised on `a100-80g` in fp16 with Adam with simcomm's transformer roofline (compute plus memory "
           "time per pass, `simcomm.traces.synth`), as `simcomm run --model ... --attention unfused` does: "
-          "Megatron-LM's unfused attention, the full s x s core and its score traffic (finding 2).",
+          "Megatron-LM's unfused attention, the full s x s core and its score traffic (finding 2). Every GEMM is "
+          "priced by its shape at the rank's tensor-parallel slicing (`simcomm.traces.gemm`: tensor-core tiles, "
+          "waves over the A100's 108 SMs, a memory floor; finding 6).",
           "* **Calibrated** (one scalar, one row): the A100's achievable fraction of its 312 TFLOP/s fp16 peak "
           f"for the GEMMs (the roofline's compute efficiency), fitted on `{cal['row']}`"
           + (f": **{eff:.4g}**" if eff is not None else " (not yet run)")
@@ -432,21 +437,31 @@ def render(rows: list[Row], results: dict, meta: dict, older: dict | None = None
         L.append("Not run: " + ", ".join(f"`{k}`" for k in s["missing"]) + " (see the rows above; run "
                  "`python benchmarks/megatron/score.py --rows ID` to add one). They are not counted.")
     L += [""] + _findings(rows, results, cal["row"])
-    if older:
-        L += [""] + _comparison(rows, results, older, cal["row"])
+    for name in ("additive", "max"):
+        if older and older.get(name):
+            L += [""] + _comparison(rows, results, older[name], cal["row"], name)
     L += ["", END]
     return "\n".join(L) + "\n"
 
 
-def _comparison(rows: list[Row], results: dict, older: dict, cal_key: str) -> list[str]:
-    """The same rows under the max roofline simcomm used before commit a3bea56 (not tallied)."""
+_BEFORE = {
+    "additive": ("the scalar roofline (simcomm before the GEMM model; not tallied)",
+                 "each pass priced as compute plus memory time with the GEMMs' FLOPs at one efficiency, the whole "
+                 "layer's time divided by tp (the tally until the GEMM model)"),
+    "max": ("the max roofline (simcomm before commit a3bea56; not tallied)",
+            "each layer pass priced as the *larger* of compute and memory time, as simcomm priced transformers "
+            "until the additive form replaced it"),
+}
+
+
+def _comparison(rows: list[Row], results: dict, older: dict, cal_key: str, name: str = "max") -> list[str]:
+    """The same rows under an older compute model (``_BEFORE``; not tallied)."""
     eff = older.get(cal_key, {}).get("compute_eff")
-    L = ["### Comparison: the max roofline (simcomm before commit a3bea56; not tallied)", "",
-         "The same rows, trace and pipeline with each layer pass priced as the *larger* of compute and memory "
-         "time, as simcomm priced transformers until the additive form replaced it during this work; the one "
-         f"scalar re-fitted on the same row (`compute_eff` = {eff:.4g}). `--roofline max` runs it."
-         if eff is not None else "(calibration row not run)", "",
-         "| row | published | additive (tallied) | error | max (before a3bea56) | error |",
+    title, how = _BEFORE[name]
+    L = [f"### Comparison: {title}", "",
+         f"The same rows, trace and pipeline with {how}; the one scalar re-fitted on the same row (`compute_eff` "
+         f"= {eff:.4g}). `--roofline {name}` runs it." if eff is not None else "(calibration row not run)", "",
+         f"| row | published | GEMM model (tallied) | error | {name} | error |",
          "|---|---:|---:|---:|---:|---:|"]
     a_err, m_err = [], []
     for r in rows:
@@ -464,7 +479,7 @@ def _comparison(rows: list[Row], results: dict, older: dict, cal_key: str) -> li
             m_err.append(abs(em))
     if a_err:
         L += ["", f"Over these {len(a_err)} predicted rows: median |error| {statistics.median(a_err):.1f} % with "
-              f"the additive roofline, {statistics.median(m_err):.1f} % with the max one."]
+              f"the GEMM model, {statistics.median(m_err):.1f} % with the {name} one."]
     return L
 
 
@@ -613,14 +628,15 @@ def main(argv: list[str] | None = None, results_dir: Path | None = None) -> int:
 
 
 def section_from_cache(rows: list[Row], meta: dict, results_dir: Path | None = None) -> tuple[str, dict]:
-    """(the doc section, its score) from the cached results of both rooflines; nothing is simulated."""
+    """(the doc section, its score) from the cached results of every compute model; nothing is simulated."""
     cal_row = {r.key: r for r in rows}[meta["calibration"]["row"]]
     found = {}
-    for name in ("max", "additive"):
+    for name in ROOFLINES:
         c = cached(cal_row, None, results_dir, name)
         found[name] = {r.key: d for r in rows
                        if (d := cached(r, c["compute_eff"], results_dir, name)) is not None} if c else {}
-    return render(rows, found["additive"], meta, found["max"]), score(rows, found["additive"], cal_row.key)
+    return (render(rows, found["gemm"], meta, {k: found[k] for k in ("additive", "max")}),
+            score(rows, found["gemm"], cal_row.key))
 
 
 if __name__ == "__main__":
