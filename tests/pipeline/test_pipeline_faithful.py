@@ -75,7 +75,16 @@ def test_no_baseline_and_another_baseline(cli):
 @pytest.mark.parametrize("argv,err", [
     (["--strategy", "allreduce", "--nodes", "4", "--baseline", "hierarchical-allreduce"], "does not apply here"),
     (["--strategy", "gs-sgd", "--nodes", "4", "--wire-dtype", "fp16"], "narrower than strategy 'gs-sgd'"),
-    (["--strategy", "allreduce", "--nodes", "4", "--precision", "fp8"], "precision: 'fp8' is not valid"),
+    (["--strategy", "allreduce", "--nodes", "4", "--precision", "fp9"], "precision: 'fp9' is not valid"),
+    # fp8 on a GPU without FP8 tensor cores (the default cluster's V100s)
+    (["--strategy", "allreduce", "--nodes", "4", "--precision", "fp8"], "precision: fp8 needs FP8 tensor cores; "
+     "device 'v100' (V100) has none; devices with them: b200, gb200, h100, h200, l40s"),
+    (["--strategy", "megatron", "--cluster", "dgx-a100-hdr", "--nodes", "1", "--model", "megatron-3.6b",
+      "--precision", "fp8", "--opt", "tp=4"], "device 'a100-80g' (A100 80GB) has none"),
+    (["--strategy", "megatron", "--cluster", "dgx-h100-ndr", "--nodes", "1", "--model", "megatron-3.6b",
+      "--precision", "mxfp8", "--opt", "tp=4"], "precision: mxfp8 needs MXFP8 (Blackwell) tensor cores"),
+    (["--strategy", "allreduce", "--cluster", "dgx-h100-ndr", "--nodes", "2", "--precision", "fp8"],
+     "prices the zoo's transformers only; model 'resnet50' is not one"),
     (["--strategy", "allreduce", "--nodes", "4", "--collectives", "bogus"], "stack.collectives"),
     (["--strategy", "allreduce", "--nodes", "4", "--nccl-algo", "bogus"], "stack.nccl_algo"),
     (["--strategy", "allreduce", "--cluster", "aws-g4dn", "--nodes", "4", "--batch", "20000"],
@@ -146,3 +155,20 @@ def test_a_language_model_has_no_guessed_epoch():
     assert res.epoch_s is None and any(a.startswith("epoch: not reported") for a in res.assumed)
     res = simulate(from_flat({**flat, "dataset_size": 1600}))
     assert res.iterations_per_epoch == 100  # 1 600 sequences / (2 per rank x 8 ranks)
+
+
+def test_megatron_fp8_runs_on_h100_faster_than_bf16(cli):
+    """issue 24's must-show: `simcomm run --strategy megatron --precision fp8` on H100 (refused on A100 above)."""
+    args = ["run", "--strategy", "megatron", "--cluster", "dgx-h100-ndr", "--nodes", "1", "--model", "megatron-3.6b",
+            "--opt", "tp=4", "--opt", "microbatch=4", "--opt", "global_batch=64", "--baseline", "none", "--json"]
+    runs = {}
+    for p in ("bf16", "fp8"):
+        rc, out, _ = cli(*args, "--precision", p)
+        assert rc == 0
+        runs[p] = json.loads(out)
+    assert 1.0 < runs["bf16"]["mean_s"] / runs["fp8"]["mean_s"] < 2.0
+    lines = [a for a in runs["fp8"]["assumed"] if a.startswith("precision fp8:")]
+    assert len(lines) == 1 and "DelayedScaling" in lines[0] and "attention core, norms, softmax, embedding and LM " \
+        "head in bf16" in lines[0] and "fp32 gradient reduction" in lines[0]
+    again = cli(*args, "--precision", "fp8")[1]
+    assert json.loads(again)["mean_s"] == runs["fp8"]["mean_s"]  # deterministic
