@@ -192,13 +192,17 @@ _add("b200", "gpu", "NVIDIA B200 (HGX, 1000 W): 80 TF fp32, 1100 TF tf32, 2250 T
      "[B200-gk]; factors borrowed from the h100 fit (no published B200 single-GPU number)",
      {"fp32": 80e12, "tf32": 1100e12, "fp16": 2250e12, "bf16": 2250e12, **_FP8_B200}, 8e12, 192 * _GIB, "B200", fp32_math="tf32",
      fitted=tuple((d, _borrow(e, "nearest calibrated datacenter GPU (h100); no published B200 row"))
-                  for d, e in _H100_FITS))
+                  for d, e in _H100_FITS),
+     fitted_transformer=tuple((d, _borrow(e, "nearest calibrated datacenter GPU (h100); no B200 capture"))
+                              for d, e in _H100_TF_FITS))
 _add("gb200", "gpu", "B200 GPU of an NVIDIA GB200 superchip (1200 W): 90 TF fp32, 1250 TF tf32, 2500 TF fp16, 8 TB/s",
      "[B200-gk] (GB200 table); factors borrowed from the h100 fit (no published GB200 single-GPU number)",
      {"fp32": 90e12, "tf32": 1250e12, "fp16": 2500e12, "bf16": 2500e12, **_FP8_GB200}, 8e12, 192 * _GIB, "GB200 (B200 GPU)",
      fp32_math="tf32",
      fitted=tuple((d, _borrow(e, "nearest calibrated datacenter GPU (h100); no published GB200 row"))
-                  for d, e in _H100_FITS))
+                  for d, e in _H100_FITS),
+     fitted_transformer=tuple((d, _borrow(e, "nearest calibrated datacenter GPU (h100); no GB200 capture"))
+                              for d, e in _H100_TF_FITS))
 _add("l40s", "gpu", "NVIDIA L40S: 91.6 TF fp32, 183 TF tf32, 362 TF fp16/bf16 tensor (dense), 864 GB/s, 48 GB",
      "[L40S-ds]; fitted on Lambda 2023 RTX 6000 Ada ResNet-50 (same AD102 chip)",
      {"fp32": 91.6e12, "tf32": 183e12, "fp16": 362.05e12, "bf16": 362.05e12, "fp8": 733e12}, 864e9, 48 * _GIB, "L40S",
