@@ -162,6 +162,10 @@ def load_trace_for(scn: Scenario, notes: list, device: str | None = None):
         except UnknownNameError:
             notes.append(f"trace: the cluster's device {device!r} has no compute model; using the V100's")
             device = None
+    from simcomm.traces.synth import check_fp8
+
+    check_fp8(dtype, traces.DEVICES.get(traces.device_for_cluster(device or "v100")),
+              None if shape is not None else model, "precision")
     trace, note = traces.trace_for(model, device or "v100", batch, dtype, scn.workload.attention, config=shape)
     notes.append(note + ("" if scn.model or shape is not None else " (the default model; --model to change)"))
     return trace

@@ -101,7 +101,7 @@ def synth_layers(specs, batches: list[int], dev: DeviceSpec, dtype: str, optimiz
     return tuple(layers)
 
 
-def check_fp8(dtype: str, dev: DeviceSpec, model: str | None = None) -> Fp8 | None:
+def check_fp8(dtype: str, dev: DeviceSpec, model: str | None = None, field: str = "dtype") -> Fp8 | None:
     """The FP8 recipe for ``dtype`` on ``dev`` (None for a non-FP8 dtype); one line where it cannot run.
 
     A device without FP8 tensor cores (A100, V100, T4 ...) is refused naming the devices that have them;
@@ -116,11 +116,11 @@ def check_fp8(dtype: str, dev: DeviceSpec, model: str | None = None) -> Fp8 | No
     if fmt not in dev.fp8_formats:
         have = sorted(n for n in DEVICES.names() if fmt in DEVICES.get(n).fp8_formats)
         what = "MXFP8 (Blackwell) tensor cores" if fmt == "mxfp8" else "FP8 tensor cores"
-        raise ConfigError(f"precision: {dtype} needs {what}; device {dev.name!r} ({dev.label or dev.name}) has "
+        raise ConfigError(f"{field}: {dtype} needs {what}; device {dev.name!r} ({dev.label or dev.name}) has "
                           f"none; devices with them: {', '.join(have)}")
     if model is not None and model not in TRANSFORMERS:
         MODELS.get(model)
-        raise ConfigError(f"precision: {dtype} runs Transformer Engine's linear layers in FP8 and prices the zoo's "
+        raise ConfigError(f"{field}: {dtype} runs Transformer Engine's linear layers in FP8 and prices the zoo's "
                           f"transformers only; model {model!r} is not one (transformers: simcomm list models)")
     return Fp8(FP8_DTYPES[dtype], dev.peak_flops[fmt])
 

@@ -198,7 +198,7 @@ def test_fp8_faster_than_bf16_but_less_than_twice_on_h100():
                       "b200, gb200"),
 ])
 def test_fp8_refused_without_the_tensor_cores(device, dtype, needle):
-    with pytest.raises(ConfigError, match="precision: ") as exc:
+    with pytest.raises(ConfigError, match="dtype: ") as exc:
         synth_trace("gpt3-1.3b", device, 1, dtype, "adam")
     assert needle in str(exc.value)
 
