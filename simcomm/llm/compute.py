@@ -29,8 +29,9 @@ def sharded_layer_times(trace: Trace, layer: Layer, micro_batch: int, tp: int = 
     meta = trace.meta or {}
     shape = meta.get("transformer")
     pricing = LeafPricing.from_meta(meta) if shape else None
-    whole = leaf_seconds(layer.module_type, shape, layer.params, trace.batch, pricing) if pricing else None
-    if whole is None or pricing is None:
+    whole = (leaf_seconds(layer.module_type, shape, layer.params, trace.batch, pricing, flops=layer.flops)
+             if pricing and shape else None)
+    if whole is None or pricing is None or not shape:
         return layer_times(layer, trace.batch, micro_batch)
     part = leaf_seconds(layer.module_type, shape, layer.params, micro_batch, pricing, Sharding(tp, cp))
     assert part is not None

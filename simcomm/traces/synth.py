@@ -138,7 +138,7 @@ def transformer_layers(cfg, batches: list[int], dev: DeviceSpec, dtype: str, opt
     shape = cfg.meta()
     out = []
     for x in layers:
-        now = leaf_seconds(x.module_type, shape, x.params, batches[0], pricing)
+        now = leaf_seconds(x.module_type, shape, x.params, batches[0], pricing, flops=x.flops)
         if now is None:
             out.append(x)
             continue

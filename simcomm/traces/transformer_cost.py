@@ -136,13 +136,16 @@ def _shape(shape: dict, kind: str) -> tuple[int, int, int, int, int, int, int]:
 
 
 def leaf_seconds(kind: str, shape: dict, params: int, micro_batch: float, pricing: LeafPricing,
-                 sharding: Sharding = Sharding()) -> tuple[float, float] | None:
+                 sharding: Sharding = Sharding(), flops: float | None = None) -> tuple[float, float] | None:
     """(forward, backward) seconds of one rank's share of a leaf of ``kind``; None for a kind not priced here.
 
     ``shape`` is ``trace.meta["transformer"]``, ``params`` the leaf's parameters (whole, not sharded),
-    ``micro_batch`` the sequences per micro-batch.
+    ``micro_batch`` the sequences per micro-batch.  ``flops``: the leaf's forward FLOPs at ``micro_batch``
+    as the zoo counts them; a shape whose GEMMs here do not add up to them (latent attention, a head size
+    other than ``hidden / heads``, sliding windows ...) is not priced here either (None: the caller keeps
+    the additive roofline).
     """
-    if kind not in PRICED_KINDS:
+    if kind not in PRICED_KINDS or (shape.get("kv_lora_rank") or 0) > 0:
         return None
     tp, cp = sharding.tp, sharding.cp
     h, q, kv, inner, up, vocab, seq = _shape(shape, kind)
@@ -173,6 +176,10 @@ def leaf_seconds(kind: str, shape: dict, params: int, micro_batch: float, pricin
             experts = int(shape.get("experts") or 0)
             bf16_gemms = [(tokens, experts, h)]  # the router: Megatron keeps it out of FP8
             rep += 4 * h * int(shape.get("top_k") or 0)  # tokens permuted to their experts and back
+    if flops is not None and sharding == Sharding():  # the whole leaf: its GEMMs must be the zoo's FLOPs
+        mine = core + sum(2.0 * m * n * k for m, n, k in bf16_gemms + fp8_gemms)
+        if abs(mine - flops) > 1e-6 * max(flops, 1.0):
+            return None
     if pricing.fp8 is None:
         bf16_gemms, fp8_gemms = bf16_gemms + fp8_gemms, []
     nbytes = pricing.act_bytes * (params / tp + tokens * (rep + split))
