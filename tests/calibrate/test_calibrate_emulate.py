@@ -119,7 +119,9 @@ def test_the_cli_reproduces_the_accuracy_setup(tmp_path, capsys):
 
     (--ranks-per-host is passed through in test_calibrate_accept, without root: with two ranks
     per host on 2 shared cores the loopback ping-pong is scheduling noise at these sizes, and
-    the fit refuses it, rightly.)
+    the fit refuses it, rightly.)  What is checked is where the flags go, not the fit: on a busy
+    machine the fit's own gate may rightly refuse this short run's line (a collective 31 % off under
+    a load of 7), so --allow-misfit writes the record whatever the fit, by design rather than by retry.
     """
     from simcomm.cli.app import main
 
@@ -127,7 +129,7 @@ def test_the_cli_reproduces_the_accuracy_setup(tmp_path, capsys):
     code = main(["calibrate", "--emulate", "3", "--topology", "two-tier", "--leaves", "2", "--trunk-rate", "100Mb/s",
                  "--rate", "200Mb/s", "--mtu", "9000", "--qdisc", "fq", "--burst", "20KB",
                  "--sizes", "1KB,64KB,512KB,1MB", "--coll-sizes", "256KB", "--repeats", "2", "--rounds", "1",
-                 "--out", str(out), "--json"])
+                 "--allow-misfit", "--out", str(out), "--json"])
     assert code == 0, capsys.readouterr().err
     rec = json.loads(out.with_suffix(".json").read_text())
     assert rec["cluster"] == {"hosts": 3, "topology": "two-tier", "leaves": 2, "rate_Bps": 25e6,
