@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+
 
 import pytest
 
@@ -91,19 +93,24 @@ def test_kineto_import_matches_direct_capture(tmp_path):
     imported = import_profile(str(path), model="vgg16-cifar", batch=8)
     assert [x.name for x in imported.layers] == [x.name for x in direct.layers]
     assert [x.params for x in imported.layers] == [x.params for x in direct.layers]
+    # The capture averages the middle half of the 8 iterations, the import all 8: the two means differ by at
+    # most this run's own spread between iterations (max - min), which a preempted iteration on a busy machine
+    # widens; the tolerance carries it, measured in the same run, so load cannot fail the test by design.
+    iters = direct.meta["iterations_s"]
+    spread = (max(iters) - min(iters)) / statistics.mean(iters)
     for attr in ("forward_s", "backward_s"):
         a = sum(getattr(x, attr) for x in direct.layers)
         b = sum(getattr(x, attr) for x in imported.layers)
-        # 8 %: the profiler's own tracer runs inside the profiled regions only; with another process on
-        # the 2 cores it measured up to 5.9 % (2026-11-26), quiet under 2 %.  A misattributed layer or
-        # step (what this test guards) moves the sums by far more.
-        assert abs(b / a - 1) < 0.08, (attr, a, b)
+        # 8 %: the profiler's own tracer runs inside the profiled regions only (quiet under 2 %); plus the spread,
+        # capped at 30 %: a misattributed layer or step (what this test guards) moves the sums by far more.
+        assert abs(b / a - 1) < min(0.30, 0.08 + spread), (attr, a, b, spread)
     # per layer: 5 % plus 100 us for the Python overhead (hooks, profiler's tracer) that only one side
     # sees; on this shared 2-core machine a preempted Python region can inflate one layer, so 90 % must hold
     ok = [abs(getattr(b, attr) - getattr(a, attr)) <= 0.05 * getattr(a, attr) + 1e-4
           for a, b in zip(direct.layers, imported.layers) for attr in ("forward_s", "backward_s")]
     assert sum(ok) >= 0.9 * len(ok), sum(ok) / len(ok)
-    assert abs(imported.iteration_s / direct.iteration_s - 1) < 0.05
+    # the same 8 iterations on both sides: the import's mean against the capture's mean of all of them
+    assert abs(imported.iteration_s / statistics.mean(iters) - 1) < 0.05
 
 
 @pytest.mark.gpu
