@@ -490,8 +490,9 @@ def main(argv: list[str] | None = None) -> int:
     for line in bad:
         print(line)
     if bad:
-        print(f"{len(bad)} of {len(digests)} check scenarios differ from {args.file.name} ({took:.1f} s); if the "
-              "model changed on purpose, run python benchmarks/check_hashes.py --update and say why in the commit")
+        print(f"{len(bad)} of {len(digests)} check scenarios differ from {args.file.name} ({took:.1f} s, numpy "
+              f"{np.__version__}, Python {sys.version.split()[0]}); if the model changed on purpose, run "
+              "python benchmarks/check_hashes.py --update and say why in the commit")
         return 1
     print(f"{len(digests)} check scenarios hash as stored in {args.file.name} ({took:.1f} s)")
     return 0
