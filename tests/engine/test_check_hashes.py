@@ -25,8 +25,8 @@ def check():
 
 
 #: a subset that takes every reference path (see test_every_reference_path_is_taken_and_exact_on_a_subset)
-SUBSET = ("allreduce/nccl/flow/exact", "ps/nccl/flow/exact", "pcnn/nccl/flow/exact", "allreduce/nccl/analytic",
-          "megatron-tp2-pp2-interleaved/nccl/flow/exact", "sgp/nccl/flow/default")
+SUBSET = ("sgp/gloo/flow/exact", "ps/gloo/flow/exact", "megatron-pp4-1f1b/nccl/flow/exact",
+          "allreduce/nccl/flow/default", "allreduce/mpi/flow/exact", "allreduce/nccl/analytic")
 #: two quick ones for the failure tests: a flow run and an analytic one
 PAIR = ("dpsgd/nccl/flow/exact", "dpsgd/nccl/analytic")
 ONLY = ["--only", PAIR[0], "--only", PAIR[1]]
