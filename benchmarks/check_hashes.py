@@ -52,7 +52,11 @@ statistics differ by design (solves, coalesced steps):
 =============  ======================================================  ==========================================
 per-link       ``simcomm.engine.flow.PER_LINK = False``                reservations of a step's own links (the
                                                                        whole idle network instead)
-coalesce       ``EngineOptions(coalesce=False)``                       coalesced repeats and scaled steps
+coalesce       ``EngineOptions(coalesce=False)``                       coalesced repeats and scaled steps (not
+                                                                       compared with ``stack_cpu``: reserved
+                                                                       repeats are not charged to the CPU, so
+                                                                       the answer differs by design, 49 % on
+                                                                       allreduce/mpi/comm-cpu)
 incremental    ``EngineOptions(incremental=False)``                    incremental max-min re-solves and link
                                                                        pruning (the textbook solver)
 no-scaling     ``simcomm.engine.flow._RESOLVED = inf``                 reusing a scalable step's isolated run
