@@ -56,6 +56,25 @@ TARGET_PCT = 10.0  # issue 16 item 5: median |error| over predictions
 #: (one scalar efficiency, compute + memory per pass: the tally until the GEMM model), ``max`` (before a3bea56)
 ROOFLINES = ("gemm", "additive", "max")
 
+#: the tables of tables.toml, in the order the doc prints them; those whose metric is SC'21's TFLOP/s per GPU
+TABLE_NAMES = ("narayanan", "korthikanti", "smith")
+TFLOPS_TABLES = frozenset({"narayanan"})
+
+
+def layout_kind(tp: int, pp: int, virtual: int = 1, sp_selective: bool = False, zero: int = 0,
+                ep: int = 1) -> str:
+    """The parallelism kind a row is grouped under in the summary (data parallelism is in every kind)."""
+    if ep > 1:
+        return "MoE/EP" + (" + PP interleaved" if virtual > 1 else " + PP" if pp > 1 else "")
+    if zero >= 3 and tp == pp == 1:
+        return "ZeRO-3, no model parallelism"
+    if pp > 1:
+        kind = "TP+PP interleaved" if virtual > 1 else "TP+PP (1F1B)"
+    else:
+        kind = "TP" if tp > 1 else "DP only"
+    return kind + (" + SP/selective" if sp_selective else "")
+
+
 _INT = ("heads", "hidden", "layers", "tp", "pp", "gpus", "global_batch", "microbatch", "virtual")
 
 
@@ -67,7 +86,7 @@ class TableError(ValueError):
 class Row:
     """One published row: its setup as the source states it and the published value."""
 
-    table: str  # "narayanan" or "korthikanti"
+    table: str  # one of TABLE_NAMES: "narayanan", "korthikanti" or "smith"
     id: str
     heads: int
     hidden: int
@@ -100,7 +119,17 @@ class Row:
 
     @property
     def unit(self) -> str:
-        return "TFLOP/s/GPU" if self.table == "narayanan" else "s"
+        return "TFLOP/s/GPU" if self.table in TFLOPS_TABLES else "s"
+
+    @property
+    def generation(self) -> str:
+        """The GPU generation of the row's cluster (every table here ran on DGX A100 80 GB)."""
+        return "A100"
+
+    @property
+    def kind(self) -> str:
+        """The parallelism kind the summary groups by."""
+        return layout_kind(self.tp, self.pp, self.virtual, self.mode == "present")
 
     def options(self) -> dict:
         """The ``megatron`` strategy's options for this row."""
@@ -119,7 +148,7 @@ def load_tables(path: Path = TABLES) -> tuple[list[Row], dict]:
     """(rows in file order, the [calibration] and [sources] tables); malformed data is one TableError line."""
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     rows: list[Row] = []
-    for table in ("narayanan", "korthikanti"):
+    for table in TABLE_NAMES:
         for i, raw in enumerate(data.get(table, [])):
             where = f"{table}[{i}] ({raw.get('id', '?')})"
             for f in _INT:
@@ -237,7 +266,7 @@ def simulate_row(row: Row, compute_eff: float, roofline: str = "gemm") -> dict:
     if res.not_applicable:
         raise RuntimeError(f"{row.key}: not applicable: {res.not_applicable}")
     t = float(res.mean_s)
-    value = tflops_per_gpu(row, t) if row.table == "narayanan" else t
+    value = tflops_per_gpu(row, t) if row.table in TFLOPS_TABLES else t
     return {"iteration_s": t, "compute_s": float(res.breakdown.compute), "predicted": value}
 
 
@@ -249,7 +278,7 @@ def calibrate(row: Row, lo: float = 0.05, hi: float = 1.0, rtol: float = 1e-6,
     time is proportional to x), so regula falsi on x (Illinois variant) converges in a few simulations and
     is deterministic.  A published value outside what [lo, hi] can reach is refused in one line.
     """
-    target = row.published if row.table == "korthikanti" else \
+    target = row.published if row.table not in TFLOPS_TABLES else \
         sc21_flops(row.global_batch, row.layers, row.hidden) / (row.published * 1e12 * row.gpus)
 
     def f(x: float) -> float:
