@@ -35,13 +35,87 @@ def test_megatron_table_rows_fit_an_a100_80gb(row):
     assert check_fits(mem, "a100-80g").startswith("memory: peak ")
 
 
-def test_mt_nlg_530b_fits():
-    # Smith et al. 2022 (MT-NLG), section 3.2: 530B (105 layers, h 20480, 128 heads), tp 8, pp 35, A100 80 GB,
-    # micro-batch 1, seq 2048, global batch 1920 on 280 DGX nodes x 8 = 2240 GPUs (dp 8), mixed precision,
-    # full activation recomputation (its section 3.1), Megatron-LM's unfused attention
+@pytest.mark.parametrize("nodes", [280, 350, 420])
+def test_mt_nlg_530b_fits(nodes):
+    # Smith et al. 2022 (MT-NLG), sections 2.3-2.4 and 3.2: 530B (105 layers, h 20480, 128 heads), tp 8, pp 35,
+    # A100 80 GB, micro-batch 1, seq 2048, global batch 1920 on 280, 350 and 420 DGX nodes x 8 (dp 8, 10, 12;
+    # benchmarks/megatron/tables.toml [[smith]]), mixed precision, full activation recomputation, unfused attention
+    dp = nodes * 8 // (8 * 35)
     cfg = replace(transformer_config("megatron-530b"), attention="unfused")
-    mem = estimate(cfg, tp=8, pp=35, dp=8, micro_batch=1, microbatches=1920 // 8, recompute="full", dtype="fp16")
-    check_fits(mem, "a100-80g")
+    mem = estimate(cfg, tp=8, pp=35, dp=dp, micro_batch=1, microbatches=1920 // dp, recompute="full", dtype="fp16")
+    assert check_fits(mem, "a100-80g").startswith("memory: peak ")
+
+
+# Megatron-core's MoE README (megatron/core/transformer/moe/README.md, "Reference Best Parallel Mapping", MCore
+# v0.8; 8x H100 80GB per node): Mixtral 8x7B on 64 GPUs (tp 1, ep 8, pp 4, vp 8) and 8x22B on 128 (tp 4, ep 2, pp 8,
+# vp 7), seq 4096, micro-batch 1, global batch 256, bf16, dropless all-to-all; its training example: the
+# distributed optimizer, sequence parallelism, no dropout, no recomputation.  VP is the number of model chunks
+# (32 layers / pp 4 / vp 8 = one layer per chunk; 56 / 8 / 7 likewise).
+MOE_README = {
+    "mixtral-8x7b": dict(tp=1, pp=4, dp=16, ep=8, virtual_stages=8, microbatches=256 // 16),
+    "mixtral-8x22b": dict(tp=4, pp=8, dp=4, ep=2, virtual_stages=7, microbatches=256 // 4),
+}
+
+
+@pytest.mark.parametrize("model", sorted(MOE_README))
+def test_megatron_core_moe_readme_layouts_fit_an_h100(model):
+    layout = MOE_README[model]
+    mem = estimate(model, micro_batch=1, seq=4096, sequence_parallel=True, zero=1, schedule="interleaved",
+                   dropout=False, dtype="bf16", **layout)
+    assert check_fits(mem, "h100").startswith("memory: peak ")
+    # the experts' weights are split over ep (each rank holds 8 / ep experts' matrices) and their optimizer state
+    # over the dp / ep ranks that hold the same experts: without ep the 8x7B stage 0 would not fit
+    if model == "mixtral-8x7b":
+        no_ep = estimate(model, micro_batch=1, seq=4096, sequence_parallel=True, zero=1, schedule="interleaved",
+                         dropout=False, dtype="bf16", **{**layout, "ep": 1})
+        assert no_ep.parameters > 5 * mem.parameters
+        # interleaved 1F1B holds 2 (p - 1) + (v - 1) p + 1 = 35 one-layer chunks on stage 0
+        assert mem.activations + mem.in_flight == pytest.approx(35 / 8 * mem.activations, rel=1e-9)
+
+
+# SC'21 Table 2: DeepSpeed ZeRO-3 without model parallelism (benchmarks/megatron/zero3.py ROWS): full
+# recomputation, fp16, A100 80 GB; DeepSpeed 0.3 gathers leaf modules (prefetch bucket 2.5e7, reduce bucket 5e8).
+ZERO3_ROWS = [("175B", 384, 4), ("175B", 768, 2), ("175B", 1536, 1),
+              ("530B", 640, 4), ("530B", 1120, 2), ("530B", 2240, 1)]
+DS03 = dict(gather_unit="module", prefetch_params=2.5e7, reduce_bucket_params=5e8)
+
+
+def _zero3(model, gpus, micro_batch, **kw):
+    heads, hidden, layers = {"175B": (96, 12288, 96), "530B": (128, 20480, 105)}[model]
+    row = TABLE_ROWS[0].__class__("zero3", model, heads, hidden, layers, 1, 1, gpus, gpus * micro_batch,
+                                  micro_batch, 1, 1.0)
+    return estimate(model_config(row), dp=gpus, zero=3, micro_batch=micro_batch, microbatches=1,
+                    recompute="full", dtype="fp16", **kw)
+
+
+@pytest.mark.parametrize("model,gpus,micro_batch", ZERO3_ROWS, ids=[f"{m}-{g}" for m, g, _ in ZERO3_ROWS])
+def test_sc21_zero3_rows_fit_under_deepspeeds_leaf_modules(model, gpus, micro_batch):
+    assert check_fits(_zero3(model, gpus, micro_batch, **DS03), "a100-80g").startswith("memory: peak ")
+
+
+def test_zero3_530b_640_needed_the_leaf_module_unit():
+    """Counting a whole 530B block (5.03e9 parameters: twice its fp16 weights and once its gradients, 30.2 GB) as
+    the gathered working set refused the 640-GPU row that ran (103 GB); DeepSpeed gathers one leaf module at a
+    time: the largest is the MLP's h x 4h matrix (4 x 20480^2 = 1.678e9), plus 2.5e7 prefetched and the 5e8 reduce
+    bucket: 2 (1.678e9 + 2.5e7) + 2 (1.678e9 + 5e8) bytes."""
+    block = _zero3("530B", 640, 4)
+    leaf = _zero3("530B", 640, 4, **DS03)
+    with pytest.raises(DoesNotFitError):
+        check_fits(block, "a100-80g")
+    h = 20480
+    gathered_block = 12 * h * h + 13 * h  # the block's matrices, biases and norms
+    assert block.buffers - leaf.buffers == 6 * gathered_block - (2 * (4 * h * h + 4 * h + 25_000_000)
+                                                                 + 2 * (4 * h * h + 4 * h + 500_000_000))
+
+
+def test_largest_leaf_by_hand():
+    from simcomm.memory.layout import _largest_leaf
+
+    cfg = transformer_config("megatron-530b")  # h 20480, 128 heads, GeLU MLP 4h with biases
+    h = 20480
+    assert _largest_leaf(cfg, 0) == 4 * h * h + 4 * h  # fc1 with its bias beats QKV (3h^2 + 3h)
+    with pytest.raises(Exception, match="gather_unit"):
+        estimate(cfg, dp=8, zero=3, gather_unit="leaf")
 
 
 # The four layouts issue 24 lists as refused although they ran (each "published as run", on 80 GB GPUs).

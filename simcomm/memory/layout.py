@@ -20,8 +20,9 @@ size ``d``, expert-parallel size ``e``, context-parallel size ``c``:
   stage's embedding dropout masks (one per micro-batch in flight) and the last stage's output
   layer and fp32 logits for the loss (one micro-batch: 1F1B runs its backward at once); under
   ZeRO-3 the gathered weights of two units (the one computing and the one prefetched, FSDP's
-  and DeepSpeed's default of one ahead) and one unit's unsharded gradients, the largest unit
-  of the stage (a block, or the embedding/output layer).
+  default of one ahead) and one unit's unsharded gradients, the largest unit of the stage (a
+  block, or the embedding/output layer); DeepSpeed gathers leaf modules instead (its largest
+  leaf, its prefetch bucket, and the leaf's gradients plus its reduce bucket).
 
 :func:`estimate` gives the fullest stage, :func:`estimate_stages` every stage; a
 :class:`LLMMemory`'s :meth:`~LLMMemory.peak` is what :func:`simcomm.memory.fit.check` judges.
@@ -157,13 +158,47 @@ def _config(model):
     return model if isinstance(model, TransformerConfig) else transformer_config(model)
 
 
+#: ZeRO-3 gather units (the strategy's ``gather_unit``): a block for both ``layer`` and ``block`` (FSDP's wrapped
+#: transformer block, Megatron-FSDP's layer), a leaf module for ``module`` (DeepSpeed)
+GATHER_UNITS = ("layer", "block", "module")
+
+
+def _largest_leaf(cfg, i: int) -> int | None:
+    """Parameters of block ``i``'s largest leaf module (DeepSpeed's unit: the QKV projection, the output projection
+    or one MLP matrix, with its bias); None where the block is not split so (latent attention, routed experts)."""
+    if cfg.mla or cfg.is_moe(i):
+        return None
+    h, hd = cfg.hidden, cfg.head_dim
+    cols = (cfg.heads + 2 * cfg.kv_heads) * hd
+    qkv = h * cols + (cols if cfg.bias or cfg.qkv_bias else 0)
+    out = cfg.heads * hd * h + (h if cfg.bias else 0)
+    f = cfg.dense_ffn or cfg.ffn
+    matrix = h * f + (f if cfg.bias and cfg.mlp != "swiglu" else 0)
+    return max(qkv, out, matrix)
+
+
 def _gathered(cfg, blocks: list[int], t: int, e: int, first: bool, last: bool, dtype: str,
-              optimizer: str) -> int:
-    """ZeRO-3's working set: the largest unit's weights twice (computing, prefetched) and its gradients once."""
-    units = [sum(cfg.rank_block_params(i, t, e)) for i in blocks]
-    if first or last:
-        units.append(_split(cfg.vocab * cfg.hidden, t))
+              optimizer: str, unit: str = "layer", prefetch_params: float = 0.0,
+              bucket_params: float = 0.0, cp: int = 1) -> int:
+    """ZeRO-3's working set.
+
+    Per block (``unit`` layer or block; FSDP, Megatron-FSDP): the largest unit's weights twice (computing, and the
+    one prefetched) and its gradients once.  Per leaf module (``unit = "module"``, DeepSpeed's
+    ``fetch_sub_module``; as the strategy, only without tensor or context parallelism): the largest leaf's weights
+    plus what is prefetched (``prefetch_params``: DeepSpeed's prefetch bucket, 2.5e7 elements in 0.3, 5e7
+    later), and its gradients plus the reduce bucket they are copied into (``bucket_params``:
+    ``reduce_bucket_size``, 5e8), not a whole block's.
+    """
     pb, gb, _ = state_bytes_per_param(dtype, optimizer)
+    embed = _split(cfg.vocab * cfg.hidden, t) if first or last else 0
+    if unit == "module" and t == 1 and cp == 1:
+        leaves = [_largest_leaf(cfg, i) for i in blocks]
+        if all(n is not None for n in leaves):
+            leaf = max([embed, *leaves])  # type: ignore[list-item]
+            return math.ceil(pb * (leaf + prefetch_params) + gb * (leaf + bucket_params))
+    units = [sum(cfg.rank_block_params(i, t, e)) for i in blocks]
+    if embed:
+        units.append(embed)
     return max(units, default=0) * (2 * pb + gb)
 
 
@@ -174,7 +209,8 @@ def estimate_stages(model, *, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1
                     stage_layers: tuple[int, ...] | None = None, cp: int = 1,
                     shard_group: int | None = None, attention: str | None = None,
                     dropout: bool = True, context_bytes: int = CONTEXT_BYTES,
-                    offload_layers: int = 0) -> list[LLMMemory]:
+                    offload_layers: int = 0, gather_unit: str = "layer", prefetch_params: float = 0.0,
+                    reduce_bucket_params: float = 0.0) -> list[LLMMemory]:
     """Memory of a rank of every pipeline stage (see the module rules); ``model``: a zoo name or a config.
 
     ``stage_layers`` gives uneven stages (Llama 3 405B: 126 layers on 16 stages, the first and last one layer
@@ -184,7 +220,11 @@ def estimate_stages(model, *, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1
     ``offload_layers`` N (Megatron-core ``--cpu-offloading --cpu-offloading-num-layers``): the stage's first N
     blocks keep their activations in host memory for every micro-batch in flight, one block's worth staying
     on the GPU as the copy buffer (TransformerEngine's double-buffered offload); at most the stage's blocks - 1.
+    ``gather_unit``, ``prefetch_params``, ``reduce_bucket_params``: ZeRO-3's gather unit and DeepSpeed's prefetch
+    and reduce buckets (the framework's schedule, :func:`_gathered`).
     """
+    if gather_unit not in GATHER_UNITS:
+        raise ConfigError(f"gather_unit: {gather_unit!r} is not valid; valid choices: {', '.join(GATHER_UNITS)}")
     cfg = _config(model)
     _check_layout(cfg, tp, pp, dp, ep, zero, micro_batch, microbatches, schedule, virtual_stages, recompute,
                   stage_layers, cp, shard_group, seq)
@@ -226,7 +266,8 @@ def estimate_stages(model, *, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1
         if k == pp - 1:
             buffers += head_bytes(cfg, s, micro_batch, **shape)
         if zero >= 3:
-            buffers += _gathered(cfg, blocks, tp, ep, k == 0, k == pp - 1, dtype, optimizer)
+            buffers += _gathered(cfg, blocks, tp, ep, k == 0, k == pp - 1, dtype, optimizer, gather_unit,
+                                 prefetch_params, reduce_bucket_params, cp)
         out.append(LLMMemory(cfg.name, layout, k, dense + expert, *state, math.ceil(one + working),
                              math.ceil(one * (held - 1)), math.ceil(buffers)))
     return out

@@ -89,6 +89,10 @@ def test_tables_parse_every_published_row():
     big = nar[6]
     assert (big.virtual, big.dp, big.microbatches, big.options()["schedule"]) == (2, 24, 48, "interleaved")
     assert meta["calibration"]["row"] == "korthikanti/22B-full"
+    smith = [r for r in rows if r.table == "smith"]  # MT-NLG section 2.4
+    assert [(r.gpus, r.dp, r.microbatches, r.published) for r in smith] == [
+        (2240, 8, 240, 60.1), (2800, 10, 192, 50.2), (3360, 12, 160, 44.4)]
+    assert all((r.tp, r.pp, r.virtual, r.unit, r.kind) == (8, 35, 1, "s", "TP+PP (1F1B)") for r in smith)
     for r in rows:
         assert r.dp * r.microbatch * r.microbatches == r.global_batch
         assert r.tp * r.pp * r.dp == r.gpus
@@ -214,7 +218,8 @@ def test_committed_results_match_the_tables():
     rows, meta = score.load_tables()
     by = {r.key: r for r in rows}
     effs: dict = {}
-    for path in sorted((HERE / "results").glob("*.json")):
+    external = {p for pattern in score.EXTERNAL for p in (HERE / "results").glob(pattern)}
+    for path in sorted(set((HERE / "results").glob("*.json")) - external):
         d = json.loads(path.read_text())
         r = by[d["row"]]
         assert d["setup"] == r.setup_hash() and d["published"] == r.published
@@ -232,3 +237,60 @@ def test_committed_section_is_the_cache_rendered():
     section, _ = score.section_from_cache(rows, meta)
     doc = (HERE / "validation-section.md").read_text(encoding="utf-8")
     assert doc == section
+
+
+# -- every source together ------------------------------------------------------------------------------------
+def test_layout_kind_names():
+    assert score.layout_kind(1, 1) == "DP only"
+    assert score.layout_kind(8, 1) == "TP"
+    assert score.layout_kind(8, 8, 3, True) == "TP+PP interleaved + SP/selective"
+    assert score.layout_kind(8, 64) == "TP+PP (1F1B)"
+    assert score.layout_kind(1, 1, zero=3) == "ZeRO-3, no model parallelism"
+    assert score.layout_kind(1, 4, 8, ep=8) == "MoE/EP + PP interleaved"
+
+
+def test_committed_external_rows_are_predictions_with_their_tags():
+    """zero3.py's and readme_moe.py's cached rows: six SC'21 Table 2 ZeRO-3 rows and the README's Mixtral row."""
+    ext = score.load_external()
+    assert [d["row"] for d in ext] == ["megatron-readme/mixtral-8x7b", "zero3/175B-384", "zero3/175B-768",
+                                       "zero3/175B-1536", "zero3/530B-640", "zero3/530B-1120", "zero3/530B-2240"]
+    assert {d["role"] for d in ext} == {"prediction"}
+    assert [d["generation"] for d in ext] == ["H100"] + ["A100"] * 6
+    # SC'21 Table 2 by eq. (3): 144 TFLOP/s on 384 GPUs at batch 1536 is 81.6 s; 138 on 640 at 2560 is 255.5 s
+    assert ext[1]["published_s"] == pytest.approx(score.sc21_flops(1536, 96, 12288) / (144e12 * 384), rel=1e-4)
+    assert ext[4]["published_s"] == pytest.approx(score.sc21_flops(2560, 105, 20480) / (138e12 * 640), rel=1e-4)
+    assert all(d["compute_eff"] == 0.783998 for d in ext[1:])  # the tallied GEMM model's calibration
+
+
+def test_summary_medians_by_group_count_predictions_only(tmp_path):
+    rows = [score.Row("korthikanti", "a", 8, 256, 4, 8, 1, 8, 2, 2, 1, 1.0),
+            score.Row("smith", "b", 8, 256, 4, 8, 2, 16, 4, 1, 1, 2.0)]
+    res = {"korthikanti/a": {"predicted": 3.0}, "smith/b": {"predicted": 2.5}}  # calibration +200 %, +25 %
+    ext = [{"row": "zero3/x", "source": "narayanan", "generation": "A100", "kind": "ZeRO-3, no model parallelism",
+            "role": "prediction", "published_s": 10.0, "iteration_s": 8.0},  # TFLOP/s 10/8 - 1 = +25 %
+           {"row": "readme/y", "source": "megatron-readme", "generation": "H100", "kind": "MoE/EP",
+            "role": "not-a-test", "published_s": 1.0, "iteration_s": 4.0}]
+    entries = score.summary_entries(rows, res, "korthikanti/a", ext)
+    assert [(e["key"], e["role"], round(e["error"], 6)) for e in entries] == [
+        ("korthikanti/a", "calibration", 200.0), ("smith/b", "prediction", 25.0),
+        ("zero3/x", "prediction", 25.0), ("readme/y", "not-a-test", -75.0)]
+    text = "\n".join(score.accuracy_section(entries))
+    assert "| **all sources** | 2 | 25.0 % | 0 |" in text
+    assert "| source: Smith et al. 2022 (MT-NLG) | 1 | 25.0 % | 0 |" in text
+    assert "| GPU: A100 | 2 | 25.0 % | 0 |" in text and "GPU: H100" not in text  # not-a-test is not counted
+    misses = "\n".join(score._misses(rows, res, ext))
+    assert "`smith/b` +25.0 %" in misses and "`zero3/x` +25.0 %" in misses and "readme/y" not in misses
+    (tmp_path / "zero3-bad.json").write_text(json.dumps({**ext[0], "role": "guess"}))
+    with pytest.raises(score.TableError, match="role must be one of prediction, calibration, not-a-test"):
+        score.load_external(tmp_path)
+
+
+def test_megatron_moe_flop_count_by_hand():
+    spec = importlib.util.spec_from_file_location("megatron_readme_moe", HERE / "readme_moe.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    # Mixtral 8x7B, batch 256, seq 4096: 12 B s l h^2 (2.25 + 3.5 * 2 * 1.5 + 32000 / (2 * 32 * 4096))
+    want = 12 * 256 * 4096 * 32 * 4096**2 * (2.25 + 10.5 + 32000 / 262144)
+    assert mod.megatron_flops(256, **mod.SHAPE) == pytest.approx(want, rel=1e-12)
+    assert mod.published_s() == pytest.approx(want / (468e12 * 64), rel=1e-12)
+    assert mod.published_s() == pytest.approx(2.9032, abs=1e-4)

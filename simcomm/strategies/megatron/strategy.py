@@ -10,6 +10,7 @@ from simcomm.strategies.base import Strategy, register
 from simcomm.strategies.megatron.emitter import Emitter
 from simcomm.strategies.megatron.params import MegatronParams
 from simcomm.strategies.megatron.sizing import resolve_layout, stage_layers
+from simcomm.strategies.megatron.zero import resolve_schedule
 
 
 @register
@@ -61,12 +62,17 @@ class Megatron(Strategy):
         p = self.params
         lay, _, sizes = resolve_layout(p, workload, [layer.name for layer in workload.layers])
         dtype = "fp32" if workload.trace.dtype in ("fp32", "float32") else "bf16"
+        gather: dict = {}
+        if p.zero >= 3:  # the framework's gather unit and buckets (DeepSpeed gathers leaf modules)
+            sched = resolve_schedule(p, lay.data, 2.0)
+            gather = {"gather_unit": sched.unit, "prefetch_params": sched.prefetch_params,
+                      "reduce_bucket_params": sched.reduce_bucket_params}
         return memory_layout.estimate(cfg, tp=lay.tp, pp=lay.pp, dp=lay.data, cp=lay.cp, ep=lay.ep, zero=p.zero,
                                       shard_group=p.shard_group, micro_batch=sizes.microbatch,
                                       microbatches=sizes.microbatches, sequence_parallel=p.sequence_parallel,
                                       recompute=p.recompute, schedule=p.schedule, virtual_stages=lay.virtual,
                                       dtype=dtype, stage_layers=stage_layers(p, cfg.layers),
-                                      offload_layers=p.offload_layers).peak()
+                                      offload_layers=p.offload_layers, **gather).peak()
 
     def plan(self, workload, topology):
         names = [layer.name for layer in workload.layers]
