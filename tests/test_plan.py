@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from plancases import built_ops
-from simcomm import plan
+from simcomm.llm import estimate
+from simcomm.llm import search as plan
+from simcomm.llm.layout import Layout
 from simcomm.memory.fit import Budget
 from simcomm.traces.zoo.transformer import TransformerConfig
 
@@ -96,7 +98,7 @@ def test_memory_filter_refuses_and_reports_the_smallest():
 
 
 def _row(lay, mem, step):
-    return plan.Row(lay, mem, plan.Estimate(step, 0.0, 0.0, 0.0, 0.0))
+    return plan.Row(lay, mem, estimate.Estimate(step, 0.0, 0.0, 0.0, 0.0))
 
 
 def test_ranking_is_deterministic_with_ties_broken_by_memory_then_layout():
@@ -109,17 +111,15 @@ def test_ranking_is_deterministic_with_ties_broken_by_memory_then_layout():
         assert [r.layout for r in plan.rank_rows(shuffled)] == [r.layout for r in want]
     keys = [(r.step_s, r.memory_bytes, r.layout) for r in want]
     assert keys == sorted(keys)
-    # a simulated time replaces the estimate in the ranking
+    # a simulated row outranks every estimate-only row, however slow it is
     slow = plan.Row(want[0].layout, want[0].memory_bytes, want[0].estimate, step_s=9.0, priced=plan.FLOW)
-    assert plan.rank_rows([slow, want[1]])[0] is want[1]
+    assert plan.rank_rows([want[1], slow])[0] is slow
 
 
 @pytest.fixture(scope="module")
 def small_search():
-    from simcomm.cli.plan_cmd import search
-
     base = {"cluster": "dgx-a100-hdr", "model": "gpt2-small", "precision": "bf16"}
-    return search(plan_cfg("gpt2-small"), base, 1, 16, plan.Space(), "bf16")
+    return plan.search(plan_cfg("gpt2-small"), base, 1, 16, plan.Space(), "bf16")
 
 
 def plan_cfg(name):
@@ -129,7 +129,7 @@ def plan_cfg(name):
 
 
 def test_estimate_bubble_is_p_minus_1_over_v_stage_times(small_search):
-    rows, *_ = small_search
+    rows = small_search.rows
     for r in rows:
         e, lay = r.estimate, r.layout
         assert e.step == pytest.approx(e.compute + e.tp + e.bubble + e.dp + e.update)
@@ -147,26 +147,42 @@ def test_estimate_bubble_is_p_minus_1_over_v_stage_times(small_search):
 
 
 def test_plan_ops_matches_a_built_plan_within_a_factor():
-    lay = plan.Layout(2, 2, 2, "1f1b", 1, 0, 1, False, "none")
+    lay = Layout(2, 2, 2, "1f1b", 1, 0, 1, False, "none")
     n = built_ops(lay)
-    guess = plan.plan_ops(plan_cfg("gpt2-small"), lay, 8, 8)
+    guess = estimate.plan_ops(plan_cfg("gpt2-small"), lay, 8, 8)
     assert n / 2 <= guess <= 2 * n
 
 
 # -- CLI ------------------------------------------------------------------------------------------------------
 SMALL = ("plan", "--model", "gpt2-small", "--cluster", "dgx-a100-hdr", "--nodes", "1", "--global-batch", "16",
-         "--quiet", "--top", "4", "--simulate", "1")
+         "--quiet", "--top", "4", "--simulate", "3")
 
 
 def test_cli_table_golden(cli, golden):
     rc, out, err = cli(*SMALL)
     assert rc == 0, err
-    assert "estimate" in out and "simulated" in out
-    # the one simulated row is reported in the breakdown even when it ranks below the rows shown
-    assert any(line.split("│")[9].strip() not in ("", "-") for line in out.splitlines()
-               if line.startswith("│") and len(line.split("│")) == 13)
-    assert sum(line.startswith("assumed:") for line in out.splitlines()) >= 5
+    lines = out.splitlines()
+    # the simulated rows, ranked by their simulated step, then the winner and its command, then estimates apart
+    sim = [line.split("│") for line in lines if line.startswith("│") and len(line.split("│")) == 19]
+    assert len(sim) == 3 and [float(r[14]) for r in sim] == sorted(float(r[14]) for r in sim)
+    assert lines.index(next(x for x in lines if x.startswith("winner: "))) < lines.index(
+        next(x for x in lines if x.startswith("estimate only")))
+    assert sum(line.startswith("reproduce: simcomm run --strategy megatron ") for line in lines) == 1
+    assert sum(line.startswith("assumed:") for line in lines) >= 5
     golden("plan_gpt2_small.txt", out)
+
+
+def test_cli_winner_command_reproduces_its_step_time(cli):
+    rc, out, err = cli(*SMALL, "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    win = d["winner"]
+    assert win["priced"] == "simulated flow" and win["step_s"] == d["rows"][0]["step_s"]
+    words = win["command"].split()
+    assert words[:2] == ["simcomm", "run"]
+    rc, out, err = cli(*words[1:], "--json")
+    assert rc == 0, err
+    assert json.loads(out)["mean_s"] == win["step_s"]
 
 
 def test_cli_json_is_deterministic_and_says_how_priced(cli):
@@ -174,26 +190,24 @@ def test_cli_json_is_deterministic_and_says_how_priced(cli):
     rc2, out2, _ = cli(*SMALL, "--json", "--top", "5000")
     assert rc == rc2 == 0 and out == out2
     d = json.loads(out)
-    assert d["gpus"] == 8 and d["fit"] <= d["layouts"] and len(d["rows"]) == d["fit"]
-    priced = [r["priced"] for r in d["rows"]]
-    assert priced.count("simulated flow") == 1 and priced.count("estimate") == len(priced) - 1
+    assert d["gpus"] == 8 and d["fit"] <= d["layouts"] and len(d["rows"]) == d["simulated"] == 3
+    assert len(d["rows"]) + len(d["estimates"]) == d["fit"]
+    assert all(r["priced"] == "simulated flow" and r["simulated"] is not None for r in d["rows"])
+    assert all(r["priced"] == "estimate" and r["simulated"] is None for r in d["estimates"])
     steps = [r["step_s"] for r in d["rows"]]
     assert steps == sorted(steps)
-    for r in d["rows"]:
+    # the simulated rows are the three best by estimate; the estimate-only rows follow in estimate order
+    assert sorted(r["estimate_rank"] for r in d["rows"]) == [1, 2, 3]
+    assert [r["estimate_rank"] for r in d["estimates"]] == list(range(4, d["fit"] + 1))
+    for r in d["rows"] + d["estimates"]:
         assert r["tp"] * r["pp"] * r["dp"] == 8
         assert r["samples_per_s"] == pytest.approx(16 / r["step_s"])
-        assert (r["simulated"] is None) == (r["priced"] == "estimate")
-    # --top 2 keeps the two best, plus the simulated row wherever it ranks
-    sim_rank = priced.index("simulated flow") + 1
-    rc, out, _ = cli(*SMALL, "--json", "--top", "2")
-    ranks = [r["rank"] for r in json.loads(out)["rows"]]
-    assert ranks == ([1, 2] if sim_rank <= 2 else [1, 2, sim_rank])
 
 
 def test_cli_png_writes_a_pareto_plot(cli, tmp_path):
     path = tmp_path / "pareto.png"
     rc, out, err = cli("plan", "--model", "gpt2-small", "--nodes", "2", "--global-batch", "16", "--quiet",
-                       "--simulate", "0", "--top", "1", "--zero", "0", "--recompute", "none", "--png", str(path))
+                       "--simulate", "1", "--top", "1", "--zero", "0", "--recompute", "none", "--png", str(path))
     assert rc == 0, err
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert f"plot: {path}" in out
@@ -215,6 +229,9 @@ def test_pareto_front():
     (("--model", "gpt2-small", "--global-batch", "0"), "--global-batch: 0 must be >= 1"),
     (("--model", "gpt2-small", "--global-batch", "8", "--zero", "4"), "--zero: '4' is not valid"),
     (("--model", "gpt2-small", "--global-batch", "8", "--fidelity", "exact"), "--fidelity: 'exact'"),
+    (("--model", "gpt2-small", "--global-batch", "8", "--simulate", "0"), "--simulate: 0 must be >= 1"),
+    (("--model", "gpt2-small", "--global-batch", "8", "--ep", "2"), "--ep: 2 needs a mixture-of-experts model"),
+    (("--model", "gpt2-small", "--global-batch", "8", "--max-ops", "10"), "--max-ops: none of the"),
     (("--model", "gpt2-small", "--global-batch", "8", "--cluster", "nope"), "nope"),
     (("--model", "gpt2-small", "--global-batch", "8", "--inter", "warp-drive"), "warp-drive"),
 ])
@@ -251,22 +268,22 @@ def test_enumeration_matches_a_brute_force_of_the_rules(layers, heads, gpus, per
                                 for sp in (False, True):
                                     if (zero and dp == 1) or (sp and tp == 1):
                                         continue
-                                    want.add(plan.Layout(tp, pp, dp, sched, v, zero, mb, sp, "none"))
+                                    want.add(Layout(tp, pp, dp, sched, v, zero, mb, sp, "none"))
     assert len(got) == len(set(got)) and set(got) == want
 
 
 @pytest.mark.parametrize("lay, batch", [
-    (plan.Layout(2, 1, 4, "1f1b", 1, 0, 1, False, "none"), 256),
-    (plan.Layout(2, 2, 2, "1f1b", 1, 0, 1, True, "none"), 512),
-    (plan.Layout(1, 1, 8, "1f1b", 1, 3, 1, False, "none"), 1024),
-    (plan.Layout(1, 1, 4, "1f1b", 1, 3, 1, False, "full", 2), 256),
+    (Layout(2, 1, 4, "1f1b", 1, 0, 1, False, "none"), 256),
+    (Layout(2, 2, 2, "1f1b", 1, 0, 1, True, "none"), 512),
+    (Layout(1, 1, 8, "1f1b", 1, 3, 1, False, "none"), 1024),
+    (Layout(1, 1, 4, "1f1b", 1, 3, 1, False, "full", 2), 256),
 ])
 def test_plan_ops_counts_the_folded_plan_megatron_builds(lay, batch):
     # above FOLD_ABOVE compute ops megatron (replicas=auto) simulates one data replica (and folds its
     # tensor-parallel lanes): plan's size check must count that plan, not the unfolded one
     n = built_ops(lay, batch=batch)
     full = built_ops(lay, batch=batch, replicas="all")
-    guess = plan.plan_ops(plan_cfg("gpt2-small"), lay, 8, batch)
+    guess = estimate.plan_ops(plan_cfg("gpt2-small"), lay, 8, batch)
     assert full > 1.5 * n
     assert 0.9 * n <= guess <= 1.1 * n
 

@@ -11,10 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from plancases import built_ops
-from simcomm import plan
 from simcomm.memory.fit import Budget
 from simcomm.memory import layout as memory_layout
-from simcomm.strategies.megatron import kv_block_bytes
+from simcomm.llm import estimate
+from simcomm.llm import search as plan
+from simcomm.llm.layout import Layout
+from simcomm.llm.compute import kv_block_bytes
 from simcomm.traces.zoo.transformer import TransformerConfig, transformer_config
 
 TINY = TransformerConfig("tiny", layers=4, hidden=16, ffn=64, heads=4, kv_heads=4, vocab=32, seq=8, tied=True)
@@ -55,7 +57,7 @@ def test_cp_enumeration_count_by_hand():
 def test_zero_needs_replicas_counting_the_cp_ranks():
     # dp 1 with cp 2: two ranks hold the same parameters, so ZeRO shards over them (Megatron-core's DP×CP group)
     lays = plan.enumerate_layouts(TINY, 8, 8, 8, plan.Space(cps=(2,), **{**ONE, "zeros": (0, 1)}))
-    assert plan.Layout(4, 1, 1, "1f1b", 1, 1, 1, False, "none", 2) in lays
+    assert Layout(4, 1, 1, "1f1b", 1, 1, 1, False, "none", 2) in lays
     assert all(x.replicas > 1 for x in lays if x.zero)
 
 
@@ -128,19 +130,19 @@ def test_cp_and_hsdp_enumeration_match_a_brute_force(gpus, per_node, batch, cps,
                     for mb in (1, 2):
                         if (batch // dp) % mb:
                             continue
-                        want.add(plan.Layout(tp, pp, dp, "1f1b", 1, 0, mb, False, "none", cp))
+                        want.add(Layout(tp, pp, dp, "1f1b", 1, 0, mb, False, "none", cp))
                         if dp * cp > 1:
-                            want.add(plan.Layout(tp, pp, dp, "1f1b", 1, 3, mb, False, "none", cp))
+                            want.add(Layout(tp, pp, dp, "1f1b", 1, 3, mb, False, "none", cp))
                             for g in sizes:
                                 if g < dp * cp and (dp * cp) % g == 0:
-                                    want.add(plan.Layout(tp, pp, dp, "1f1b", 1, 3, mb, False, "none", cp, g))
+                                    want.add(Layout(tp, pp, dp, "1f1b", 1, 3, mb, False, "none", cp, g))
     assert len(got) == len(set(got)) and set(got) == want
 
 
 def test_layout_order_keeps_the_old_order_and_puts_plain_before_hsdp():
-    a = plan.Layout(1, 1, 8, "1f1b", 1, 3, 1, False, "none")
-    b = plan.Layout(1, 1, 8, "1f1b", 1, 3, 1, False, "none", 1, 2)
-    c = plan.Layout(1, 1, 4, "1f1b", 1, 3, 1, False, "none", 2)
+    a = Layout(1, 1, 8, "1f1b", 1, 3, 1, False, "none")
+    b = Layout(1, 1, 8, "1f1b", 1, 3, 1, False, "none", 1, 2)
+    c = Layout(1, 1, 4, "1f1b", 1, 3, 1, False, "none", 2)
     assert sorted([b, a, c]) == [c, a, b]
     assert a.options(8) == {"tp": 1, "pp": 1, "dp": 8, "schedule": "1f1b", "virtual": 1, "zero": 3, "microbatch": 1,
                             "sequence_parallel": False, "recompute": "none", "cp": 1, "global_batch": 8}
@@ -155,14 +157,14 @@ def test_memory_of_cp_and_hsdp_by_hand():
     # FlashAttention (t = 1, no SP, no recomputation): s·b·(34h + 4a) = 1024·(34·16 + 16) = 573 440 bytes per
     # layer (no s×s scores; Korthikanti's unfused 5as/h would add 1024·16·1280); 2 layers, one micro-batch in
     # flight; cp 2 halves it
-    one = plan.layout_memory(LONG, plan.Layout(1, 1, 2, "1f1b", 1, 0, 1, False, "none"), 2)
-    two = plan.layout_memory(LONG, plan.Layout(1, 1, 1, "1f1b", 1, 0, 1, False, "none", 2), 2)
+    one = plan.layout_memory(LONG, Layout(1, 1, 2, "1f1b", 1, 0, 1, False, "none"), 2)
+    two = plan.layout_memory(LONG, Layout(1, 1, 1, "1f1b", 1, 0, 1, False, "none", 2), 2)
     assert one.activations == 2 * 573_440 and two.activations == 573_440
     assert one.parameters == two.parameters  # CP does not split parameters
     # HSDP over G = 2 of the 4 replicas: every state ceil(n / 2) elements (2 + 2 + 12 bytes each)
     n = sum(memory_layout.stage_params(LONG, 1, 1, 0))
-    hs = plan.layout_memory(LONG, plan.Layout(1, 1, 4, "1f1b", 1, 3, 1, False, "none", 1, 2), 4)
-    full = plan.layout_memory(LONG, plan.Layout(1, 1, 4, "1f1b", 1, 3, 1, False, "none"), 4)
+    hs = plan.layout_memory(LONG, Layout(1, 1, 4, "1f1b", 1, 3, 1, False, "none", 1, 2), 4)
+    full = plan.layout_memory(LONG, Layout(1, 1, 4, "1f1b", 1, 3, 1, False, "none"), 4)
     assert (hs.parameters, hs.gradients, hs.optimizer_state) == (2 * math.ceil(n / 2), 2 * math.ceil(n / 2),
                                                                  12 * math.ceil(n / 2))
     assert full.parameters == 2 * math.ceil(n / 4)
@@ -183,20 +185,25 @@ def test_memory_filter_keeps_cp_layouts_that_cp_1_layouts_cannot_match():
 def pricer2():
     """gpt2-small on 2 dgx-a100-hdr nodes (16 A100s), global batch 16."""
     from simcomm.cli.plan_cmd import _context
+    from simcomm.workload import build_workload
 
     base = {"cluster": "dgx-a100-hdr", "model": "gpt2-small", "precision": "bf16"}
     _, ctx = _context(base, 2)
     _, topo = ctx.cluster(2, 0)
-    return plan.Pricer(ctx.trace(), topo, ctx.runtime(), transformer_config("gpt2-small"), 16)
+    return estimate.Pricer(build_workload(ctx.trace(), 16), topo, ctx.runtime(), 16)
+
+
+def _attn(pr):
+    return [j for j, x in enumerate(pr.trace.layers) if x.name.endswith(".attn")]
 
 
 def _ring_by_hand(pr, lay, pairs, kv):
     t = pr.price("transfer", pairs, kv)
-    fb = pr._per_mb(lay, "none")[3]
+    costs = pr.costs(lay)  # the emitter's per-rank layer costs (already / (tp · cp))
     n, per_layer = lay.cp, []
-    for j in sorted(pr.attn):
-        piece_f = fb[j][0] / (lay.tp * n * n)
-        piece_b = fb[j][1] / (lay.tp * n * n)
+    for j in _attn(pr):
+        piece_f = costs[j].forward_s / n
+        piece_b = costs[j].backward_s / n
         per_layer.append((n - 1) * max(0.0, t - piece_f) + (n - 1) * max(0.0, t - piece_b) + t)
     return t, sum(per_layer)
 
@@ -207,7 +214,7 @@ def _ring_by_hand(pr, lay, pairs, kv):
     (1, 8, 1, ((0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (6, 7), (7, 0))),
 ])
 def test_estimate_ring_term_by_hand(pricer2, tp, cp, mb, pairs):
-    lay = plan.Layout(tp, 1, 16 // (tp * cp), "1f1b", 1, 0, mb, False, "none", cp)
+    lay = Layout(tp, 1, 16 // (tp * cp), "1f1b", 1, 0, mb, False, "none", cp)
     assert pricer2.groups(lay)["ring"] == pairs
     # K/V block: 2 · b · (s / cp) · kv_heads · head_dim / tp · 2 bytes (gpt2-small: s 1024, 12 heads of 64)
     kv = 2 * mb * (1024 // cp) * 12 * 64 / tp * 2
@@ -215,14 +222,14 @@ def test_estimate_ring_term_by_hand(pricer2, tp, cp, mb, pairs):
     t, ring = _ring_by_hand(pricer2, lay, pairs, kv)
     m = lay.microbatches(16)
     e = pricer2.estimate(lay)
-    assert len(pricer2.attn) == 12 and t > 0
+    assert len(_attn(pricer2)) == 12 and t > 0
     assert e.cp == pytest.approx(m * ring, rel=1e-12)
     assert e.step == pytest.approx(e.compute + e.tp + e.bubble + e.dp + e.update + e.cp)
     # compute is split over tp · cp: each replica has cp times the samples (dp is cp times smaller), each rank
     # 1/cp of their tokens: the same FLOPs per step as the layout without CP, in GEMMs of mb·s/cp rows
     # (simcomm.traces.gemm): as fast where that is the flat layout's 1024 rows, slower where fewer rows
     # leave SMs idle (cp 8: 128-row GEMMs of gpt2-small, whose waves are mostly empty)
-    flat = pricer2.estimate(plan.Layout(tp, 1, 16 // tp, "1f1b", 1, 0, 1, False, "none"))
+    flat = pricer2.estimate(Layout(tp, 1, 16 // tp, "1f1b", 1, 0, 1, False, "none"))
     if mb * 1024 // cp == 1024:
         assert e.compute == pytest.approx(flat.compute, rel=1e-9)
     else:
@@ -231,36 +238,35 @@ def test_estimate_ring_term_by_hand(pricer2, tp, cp, mb, pairs):
 
 def test_estimate_ring_exposed_when_a_step_outlasts_a_piece(pricer2):
     # cp 8 with micro-batch 1: a piece of the attention is shorter than a K/V step, so every step shows
-    lay = plan.Layout(1, 1, 2, "1f1b", 1, 0, 1, False, "none", 8)
-    fb = pricer2._per_mb(lay, "none")[3]
-    j = min(pricer2.attn)
+    lay = Layout(1, 1, 2, "1f1b", 1, 0, 1, False, "none", 8)
+    c = pricer2.costs(lay)
+    j = min(_attn(pricer2))
+    f, b = c[j].forward_s / 8, c[j].backward_s / 8  # a piece: the rank's layer time (/ tp·cp) / cp
     t = pricer2.price("transfer", pricer2.groups(lay)["ring"], 2 * 1 * 128 * 768 * 2)
-    assert t > fb[j][0] / 64
+    assert t > f
     one = pricer2.ring(lay, [j])
-    assert one == pytest.approx(7 * (t - fb[j][0] / 64) + 7 * max(0.0, t - fb[j][1] / 64) + t)
+    assert one == pytest.approx(7 * (t - f) + 7 * max(0.0, t - b) + t)
     # full recomputation runs the forward's ring again
-    full = plan.Layout(1, 1, 2, "1f1b", 1, 0, 1, False, "full", 8)
-    assert pricer2.ring(full, [j]) == pytest.approx(one + 7 * (t - fb[j][0] / 64))
-    assert pricer2.ring(plan.Layout(1, 1, 16, "1f1b", 1, 0, 1, False, "none"), [j]) == 0.0
+    full = Layout(1, 1, 2, "1f1b", 1, 0, 1, False, "full", 8)
+    assert pricer2.ring(full, [j]) == pytest.approx(one + 7 * (t - f))
+    assert pricer2.ring(Layout(1, 1, 16, "1f1b", 1, 0, 1, False, "none"), [j]) == 0.0
 
 
-@pytest.mark.parametrize("gpn", [None, 8])
-def test_estimate_hsdp_terms_by_hand(pricer2, gpn):
-    pr = plan.Pricer(pricer2.trace, pricer2.topo, pricer2.runtime, pricer2.cfg, 16, gpus_per_node=gpn)
-    lay = plan.Layout(1, 1, 16, "1f1b", 1, 3, 1, False, "none", 1, 8)
+def test_estimate_hsdp_terms_by_hand(pricer2):
+    pr = estimate.Pricer(pricer2.workload, pricer2.topo, pricer2.runtime, 16)
+    lay = Layout(1, 1, 16, "1f1b", 1, 3, 1, False, "none", 1, 8)
     g = pr.groups(lay)
     assert g["dp"] == (tuple(range(8)), tuple(range(8, 16)))  # shard groups: 8 consecutive replicas
     assert g["hsdp"] == tuple((k, k + 8) for k in range(8))  # replica groups: one rank per shard group
-    # with 8 GPUs per node the shard groups are the two nodes and every replica group spans both: apart
-    assert g["apart"] is (gpn == 8)
     e = pr.estimate(lay)
-    # by hand: per micro-batch, the first gather of each pass, the last reduce-scatter and its all-reduce of
-    # 1/G of the gradient across the groups, plus what each layer's gather (forward) and gather +
-    # reduce-scatter + all-reduce (backward) do not hide behind its compute
+    # by hand: per micro-batch, each pass as a timeline on the links the gathers and reduce-scatters share: the
+    # first two gathers at the start, gather k + 2 once compute k is done, each compute after its gather, and in
+    # backward each layer's reduce-scatter then its all-reduce of 1/G of the gradient across the shard groups
+    # after its compute; the last reduce-scatters' tail is exposed once, after the last micro-batch
     tr = pr.trace
-    fb = pr._per_mb(lay, "none")[3]
-    idx = pr._stage_layers(lay, 0)
-    nb = [tr.layers[j].params * 2 for j in idx]
+    costs = pr.costs(lay)
+    idx = pr.stage_layers(lay, 0)
+    nb = {j: tr.layers[j].params * 2 for j in idx}
 
     def ag(x):
         return pr.price("allgather", g["dp"], x)
@@ -271,30 +277,41 @@ def test_estimate_hsdp_terms_by_hand(pricer2, gpn):
     def ar(x):
         return pr.price("allreduce", g["hsdp"], x / 8)
 
-    exposed = ag(nb[0]) + ag(nb[-1]) + rs(nb[0]) + ar(nb[0])
-    for j, x in zip(idx, nb):
-        # apart: the gathers and reduce-scatters share NVLink, the reduce-scatter then the all-reduce share a
-        # stream; otherwise all three share the links
-        busy = max(ag(x) + rs(x), rs(x) + ar(x)) if gpn else ag(x) + rs(x) + ar(x)
-        exposed += max(0.0, ag(x) - fb[j][0]) + max(0.0, busy - fb[j][1])
+    def one_pass(order, forward):
+        gathered, link = {}, 0.0
+        for j in order[:2]:
+            link = gathered[j] = link + ag(nb[j])
+        t = 0.0
+        for k, j in enumerate(order):
+            t = max(t, gathered[j]) + (costs[j].forward_s if forward else costs[j].backward_s)
+            if k + 2 < len(order):
+                link = gathered[order[k + 2]] = max(link, t) + ag(nb[order[k + 2]])
+            if not forward:
+                link = max(link, t) + rs(nb[j]) + ar(nb[j])
+        return t, max(0.0, link - t)
+
+    fwd, _ = one_pass(idx, True)
+    bwd, tail = one_pass(idx[::-1], False)
+    f = sum(costs[j].forward_s for j in idx)
+    b = sum(costs[j].backward_s for j in idx)
     m = lay.microbatches(16)
-    assert ar(nb[0]) > 0
-    assert e.dp == pytest.approx(m * exposed, rel=1e-12)
+    assert ar(nb[idx[0]]) > 0 and fwd > f and bwd > b
+    assert e.dp == pytest.approx(m * (fwd + bwd - f - b) + tail, rel=1e-12)
     # the optimizer step covers 1/G of the parameters (the strategy's shard), plain ZeRO-3 1/(dp·cp)
     upd = sum(tr.layers[j].update_s for j in idx)
     assert e.update == pytest.approx(upd / 8)
-    plain = pr.estimate(plan.Layout(1, 1, 16, "1f1b", 1, 3, 1, False, "none"))
+    plain = pr.estimate(Layout(1, 1, 16, "1f1b", 1, 3, 1, False, "none"))
     assert plain.update == pytest.approx(upd / 16)
-    assert pr.groups(plan.Layout(1, 1, 16, "1f1b", 1, 3, 1, False, "none"))["hsdp"] == ()
+    assert pr.groups(Layout(1, 1, 16, "1f1b", 1, 3, 1, False, "none"))["hsdp"] == ()
 
 
 def test_plan_ops_of_cp_and_hsdp_layouts_match_built_plans():
     cfg = transformer_config("gpt2-small")
-    for lay in (plan.Layout(2, 2, 1, "1f1b", 1, 0, 1, False, "none", 2),
-                plan.Layout(1, 1, 4, "1f1b", 1, 3, 1, False, "full", 2, 2),
-                plan.Layout(1, 1, 8, "1f1b", 1, 3, 1, False, "none", 1, 4)):
+    for lay in (Layout(2, 2, 1, "1f1b", 1, 0, 1, False, "none", 2),
+                Layout(1, 1, 4, "1f1b", 1, 3, 1, False, "full", 2, 2),
+                Layout(1, 1, 8, "1f1b", 1, 3, 1, False, "none", 1, 4)):
         n = built_ops(lay)
-        assert 0.9 * n <= plan.plan_ops(cfg, lay, 8, 8) <= 1.1 * n
+        assert 0.9 * n <= estimate.plan_ops(cfg, lay, 8, 8) <= 1.1 * n
 
 
 # -- CLI --------------------------------------------------------------------------------------------------
@@ -306,9 +323,9 @@ CPH = ("plan", "--model", "gpt2-small", "--cluster", "dgx-a100-hdr", "--nodes", 
 def test_cli_cp_hsdp_golden(cli, golden):
     rc, out, err = cli(*CPH)
     assert rc == 0, err
-    rows = [line.split("│") for line in out.splitlines() if line.startswith("│") and len(line.split("│")) == 17]
+    rows = [line.split("│") for line in out.splitlines() if line.startswith("│") and len(line.split("│")) in (17, 19)]
     cps = {r[3].strip() for r in rows}
-    hsdp = {r[8].strip() for r in rows}
+    hsdp = {r[9].strip() for r in rows}
     assert cps == {"1", "2"} and "8" in hsdp and "-" in hsdp
     assert any("context parallel cp 1,2 (--cp;" in line for line in out.splitlines())
     golden("plan_gpt2_small_cp_hsdp.txt", out)
@@ -318,28 +335,28 @@ def test_cli_json_has_cp_and_shard_group(cli):
     rc, out, err = cli(*CPH, "--json", "--top", "1000")
     assert rc == 0, err
     d = json.loads(out)
-    assert len(d["rows"]) == d["fit"] == d["layouts"]
-    for r in d["rows"]:
+    assert len(d["rows"]) + len(d["estimates"]) == d["fit"] == d["layouts"]
+    for r in d["rows"] + d["estimates"]:
         assert r["tp"] * r["cp"] * r["pp"] * r["dp"] == 16
         assert r["shard_group"] is None or (r["zero"] == 3 and (r["dp"] * r["cp"]) % r["shard_group"] == 0)
         assert r["estimate"]["step_s"] == pytest.approx(sum(r["estimate"][k] for k in (
             "compute_s", "tp_s", "cp_s", "bubble_s", "dp_s", "update_s")))
         assert (r["estimate"]["cp_s"] > 0) == (r["cp"] > 1)
-    assert {r["shard_group"] for r in d["rows"]} >= {None, 8, 4}
+    assert {r["shard_group"] for r in d["rows"] + d["estimates"]} >= {None, 8, 4}
     # --shard-group none and --cp 1: the old search
     rc, out, _ = cli(*CPH, "--json", "--top", "1000", "--cp", "1", "--shard-group", "none")
-    rows = json.loads(out)["rows"]
-    assert rc == 0 and all(r["cp"] == 1 and r["shard_group"] is None for r in rows)
+    d = json.loads(out)
+    assert rc == 0 and all(r["cp"] == 1 and r["shard_group"] is None for r in d["rows"] + d["estimates"])
 
 
 def test_cli_cp_auto_searches_long_sequences(cli):
-    # llama3-8b trains on 8192 tokens: --cp auto tries 1, 2, 4, 8 on 8-GPU nodes (estimates only here)
+    # llama3-8b trains on 8192 tokens: --cp auto tries 1, 2, 4, 8 on 8-GPU nodes (one simulated, in analytic)
     rc, out, err = cli("plan", "--model", "llama3-8b", "--nodes", "2", "--global-batch", "16", "--quiet", "--json",
-                       "--simulate", "0", "--top", "100000", "--zero", "1", "--recompute", "selective",
+                       "--simulate", "1", "--fidelity", "analytic", "--top", "100000", "--zero", "1", "--recompute", "selective",
                        "--schedules", "1f1b", "--max-microbatch", "1")
     assert rc == 0, err
     d = json.loads(out)
-    assert {r["cp"] for r in d["rows"]} == {1, 2, 4, 8}
+    assert {r["cp"] for r in d["rows"] + d["estimates"]} == {1, 2, 4, 8}
     assert any("--cp auto: seq 8192 >= 8192, powers of two up to the 8 GPUs per node" in a for a in d["assumed"])
 
 

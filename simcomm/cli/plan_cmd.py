@@ -1,9 +1,11 @@
 """``simcomm plan``: the fastest ``megatron`` layouts of a transformer on a cluster (docs/plan.md).
 
-Enumerate, keep what fits in GPU memory, rank by a closed-form estimate, simulate
-the best ``--simulate K`` with the pipeline, print the table (and ``--png``: the
-Pareto plot of step time against GPU count).  Every bad input is one ``error:``
-line before any long work.
+Enumerate, keep what fits in GPU memory, prune by a closed-form estimate, simulate
+the best ``--simulate K`` with the pipeline ``simcomm run`` uses and rank by those
+simulations (:mod:`simcomm.llm.search`); print the simulated rows, the winner with the
+``simcomm run`` command that reproduces it, and apart the best estimate-only rows
+(and ``--png``: the Pareto plot of step time against GPU count, simulated points
+apart from estimates).  Every bad input is one ``error:`` line before any long work.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from simcomm.cli.console import print_json, stderr, stdout, table
 from simcomm.cli.scenario_flags import scenario_flags
 from simcomm.errors import ConfigError
 
-__all__ = ["plan_command", "search", "parse_list", "parse_cp", "check_cp", "parse_shard_groups", "check_shard_groups"]
+__all__ = ["plan_command", "parse_list", "parse_cp", "parse_shard_groups", "run_command"]
 
 _PRECISIONS = ("bf16", "fp16", "fp32")
 
@@ -63,10 +65,10 @@ def _ints(text: str, field: str, words: tuple) -> list:
 
 
 def parse_cp(text: str, cfg) -> tuple[int, ...] | None:
-    """``--cp``: ``auto`` (None: :func:`simcomm.plan.auto_cps` once the GPUs per node are known) or
+    """``--cp``: ``auto`` (None: :func:`simcomm.llm.search.auto_cps` once the GPUs per node are known) or
     context-parallel sizes, each dividing the model's sequence (checked here; the GPU count is checked once
-    the cluster is known, :func:`check_cp`)."""
-    from simcomm import plan
+    the cluster is known, :func:`simcomm.llm.search.check_cp`)."""
+    from simcomm.llm.layout import divisors
 
     values = _ints(text, "--cp", ("auto",))
     if values == ["auto"]:
@@ -75,50 +77,19 @@ def parse_cp(text: str, cfg) -> tuple[int, ...] | None:
         if cfg.seq % c:
             raise ConfigError(f"--cp: {c} does not divide the sequence length {cfg.seq} of {cfg.name} (each "
                               f"context-parallel rank holds seq / cp tokens); valid choices: auto, "
-                              f"{', '.join(map(str, plan.divisors(cfg.seq)))}")
+                              f"{', '.join(map(str, divisors(cfg.seq)))}")
     return tuple(sorted(values))
 
 
-def check_cp(cps, cfg, n_gpus: int) -> None:
-    """Every ``--cp`` value divides the GPUs (and the sequence): one line naming the valid choices."""
-    from simcomm import plan
-
-    for c in cps or ():
-        if n_gpus % c:
-            raise ConfigError(f"--cp: {c} does not divide the {n_gpus} GPUs; valid choices: auto, "
-                              f"{', '.join(map(str, plan.valid_cps(cfg, n_gpus)))}")
-
-
 def parse_shard_groups(text: str) -> tuple:
-    """``--shard-group``: ``auto`` (the in-node group, :func:`simcomm.plan.node_shard_group`), ``none`` or HSDP
-    group sizes."""
-    from simcomm import plan
+    """``--shard-group``: ``auto`` (the in-node group, :func:`simcomm.llm.search.node_shard_group`), ``none`` or
+    HSDP group sizes."""
+    from simcomm.llm import search as plan
 
     values = _ints(text, "--shard-group", ("auto", "none"))
     if values == ["none"]:
         return ()
     return tuple(plan.NODE if x == "auto" else x for x in sorted(values, key=str))
-
-
-def check_shard_groups(space, layouts, n_gpus: int) -> None:
-    """Each explicit ``--shard-group`` size divides the dp·cp replicas of some ZeRO-3 layout (a smaller
-    size than all of them), else one line with the sizes that would."""
-    from simcomm import plan
-
-    sizes = [g for g in space.shard_groups if g != plan.NODE]
-    if not sizes:
-        return
-    if 3 not in space.zeros:
-        raise ConfigError(f"--shard-group: {','.join(map(str, sizes))} (HSDP) needs ZeRO-3, and --zero "
-                          f"{','.join(map(str, space.zeros))} leaves it out; valid choices: auto, none, or add 3 to "
-                          "--zero")
-    reps = sorted({x.replicas for x in layouts if x.zero == 3})
-    valid = sorted({g for r in reps for g in plan.divisors(r) if g < r})
-    for g in sizes:
-        if not any(r % g == 0 and g < r for r in reps):
-            raise ConfigError(f"--shard-group: {g} divides the data-parallel replicas (dp × cp: "
-                              f"{', '.join(map(str, reps)) or 'none'}) of no ZeRO-3 layout on {n_gpus} GPUs "
-                              f"(and is smaller); valid choices: auto, none, {', '.join(map(str, valid)) or '-'}")
 
 
 class _Bar:
@@ -150,6 +121,11 @@ class _Bar:
         if self.progress is not None and self.task is not None:
             self.progress.advance(self.task)
 
+    def __call__(self, name: str, total: int):
+        """The library's ``progress`` callback: start a stage, return its per-item tick."""
+        self.stage(name, total)
+        return self.tick
+
 
 def _context(base: dict, nodes: int):
     from simcomm.pipeline import Context
@@ -157,54 +133,6 @@ def _context(base: dict, nodes: int):
 
     scn = from_flat({**base, "strategy": "megatron", "nodes": nodes})
     return scn, Context(scn)
-
-
-def search(cfg, base: dict, nodes: int, global_batch: int, space, dtype: str, bar=None, strict: bool = True):
-    """(rows ranked by estimate, n enumerated, n fitting, device label, GPUs, capacity) on ``nodes`` nodes;
-    raises one ConfigError line when nothing divides or nothing fits (``strict``: also when a ``--cp`` or
-    ``--shard-group`` value fits no layout on these GPUs; the Pareto sweep's other node counts skip them)."""
-    from simcomm import plan
-    from simcomm.pipeline import memory_budget
-    from simcomm.units import format_size
-
-    scn, ctx = _context(base, nodes)
-    raw, topo = ctx.cluster(nodes, 0)
-    n = topo.n_ranks
-    gpn = max(1, n // nodes)
-    dev = memory_budget(ctx.device(), scn.memory)
-    if dev is None:
-        raise ConfigError(f"cluster: {scn.cluster!r} names no GPU the memory model knows ({ctx.device() or 'none'}); "
-                          "plan needs a GPU's memory to filter layouts (--gpu-memory gives one, e.g. 80GB)")
-    if strict:
-        check_cp(space.cps, cfg, n)
-    layouts = plan.enumerate_layouts(cfg, n, global_batch, gpn, space)
-    if strict:
-        check_shard_groups(space, layouts, n)
-    if not layouts:
-        max_tp = space.max_tp or gpn
-        raise ConfigError(f"layout: no tp × pp × dp = {n} GPUs divides {cfg.name}'s {cfg.layers} layers and "
-                          f"{cfg.heads} heads (tp <= {max_tp}) with dp dividing the global batch {global_batch}; "
-                          f"try a global batch that is a multiple of {n} or another node count")
-    if bar:
-        bar.stage(f"memory of {len(layouts)} layouts ({n} GPUs)", len(layouts))
-    fits, smallest = plan.fit_layouts(cfg, layouts, global_batch, dev, dtype, bar.tick if bar else None)
-    if not fits:
-        lay, mem = smallest
-        peak = mem.peak()
-        raise ConfigError(f"memory: none of the {len(layouts)} layouts of {cfg.name} on {n} GPUs fits {dev.what} "
-                          f"({format_size(dev.capacity)}); the smallest needs {format_size(peak.need(dev))} per GPU "
-                          f"({mem.layout}: {mem.breakdown()}); use more GPUs or a smaller global batch")
-    trace = ctx.trace()
-    pricer = plan.Pricer(trace, topo, ctx.runtime(), cfg, global_batch, wire_bytes=4 if dtype == "fp32" else 2,
-                         gpus_per_node=gpn)
-    if bar:
-        bar.stage(f"estimating {len(fits)} layouts that fit", len(fits))
-    rows = []
-    for lay, mem in fits:
-        rows.append(plan.Row(lay, mem.total, pricer.estimate(lay)))
-        if bar:
-            bar.tick()
-    return plan.rank_rows(rows), len(layouts), len(fits), dev, n, ctx
 
 
 def _yes(x: bool) -> str:
@@ -222,10 +150,13 @@ def plan_command(
     attention: Optional[str] = typer.Option(None, "--attention", help="flash (FlashAttention, the default) or "
                                             "unfused (Megatron-LM 2021-22: full s×s core, scores through HBM)."),
     top: int = typer.Option(10, "--top", help="Rows to print."),
-    simulate_k: int = typer.Option(3, "--simulate", help="Simulate the best K layouts by estimate (0: none)."),
+    simulate_k: int = typer.Option(20, "--simulate", help="Simulate the best K layouts by estimate and rank by "
+                                   "the simulations (at least 1)."),
     fidelity: str = typer.Option("flow", "--fidelity", help="Fidelity of those simulations: flow or analytic."),
     max_ops: int = typer.Option(300_000, "--max-ops",
                                 help="Simulate a layout only if its plan has at most this many ops (time)."),
+    sim_ops: int = typer.Option(1_000_000, "--sim-ops", help="Stop simulating once the simulated plans would pass "
+                                "this many ops in all (time; the first layout is always simulated)."),
     max_tp: Optional[int] = typer.Option(None, "--max-tp", help="Largest tensor-parallel size (default: GPUs "
                                                                  "per node)."),
     max_microbatch: int = typer.Option(16, "--max-microbatch", help="Largest micro-batch searched."),
@@ -236,13 +167,16 @@ def plan_command(
                                                 "the GPUs per node when the sequence is >= 8192)."),
     shard_group: str = typer.Option("auto", "--shard-group", help="HSDP shard-group sizes tried beside plain "
                                                                   "ZeRO-3 (auto: the in-node group; none)."),
+    ep: str = typer.Option("auto", "--ep", help="Expert-parallel sizes searched for MoE models (auto: every one "
+                                                "dividing the experts and the replicas)."),
     png: Optional[Path] = typer.Option(None, "--png", help="Write the Pareto plot (step time vs GPUs) here."),
     as_json: bool = typer.Option(False, "--json"),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
     flags: dict | None = None,
 ) -> None:
-    """Search tensor/context/pipeline/data-parallel (ZeRO, HSDP) layouts that fit in memory and print the fastest."""
-    from simcomm import plan
+    """Search tensor/context/pipeline/expert/data-parallel (ZeRO, HSDP) layouts that fit in memory; simulate the
+    best by estimate and print the fastest simulated one with its ``simcomm run`` command."""
+    from simcomm.llm import search as plan
     from simcomm.scenario import FIDELITIES
     from simcomm.traces.zoo.transformer import ATTENTIONS, TRANSFORMERS, check_attention
 
@@ -250,8 +184,8 @@ def plan_command(
     if model not in TRANSFORMERS:
         what = "is not a transformer (plan searches transformer layouts)" if model in _zoo_names() else "is unknown"
         raise ConfigError(f"model: {model!r} {what}; valid choices: {', '.join(TRANSFORMERS)}")
-    for name, value, lo in (("--global-batch", global_batch, 1), ("--top", top, 1), ("--simulate", simulate_k, 0),
-                            ("--max-ops", max_ops, 0), ("--max-microbatch", max_microbatch, 1),
+    for name, value, lo in (("--global-batch", global_batch, 1), ("--top", top, 1), ("--simulate", simulate_k, 1),
+                            ("--max-ops", max_ops, 0), ("--sim-ops", sim_ops, 1), ("--max-microbatch", max_microbatch, 1),
                             ("--nodes", nodes, 1)):
         if value < lo:
             raise ConfigError(f"{name}: {value} must be >= {lo}")
@@ -271,7 +205,8 @@ def plan_command(
              "attention": attention, **(flags or {})}
     base = {k: v for k, v in given.items() if v is not None}
     _context(base, nodes)  # scenario vocabulary checks (cluster, stack, network flags): one line, now
-    space = replace(space, cps=parse_cp(cp, cfg), shard_groups=parse_shard_groups(shard_group))
+    space = replace(space, cps=parse_cp(cp, cfg), shard_groups=parse_shard_groups(shard_group),
+                    eps=parse_eps(ep, cfg))
     if png is not None:
         from simcomm.outpath import check_output_path
 
@@ -279,23 +214,22 @@ def plan_command(
     dtype = precision
 
     with _Bar(quiet or as_json) as bar:
-        rows, n_enum, n_fit, dev, n_gpus, ctx = search(cfg, base, nodes, global_batch, space, dtype, bar)
-        k = min(simulate_k, len(rows))
-        todo = [i for i in range(k) if plan.plan_ops(cfg, rows[i].layout, n_gpus, global_batch) <= max_ops]
-        for i in range(k):
-            if i not in todo:
-                ops = plan.plan_ops(cfg, rows[i].layout, n_gpus, global_batch)
-                rows[i].note = f"not simulated: plan of ~{ops:,} ops > --max-ops {max_ops:,}"
-        if todo:
-            bar.stage(f"simulating {len(todo)} layout(s) ({fidelity})", len(todo))
-        for i in todo:
-            rows[i] = plan.simulate_row(rows[i], {**base, "nodes": nodes}, global_batch, fidelity)
-            bar.tick()
-        ranked = plan.rank_rows(rows)
+        found = plan.search(cfg, base, nodes, global_batch, space, dtype, bar)
+        n_gpus, dev, ctx = found.gpus, found.device, found.context
+        ranked = plan.simulate_best(found, cfg, base, nodes, global_batch, simulate_k, fidelity, max_ops, sim_ops,
+                                    bar)
+        simulated = [r for r in ranked if r.simulated]
+        if not simulated:
+            raise ConfigError(f"--max-ops: none of the {len(ranked)} layouts that fit has a plan of at most "
+                              f"{max_ops:,} ops, so none can be simulated; raise --max-ops")
+        best = simulated[0]
         sweep = None
         if png is not None:
-            sweep = _pareto_points(cfg, base, nodes, global_batch, space, dtype, bar, n_gpus, ranked[0])
-    assumed = _assumed(ctx, cfg, space, n_gpus, nodes, precision, n_enum, n_fit, dev, k, fidelity, max_ops)
+            sweep = _pareto_points(cfg, base, nodes, global_batch, space, dtype, bar, ranked, fidelity, max_ops,
+                                   sim_ops)
+    k = len(simulated)
+    assumed = _assumed(ctx, cfg, space, n_gpus, nodes, precision, found.enumerated, found.fit, dev, simulate_k,
+                       fidelity, max_ops, sim_ops, k)
     # the default too: the attention kind changes every row's compute (plan prints no trace line)
     assumed.append(f"attention: {ATTENTIONS[cfg.attention]}" + ("" if attention else " (the default; --attention "
                                                                   "unfused for Megatron-LM 2021-22's)"))
@@ -305,16 +239,18 @@ def plan_command(
                        for x in skipped[:3])
         assumed.append(f"global batch {global_batch} kept exactly (never rounded): {len(skipped)} tp × pp × dp "
                        f"split(s) skipped because dp does not divide it ({eg}{', ...' if len(skipped) > 3 else ''})")
-    shown = ranked[:top]
-    simulated = [(i, r) for i, r in enumerate(ranked) if r.priced != plan.ESTIMATE or r.note]
+    command = run_command(best.layout, base, nodes, global_batch, fidelity)
+    estimates = [r for r in ranked if not r.simulated][:top]
     if as_json:
         print_json({"model": model, "cluster": cluster, "nodes": nodes, "gpus": n_gpus,
                     "global_batch": global_batch, "device": dev.label, "device_memory_gb": dev.capacity / 1e9,
-                    "layouts": n_enum, "fit": n_fit, "assumed": assumed,
-                    "rows": [dict(rank=i + 1, **r.to_dict(global_batch)) for i, r in rows_with_rank(shown, simulated)],
+                    "layouts": found.enumerated, "fit": found.fit, "simulated": k, "assumed": assumed,
+                    "winner": {"rank": 1, **best.to_dict(global_batch), "command": command},
+                    "rows": [dict(rank=i + 1, **r.to_dict(global_batch)) for i, r in enumerate(simulated[:top])],
+                    "estimates": [r.to_dict(global_batch) for r in estimates],
                     "pareto": sweep})
     else:
-        _print(shown, model, cluster, n_gpus, global_batch, dev, n_enum, n_fit, assumed, simulated)
+        _print(simulated[:top], estimates, model, cluster, n_gpus, global_batch, dev, found, assumed, command)
     if png is not None:
         from simcomm.report.plan_plot import plot_pareto
 
@@ -323,38 +259,86 @@ def plan_command(
             stdout().print(f"plot: {png}")
 
 
+def parse_eps(text: str, cfg) -> tuple[int, ...] | None:
+    """``--ep``: ``auto`` (None: every size dividing the experts and the replicas) or expert-parallel sizes, each
+    dividing the model's experts (a dense model takes only 1)."""
+    from simcomm.llm.layout import divisors
+
+    values = _ints(text, "--ep", ("auto",))
+    if values == ["auto"]:
+        return None
+    experts = getattr(cfg, "experts", 0) or 0
+    for e in values:
+        if e > 1 and not experts:
+            raise ConfigError(f"--ep: {e} needs a mixture-of-experts model, and {cfg.name} is dense; valid choices: "
+                              "auto, 1")
+        if experts and experts % e:
+            raise ConfigError(f"--ep: {e} does not divide the {experts} experts of {cfg.name}; valid choices: auto, "
+                              f"{', '.join(map(str, divisors(experts)))}")
+    return tuple(sorted(values))
+
+
+def run_command(lay, base: dict, nodes: int, global_batch: int, fidelity: str) -> str:
+    """The ``simcomm run`` command line that simulates ``lay`` exactly as ``plan`` did (same scenario keys)."""
+    import shlex
+
+    from simcomm.cli.scenario_flags import _OFF
+    from simcomm.llm.search import scenario_keys
+    from simcomm.scenario import KEY
+
+    keys = scenario_keys(lay, {**base, "nodes": nodes}, global_batch, fidelity)
+    opts = lay.options(global_batch)
+    words = ["simcomm", "run"]
+    for name in ("strategy", "model", "cluster", "nodes", *sorted(set(keys) - set(opts) - {"strategy", "model",
+                                                                                       "cluster", "nodes"})):
+        value = keys[name]
+        if KEY[name].kind == "bool":
+            words.append(KEY[name].flag if value else _OFF.get(name, "--no-" + name.replace("_", "-")))
+        else:
+            words += [KEY[name].flag, str(value)]
+    for name, value in opts.items():
+        words += ["--opt", f"{name}={str(value).lower() if isinstance(value, bool) else value}"]
+    return " ".join(shlex.quote(w) for w in words) + " --no-baseline"
+
+
 def _zoo_names() -> set:
     from simcomm.traces.zoo import MODELS
 
     return set(MODELS)
 
 
-def _pareto_points(cfg, base, nodes, global_batch, space, dtype, bar, n_gpus, best) -> list[dict]:
-    """Best estimated layout at each node count 1, 2, 4, ... below ``nodes`` (and the searched one)."""
+def _pareto_points(cfg, base, nodes, global_batch, space, dtype, bar, ranked, fidelity, max_ops,
+                   sim_ops) -> list[dict]:
+    """Points of the plot: at each node count 1, 2, 4, ... below ``nodes`` its best layout by estimate and that
+    layout simulated; at ``nodes`` every simulated row and the best estimate-only row."""
+    from simcomm.llm import search as plan
+
     counts = sorted({c for c in (2 ** i for i in range(nodes.bit_length())) if c < nodes})
     pts = []
     for c in counts:
         try:
-            rows = search(cfg, base, c, global_batch, space, dtype, bar, strict=False)[0]
+            found = plan.search(cfg, base, c, global_batch, space, dtype, bar, strict=False)
         except ConfigError:
             continue  # nothing divides or fits at this size: no point
-        r = rows[0]
-        pts.append({"gpus": r.layout.gpus, "step_s": r.step_s, "priced": r.priced,
-                    "layout": _short(r.layout)})
-    pts.append({"gpus": n_gpus, "step_s": best.step_s, "priced": best.priced, "layout": _short(best.layout)})
+        rows = plan.simulate_best(found, cfg, base, c, global_batch, 1, fidelity, max_ops, sim_ops)
+        pts.append(_point(found.rows[0], estimate=True))
+        if rows[0].simulated:
+            pts.append(_point(rows[0]))
+    pts += [_point(r) for r in ranked if r.simulated]
+    rest = [r for r in ranked if not r.simulated]
+    if rest:
+        pts.append(_point(rest[0], estimate=True))
     return pts
 
 
-def _short(lay) -> str:
-    s = f"tp{lay.tp}" + (f" cp{lay.cp}" if lay.cp > 1 else "") + f" pp{lay.pp} dp{lay.dp}"
-    if lay.virtual > 1:
-        s += f" v{lay.virtual}"
-    return s + f" z{lay.zero}" + (f" hsdp{lay.shard_group}" if lay.shard_group else "") + f" mb{lay.microbatch}"
+def _point(r, estimate: bool = False) -> dict:
+    return {"gpus": r.layout.gpus, "step_s": r.estimate.step if estimate else r.step_s,
+            "priced": "estimate" if estimate else r.priced, "layout": r.layout.short()}
 
 
 def _axes(cfg, space, gpn) -> tuple[str, str]:
     """(context parallelism, HSDP) as the ``assumed:`` line says what was searched."""
-    from simcomm import plan
+    from simcomm.llm import search as plan
 
     cps = space.cps if space.cps is not None else plan.auto_cps(cfg, gpn)
     how = "--cp auto" if space.cps is None else "--cp"
@@ -379,78 +363,98 @@ def _axes(cfg, space, gpn) -> tuple[str, str]:
     return cp_text, hs
 
 
-def _assumed(ctx, cfg, space, n_gpus, nodes, precision, n_enum, n_fit, dev, k, fidelity, max_ops) -> list[str]:
+def _assumed(ctx, cfg, space, n_gpus, nodes, precision, n_enum, n_fit, dev, k, fidelity, max_ops, sim_ops,
+             done) -> list[str]:
     name, why = ctx.stack_choice()
     gpn = max(1, n_gpus // nodes)
     max_tp = space.max_tp or gpn
     cp_text, hs = _axes(cfg, space, gpn)
+    experts = getattr(cfg, "experts", 0) or 0
+    ep_text = ("expert parallelism not searched (dense model)" if not experts else
+               "expert parallel ep " + ("every size dividing the experts and dp × cp" if space.eps is None
+                                       else ",".join(map(str, space.eps))) + " (not with HSDP)")
     return [
         f"{n_gpus} GPUs ({nodes} node(s)); {dev.label} with {dev.capacity / 1e9:.3g} GB per GPU; stack {name}"
         + (f" ({why})" if why else ""),
-        f"precision {precision} (mixed precision with Adam: 16 bytes of model state per parameter)",
+        f"precision {precision} (mixed precision with Adam: 16 bytes of model state per parameter); fp8 not searched",
         f"searched: tp <= {max_tp} (tensor parallelism inside a node), every pp dividing the layers, dp the rest; "
         f"micro-batch <= {space.max_microbatch}; zero {','.join(map(str, space.zeros))}; schedules "
         f"{','.join(space.schedules)}; recompute {','.join(space.recomputes)}; sequence parallel on and off; "
-        f"{cp_text}; {hs}; expert parallelism not searched",
+        f"{cp_text}; {hs}; {ep_text}",
         f"{n_enum} layouts divide the GPUs, layers, heads and global batch; {n_fit} fit in memory "
         f"(simcomm.memory.layout, fullest pipeline stage, memory = {dev.policy}: under warn or off every layout "
         "is kept)",
         dev.assumed(),
-        "estimate: closed form of docs/plan.md (trace compute / (tp·cp), bubble (p-1)/v stages, TP, CP ring, DP "
-        "(HSDP: in and across shard groups) and point-to-point priced by the engine's analytic NCCL model); rows "
-        "are ranked by the simulated step time where there is one, else by it",
-        f"the best {k} by estimate simulated with the pipeline ({fidelity} fidelity) when their plan has at most "
-        f"{max_ops:,} ops; 'priced' says which step times are simulated (flow, analytic: the fidelity) and which are "
-        "estimates",
+        "estimate (only prunes): closed form of docs/plan.md (the emitter's per-layer compute, simcomm.llm.compute; "
+        "bubble (p-1)/v stages, TP, CP ring, DP (HSDP: in and across shard groups) and point-to-point priced by the "
+        "engine's analytic NCCL model)",
+        f"the best {k} by estimate whose plan has at most {max_ops:,} ops (--max-ops), {sim_ops:,} in all (--sim-ops), "
+        f"simulated with the pipeline simcomm run uses ({fidelity} fidelity; {done} simulated) and ranked by their "
+        "simulated step; estimate-only rows are listed apart, below them",
     ]
-
-
-#: the table's short names of Row.priced (the width of 15 columns); the JSON keeps the long ones
-_PRICED = {"estimate": "estimate", "simulated flow": "flow", "simulated analytic": "analytic"}
 
 
 def _sched(lay) -> str:
     if lay.pp == 1:
         return "-"
-    return f"interl. v{lay.virtual}" if lay.schedule == "interleaved" else lay.schedule
+    return f"int. v{lay.virtual}" if lay.schedule == "interleaved" else lay.schedule
 
 
-def _print(rows, model, cluster, n_gpus, gb, dev, n_enum, n_fit, assumed, simulated) -> None:
+_LAYOUT_COLUMNS = [("tp", "right"), ("cp", "right"), ("pp", "right"), ("dp", "right"), ("ep", "right"),
+                   ("schedule", "left"), ("zero", "right"), ("HSDP", "right"), ("mb", "right"), ("SP", "left"),
+                   ("rc", "left"), ("GB", "right")]
+_RECOMPUTE = {"none": "-", "selective": "sel", "full": "full"}
+
+
+def _cells(r) -> list[str]:
+    lay = r.layout
+    return [str(lay.tp), str(lay.cp), str(lay.pp), str(lay.dp), str(lay.ep), _sched(lay), str(lay.zero),
+            str(lay.shard_group) if lay.shard_group else "-", str(lay.microbatch), _yes(lay.sequence_parallel),
+            _RECOMPUTE[lay.recompute], f"{r.memory_bytes / 1e9:.1f}"]
+
+
+def _print(simulated, estimates, model, cluster, n_gpus, gb, dev, found, assumed, command) -> None:
     con = stdout()
-    t = table(f"simcomm plan: {model} on {cluster}, {n_gpus} GPUs, global batch {gb} "
-              f"({n_fit} of {n_enum} layouts fit in {dev.label})",
-              [("rank", "right"), ("tp", "right"), ("cp", "right"), ("pp", "right"), ("dp", "right"),
-               ("schedule", "left"), ("zero", "right"), ("HSDP", "right"), ("mb", "right"), ("SP", "left"),
-               ("recompute", "left"), ("GB", "right"), ("step s", "right"), ("seq/s", "right"),
-               ("priced", "left")])
-    for i, r in enumerate(rows):
-        lay = r.layout
-        t.add_row(str(i + 1), str(lay.tp), str(lay.cp), str(lay.pp), str(lay.dp), _sched(lay), str(lay.zero),
-                  str(lay.shard_group) if lay.shard_group else "-", str(lay.microbatch), _yes(lay.sequence_parallel),
-                  lay.recompute, f"{r.memory_bytes / 1e9:.1f}", f"{r.step_s:.4g}", f"{gb / r.step_s:.4g}", _PRICED.get(r.priced, r.priced))
+    t = table(f"simcomm plan: {model} on {cluster}, {n_gpus} GPUs, global batch {gb} ({found.fit} of "
+              f"{found.enumerated} layouts fit in {dev.label}; ranked by simulated step time)",
+              [("rank", "right"), *_LAYOUT_COLUMNS, ("step s", "right"), ("est. s", "right"), ("est#", "right"),
+               ("err", "right")])
+    for i, r in enumerate(simulated):
+        err = (r.estimate.step - r.step_s) / r.step_s
+        t.add_row(str(i + 1), *_cells(r), f"{r.step_s:.4g}", f"{r.estimate.step:.4g}", str(r.estimate_rank),
+                  f"{err:+.0%}")
     con.print(t)
-    b = table("breakdown (seconds per step): the estimate's parts for every row (TP, CP ring, DP: exposed "
-              "communication); simulated rows also give the pipeline's compute and the rest (exposed communication, "
-              "bubble, update)",
+    best = simulated[0]
+    sys.stdout.write(f"winner: {best.layout.short()}, {best.step_s:.4g} s per step (simulated, "
+                     f"{_PRICED_WORD[best.priced]} fidelity)\n")
+    sys.stdout.write(f"reproduce: {command}\n")
+    if estimates:
+        e = table("estimate only (not simulated; never ranked above a simulated row; '> --max-ops': its plan is "
+                  "larger, '> --sim-ops': it would pass the simulations' op budget)",
+                  [("est#", "right"), *_LAYOUT_COLUMNS, ("est. s", "right"), ("note", "left")])
+        for r in estimates:
+            e.add_row(str(r.estimate_rank), *_cells(r), f"{r.estimate.step:.4g}", _short_note(r.note))
+        con.print(e)
+    b = table("breakdown of the simulated rows (seconds per step): the estimate's parts (TP, CP ring, DP: exposed "
+              "communication) and the simulation's compute and rest (exposed communication, bubble, update)",
               [("rank", "right"), ("estimate", "right"), ("compute", "right"), ("TP", "right"),
                ("CP ring", "right"), ("bubble+p2p", "right"), ("DP", "right"), ("update", "right"),
                ("simulated", "right"), ("sim compute", "right"), ("sim rest", "right")])
-    for i, r in rows_with_rank(rows, simulated):
-        e = r.estimate
-        sim = r.priced != "estimate"
-        b.add_row(str(i + 1), f"{e.step:.4g}", f"{e.compute:.4g}", f"{e.tp:.3g}", f"{e.cp:.3g}", f"{e.bubble:.3g}",
-                  f"{e.dp:.3g}", f"{e.update:.3g}", f"{r.step_s:.4g}" if sim else "-",
-                  f"{r.compute_s:.4g}" if sim else "-", f"{r.exposed_s:.3g}" if sim else "-")
+    for i, r in enumerate(simulated):
+        x = r.estimate
+        b.add_row(str(i + 1), f"{x.step:.4g}", f"{x.compute:.4g}", f"{x.tp:.3g}", f"{x.cp:.3g}", f"{x.bubble:.3g}",
+                  f"{x.dp:.3g}", f"{x.update:.3g}", f"{r.step_s:.4g}", f"{r.compute_s:.4g}", f"{r.exposed_s:.3g}")
     con.print(b)
-    for i, r in rows_with_rank(rows, simulated):
-        if r.note:
-            con.print(f"rank {i + 1}: {r.note}")
     for line in assumed:
         sys.stdout.write(f"assumed: {line}\n")
 
 
-def rows_with_rank(shown, simulated):
-    """(index, row) of the shown rows, then of simulated rows ranked below them (they are still reported)."""
-    out = list(enumerate(shown))
-    out += [(i, r) for i, r in simulated if i >= len(shown)]
-    return out
+def _short_note(note: str) -> str:
+    """The table's note: which bound kept a row from being simulated (the JSON keeps the whole note)."""
+    for flag in ("--max-ops", "--sim-ops"):
+        if flag in note:
+            return f"> {flag}"
+    return note or "-"
+
+
+_PRICED_WORD = {"simulated flow": "flow", "simulated analytic": "analytic"}

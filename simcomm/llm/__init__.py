@@ -4,6 +4,8 @@
 DeepSeek's multi-head latent attention) with exact parameter counts and per-layer FLOPs; :mod:`.zoo` the
 published models as such shapes; :mod:`.hf` reads a Hugging Face ``config.json`` into one; :mod:`.shape`
 turns the scenario's ``[model]`` keys into the shape a run simulates (docs/transformers.md).
-:mod:`.compute` is the per-rank compute of a layer at a layout's tensor- and context-parallel shapes, shared by
-the ``megatron`` strategy and ``plan``'s estimate.
+
+Training them: :mod:`.layout` is the one layout (and its divisibility rules), :mod:`.placement` where its
+ranks sit, :mod:`.compute` the per-layer compute the ``megatron`` emitter and ``plan``'s estimate share,
+:mod:`.estimate` that estimate and :mod:`.search` ``plan``'s search (docs/plan.md).
 """

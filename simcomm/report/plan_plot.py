@@ -1,8 +1,8 @@
 """Pareto plot of ``simcomm plan --png``: best step time against GPU count.
 
-Each point is the fastest layout ``simcomm plan`` found at one GPU count (its
-step time simulated or estimated, as its marker says: filled = simulated,
-hollow = estimate).  The Pareto front (no point with fewer GPUs is as fast)
+Points are layouts ``simcomm plan`` found: simulated ones as filled circles,
+estimate-only ones as hollow triangles (the legend says which).  The Pareto
+front of the simulated points (no simulated point with fewer GPUs is as fast)
 is joined by a line; points off it are drawn pale.  Each point is labelled
 with its layout.
 """
@@ -34,18 +34,20 @@ def plot_pareto(points: list[dict], path: str | Path, title: str = "") -> Path:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
 
-    front = pareto_front(points)
+    front = pareto_front([p for p in points if p["priced"] != "estimate"])
     on = {id(p) for p in front}
     fig, ax = plt.subplots(figsize=(8, 5))
     for p in points:
         sim = p["priced"] != "estimate"
-        ax.plot([p["gpus"]], [p["step_s"]], marker="o", markersize=8, color="tab:blue",
-                markerfacecolor="tab:blue" if sim else "white", alpha=1.0 if id(p) in on else 0.4, linestyle="")
+        ax.plot([p["gpus"]], [p["step_s"]], marker="o" if sim else "^", markersize=8,
+                color="tab:blue" if sim else "tab:orange", markerfacecolor="tab:blue" if sim else "white",
+                alpha=1.0 if id(p) in on or not sim else 0.4, linestyle="")
         ax.annotate(p["layout"], (p["gpus"], p["step_s"]), textcoords="offset points", xytext=(5, 5), fontsize=7)
     ax.plot([p["gpus"] for p in front], [p["step_s"] for p in front], color="tab:blue", linewidth=1.5,
-            label="Pareto front")
+            label="Pareto front (simulated)")
     ax.plot([], [], marker="o", color="tab:blue", linestyle="", label="simulated")
-    ax.plot([], [], marker="o", color="tab:blue", markerfacecolor="white", linestyle="", label="estimate")
+    ax.plot([], [], marker="^", color="tab:orange", markerfacecolor="white", linestyle="",
+            label="estimate only (not simulated)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))

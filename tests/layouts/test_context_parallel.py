@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from simcomm.memory import layout as memory_layout
 from simcomm.errors import ConfigError
 from simcomm.ops import Compute
-from simcomm.strategies._layout import Layout
+from simcomm.llm.placement import Placement
 
 
 @pytest.mark.parametrize("cp, mb, m", [(2, 1, 1), (4, 1, 2), (4, 2, 1)])
@@ -57,9 +57,9 @@ def test_cp_ranks_sit_right_outside_tp_and_gradients_reduce_over_dp_times_cp(lay
     assert {op.ranks for op in dp} == {(0, 2, 4, 6), (1, 3, 5, 7)}
     # parameters are not split by CP: each TP rank's full gradient (attn 256 + mlp 512) / tp 2
     assert {op.nbytes for op in dp} == {(256 + 512) / 2}
-    assert Layout(2, 1, 4, cp=2).cp_groups(0, 0) == [(0, 2), (4, 6)]
+    assert Placement(2, 1, 4, cp=2).cp_groups(0, 0) == [(0, 2), (4, 6)]
     # Megatron-core's default order: tp-cp-dp-pp
-    assert Layout(2, 2, 4, order="tp-dp-pp", cp=2).cp_groups(1, 1) == [(9, 11), (13, 15)]
+    assert Placement(2, 2, 4, order="tp-dp-pp", cp=2).cp_groups(1, 1) == [(9, 11), (13, 15)]
 
 
 def test_global_batch_splits_over_data_replicas_not_cp_ranks(lay):

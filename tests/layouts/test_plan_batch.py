@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from simcomm import plan
+from simcomm.llm import search as plan
 from simcomm.traces.zoo.transformer import transformer_config
 
 
@@ -30,7 +30,7 @@ def test_plan_smaller_batch_than_gpus_simulates_and_says_what_it_skipped(cli):
                                "because dp does not divide it (tp 1 pp 1 dp 8)") for line in res["assumed"])
     sim = [r for r in res["rows"] if r["priced"] != plan.ESTIMATE]
     assert sim and all(r["samples_per_s"] == 4 / r["step_s"] for r in sim)
-    for r in res["rows"]:
+    for r in res["rows"] + res["estimates"]:
         assert r["dp"] * r["microbatch"] * r["microbatches"] == 4
 
 

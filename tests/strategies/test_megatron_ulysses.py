@@ -19,7 +19,8 @@ from simcomm.links.base import LinkClass
 from simcomm.ops import Collective, Compute
 from simcomm.strategies import STRATEGIES
 from simcomm.strategies.base import make_params
-from simcomm.strategies.megatron import MegatronParams, attention_shares
+from simcomm.llm.compute import attention_shares
+from simcomm.strategies.megatron import MegatronParams
 from simcomm.topologies.full_mesh import full_mesh
 from simcomm.traces.schema import Layer, Trace
 from simcomm.workload import build_workload

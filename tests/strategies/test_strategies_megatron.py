@@ -21,7 +21,7 @@ from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
 from simcomm.ops import Collective, Compute, Transfer
 from simcomm.strategies import STRATEGIES, NotApplicable
-from simcomm.strategies._layout import Layout, schedule, structure
+from simcomm.llm.placement import Placement, schedule, structure
 from simcomm.strategies.base import make_params
 from simcomm.topologies.full_mesh import full_mesh
 from simcomm.traces.io import save_trace
@@ -379,15 +379,15 @@ def test_cli_run_is_deterministic(tmp_path, capsys):
 # -- invariants ---------------------------------------------------------------------------------------------
 
 def test_placement_tensor_parallel_innermost():
-    lay = Layout(tp=2, pp=2, dp=2)
+    lay = Placement(tp=2, pp=2, dp=2)
     assert [lay.rank(t, p, d) for d in range(2) for p in range(2) for t in range(2)] == list(range(8))
     assert lay.tp_group(1, 1) == (6, 7) and lay.dp_group(0, 1) == (2, 6)
-    assert Layout(1, 1, 4, ep=2).ep_groups(0) == [(0, 1), (2, 3)]
-    assert Layout(1, 1, 4, ep=2).edp_groups(0) == [(0, 2), (1, 3)]
+    assert Placement(1, 1, 4, ep=2).ep_groups(0) == [(0, 1), (2, 3)]
+    assert Placement(1, 1, 4, ep=2).edp_groups(0) == [(0, 2), (1, 3)]
 
 
 def test_megatron_core_order_puts_replicas_inside_a_stage():
-    lay = Layout(tp=2, pp=2, dp=2, order="tp-dp-pp")
+    lay = Placement(tp=2, pp=2, dp=2, order="tp-dp-pp")
     assert lay.tp_group(0, 1) == (2, 3) and lay.dp_group(0, 0) == (0, 2) and lay.stage_ranks(1) == [4, 5, 6, 7]
     plan, _ = plan_of(8, {"tp": 2, "pp": 2, "order": "tp-dp-pp", "microbatches": 2}, trace=tiny(2))
     fwd = {(op.src, op.dst) for op in plan.ops if isinstance(op, Transfer) and "activation" in op.label}

@@ -13,7 +13,7 @@ import pytest
 
 from simcomm.errors import ConfigError
 from simcomm.scenario import KEY, from_flat, load_scenario, to_flat
-from simcomm.strategies.megatron import attention_shares, core_share
+from simcomm.llm.compute import attention_shares, core_share
 from simcomm.traces.devices import get_device
 from simcomm.traces.synth import synth_layers, synth_trace
 from simcomm.traces.zoo.transformer import (ATTENTIONS, SCORE_ELEMS, TRANSFORMERS, TransformerConfig,
@@ -190,7 +190,7 @@ def test_whatif_vary_bad_value_is_one_line(cli, tmp_path):
 
 
 def test_plan_prices_unfused_attention(cli):
-    argv = ("plan", "--model", "gpt2-small", "--global-batch", "8", "--simulate", "0", "--top", "3", "--json")
+    argv = ("plan", "--model", "gpt2-small", "--global-batch", "8", "--simulate", "1", "--top", "3", "--json")
     rc, flash, err = cli(*argv)
     assert rc == 0, err
     rc, unfused, err = cli(*argv, "--attention", "unfused")

@@ -2,7 +2,7 @@
 
 Ranks ``R = tp·pp·dp`` are placed tensor-parallel first (consecutive ranks, inside
 a node), then pipeline, then data parallel (``order=tp-dp-pp`` swaps the last two, as
-Megatron-core does by default; :mod:`simcomm.strategies._layout`).
+Megatron-core does by default; :mod:`simcomm.llm.placement`).
 Every rank runs its pipeline stage's schedule of micro-batch tasks; the plan is
 made only of the ordinary ops, so the engine does not know what it runs:
 
@@ -53,21 +53,21 @@ Closed form (uniform stages, free communication): 1F1B and GPipe take
 docs/strategies-llm.md derives every volume.
 
 Modules: ``params`` (the options and their ``assumed`` lines), ``moe`` (MoE layers: dispatchers, routing,
-expert compute), ``sizing`` (layout checks, batch split, uneven stages, replica folding), ``shares``
-(attention FLOP shares, K/V and Ulysses bytes), ``costs`` (per-layer seconds and bytes), ``zero`` (the
-data-parallel schedule a framework runs), ``emitter`` (the plan's core: layer, pass, pipeline task, plan) with
-its mixins ``comm`` (tensor/sequence and expert-parallel collectives around a layer), ``context`` (ring and
+expert compute), ``sizing`` (layout checks by :mod:`simcomm.llm.layout`'s rules, batch split, uneven stages,
+replica folding), ``zero`` (the
+data-parallel schedule a framework runs), ``emitter`` (the plan's core: layer, pass, pipeline task, plan; its
+per-layer seconds and bytes are :mod:`simcomm.llm.compute`'s, which ``plan``'s estimate reads too) with its
+mixins ``comm`` (tensor/sequence and expert-parallel collectives around a layer), ``context`` (ring and
 Ulysses attention) and ``data`` (data parallelism, ZeRO/FSDP/HSDP, tied embeddings, the optimizer step), and
 ``strategy`` (the registered :class:`Megatron`).
 """
 
 
 from simcomm.strategies.megatron.params import CP_KINDS, RECOMPUTE, REPLICAS, MegatronParams
-from simcomm.strategies.megatron.shares import attention_shares, core_share, kv_block_bytes, seq_hidden, ulysses_bytes
-from simcomm.strategies.megatron.sizing import (FOLD_ABOVE, BatchSizes, batch_sizes, fold_computes, live_replicas,
-                                                resolve_layout, stage_layers, virtual_stage_layers)
+from simcomm.strategies.megatron.sizing import (FOLD_ABOVE, BatchSizes, batch_sizes, fold_computes, layout_of,
+                                                live_replicas, resolve_layout, stage_layers, virtual_stage_layers)
 from simcomm.strategies.megatron.strategy import Megatron
 
 __all__ = ["CP_KINDS", "FOLD_ABOVE", "RECOMPUTE", "REPLICAS", "BatchSizes", "Megatron", "MegatronParams",
-           "attention_shares", "batch_sizes", "core_share", "fold_computes", "kv_block_bytes", "live_replicas",
-           "resolve_layout", "seq_hidden", "stage_layers", "ulysses_bytes", "virtual_stage_layers"]
+           "batch_sizes", "fold_computes", "layout_of", "live_replicas", "resolve_layout", "stage_layers",
+           "virtual_stage_layers"]

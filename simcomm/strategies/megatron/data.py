@@ -75,7 +75,7 @@ class DataParallel:
         if cost.kind == "mlp":
             n = 3 if meta.get("mlp") == "swiglu" else 2
             return [(j, 1.0 / n, 1.0 / n)] * n
-        from simcomm.strategies.megatron.shares import attention_shares, seq_hidden
+        from simcomm.llm.compute import attention_shares, seq_hidden
 
         heads = int(meta.get("heads") or 1)
         hidden = int(meta["hidden"])

@@ -10,22 +10,21 @@ from __future__ import annotations
 
 from simcomm.ops import PlanBuilder
 from simcomm.precision import DTYPE_BYTES
-from simcomm.strategies._layout import Layout, chunks, schedule
+from simcomm.llm.compute import kv_block_bytes, layer_costs, ulysses_bytes
+from simcomm.llm.placement import Placement, chunks, schedule
 from simcomm.strategies.megatron.comm import LayerComm
 from simcomm.strategies.megatron.context import ContextParallel
-from simcomm.strategies.megatron.costs import layer_costs
 from simcomm.strategies.megatron.data import DataParallel
 from simcomm.strategies.megatron.moe import moe_costs
 from simcomm.strategies.megatron.params import MegatronParams
-from simcomm.strategies.megatron.shares import kv_block_bytes, ulysses_bytes
-from simcomm.strategies.megatron.sizing import BatchSizes, live_replicas, virtual_stage_layers
+from simcomm.strategies.megatron.sizing import BatchSizes, layout_of, live_replicas, virtual_stage_layers
 from simcomm.strategies.megatron.zero import resolve_schedule
 
 
 class Emitter(LayerComm, ContextParallel, DataParallel):
     """Builds one iteration's plan (:meth:`plan`)."""
 
-    def __init__(self, p: MegatronParams, lay: Layout, s, sizes: BatchSizes, w, n_ranks: int):
+    def __init__(self, p: MegatronParams, lay: Placement, s, sizes: BatchSizes, w, n_ranks: int):
         # the data-parallel schedule: the framework's defaults under the user's options (zero.py)
         self.zero = resolve_schedule(p, lay.dp, w.dtype_bytes)
         if self.zero.grad_bucket_bytes is not None:
@@ -54,7 +53,7 @@ class Emitter(LayerComm, ContextParallel, DataParallel):
         ulysses = cp > 1 and p.cp_kind != "ring" and s is not None
         self.ulysses_q_bytes, self.ulysses_kv_bytes = ulysses_bytes(meta, mb, tp, cp, act) if ulysses else (0.0, 0.0)
         self.moe = moe_costs(p, lay, meta, mb, act) if any(x.name.endswith(".moe") for x in w.layers) else None
-        self.costs = layer_costs(p, lay, mb, w, ulysses, self.moe)
+        self.costs = layer_costs(w, layout_of(p, lay, sizes), ulysses, self.moe)  # what the estimate reads
         self.ready: dict = {}  # (F or B, micro-batch, virtual stage) -> (t, d) -> what the next stage waits for
         self.last_backward: dict = {}  # (layer, rank) -> op id of that rank's final backward of the layer
         self.buckets: dict[int, list] = {}  # stage -> [(groups, nbytes)] its gradients were reduced in
@@ -249,7 +248,7 @@ class Emitter(LayerComm, ContextParallel, DataParallel):
                     idx[s] += 1
                     remaining -= 1
                     progress = True
-            if not progress:  # a schedule whose orders wait on each other: a bug in _layout.schedule
+            if not progress:  # a schedule whose orders wait on each other: a bug in placement.schedule
                 raise RuntimeError(f"pipeline schedule {p.schedule} deadlocks at tasks {idx}")
         if p.zero < 3 and not self.zero.overlap_grad_reduce:
             for s in range(lay.pp):

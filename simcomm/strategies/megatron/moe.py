@@ -40,6 +40,7 @@ import math
 from dataclasses import dataclass
 
 from simcomm.errors import ConfigError
+from simcomm.llm.layout import ep_problem
 from simcomm.units import format_size
 
 #: output tile edge of the grouped GEMM's kernels (assumed: CUTLASS / cuBLAS Hopper 128 x 128 tiles)
@@ -179,20 +180,9 @@ def moe_costs(p, lay, meta, microbatch: int, act: int) -> MoeCosts | None:
 
 
 def check_experts(p, lay, meta, model: str) -> None:
-    """Layout checks of the expert layers (one line each, as Megatron-core's asserts)."""
-    experts = int(meta.get("experts") or 0)
-    ep, etp = lay.ep, lay.expert_tp
-    if experts and experts % ep:
-        valid = ", ".join(str(k) for k in range(1, experts + 1) if experts % k == 0)
-        raise ConfigError(f"experts-parallel: {ep} does not divide the {experts} experts of {model!r} "
-                          f"(each expert-parallel rank holds experts / ep of them); valid choices: {valid}")
-    stage = lay.tp * lay.dp
-    if stage % (etp * ep):
-        field = "etp" if p.etp is not None else "experts-parallel"
-        raise ConfigError(f"{field}: etp {etp} × experts-parallel {ep} = {etp * ep} does not divide the {stage} ranks of a "
-                          f"pipeline stage (tp {lay.tp} × dp {lay.dp}; Megatron-core's MoE parallel folding re-cuts "
-                          "them into etp × ep × expert-data-parallel)")
-    ffn = int(meta.get("ffn") or 0)
-    if ffn and ffn % etp:
-        raise ConfigError(f"etp: {etp} does not divide the expert FFN size {ffn} (each expert's FFN is split over "
-                          "the expert tensor-parallel ranks)")
+    """Layout checks of the expert layers (one line each, as Megatron-core's asserts):
+    :func:`simcomm.llm.layout.ep_problem`, the rule the plan's search enumerates by."""
+    problem = ep_problem(lay.ep, lay.expert_tp, lay.tp, lay.dp, int(meta.get("experts") or 0),
+                         int(meta.get("ffn") or 0), model, p.etp is not None)
+    if problem is not None:
+        raise ConfigError(problem)

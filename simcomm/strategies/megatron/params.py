@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from simcomm.errors import ConfigError
 from simcomm.memory.activations import RECOMPUTE
-from simcomm.strategies._layout import ORDERS, SCHEDULES
+from simcomm.llm.placement import ORDERS, SCHEDULES
 from simcomm.strategies.common import check_choice
 
 #: context parallelism: ``ring`` (TransformerEngine's p2p ring attention), ``ulysses`` (DeepSpeed-Ulysses

@@ -1,4 +1,4 @@
-"""How ``megatron`` lays a run out: the resolved :class:`Layout`, the batch split and the stages' layers.
+"""How ``megatron`` lays a run out: the resolved :class:`~simcomm.llm.placement.Placement`, the batch split and the stages' layers.
 
 :func:`resolve_layout` makes every divisibility check (one ``error:`` line naming the mismatch);
 :func:`live_replicas` decides how many data-parallel replicas the plan simulates in full
@@ -11,7 +11,9 @@ import math
 from dataclasses import dataclass
 
 from simcomm.errors import ConfigError
-from simcomm.strategies._layout import Layout, layer_kind, structure
+from simcomm.llm import layout as rules
+from simcomm.llm.layout import Layout
+from simcomm.llm.placement import Placement, layer_kind, structure
 from simcomm.strategies.base import NotApplicable
 from simcomm.strategies.megatron.moe import check_experts
 from simcomm.strategies.megatron.params import MegatronParams
@@ -48,7 +50,7 @@ def _check_ulysses_heads(p: MegatronParams, meta, model: str) -> None:
                           "valid choices: " + ", ".join(str(c) for c in range(1, both + 1) if both % c == 0))
 
 
-def batch_sizes(p: MegatronParams, lay: Layout, w) -> BatchSizes:
+def batch_sizes(p: MegatronParams, lay: Placement, w) -> BatchSizes:
     """Global batch = microbatch × microbatches × dp; any two given fix the third (one line on a mismatch)."""
     dp = lay.data  # context-parallel ranks share their replica's samples
     g = p.global_batch if p.global_batch is not None else w.batch * w.n_ranks
@@ -127,24 +129,21 @@ def virtual_stage_layers(p: MegatronParams, n_blocks: int) -> tuple[int, ...] | 
 
 
 
+def _raise(problem: str | None) -> None:
+    if problem is not None:
+        raise ConfigError(problem)
+
+
 def resolve_layout(p: MegatronParams, w, names: list[str]):
-    """(Layout, Structure or None, sizes): every divisibility check, each one line naming the mismatch."""
+    """(Placement, Structure or None, sizes): every divisibility check (:mod:`simcomm.llm.layout`'s rules, the
+    ones the search enumerates by; the experts' in :func:`~simcomm.strategies.megatron.moe.check_experts`),
+    each one line naming the mismatch."""
     n = w.n_ranks
     ep = p.experts_parallel
     cp = p.cp
-    if n % cp:
-        raise ConfigError(f"cp: {cp} does not divide the {n} GPUs")
-    inner = p.tp * p.pp * cp
-    what = f"tp {p.tp} × pp {p.pp}" + (f" × cp {cp}" if cp > 1 else "")
-    if p.dp is None:
-        if n % inner:
-            raise ConfigError(f"layout: {what} = {inner} does not divide the {n} GPUs")
-        dp = n // inner
-    else:
-        dp = p.dp
-        if inner * dp != n:
-            raise ConfigError(f"layout: {what} × dp {dp} = {inner * dp} is not the {n} GPUs")
-    lay = Layout(p.tp, p.pp, dp * cp, ep, p.virtual, p.order, cp, p.etp)  # Layout.dp: replicas of the parameters
+    _raise(rules.split_problem(n, p.tp, cp, p.pp, p.dp))
+    dp = p.dp if p.dp is not None else n // (p.tp * p.pp * cp)
+    lay = Placement(p.tp, p.pp, dp * cp, ep, p.virtual, p.order, cp, p.etp)  # Placement.dp: parameter replicas
     s = structure(names)
     meta = dict(w.trace.meta.get("transformer") or {})
     if s is None:
@@ -152,23 +151,14 @@ def resolve_layout(p: MegatronParams, w, names: list[str]):
             raise NotApplicable(f"tp/pp/cp/experts-parallel need a transformer trace (layers block{{i}}.attn and "
                                 f".mlp/.moe); trace {w.trace.model!r} has none")
     else:
-        stages = p.pp * p.virtual
-        if stage_layers(p, len(s.blocks)) is None and len(s.blocks) % stages:
-            raise ConfigError(f"layout: {len(s.blocks)} layers do not divide into pp {p.pp} × virtual "
-                              f"{p.virtual} = {stages} stages (uneven stages: --opt first_stage_layers=N "
-                              "and/or last_stage_layers=N)")
-        for key in ("heads", "kv_heads"):
-            h = meta.get(key)
-            if h and h % p.tp:
-                raise ConfigError(f"tp: {p.tp} does not divide the {h} {key.replace('_', ' ')} "
-                                  f"(attention heads split over the tensor-parallel ranks)")
+        if stage_layers(p, len(s.blocks)) is None:
+            _raise(rules.stages_problem(len(s.blocks), p.pp, p.virtual))
+        _raise(rules.tp_problem(p.tp, meta.get("heads"), meta.get("kv_heads")))
         seq = meta.get("seq")
         if cp > 1 and not seq:
             raise ConfigError(f"cp: {cp} splits the sequence, but trace {w.trace.model!r} has no transformer meta "
                               "with its sequence length")
-        if cp > 1 and seq % cp:
-            raise ConfigError(f"cp: {cp} does not divide the sequence length {seq} (each context-parallel rank "
-                              "holds seq / cp tokens)")
+        _raise(rules.cp_problem(cp, seq))
         if cp > 1 and p.cp_kind != "ring":
             _check_ulysses_heads(p, meta, w.trace.model)
     if p.shard_group is not None:
@@ -188,14 +178,12 @@ def resolve_layout(p: MegatronParams, w, names: list[str]):
         sizes = BatchSizes(sizes.global_batch, sizes.microbatch, sizes.microbatches,
                        f"{sizes.how}; strong scaling's {w.batch} per rank × {w.n_ranks} ranks, the requested "
                        "global batch rounded up to a multiple of the ranks; --opt global_batch=B keeps B exactly")
-    if p.schedule == "interleaved" and sizes.microbatches % p.pp:
-        raise ConfigError(f"microbatches: {sizes.microbatches} is not a multiple of pp {p.pp} "
-                          "(Megatron-LM's interleaved schedule needs it)")
+    _raise(rules.batch_problem(sizes.global_batch, lay.data, sizes.microbatch, p.pp, p.schedule))
     _check_plan_size(p, lay, w, sizes)
     return lay, s, sizes
 
 
-def _check_plan_size(p: MegatronParams, lay: Layout, w, sizes: BatchSizes) -> None:
+def _check_plan_size(p: MegatronParams, lay: Placement, w, sizes: BatchSizes) -> None:
     """Refuse, before building it, a plan too large to hold in memory (``--batch 1000000000``: billions of ops)."""
     live = live_replicas(p, lay, w, sizes.microbatches) if lay.dp > 1 else 1
     computes = fold_computes(lay.n_ranks * live // lay.dp, sizes.microbatches, len(w.layers), lay.pp, p.recompute)
@@ -212,13 +200,19 @@ def _check_plan_size(p: MegatronParams, lay: Layout, w, sizes: BatchSizes) -> No
 MAX_PLAN_COMPUTES = 20_000_000
 
 
+def layout_of(p: MegatronParams, place: Placement, sizes: BatchSizes) -> Layout:
+    """The resolved options as the one :class:`simcomm.llm.layout.Layout` the search and the estimate use."""
+    return Layout(place.tp, place.pp, place.data, p.schedule, place.virtual, p.zero, sizes.microbatch,
+                  p.sequence_parallel, p.recompute, place.cp, p.shard_group, place.ep, p.etp)
+
+
 def fold_computes(n_ranks: int, microbatches: int, n_layers: int, pp: int, recompute: str) -> int:
     """The compute ops a full plan would hold, as ``replicas=auto`` counts them against :data:`FOLD_ABOVE`:
     one per rank, layer (embedding and head included), micro-batch and phase, over the pipeline stages."""
     return n_ranks * microbatches * n_layers * (3 if recompute == "full" else 2) // pp
 
 
-def live_replicas(p: MegatronParams, lay: Layout, w, microbatches: int) -> int:
+def live_replicas(p: MegatronParams, lay: Placement, w, microbatches: int) -> int:
     """How many data-parallel replicas the plan simulates in full (``replicas``; docs/performance.md, "Large-model layouts").
 
     Replicas run the same ops, so on a symmetric cluster one stands for all: the rest
@@ -239,7 +233,7 @@ def live_replicas(p: MegatronParams, lay: Layout, w, microbatches: int) -> int:
     return keep  # whole expert tensor/expert-parallel groups and whole context-parallel rings stay live
 
 
-def expert_replicas(lay: Layout) -> int:
+def expert_replicas(lay: Placement) -> int:
     """The fewest replicas that hold whole context-parallel rings and whole ``etp·ep`` expert groups (stage indices
     ``t + tp·d``: the first ``tp·n`` of them must be a multiple of ``etp·ep``)."""
     group = lay.expert_tp * lay.ep

@@ -1,9 +1,10 @@
-"""Layout arithmetic of ``megatron``: rank placement, model structure, stage split and pipeline schedules.
+"""Rank placement, model structure, stage split and pipeline schedules of a large-model layout.
 
 Kept apart from the plan emission (the ``megatron`` package) because every piece here is a
-pure function of sizes that tests check by hand:
+pure function of sizes that tests check by hand.  The layout itself (the sizes a user or the search
+picks) is :class:`simcomm.llm.layout.Layout`; this module places its ranks:
 
-* :class:`Layout`: ranks ``R = tp·pp·dp`` placed tensor-parallel first
+* :class:`Placement`: ranks ``R = tp·pp·dp`` placed tensor-parallel first
   (consecutive ranks, so a TP group sits inside a node), then pipeline, then data
   parallel: ``rank(t, p, d) = t + tp·(p + pp·d)`` (order ``tp-pp-dp``), or
   Megatron-core's default ``tp-dp-pp``, ``t + tp·(d + dp·p)``; the expert layers
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 
 from simcomm.errors import ConfigError
 
-__all__ = ["Layout", "Structure", "structure", "chunks", "schedule", "SCHEDULES", "ORDERS", "layer_kind"]
+__all__ = ["Placement", "Structure", "structure", "chunks", "schedule", "SCHEDULES", "ORDERS", "layer_kind"]
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
 ORDERS = ("tp-pp-dp", "tp-dp-pp")
@@ -39,7 +40,7 @@ _BLOCK = re.compile(r"^block(\d+)\.(attn|mlp|moe)$")
 
 
 @dataclass(frozen=True)
-class Layout:
+class Placement:
     """Parallel sizes and the rank placement (TP innermost, then PP, then DP)."""
 
     tp: int
