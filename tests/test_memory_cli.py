@@ -78,7 +78,7 @@ def test_scenario_file_spells_the_memory_table(tmp_path):
 
 def test_plan_takes_the_memory_flags(cli):
     base = ("plan", "--model", "gpt2-small", "--cluster", "dgx-a100-hdr", "--global-batch", "16", "--simulate",
-            "0", "--quiet", "--zero", "0", "--schedules", "1f1b", "--recompute", "none", "--max-microbatch", "1")
+            "1", "--quiet", "--zero", "0", "--schedules", "1f1b", "--recompute", "none", "--max-microbatch", "1")
     rc, out, err = cli(*base, "--gpu-memory", "1GB")
     assert rc == 2 and err.startswith("error: memory: none of the") and "fits the given 1 GB" in err, err
     rc, out, err = cli(*base, "--gpu-memory", "1GB", "--memory", "warn", "--json")

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simcomm.ops import Collective, Compute
-from simcomm.strategies._layout import Layout
+from simcomm.llm.placement import Placement
 from simcomm.strategies.megatron.moe import tile_efficiency
 from tests.strategies.test_strategies_megatron import TF, plan_of, tiny
 
@@ -109,17 +109,17 @@ def test_grouped_gemm_tile_quantisation():
 
 def test_expert_groups_of_parallel_folding():
     # tp 2, dp 4 on one stage (8 ranks): etp 1, ep 4 -> ep groups of 4 consecutive ranks, expert-dp pairs
-    lay = Layout(2, 1, 4, ep=4, etp=1)
+    lay = Placement(2, 1, 4, ep=4, etp=1)
     assert lay.ep_groups(0) == [(0, 1, 2, 3), (4, 5, 6, 7)]
     assert lay.edp_groups(0) == [(0, 4), (1, 5), (2, 6), (3, 7)]
     assert lay.etp_groups(0) == [(r,) for r in range(8)]
     assert lay.tp_ep_groups(0) == [(0, 1, 2, 3), (4, 5, 6, 7)]
     # etp = tp (default): classic, the ep ranks are replicas of one tensor-parallel rank
-    lay = Layout(2, 1, 4, ep=2)
+    lay = Placement(2, 1, 4, ep=2)
     assert lay.ep_groups(0) == [(0, 2), (1, 3), (4, 6), (5, 7)] and lay.etp_groups(0) == [(0, 1), (2, 3), (4, 5), (6, 7)]
     assert lay.edp_groups(0) == [(0, 4), (1, 5), (2, 6), (3, 7)]
     # etp 4 > tp 2: an expert TP group spans two replicas; pipeline stages interleaved (order tp-pp-dp)
-    lay = Layout(2, 2, 2, ep=1, etp=4)
+    lay = Placement(2, 2, 2, ep=1, etp=4)
     assert lay.etp_groups(1) == [(2, 3, 6, 7)] and lay.ep_groups(1) == [(2,), (3,), (6,), (7,)]
 
 
