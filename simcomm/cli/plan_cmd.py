@@ -372,7 +372,9 @@ def _assumed(ctx, cfg, space, n_gpus, nodes, precision, n_enum, n_fit, dev, k, f
     experts = getattr(cfg, "experts", 0) or 0
     ep_text = ("expert parallelism not searched (dense model)" if not experts else
                "expert parallel ep " + ("every size dividing the experts and dp × cp" if space.eps is None
-                                       else ",".join(map(str, space.eps))) + " (not with HSDP)")
+                                       else ",".join(map(str, space.eps)) + " where they divide dp × cp")
+               + ", each with etp = tp and, when tp > 1, etp 1 (not with HSDP; ep dividing dp × cp, as the memory "
+               "model requires)")
     return [
         f"{n_gpus} GPUs ({nodes} node(s)); {dev.label} with {dev.capacity / 1e9:.3g} GB per GPU; stack {name}"
         + (f" ({why})" if why else ""),
@@ -408,7 +410,8 @@ _RECOMPUTE = {"none": "-", "selective": "sel", "full": "full"}
 
 def _cells(r) -> list[str]:
     lay = r.layout
-    return [str(lay.tp), str(lay.cp), str(lay.pp), str(lay.dp), str(lay.ep), _sched(lay), str(lay.zero),
+    ep = str(lay.ep) + (f"/{lay.etp}" if lay.etp is not None else "")  # /N: expert tensor-parallel size N
+    return [str(lay.tp), str(lay.cp), str(lay.pp), str(lay.dp), ep, _sched(lay), str(lay.zero),
             str(lay.shard_group) if lay.shard_group else "-", str(lay.microbatch), _yes(lay.sequence_parallel),
             _RECOMPUTE[lay.recompute], f"{r.memory_bytes / 1e9:.1f}"]
 

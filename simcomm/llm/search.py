@@ -137,6 +137,8 @@ def _experts(cfg, space: Space, tp: int, replicas: int) -> list[tuple[int, int |
     cands = space.eps if space.eps is not None else divisors(tp * replicas)
     out = []
     for e in cands:
+        if replicas % e:  # the memory model (simcomm.memory.layout) still carves ep out of the dp·cp replicas only
+            continue
         for etp in ([None, 1] if tp > 1 else [None]):
             if not ep_problem(e, etp or tp, tp, replicas, experts, ffn, cfg.name, etp is not None):
                 out.append((e, etp))
