@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from simcomm.errors import ConfigError
 from simcomm.llm.estimate import Estimate
@@ -245,7 +245,6 @@ class Row:
     exposed_s: float | None = None  # simulated: step - compute (communication, bubble and update not hidden)
     note: str = ""
     estimate_rank: int = 0  # 1-based place by estimate among the fitting layouts (0: not set)
-    extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if not self.step_s:
