@@ -367,13 +367,14 @@ def _pct(x: float) -> str:
 
 
 def _plan_ops(row: Row) -> int:
-    """Ops of the row's plan before any replica folding (simcomm.plan's estimate)."""
-    from simcomm import plan
+    """Ops of the row's plan before any replica folding (simcomm plan's estimate)."""
+    from simcomm.llm.estimate import plan_ops
+    from simcomm.llm.layout import Layout
 
     p = row.options()
-    lay = plan.Layout(row.tp, row.pp, row.dp, p["schedule"], row.virtual, 0, row.microbatch,
-                      p["sequence_parallel"], p["recompute"])
-    return plan.plan_ops(model_config(row), lay, row.gpus, row.global_batch)
+    lay = Layout(row.tp, row.pp, row.dp, p["schedule"], row.virtual, 0, row.microbatch,
+                 p["sequence_parallel"], p["recompute"])
+    return plan_ops(model_config(row), lay, row.gpus, row.global_batch)
 
 
 def render(rows: list[Row], results: dict, meta: dict, older: dict | None = None,
