@@ -60,7 +60,7 @@ class Pricer:
     bytes in the wire dtype), from which :func:`~simcomm.llm.compute.layer_costs` reads every layer.
     """
 
-    def __init__(self, workload, topology, runtime, global_batch: int):
+    def __init__(self, workload, topology, runtime, global_batch: int, gpus_per_node: int | None = None):
         self.workload, self.topo, self.runtime, self.gb = workload, topology, runtime, global_batch
         self.trace = workload.trace
         self.act = 4 if self.trace.dtype in ("fp32", "float32") else 2
@@ -74,6 +74,7 @@ class Pricer:
         self._stages: dict = {}
         self._prices: dict = {}
         self._dp_memo: dict = {}
+        self.gpn = gpus_per_node  # None: the TP-DP link sharing below is not counted
 
     # -- compute (the emitter's own per-layer costs) -------------------------------------------------------
     def costs(self, lay: Layout):
@@ -183,26 +184,37 @@ class Pricer:
             total += fwd * (2 if lay.recompute == "full" else 1) + (cp - 1) * max(0.0, t1 - c.backward_s / cp) + t1
         return total
 
-    def bucket_tail(self, lay: Layout, idx, costs, dp_groups) -> float:
+    def bucket_tail(self, lay: Layout, idx, costs, dp_groups) -> tuple[float, float]:
         """Exposed seconds of ZeRO-0/1/2's gradient reduction after the last micro-batch's backward, as the
         emitter's ``DataParallel._reduce_grads`` runs it: the workload's buckets (restricted to the stage's
         layers), each reduced on the one data-parallel stream as soon as its last gradient is ready, in order;
-        ZeRO-1/2 then all-gather the updated parameters bucket by bucket after the optimizer step."""
+        ZeRO-1/2 then all-gather the updated parameters bucket by bucket after the optimizer step.  Returns
+        (exposed seconds, the share of the last backward during which the stream is busy)."""
         if not dp_groups:
-            return 0.0
+            return 0.0, 0.0
         kind = "allreduce" if lay.zero == 0 else "reduce_scatter"
         full = lay.recompute == "full"
         ready, t = {}, 0.0
         for j in reversed(idx):  # the backward, last layer first
             t += costs[j].backward_s + (costs[j].forward_s if full else 0.0)
             ready[j] = t
-        stream, gathers = 0.0, 0.0
+        stream, gathers, busy = 0.0, 0.0, 0.0
         for bucket in self._buckets(tuple(idx)):
             nbytes = sum(costs[j].grad_bytes for j in bucket)
-            stream = max(stream, max(ready[j] for j in bucket)) + self.price(kind, dp_groups, nbytes)
+            start = max(stream, max(ready[j] for j in bucket))
+            stream = start + self.price(kind, dp_groups, nbytes)
+            busy += max(0.0, min(stream, t) - min(start, t))
             if lay.zero in (1, 2):
                 gathers += self.price("allgather", dp_groups, nbytes)
-        return max(0.0, stream - t) + gathers
+        return max(0.0, stream - t) + gathers, busy / t if t > 0 else 0.0
+
+    def _shares_links(self, lay: Layout, grp) -> bool:
+        """Whether the tensor-parallel collectives and the data-parallel reductions cross the same in-node links:
+        tp > 1 and a data-parallel group with two ranks in one node (its NCCL ring then has NVLink hops)."""
+        if lay.tp < 2 or not self.gpn or not grp["dp"]:
+            return False
+        group = grp["dp"][0]
+        return len({r // self.gpn for r in group}) < len(group)
 
     def _buckets(self, idx: tuple) -> list[list[int]]:
         """The workload's gradient buckets restricted to the layers ``idx`` (empty ones dropped), in ready order."""
@@ -213,18 +225,19 @@ class Pricer:
                                  if part]
         return self._stages[key]
 
-    def zero3_passes(self, lay: Layout, idx, costs, grp) -> tuple[float, float, float]:
+    def zero3_passes(self, lay: Layout, idx, costs, grp) -> tuple[float, float, float, float, float]:
         """(forward pass, backward pass, tail) seconds of one micro-batch under ZeRO-3, as the emitter orders it:
         layer k's all-gather (one stream) starts once the compute two layers back is done (one layer of
         prefetch; the first two at the pass's start), its compute waits for its gather; in backward each
         layer's reduce-scatter (and HSDP's all-reduce across shard groups) follows its compute on a second
         stream.  ``tail``: what the last reduce-scatters add after the last backward.  The gathers and
         reduce-scatters cross the same links, so they are priced one after the other (in the order they become
-        ready) rather than side by side."""
+        ready) rather than side by side.  Also returns the share of each pass the links are busy (the gathers'
+        and reduce-scatters' seconds over the pass's, at most 1)."""
         dp_groups, hsdp_groups, hs = grp["dp"], grp["hsdp"], lay.shard_group
         full = lay.recompute == "full"
 
-        def one(forward: bool) -> tuple[float, float]:
+        def one(forward: bool) -> tuple[float, float, float]:
             order = idx if forward else idx[::-1]
             n = len(order)
             ag = [self.price("allgather", dp_groups, costs[j].grad_bytes) for j in order]
@@ -243,11 +256,15 @@ class Pricer:
                     link = max(link, t_c) + self.price("reduce_scatter", dp_groups, nb)
                     if hs is not None:
                         link += self.price("allreduce", hsdp_groups, nb / hs)
-            return t_c, max(0.0, link - t_c)
+            work = sum(ag) + (0.0 if forward else sum(
+                self.price("reduce_scatter", dp_groups, costs[j].grad_bytes)
+                + (self.price("allreduce", hsdp_groups, costs[j].grad_bytes / hs) if hs is not None else 0.0)
+                for j in order))
+            return t_c, max(0.0, link - t_c), min(1.0, work / t_c) if t_c > 0 else 0.0
 
-        fwd, _ = one(True)
-        bwd, tail = one(False)
-        return fwd, bwd, tail
+        fwd, _, busy_f = one(True)
+        bwd, tail, busy_b = one(False)
+        return fwd, bwd, tail, busy_f, busy_b
 
     def estimate(self, lay: Layout) -> Estimate:
         """The closed form of docs/plan.md ("Estimate") for ``lay``."""
@@ -275,11 +292,23 @@ class Pricer:
                    lay.tp, lay.dp, lay.cp, lay.shard_group)
             if key not in self._dp_memo:
                 if lay.zero == 3:
-                    fwd_t, bwd_t, tail = self.zero3_passes(lay, idx, costs, grp)
-                    self._dp_memo[key] = (tail, (fwd_t + bwd_t) - (f + b))
+                    fwd_t, bwd_t, tail, busy_f, busy_b = self.zero3_passes(lay, idx, costs, grp)
+                    extra = (fwd_t + bwd_t) - (f + b)
+                    if self._shares_links(lay, grp):
+                        # every pass's TP collectives share NVLink with its gathers (and reduce-scatters): both
+                        # slow down where they meet, the TP collectives on the compute's path and the gathers the
+                        # next layers wait for, so the TP time of the busy share is paid twice more
+                        extra += 2 * (busy_f * 2 + busy_b * (4 if lay.recompute == "full" else 2)) * nblocks * ar
+                    self._dp_memo[key] = (tail, extra, 0.0)
                 else:
-                    self._dp_memo[key] = (self.bucket_tail(lay, idx, costs, dp_groups), 0.0)
-            dp_t, per_mb_extra = self._dp_memo[key]
+                    exposed, busy = self.bucket_tail(lay, idx, costs, dp_groups)
+                    self._dp_memo[key] = (exposed, 0.0, busy)
+            dp_t, per_mb_extra, busy = self._dp_memo[key]
+            if busy and self._shares_links(lay, grp):
+                # the last backward's TP collectives share NVLink with the gradient buckets reduced meanwhile
+                # (the DP ring's in-node hops): while both run each gets about half (max-min), so the TP time
+                # in the busy share of that backward is paid twice
+                dp_t += busy * nblocks * (4 if lay.recompute == "full" else 2) * ar
             shard = (hs if hs is not None else lay.replicas) if lay.zero else 1  # the strategy's optimizer shard
             upd = sum(costs[j].update_s for j in idx) / shard
             ring = self.ring(lay, idx)

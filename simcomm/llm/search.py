@@ -361,7 +361,7 @@ def search(cfg, base: dict, nodes: int, global_batch: int, space: Space, dtype: 
     trace = ctx.trace()
     # the pipeline's own workload (gradient bytes in its wire dtype): layer_costs reads it as the emitter does
     work = build_workload(trace, n, wire_dtype=resolve_precision(scn, trace, []))
-    pricer = Pricer(work, topo, ctx.runtime(), global_batch)
+    pricer = Pricer(work, topo, ctx.runtime(), global_batch, gpus_per_node=gpn)
     tick = progress(f"estimating {len(fits)} layouts that fit", len(fits)) if progress else None
     rows = []
     for lay, mem in fits:
