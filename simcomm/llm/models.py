@@ -13,6 +13,8 @@ multiply-add) per sequence of ``seq`` tokens, forward.
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -247,6 +249,11 @@ class TransformerConfig:
     def rank_block_params(self, i: int, tp: int = 1, ep: int = 1) -> tuple[int, int]:
         """(dense, expert) parameters of block ``i`` on one rank: matrices and their column biases split over
         ``tp`` (routed experts over ``tp x ep``), norms, row biases, routers and gates replicated."""
+        # a block's count depends on its index only through whether it is an MoE block: once per kind and split
+        # (the memory model asks for every block of tens of thousands of layouts)
+        return _rank_block_params(self, self.is_moe(i), tp, ep)
+
+    def _rank_block_params(self, moe: bool, tp: int, ep: int) -> tuple[int, int]:
         def split(n: int, t: int) -> int:
             return -(-n // t)
 
@@ -259,7 +266,7 @@ class TransformerConfig:
         def mlp(f: int) -> int:
             return split(self.expert_params(f) - mlp_row, tp) + mlp_row
 
-        if not self.is_moe(i):
+        if not moe:
             return attn + mlp(self.dense_ffn or self.ffn) + self._mlp_norm(), 0
         shared = self.shared_experts * mlp(self.shared_ffn or self.ffn)
         router = h * self.experts + (self.experts if self.router_bias else 0) + (h if self.shared_gate else 0)
@@ -340,3 +347,9 @@ def config_from_meta(meta: dict, name: str) -> TransformerConfig | None:
         return TransformerConfig(name=name, **kw)
     except (ConfigError, TypeError):  # a hand-written trace's meta need not be a whole, consistent shape
         return None
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _rank_block_params(cfg: TransformerConfig, moe: bool, tp: int, ep: int) -> tuple[int, int]:
+    """:meth:`TransformerConfig.rank_block_params` by block kind, cached (the config is frozen)."""
+    return cfg._rank_block_params(moe, tp, ep)

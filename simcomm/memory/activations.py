@@ -49,6 +49,7 @@ Recomputation (:data:`RECOMPUTE`), as each framework implements it:
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -91,7 +92,7 @@ def _mlp(cfg, f: int) -> int:
     return 2 * (2 if cfg.mlp == "swiglu" else 1) * f + 2 * f
 
 
-def _terms(cfg, i: int, s: int, attention: str, dropout: bool) -> tuple[Fraction, Fraction, Fraction, Fraction]:
+def _terms(cfg, moe: bool, s: int, attention: str, dropout: bool) -> tuple[Fraction, Fraction, Fraction, Fraction]:
     """Per-token bytes of block ``i`` at one rank without recomputation: (replicated over tp unless sequence
     parallel, split over tp, the attention core's own stored tensors (split), the block's input)."""
     h, a = cfg.hidden, cfg.heads
@@ -107,7 +108,7 @@ def _terms(cfg, i: int, s: int, attention: str, dropout: bool) -> tuple[Fraction
         core = 4 * a  # fp32 log-sum-exp per head
     # MLP or MoE: norm input, the MLP's input, dropout mask
     rep += 2 * h + 2 * h + mask
-    if cfg.is_moe(i):
+    if moe:
         rep += 4 * cfg.experts  # fp32 router logits
         split += cfg.shared_experts * _mlp(cfg, cfg.shared_ffn or cfg.ffn)
         split += cfg.top_k * (2 * h + _mlp(cfg, cfg.ffn) + 2 * h)
@@ -116,14 +117,14 @@ def _terms(cfg, i: int, s: int, attention: str, dropout: bool) -> tuple[Fraction
     return Fraction(rep), Fraction(split), Fraction(core), Fraction(2 * h)
 
 
-def _op_saved(cfg, i: int) -> Fraction:
+def _op_saved(cfg, moe: bool) -> Fraction:
     """Per-token bytes torchtitan's op-level policy saves in block ``i`` (split over tp): every other mm output
     in forward order, the SDPA output and log-sum-exp (the reduce-scatter outputs: :func:`layer_bytes`)."""
     h = cfg.hidden
     q, k, v, o, _ = _widths(cfg)
-    f = cfg.ffn if cfg.is_moe(i) else (cfg.dense_ffn or cfg.ffn)
+    f = cfg.ffn if moe else (cfg.dense_ffn or cfg.ffn)
     mlp = [f, f, h] if cfg.mlp == "swiglu" else [f, h]
-    if cfg.is_moe(i):  # routed copies per token, and the shared experts' mms
+    if moe:  # routed copies per token, and the shared experts' mms
         fs = cfg.shared_ffn or cfg.ffn
         shared = [fs, fs, h] if cfg.mlp == "swiglu" else [fs, h]
         mlp = [cfg.top_k * x for x in mlp] + [x for _ in range(cfg.shared_experts) for x in shared]
@@ -137,8 +138,15 @@ def layer_bytes(cfg, i: int, s: int, b: int, *, tp: int = 1, sp: bool = False, c
     (module rules); ``attention`` defaults to the config's own."""
     if recompute not in RECOMPUTE:
         raise ConfigError(f"recompute: {recompute!r} is not valid; valid choices: {', '.join(RECOMPUTE)}")
-    attention = attention or cfg.attention
-    rep, split, core, layer_input = _terms(cfg, i, s, attention, dropout)
+    # a block's bytes depend on its index only through whether it is an MoE block: one exact computation per
+    # kind and shape (plan asks for every block of tens of thousands of layouts)
+    return _layer_bytes(cfg, cfg.is_moe(i), s, b, tp, sp, cp, recompute, attention or cfg.attention, dropout)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _layer_bytes(cfg, moe: bool, s: int, b: int, tp: int, sp: bool, cp: int, recompute: str, attention: str,
+                 dropout: bool) -> LayerBytes:
+    rep, split, core, layer_input = _terms(cfg, moe, s, attention, dropout)
     tokens = Fraction(s * b, cp)
     sharded = tp if sp else 1  # what sequence parallelism divides
     whole = tokens * (rep / sharded + (split + core) / tp)
@@ -149,7 +157,7 @@ def layer_bytes(cfg, i: int, s: int, b: int, *, tp: int = 1, sp: bool = False, c
     kept = tokens * layer_input / sharded
     if recompute == "op":
         reduce_scatters = 2 * 2 * cfg.hidden if tp > 1 else 0  # the attention's and MLP's outputs, s/t each
-        kept += tokens * (_op_saved(cfg, i) + reduce_scatters) / tp
+        kept += tokens * (_op_saved(cfg, moe) + reduce_scatters) / tp
     return LayerBytes(kept, whole - kept)
 
 
