@@ -33,6 +33,7 @@ SM count (a CPU) gets the plain ``2 m n k / (P e_c)`` with the same floor.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -80,8 +81,12 @@ def tile_efficiency(m: int, n: int, sms: int) -> float:
     return min(1.0, max(m * n * tile_rate(t) / (tile_waves(m, n, sms, t) * sms * t[0] * t[1]) for t in TILES))
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def gemm_seconds(m: int, n: int, k: int, dev: GemmDevice, in_bytes: float = 2.0, out_bytes: float = 2.0) -> float:
-    """Seconds of one ``(m x k) · (k x n)`` GEMM: the larger of its tensor-core and HBM times."""
+    """Seconds of one ``(m x k) · (k x n)`` GEMM: the larger of its tensor-core and HBM times.
+
+    Cached: a pure function of its arguments, asked for the same few shapes by every layer of tens of
+    thousands of layouts (``simcomm plan``)."""
     if min(m, n, k) <= 0:
         return 0.0
     memory = ((m * k + k * n) * in_bytes + m * n * out_bytes) / (dev.mem_bw * dev.memory_eff)
