@@ -317,6 +317,24 @@ class Found:
     scenario: object
 
 
+def _check_batch_size(cfg, n_gpus: int, global_batch: int, space: Space) -> None:
+    """Refuse, before enumerating, a global batch whose smallest plan is too large to simulate (1e9 samples).
+
+    The fewest micro-batches any layout runs per replica is ``global_batch / (GPUs x largest micro-batch)``
+    (every GPU a data-parallel replica); each runs at least a forward and a backward per layer on one rank,
+    which :data:`~simcomm.strategies.megatron.sizing.MAX_PLAN_COMPUTES` bounds as the strategy does.
+    """
+    from simcomm.strategies.megatron.sizing import MAX_PLAN_COMPUTES
+
+    fewest = -(-global_batch // (n_gpus * space.max_microbatch))
+    computes = fewest * (cfg.layers + 2) * 2
+    if computes > MAX_PLAN_COMPUTES:
+        raise ConfigError(f"global batch: {global_batch:,} samples on {n_gpus} GPUs run at least {fewest:,} "
+                          f"micro-batches of {space.max_microbatch} per replica, a plan of at least {computes:,} "
+                          f"compute ops per rank, more than the {MAX_PLAN_COMPUTES:,} simcomm builds; give a "
+                          "global batch of a real step (thousands of sequences)")
+
+
 def search(cfg, base: dict, nodes: int, global_batch: int, space: Space, dtype: str, progress=None,
            strict: bool = True) -> Found:
     """Enumerate, fit and estimate every layout of ``cfg`` on ``nodes`` nodes (``base``: flat scenario keys).
@@ -342,6 +360,7 @@ def search(cfg, base: dict, nodes: int, global_batch: int, space: Space, dtype: 
                           "plan needs a GPU's memory to filter layouts (--gpu-memory gives one, e.g. 80GB)")
     if strict:
         check_cp(space.cps, cfg, n)
+    _check_batch_size(cfg, n, global_batch, space)
     layouts = enumerate_layouts(cfg, n, global_batch, gpn, space)
     if strict:
         check_shard_groups(space, layouts, n)

@@ -48,3 +48,12 @@ def test_a_megatron_plan_of_billions_of_ops_is_refused_before_it_is_built(cli):
     assert len(err.splitlines()) == 1, err
     assert "1,000,000,000 samples in 500,000,000 micro-batches of 1 make a plan of 26,000,000,000 compute ops" in err
     assert "more than the 20,000,000 simcomm builds" in err
+
+
+def test_plan_of_a_billion_samples_is_refused_before_enumerating(cli):
+    # 1 node of 8 GPUs, micro-batches of at most 16: at least 1e9 / 128 = 7,812,500 per replica, each a forward and
+    # a backward over gpt2-small's 12 blocks + embedding + head: 7,812,500 x 14 x 2 = 218,750,000 compute ops
+    rc, out, err = cli(["plan", "--model", "gpt2-small", "--nodes", "1", "--global-batch", "1000000000"])
+    assert rc == 2 and out == ""
+    assert len(err.splitlines()) == 1, err
+    assert "at least 7,812,500 micro-batches of 16 per replica, a plan of at least 218,750,000 compute ops" in err
