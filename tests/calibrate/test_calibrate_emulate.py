@@ -120,8 +120,10 @@ def test_the_cli_reproduces_the_accuracy_setup(tmp_path, capsys):
     (--ranks-per-host is passed through in test_calibrate_accept, without root: with two ranks
     per host on 2 shared cores the loopback ping-pong is scheduling noise at these sizes, and
     the fit refuses it, rightly.)  What is checked is where the flags go, not the fit: on a busy
-    machine the fit's own gate may rightly refuse this short run's line (a collective 31 % off under
-    a load of 7), so --allow-misfit writes the record whatever the fit, by design rather than by retry.
+    machine the fit's gates may rightly refuse this short run's line (a collective 31 % off under a load
+    of 7; a fitted bandwidth at the shaped rate under two busy loops): --allow-misfit passes the first, and
+    a refusal of another gate still keeps the record (``emu.refused.json``), which is read instead, so the
+    test holds under load by design rather than by retry.
     """
     from simcomm.cli.app import main
 
@@ -130,8 +132,13 @@ def test_the_cli_reproduces_the_accuracy_setup(tmp_path, capsys):
                  "--rate", "200Mb/s", "--mtu", "9000", "--qdisc", "fq", "--burst", "20KB",
                  "--sizes", "1KB,64KB,512KB,1MB", "--coll-sizes", "256KB", "--repeats", "2", "--rounds", "1",
                  "--allow-misfit", "--out", str(out), "--json"])
-    assert code == 0, capsys.readouterr().err
-    rec = json.loads(out.with_suffix(".json").read_text())
+    err = capsys.readouterr().err
+    record = out.with_suffix(".json")
+    if code != 0:  # a gate of the fit refused this busy machine's timings: the measurements are kept beside
+        assert code == 2 and "no link file written, the measurements are in" in err, err
+        record = out.with_name("emu.refused.json")
+        assert not out.exists()
+    rec = json.loads(record.read_text())
     assert rec["cluster"] == {"hosts": 3, "topology": "two-tier", "leaves": 2, "rate_Bps": 25e6,
                               "trunk_rate_Bps": 12.5e6, "mtu": 9000, "qdisc": "fq on both veth ends",
                               "burst_B": 20000}
