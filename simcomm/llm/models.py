@@ -251,9 +251,9 @@ class TransformerConfig:
         ``tp`` (routed experts over ``tp x ep``), norms, row biases, routers and gates replicated."""
         # a block's count depends on its index only through whether it is an MoE block: once per kind and split
         # (the memory model asks for every block of tens of thousands of layouts)
-        return _rank_block_params(self, self.is_moe(i), tp, ep)
+        return _cached_block_params(self, self.is_moe(i), tp, ep)
 
-    def _rank_block_params(self, moe: bool, tp: int, ep: int) -> tuple[int, int]:
+    def _block_params_of_kind(self, moe: bool, tp: int, ep: int) -> tuple[int, int]:
         def split(n: int, t: int) -> int:
             return -(-n // t)
 
@@ -350,6 +350,6 @@ def config_from_meta(meta: dict, name: str) -> TransformerConfig | None:
 
 
 @functools.lru_cache(maxsize=1 << 12)
-def _rank_block_params(cfg: TransformerConfig, moe: bool, tp: int, ep: int) -> tuple[int, int]:
+def _cached_block_params(cfg: TransformerConfig, moe: bool, tp: int, ep: int) -> tuple[int, int]:
     """:meth:`TransformerConfig.rank_block_params` by block kind, cached (the config is frozen)."""
-    return cfg._rank_block_params(moe, tp, ep)
+    return cfg._block_params_of_kind(moe, tp, ep)

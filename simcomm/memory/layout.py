@@ -64,12 +64,11 @@ def stage_params(cfg, t: int, p: int, k: int, v: int = 1, e: int = 1,
     """(dense, expert) parameters a rank of pipeline stage ``k`` holds (Megatron-LM's placement)."""
     blocks = stage_blocks(cfg.layers, p, k, v, stage_layers)
     dense = expert = 0
-    moe = sum(cfg.is_moe(i) for i in blocks)  # a block's count depends on its index only through its kind
-    for n, block in ((len(blocks) - moe, next((i for i in blocks if not cfg.is_moe(i)), None)),
-                     (moe, next((i for i in blocks if cfg.is_moe(i)), None))):
-        if n:
-            d, x = cfg.rank_block_params(block, t, e)
-            dense, expert = dense + n * d, expert + n * x
+    # a block's count depends on its index only through its kind (MoE or not): once per kind, times its blocks
+    first = {cfg.is_moe(i): i for i in reversed(blocks)}
+    for moe, n in Counter(cfg.is_moe(i) for i in blocks).items():
+        d, x = cfg.rank_block_params(first[moe], t, e)
+        dense, expert = dense + n * d, expert + n * x
     word = _split(cfg.vocab * cfg.hidden, t)
     if k == 0:  # with a norm after the embedding (BLOOM) on the first stage too
         dense += word + cfg.positions * cfg.hidden + (cfg.norm_params() if cfg.embed_norm else 0)
@@ -257,17 +256,16 @@ def estimate_stages(model, *, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1
         # expert state has its own data-parallel group of dp·cp / ep ranks
         state = [a + b for a, b in zip(zero_state_bytes(dense, shards, zero, dtype, optimizer),
                                        zero_state_bytes(expert, dp * cp // ep, zero, dtype, optimizer))]
-        by_kind: dict[bool, object] = {}  # a block's bytes depend on its index only through its kind (MoE or not)
-        per_block = [by_kind.get(cfg.is_moe(i)) or by_kind.setdefault(cfg.is_moe(i), layer_bytes(
-            cfg, i, s, micro_batch, recompute=recompute, attention=attention, dropout=dropout, **shape))
-            for i in blocks]
-        # blocks of one kind share one cached LayerBytes object: sum them per object, not per block (exact either
-        # way; grouped by identity, since hashing its Fractions costs more than adding them)
-        kinds = {id(x): x for x in per_block}
-        counts = Counter(id(x) for x in per_block[offload_layers:])
-        one = sum((kinds[key].kept * n for key, n in counts.items()), Fraction(0))
+        # a block's bytes depend on its index only through its kind (MoE or not): priced once per kind and summed
+        # per kind (exact either way; plan asks this of every stage of tens of thousands of layouts)
+        kinds = {cfg.is_moe(i): i for i in reversed(blocks)}  # each kind's first block
+        by_kind = {moe: layer_bytes(cfg, i, s, micro_batch, recompute=recompute, attention=attention,
+                                    dropout=dropout, **shape) for moe, i in kinds.items()}
+        per_block = [by_kind[cfg.is_moe(i)] for i in blocks]
+        counts = Counter(cfg.is_moe(i) for i in blocks[offload_layers:])
+        one = sum((by_kind[moe].kept * n for moe, n in counts.items()), Fraction(0))
         held = in_flight(pp, k, microbatches, schedule, virtual_stages)
-        working = max((x.working for x in kinds.values()), default=Fraction(0))
+        working = max((x.working for x in by_kind.values()), default=Fraction(0))
         buffers = Fraction(context_bytes)
         if offload_layers:
             buffers += max(x.kept for x in per_block[:offload_layers])  # the block being copied
