@@ -114,7 +114,6 @@ def bench(kind: str, topology, runtime, sizes: list[float], *, dtype: str = "flo
     launches each call on (NCCL calls only; see simcomm.nccl.execution.launch_s).
     """
     from collections import Counter
-    from dataclasses import replace
 
     from simcomm import engine
     from simcomm.ops import PlanBuilder
@@ -131,12 +130,12 @@ def bench(kind: str, topology, runtime, sizes: list[float], *, dtype: str = "flo
     if isinstance(gpus_per_thread, bool) or not isinstance(gpus_per_thread, int) or not 1 <= gpus_per_thread <= gpn:
         raise ConfigError(f"--gpus-per-thread: {gpus_per_thread!r} must be an integer from 1 to {gpn}, the GPUs per "
                           "node (nccl-tests' -g: the GPUs one host thread drives)")
-    runtime = replace(runtime, gpus_per_thread=gpus_per_thread)
+    runtime = runtime.with_gpus_per_thread(gpus_per_thread)
     width = TYPE_BYTES[dtype]
     rows = []
     for size in sizes:
         b = PlanBuilder(n)
-        if kind == "sendrecv" and runtime.rules == "nccl":
+        if kind == "sendrecv" and runtime.grouped_p2p:
             # nccl-tests' sendrecv_perf: grouped ncclSend/ncclRecv, NCCL's point-to-point path (launch, protocol step)
             for r in range(n):
                 b.collective("p2p", (r, (r + 1) % n), size, stream=f"send{r}")

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from simcomm.engine.schedule import Runtime
+from simcomm.runtimes import Runtime, get_runtime
 from simcomm.errors import ConfigError, DoesNotFitError, SimcommError
 from simcomm.gcpause import gc_paused
 from simcomm.result import Breakdown, IterationKind, Result, breakdown, exposed_by, iteration_time
@@ -78,13 +78,13 @@ class Context:
     def runtime(self) -> Runtime:
         """How the engine runs collectives on this stack (its rules and NCCL overrides)."""
         spec = self.scenario.stack
-        rules = self.stack().collectives
-        if rules != "nccl" and (spec.nccl_algo or spec.nccl_proto):
+        runtime = get_runtime(self.stack().collectives)
+        given = {"nccl_algo": spec.nccl_algo, "nccl_proto": spec.nccl_proto}
+        for which in (k for k, v in given.items() if v and k not in runtime.settings):
             # NCCL_ALGO/NCCL_PROTO mean nothing to MPI or gloo: refuse rather than ignore them
-            which = "nccl_algo" if spec.nccl_algo else "nccl_proto"
-            raise ConfigError(f"stack.{which}: applies to NCCL's collectives only; this run uses {rules}'s "
+            raise ConfigError(f"stack.{which}: applies to NCCL's collectives only; this run uses {runtime.name}'s "
                               f"(stack {self.stack().name}); use --stack nccl or drop --{which.replace('_', '-')}")
-        return Runtime(rules, spec.nccl_algo, spec.nccl_proto)
+        return runtime.configured(**{k: v for k, v in given.items() if k in runtime.settings})
 
     def calibration_notes(self, nodes: int, extra: int) -> tuple[str, ...]:
         """How the calibrated link file (``links``) was put on this cluster (empty without one)."""
@@ -364,7 +364,7 @@ def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: boo
     (coefficient of variation of every rank's compute, drawn afresh each
     iteration) simulates each kind as :data:`simcomm.jitter.ITERATIONS` chained
     copies and reports their mean spacing (:mod:`simcomm.jitter`).  ``runtime`` is how
-    collectives run on the stack (:class:`~simcomm.engine.schedule.Runtime`); ``ran``
+    collectives run on the stack (:class:`~simcomm.runtimes.Runtime`); ``ran``
     receives, per (collective, algorithm asked), what the engine ran and how often.
     ``rank_means``: also record each kind's mean over training ranks of their finish
     times (:func:`rank_mean`; not with ``jitter``).  ``busiest``: record that many of the
@@ -607,14 +607,9 @@ def _check_wire(strategy, wire: str | None, trace) -> None:
 def _ran_lines(ran: dict, runtime) -> list[str]:
     """One assumed line per (collective, algorithm asked) saying what ran, e.g. NCCL's choices."""
     out = []
-    rules = runtime.rules
-    forced = [f"{env}={v}" for env, v in (("NCCL_ALGO", runtime.nccl_algo), ("NCCL_PROTO", runtime.nccl_proto)) if v]
+    how = runtime.how  # whose rules chose, e.g. "NCCL's tuning model within NCCL_ALGO=ring"
     for (kind, asked), what in sorted(ran.items()):
         runs = ", ".join(f"{w} x{n}" if len(what) > 1 else w for w, n in sorted(what.items()))
-        how = {"nccl": "NCCL's tuning model", "openmpi": "Open MPI's coll/tuned rules",
-               "mpich": "MPICH's rules", "gloo": "gloo's fixed algorithms"}.get(rules, rules)
-        if rules == "nccl" and forced:
-            how += " within " + ", ".join(forced)
         if asked == "auto":
             out.append(f"{kind} algorithm auto -> {runs} ({how})")
         elif runs != asked:

@@ -49,7 +49,7 @@ def _nic(spec):
 
 def build(model: dict):
     """(topology with the stack applied, runtime) of one run's model."""
-    from simcomm.engine.schedule import Runtime
+    from simcomm.runtimes.nccl import NcclRuntime
     from simcomm.stacks import apply_stack, get_stack
     from simcomm.stacks.base import NCCL_ALGOS, NCCL_PROTOS, nccl_name
     from simcomm.topologies.intranode import HostPath
@@ -70,8 +70,8 @@ def build(model: dict):
         if key in model:
             topo.meta[key] = model[key]
     stack = get_stack(model.get("stack", "nccl"))
-    runtime = Runtime("nccl", nccl_name(model.get("nccl_algo"), "nccl_algo", NCCL_ALGOS),
-                      nccl_name(model.get("nccl_proto"), "nccl_proto", NCCL_PROTOS))
+    runtime = NcclRuntime(nccl_name(model.get("nccl_algo"), "nccl_algo", NCCL_ALGOS),
+                          nccl_name(model.get("nccl_proto"), "nccl_proto", NCCL_PROTOS))
     return apply_stack(topo, stack), runtime
 
 

@@ -28,22 +28,6 @@ def _head(header: str, assumed, columns: list[tuple[str, str, int]]) -> list[str
             f"# {'size':>12} {'count':>12} {names}  algorithm", f"# {'(B)':>12} {'(elements)':>12} {units}"]
 
 
-def _assumed(kind: str, rules: str) -> list[str]:
-    """The defaults behind the NCCL numbers that a user may want to know (and can change)."""
-    if rules != "nccl":
-        return []
-    from simcomm.nccl.execution import LAUNCH_PER_GPU_S
-    from simcomm.nccl.tuning import VERSION
-
-    out = [f"NCCL's algorithm and protocol choice and model: {VERSION} (--nccl-algo, --nccl-proto)",
-           f"kernel launch {LAUNCH_PER_GPU_S * 1e6:.3f} us per GPU the calling thread drives, fitted once on a "
-           "held-out public run (docs/accuracy.md; --gpus-per-thread)"]
-    if kind in ("alltoall", "sendrecv"):
-        out.append("point-to-point messages priced as one NCCL ring step of their protocol and hop: NCCL has no "
-                   "p2p latency model (docs/nccl.md)")
-    return out
-
-
 def render_rows(rows, header: str, assumed: list[str] = ()) -> str:
     """The table in nccl-tests' own layout (out-of-place columns) plus the algorithm that ran."""
     out = _head(header, assumed, [("type", "", 8), ("redop", "", 6), ("root", "", 6), ("time", "(us)", 10),
@@ -197,9 +181,9 @@ def bench_command(
                         if getattr(scn.network, k) is not None)
     where = f"{cluster} ({changed})" if changed else cluster
     header = (f"simcomm bench {collective}: {where}, {nodes} node(s), {topo.n_ranks} ranks, stack {name} "
-              f"({runtime.rules} collectives{'' if why is None else '; ' + why}), {fidelity} fidelity, "
+              f"({runtime.name} collectives{'' if why is None else '; ' + why}), {fidelity} fidelity, "
               f"{gpus_per_thread} GPU(s) per host thread (-g){g_from}")
-    assumed = _assumed(kind, runtime.rules)
+    assumed = list(runtime.assumed(kind))  # the defaults behind the runtime's numbers (NCCL's model, launch)
     if table is not None:
         header += f"; measured: {measured}"
         dicts = [comparison_dict(c) for c in rows]
@@ -207,7 +191,7 @@ def bench_command(
         dicts = [r.to_dict() for r in rows]
     if as_json:
         doc = {"collective": kind, "cluster": cluster, "nodes": nodes, "ranks": topo.n_ranks, "stack": name,
-               "collectives": runtime.rules, "fidelity": fidelity, "gpus_per_thread": gpus_per_thread,
+               "collectives": runtime.name, "fidelity": fidelity, "gpus_per_thread": gpus_per_thread,
                "assumed": assumed, "rows": dicts}
         if table is not None:
             doc["measured"] = measured

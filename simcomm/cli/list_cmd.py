@@ -21,6 +21,7 @@ CATALOGUES: dict[str, str] = {
     "devices": "simcomm.traces:DEVICES",
     "models": "simcomm.traces:MODELS",
     "stacks": "simcomm.stacks:STACKS",
+    "runtimes": "simcomm.runtimes:RUNTIMES",
     "nccl-algorithms": "simcomm.nccl.algorithms:NCCL_ALGORITHMS",
     "frameworks": "simcomm.frameworks:FRAMEWORK_REGISTRY",
 }

@@ -13,7 +13,7 @@ from simcomm.collectives.base import (ALGORITHMS, COLLECTIVES, Algorithm, CostTe
 # algorithm is one module.  Catalogue order is module-name order.
 from simcomm.registry import scan as _scan  # noqa: E402
 
-_scan(__name__, skip=("base", "auto", "auto_openmpi"))
+_scan(__name__, skip=("base", "auto", "auto_openmpi", "runtime"))
 
 from simcomm.collectives.auto import RULES, algorithms_for, resolve, select  # noqa: E402
 from simcomm.collectives.auto_openmpi import Decision as OpenMPIDecision  # noqa: E402

@@ -25,7 +25,7 @@ import numpy as np
 import simpy
 
 from simcomm.engine.network import Environment
-from simcomm.engine.schedule import Runtime, group_ppn, prepare
+from simcomm.collectives.runtime import PLAIN
 from simcomm.engine.timeline import Timeline
 from simcomm.errors import ConfigError, PlanError, SimcommError
 from simcomm.engine.options import FIDELITIES, EngineOptions, Pricer
@@ -148,7 +148,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     ops = plan.ops
     n = len(ops)
     prepared: dict = {}  # by op key, and by op id (the same objects)
-    runtime = opts.runtime or Runtime()
+    runtime = opts.runtime or PLAIN  # the caller's runtime (the stack's); none named: MPICH's rules
     chosen: dict[tuple, int] = {}
     # A preparation depends on the op's key, the runtime and the ppn override alone, so small
     # ones are kept with the topology for the next run (a strategy's flow run, then its analytic
@@ -156,13 +156,13 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     kept = topology.__dict__.setdefault("_engine_prepared", {})
     for op in ops:
         if isinstance(op, Collective):
-            # NCCL's schedule depends on where the members sit, not only on how many there are.
-            where = op.ranks if runtime.rules == "nccl" else ctx.ppn or group_ppn(topology, op.ranks)
+            # What else the runtime's schedule depends on: where the members sit (NCCL), ranks per machine (MPI).
+            where = runtime.placement(op, topology, ctx.ppn)
             key = (op.kind, op.algorithm, len(op.ranks), op.nbytes, op.root, where)
             if key not in prepared:
                 prep = kept.get((runtime, ctx.ppn, key))
                 if prep is None:
-                    prep = prepare(op, topology, ctx.ppn, runtime)
+                    prep = runtime.prepare(op, topology, ctx.ppn)
                     if sum(len(st) for st in prep.steps) <= _KEEP_TRANSFERS:
                         kept[(runtime, ctx.ppn, key)] = prep
                 prepared[key] = prep

@@ -15,7 +15,7 @@ from collections.abc import Generator
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
-from simcomm.engine.schedule import Prepared, Runtime
+from simcomm.collectives.runtime import CollectiveRuntime, Prepared
 from simcomm.errors import ConfigError
 
 __all__ = ["EngineOptions", "Pricer", "FIDELITIES", "EXACT", "SCENARIO_RESOLUTION"]
@@ -38,7 +38,7 @@ class EngineOptions:
     ``record_link_usage``: bytes/s per link family over time in ``meta["link_usage"]``.
     ``comm_cpu``: host CPU seconds per byte a rank sends or receives, charged to its compute.
     ``resolution``: merge flow completions within this fraction of their durations (0: exact).
-    ``runtime``: how collectives run on the stack (its rules, NCCL overrides).
+    ``runtime``: how collectives run on the stack, handed in by the caller (simcomm.runtimes; None: MPICH's rules).
     ``link_bytes``: count bytes per link family (False: the analytic fidelity needs no event loop).
     ``scalar``: the fluid core holds few live flows in Python floats (same arithmetic).
     ``busiest_links``: report this many directed links that were busiest, i.e. longest at full rate
@@ -55,7 +55,7 @@ class EngineOptions:
     record_link_usage: bool = False
     comm_cpu: float = 0.0
     resolution: float = EXACT
-    runtime: Runtime | None = None
+    runtime: CollectiveRuntime | None = None
     link_bytes: bool = True
     scalar: bool = True
     busiest_links: int = 0
@@ -87,8 +87,9 @@ class EngineOptions:
         if len(set(streams)) != len(streams):
             twice = sorted({x for x in streams if streams.count(x) > 1})
             raise ConfigError(f"traffic_weights: stream {twice[0]!r} is given more than one weight; give each once")
-        if self.runtime is not None and not isinstance(self.runtime, Runtime):
-            raise ConfigError(f"runtime: {self.runtime!r} must be a simcomm.engine.schedule.Runtime")
+        if self.runtime is not None and not isinstance(self.runtime, CollectiveRuntime):
+            raise ConfigError(f"runtime: {self.runtime!r} must be a runtime (simcomm.runtimes: placement() and "
+                              "prepare(), simcomm.collectives.runtime.CollectiveRuntime)")
 
     @classmethod
     def of(cls, options: EngineOptions | None = None, **kwargs: Any) -> EngineOptions:

@@ -1,11 +1,9 @@
-"""From a Collective op to what the engine runs: algorithm, ppn and routed steps.
+"""From a prepared Collective op to what the engine runs: routed steps and closed forms.
 
-* :func:`resolve_algorithm` maps ``(kind, algorithm)`` to an
-  :class:`~simcomm.collectives.base.Algorithm` (``auto`` asks
-  :mod:`simcomm.collectives.auto`, which mirrors MPICH's choice by size).
-* :func:`group_ppn` derives the ranks-per-machine of a group for hierarchical
-  algorithms: the group must be node-major (each machine's members contiguous)
-  with the same count on every machine, else 1.
+* What runs for an op (algorithm, ranks per machine, steps) is the runtime's
+  answer (:class:`~simcomm.collectives.runtime.Prepared`), handed in by the
+  caller as an object satisfying :class:`~simcomm.collectives.runtime.CollectiveRuntime`:
+  the engine names no stack and imports no runtime.
 * :class:`RoutedStep` is one step mapped to global ranks, with its routes as a
   flat incidence list, per-transfer route latency and the per-receiver data
   needed to price reductions.  It is built once per step and reused by every
@@ -18,113 +16,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simcomm.collectives.base import ALGORITHMS, Algorithm, Step
+from simcomm.collectives.base import Algorithm, Step
+from simcomm.collectives.runtime import Prepared, takes_ppn
 from simcomm.topologies.base import Topology
 
-__all__ = ["Prepared", "Runtime", "prepare", "resolve_algorithm", "group_ppn", "takes_ppn", "algorithm_steps", "algorithm_cost",
-           "RoutedStep", "route_step"]
-
-
-def resolve_algorithm(kind: str, name: str, p: int, nbytes: float, rules: str = "mpich") -> Algorithm:
-    """The algorithm object that runs a ``kind`` collective; raises UnknownNameError.
-
-    ``rules`` is how ``auto`` chooses (the stack's :attr:`~simcomm.stacks.Stack.collectives`):
-    ``mpich``, ``openmpi`` or ``gloo`` here; ``nccl`` is handled by :mod:`simcomm.nccl`.
-    """
-    import simcomm.collectives  # noqa: F401  (registers the catalogue)
-
-    if name == "auto":
-        from simcomm.collectives.auto import resolve
-
-        alg = resolve(kind, name, p, nbytes) if rules == "mpich" else resolve(kind, name, p, nbytes, rules=rules)
-        return ALGORITHMS.get(alg) if isinstance(alg, str) else alg
-    return ALGORITHMS.get(f"{kind}/{name}")
-
-
-def group_ppn(topology: Topology, ranks: tuple[int, ...]) -> int:
-    """Ranks per machine of a node-major, uniform group; 1 otherwise."""
-    machines = [topology.machine_of(r) for r in ranks]
-    if any(m is None for m in machines) or len(ranks) < 2:
-        return 1
-    runs: list[int] = []
-    seen: set = set()
-    prev = object()
-    for m in machines:
-        if m != prev:
-            if m in seen:  # a machine's members are not contiguous
-                return 1
-            seen.add(m)
-            runs.append(0)
-            prev = m
-        runs[-1] += 1
-    return runs[0] if len(set(runs)) == 1 else 1
-
-
-def takes_ppn(alg: Algorithm) -> bool:
-    """Whether the algorithm's schedule depends on ranks per machine (two-level ones)."""
-    return bool(getattr(alg, "hierarchical", False))
-
-
-def algorithm_steps(alg: Algorithm, p: int, nbytes: float, root: int, ppn: int) -> list[Step]:
-    """``alg.steps`` through the Algorithm contract (every algorithm takes ``ppn``; flat ones ignore it)."""
-    return alg.steps(p, nbytes, root, ppn=ppn)
+__all__ = ["Prepared", "takes_ppn", "algorithm_cost", "RoutedStep", "route_step"]
 
 
 def algorithm_cost(alg: Algorithm, p: int, nbytes: float, alpha: float, beta: float, gamma: float,
                    ppn: int, alpha_inter: float | None = None, beta_inter: float | None = None) -> float:
     """``alg.cost(...).total`` through the Algorithm contract (``ppn`` and internode α/β for every algorithm)."""
     return alg.cost(p, nbytes, alpha, beta, gamma, ppn=ppn, alpha_inter=alpha_inter, beta_inter=beta_inter).total
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A collective op's resolved algorithm, ranks per machine and schedule.
-
-    ``latency`` (one entry per step, or None) replaces the route latency of every
-    transfer of that step: NCCL's tuning-model latency for its pipelined steps
-    (docs/nccl.md).  ``closed_form`` (seconds), when set, is what the analytic
-    fidelity charges instead of ``algorithm.cost``.  ``label`` names what runs
-    (``ring``, ``NCCL Ring/LL128 x8 channels``) for reports and timelines.
-    """
-
-    algorithm: Algorithm
-    ppn: int
-    steps: tuple[Step, ...]
-    latency: tuple[float | None, ...] | None = None
-    closed_form: float | None = None
-    label: str = ""
-
-
-@dataclass(frozen=True)
-class Runtime:
-    """How collectives run: the stack's rule family and NCCL_ALGO/NCCL_PROTO-like overrides."""
-
-    rules: str = "mpich"
-    nccl_algo: str | None = None
-    nccl_proto: str | None = None
-    #: GPUs one host thread drives (nccl-tests' -g); 1 for PyTorch DDP/FSDP, one process per GPU
-    gpus_per_thread: int = 1
-
-
-def prepare(op, topology: Topology, ppn_override: int | None, runtime: Runtime | None = None) -> Prepared:
-    """Resolve and validate a Collective op before the simulation starts.
-
-    Doing this up front makes every user error (unknown algorithm, unsupported
-    group size) a clean one-line error instead of a failure inside a process.
-    """
-    runtime = runtime or Runtime()
-    if runtime.rules == "nccl":
-        from simcomm.nccl import prepare_nccl
-
-        nccl = prepare_nccl(op, topology, runtime)
-        if nccl is not None:
-            return nccl
-    p = len(op.ranks)
-    rules = "mpich" if runtime.rules == "nccl" else runtime.rules
-    alg = resolve_algorithm(op.kind, op.algorithm, p, op.nbytes, rules)
-    ppn = (ppn_override or group_ppn(topology, op.ranks)) if takes_ppn(alg) else 1
-    return Prepared(alg, ppn, tuple(s for s in algorithm_steps(alg, p, op.nbytes, op.root, ppn) if len(s)),
-                    label=alg.name)
 
 
 @dataclass(frozen=True, eq=False)

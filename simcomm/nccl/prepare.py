@@ -1,4 +1,4 @@
-"""A Collective op on the ``nccl`` stack -> what the engine runs (:class:`~simcomm.engine.schedule.Prepared`).
+"""A Collective op on the ``nccl`` stack -> what the engine runs (:class:`~simcomm.collectives.runtime.Prepared`).
 
 1. Lay the group out on the topology (:func:`~simcomm.nccl.layout.group_layout`).
 2. Choose the algorithm and protocol: NCCL's tuning model over the algorithms
@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from simcomm.collectives.base import Step
-from simcomm.engine.schedule import Prepared, route_step
+from simcomm.collectives.runtime import Prepared
 from simcomm.errors import ConfigError
 from simcomm.nccl.base import NCCL_ALGORITHMS
 from simcomm.nccl.execution import (execution_efficiency, host_bidirectional_stretch, launch_s, p2p_batches,
@@ -36,7 +36,7 @@ P2P_KINDS = ("alltoall", "gather", "scatter", "p2p")
 
 
 class _NcclAlgorithm:
-    """Adapter so the engine's Prepared (which names an Algorithm) can name an NCCL pattern."""
+    """Adapter so a Prepared (which names an Algorithm) can name an NCCL pattern."""
 
     hierarchical = False
 
@@ -147,9 +147,8 @@ def _proto_name(proto: str) -> str:
 
 def _closed_form(step: Step, topology, group: np.ndarray, latency: float) -> float:
     """``latency`` + the busiest link's bytes over its rate."""
-    routed = route_step(topology, group, step, np.zeros(topology.n_ranks))
-    load = np.bincount(routed.links, weights=np.repeat(routed.nbytes, routed.route_len),
-                       minlength=len(topology.capacity))
+    route_len, links = topology.routes(group[step.src], group[step.dst])
+    load = np.bincount(links, weights=np.repeat(step.nbytes.astype(float), route_len), minlength=len(topology.capacity))
     used = load > 0
     busiest = float((load[used] / topology.capacity[used]).max()) if used.any() else 0.0
     return latency + busiest

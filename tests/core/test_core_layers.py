@@ -9,6 +9,7 @@ the calibration workers, typer and rich only in the CLI, matplotlib only in repo
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -23,11 +24,12 @@ LAYERS = {
     # vocabularies and catalogues
     "__init__": 1, "ops": 1, "links": 1, "collectives": 1, "cost_models": 1, "result": 1, "jitter": 1,
     "frameworks": 1,  # the training frameworks' data-parallel schedules (a catalogue, read by megatron)
-    # what runs: topologies, traces and workloads, the engine and the stacks it prices
-    "topologies": 2, "traces": 2, "workload": 2, "memory": 2, "nccl": 2, "stacks": 2, "engine": 2,
+    # what runs: topologies, traces and workloads, and the engine that runs plans on them
+    "topologies": 2, "traces": 2, "workload": 2, "memory": 2, "engine": 2,
     # model shapes (llm.models, llm.zoo) are read by traces and strategies alike
     "llm": 2,
-    "strategies": 3,
+    # what plans and how a stack runs them: handed to the engine by the caller, never imported by it
+    "strategies": 3, "runtimes": 3, "nccl": 3, "stacks": 3,
     "scenario": 4, "bench": 4,
     "pipeline": 5,
     "compare": 6, "validation": 6, "calibrate": 6, "sweep": 6, "whatif": 6,
@@ -38,11 +40,38 @@ LAYERS = {
 #: that traces and strategies read (layer 2), plan's estimate, which reads the strategy's fold rule (layer 3), and
 #: its search, which runs the pipeline (layer 6)
 MODULE_LAYERS = {"llm.estimate": 3, "llm.search": 6}
+#: per package, what it must never import even where the layers allow it (a module, or a package and all below it):
+#: the engine is handed its runtime (simcomm.collectives.runtime.CollectiveRuntime) and names no stack, runtime,
+#: NCCL or chooser of MPI algorithms; strategies speak only in ops; a runtime prepares ops for the engine and
+#: never reaches back into it (engine.schedule <-> nccl.prepare was a cycle)
+FORBIDDEN = {
+    "engine": ("runtimes", "nccl", "stacks", "strategies", "pipeline", "scenario", "collectives.auto",
+               "collectives.auto_openmpi"),
+    "strategies": ("engine", "runtimes", "nccl", "stacks", "pipeline"),
+    "runtimes": ("engine", "strategies", "stacks", "pipeline"),
+    "nccl": ("engine", "strategies", "pipeline"),
+    "collectives": ("engine", "strategies", "runtimes", "nccl", "stacks"),
+    "topologies": ("engine", "strategies", "runtimes", "nccl"),
+    "cost_models": ("engine", "strategies"),
+}
+#: import cycles between packages that exist today, each with why it is left: the test fails when one is gone
+#: (remove it here) and on any other
+KNOWN_CYCLES = {
+    # llm.models asks traces.zoo.transformer for a model's layer specs, which reads llm.models' TransformerConfig;
+    # llm.compute prices traces' layers (a split of llm into shapes and compute would end it)
+    ("llm", "traces", "workload"),
+}
 HEAVY = {"simpy": {"engine"}, "torch": {"traces", "calibrate"}, "typer": {"cli"}, "rich": {"cli"},
          "matplotlib": {"report"}}
 
 
-def _imports(root: Path = ROOT):
+@functools.cache
+def _imports(root: Path = ROOT) -> tuple[tuple[str, str, str, int], ...]:
+    """(file, package, imported name, line) of every simcomm import under ``root`` (parsed once per root)."""
+    return tuple(_walk(root))
+
+
+def _walk(root: Path):
     for f in sorted(root.rglob("*.py")):
         rel = f.relative_to(root)
         pkg = rel.parts[0] if len(rel.parts) > 1 else rel.stem
@@ -52,7 +81,8 @@ def _imports(root: Path = ROOT):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module]
+                # ``from simcomm.collectives import auto`` imports the module simcomm.collectives.auto too
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names if a.name != "*"]
             else:
                 continue
             for name in names:
@@ -77,6 +107,94 @@ def test_no_import_runs_up_a_layer():
         if target in layers and layers[target] > layers[pkg]:
             bad.append(f"{rel}:{line} ({pkg}, layer {layers[pkg]}) imports {name} (layer {layers[target]})")
     assert not bad, "\n".join(bad)
+
+
+def _forbidden(pkg: str, name: str) -> str | None:
+    """The FORBIDDEN entry of ``pkg`` that ``name`` (``simcomm.x.y``) falls under, or None."""
+    target = name.split(".", 1)[1] if name.startswith("simcomm.") else None
+    for banned in FORBIDDEN.get(pkg.split(".")[0], ()):
+        if target is not None and (target == banned or target.startswith(banned + ".")):
+            return banned
+    return None
+
+
+def test_no_package_imports_what_it_must_not():
+    bad = [f"{rel}:{line} ({pkg}) imports {name}: {pkg} must not import {banned}"
+           for rel, pkg, name, line in _imports() if (banned := _forbidden(pkg, name))]
+    assert not bad, "\n".join(bad)
+
+
+def _cycles(root: Path = ROOT) -> set[tuple[str, ...]]:
+    """Every import cycle between packages (modules placed apart count as their own), as sorted names.
+
+    Imports inside functions count: a lazy import is how a cycle hides (engine.schedule imported simcomm.nccl
+    inside prepare(), and nccl.prepare imported engine.schedule at the top).  Tarjan's strongly connected
+    components of the graph package -> packages it imports.
+    """
+    graph: dict[str, set[str]] = {}
+    layers = {**LAYERS, **MODULE_LAYERS}
+    for _, pkg, name, _ in _imports(root):
+        parts = name.split(".")
+        if parts[0] != "simcomm":
+            continue
+        target = ".".join(parts[1:3]) if ".".join(parts[1:3]) in MODULE_LAYERS else (parts[1] if len(parts) > 1
+                                                                                     else "__init__")
+        if target != pkg and (target in layers or (root / target).exists() or (root / f"{target}.py").exists()):
+            graph.setdefault(pkg, set()).add(target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: set[tuple[str, ...]] = set()
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.add(tuple(sorted(comp)))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycles():
+    found = _cycles()
+    assert found - KNOWN_CYCLES == set(), f"import cycles between packages: {sorted(found - KNOWN_CYCLES)}"
+    assert KNOWN_CYCLES - found == set(), f"gone (remove from KNOWN_CYCLES): {sorted(KNOWN_CYCLES - found)}"
+
+
+def test_the_cycle_check_can_fail(tmp_path):
+    """A lazy import in one package and a top-level one back (today's engine <-> nccl, as it was) is a cycle."""
+    pkg = tmp_path / "simcomm"
+    for name, body in (("engine", "def prepare(op):\n    from simcomm.nccl import prepare_nccl\n"),
+                       ("nccl", "from simcomm.engine.schedule import Prepared\n"), ("ops", "import simcomm.errors\n")):
+        (pkg / name).mkdir(parents=True)
+        (pkg / name / "__init__.py").write_text(body)
+    assert _cycles(pkg) == {("engine", "nccl")}
+
+
+def test_the_forbidden_check_can_fail(tmp_path):
+    """The engine naming a runtime, or a chooser of MPI algorithms through ``from ... import``, is caught."""
+    pkg = tmp_path / "simcomm"
+    (pkg / "engine").mkdir(parents=True)
+    (pkg / "engine" / "executor.py").write_text("def run():\n    from simcomm.collectives import auto_openmpi\n"
+                                                "    import simcomm.runtimes.nccl\n")
+    caught = {_forbidden(pkg_, name) for _, pkg_, name, _ in _imports(pkg)}
+    assert {"collectives.auto_openmpi", "runtimes"} <= caught
 
 
 @pytest.mark.parametrize("dep", sorted(HEAVY))

@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simcomm.engine import simulate
-from simcomm.engine.schedule import Runtime
 from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
+from simcomm.runtimes import NcclRuntime
 from simcomm.topologies.fat_tree import fat_tree
 from simcomm.topologies.full_mesh import full_mesh
 from simcomm.topologies.presets import preset
@@ -94,7 +94,7 @@ def test_nccl_schedules_and_pair_allreduces():
         for r in range(8):  # 2-rank all-reduces between the nodes, as blocking SGP's pairs
             b.collective("allreduce", (r, r + 8), nbytes, label=f"segment {s}")
     b.collective("allreduce", range(16), 25e6)
-    _same_times(b.build(), topo, runtime=Runtime("nccl"))
+    _same_times(b.build(), topo, runtime=NcclRuntime())
 
 
 def test_flow_times_do_not_depend_on_link_bytes():
@@ -124,14 +124,14 @@ def test_kept_preparations_serve_later_runs_unchanged():
     for r in range(8):
         b.collective("allreduce", (r, r + 8), 2e6)
     plan = b.build()
-    first = simulate(plan, topo, runtime=Runtime("nccl"))
+    first = simulate(plan, topo, runtime=NcclRuntime())
     kept = dict(topo.__dict__["_engine_prepared"])
     assert kept  # small 2-rank schedules are kept with the topology
-    again = simulate(plan, topo, runtime=Runtime("nccl"))
+    again = simulate(plan, topo, runtime=NcclRuntime())
     np.testing.assert_array_equal(again.end, first.end)
     assert again.meta == first.meta
     # Another runtime is another key: the kept schedules are not reused for it.
-    ring = simulate(plan, topo, runtime=Runtime("nccl", nccl_algo="ring"))
+    ring = simulate(plan, topo, runtime=NcclRuntime(nccl_algo="ring"))
     assert len(topo.__dict__["_engine_prepared"]) > len(kept)
-    fresh = simulate(plan, preset("dgx-a100-hdr", nodes=2, gpus_per_node=8), runtime=Runtime("nccl", nccl_algo="ring"))
+    fresh = simulate(plan, preset("dgx-a100-hdr", nodes=2, gpus_per_node=8), runtime=NcclRuntime(nccl_algo="ring"))
     np.testing.assert_array_equal(ring.end, fresh.end)

@@ -88,8 +88,8 @@ def test_a_collective_that_cannot_run_is_the_same_error():
 
 def test_folded_megatron_layout_runs_exactly_as_processes():
     from simcomm.pipeline import Context, make_strategy
-    from simcomm.engine.schedule import Runtime
     from simcomm.engine import EngineOptions
+    from simcomm.runtimes import NcclRuntime
     from simcomm.scenario import from_flat
     from simcomm.workload import build_workload
 
@@ -102,4 +102,4 @@ def test_folded_megatron_layout_runs_exactly_as_processes():
     w = build_workload(ctx.trace(), topo.n_ranks, wire_dtype="bf16")
     plan = make_strategy("megatron", dict(scn.options)).plan(w, topo)
     assert plan.info.measured_ranks is not None  # replicas (and lanes) folded
-    check(*both(plan, topo, options=EngineOptions(runtime=Runtime(rules="nccl"), resolution=0.01)))
+    check(*both(plan, topo, options=EngineOptions(runtime=NcclRuntime(), resolution=0.01)))

@@ -138,17 +138,17 @@ def test_nvls_tree_fill_is_the_first_loops_trip_through_the_kernels_stages():
 def test_nvls_tree_fill_lengthens_the_bandwidth_term_only(monkeypatch):
     import numpy as np
 
-    from simcomm.engine.schedule import Runtime
     from simcomm.nccl import execution
     from simcomm.nccl.prepare import prepare_nccl
     from simcomm.ops import Collective
+    from simcomm.runtimes import NcclRuntime
 
     topo, n = h100(2), float(1 << 30)
     op = Collective(0, "allreduce", tuple(range(16)), n)
 
     def bandwidth_term(fill):
         monkeypatch.setattr(execution, "nvls_tree_fill_loops", lambda layout, mt: fill)
-        prep = prepare_nccl(op, topo, Runtime("nccl", nccl_algo="nvls-tree"))
+        prep = prepare_nccl(op, topo, NcclRuntime(nccl_algo="nvls-tree"))
         return prep.closed_form - prep.latency[0], prep.latency[0]
 
     with_fill, lat1 = bandwidth_term(1.85907)

@@ -7,10 +7,11 @@ import pytest
 from ncclcases import h100
 
 from simcomm import engine
-from simcomm.engine.schedule import Runtime, route_step
+from simcomm.engine.schedule import route_step
 from simcomm.errors import ConfigError
 from simcomm.nccl.prepare import prepare_nccl
 from simcomm.ops import Collective, PlanBuilder
+from simcomm.runtimes import NcclRuntime
 from simcomm.stacks import apply_stack, get_stack
 from simcomm.topologies.two_level import two_level
 
@@ -20,12 +21,12 @@ GiB = 1 << 30
 def run(topo, kind, nbytes, **rt):
     b = PlanBuilder(topo.n_ranks)
     b.collective(kind, range(topo.n_ranks), nbytes)
-    return engine.simulate(b.build(), topo, runtime=Runtime("nccl", **rt))
+    return engine.simulate(b.build(), topo, runtime=NcclRuntime(**rt))
 
 
 def loads(topo, kind, nbytes, **rt):
     op = Collective(0, kind, tuple(range(topo.n_ranks)), nbytes)
-    prep = prepare_nccl(op, topo, Runtime("nccl", **rt))
+    prep = prepare_nccl(op, topo, NcclRuntime(**rt))
     r = route_step(topo, np.arange(topo.n_ranks), prep.steps[0], np.zeros(topo.n_ranks))
     return prep, np.bincount(r.links, weights=np.repeat(r.nbytes, r.route_len), minlength=len(topo.capacity))
 
@@ -135,13 +136,13 @@ def test_every_algorithm_equals_its_closed_form_alone(algo, kind, fabric, nbytes
     topo = fabric()
     forced = {} if algo == "p2p" else {"nccl_algo": algo}
     op = Collective(0, kind, tuple(range(topo.n_ranks)), nbytes)
-    prep = prepare_nccl(op, topo, Runtime("nccl", **forced))
+    prep = prepare_nccl(op, topo, NcclRuntime(**forced))
     assert prep.label.startswith("NCCL")
     b = PlanBuilder(topo.n_ranks)
     b.collective(kind, range(topo.n_ranks), nbytes)
-    t = engine.simulate(b.build(), topo, runtime=Runtime("nccl", **forced)).makespan
+    t = engine.simulate(b.build(), topo, runtime=NcclRuntime(**forced)).makespan
     assert t == pytest.approx(prep.closed_form, rel=1e-9)
-    a = engine.simulate(b.build(), topo, fidelity="analytic", runtime=Runtime("nccl", **forced)).makespan
+    a = engine.simulate(b.build(), topo, fidelity="analytic", runtime=NcclRuntime(**forced)).makespan
     assert a == pytest.approx(prep.closed_form, rel=1e-12)
 
 
@@ -150,15 +151,15 @@ def test_a_missing_feature_is_a_clear_error():
                        get_stack("nccl"))
     op = Collective(0, "allreduce", tuple(range(8)), 1e6)
     with pytest.raises(ConfigError, match="NVSwitch with NVLink SHARP"):
-        prepare_nccl(op, a100, Runtime("nccl", nccl_algo="nvls"))
+        prepare_nccl(op, a100, NcclRuntime(nccl_algo="nvls"))
     with pytest.raises(ConfigError, match="SHARP switches"):
         prepare_nccl(Collective(0, "allreduce", tuple(range(16)), 1e6), h100(2),
-                     Runtime("nccl", nccl_algo="collnet-direct"))
+                     NcclRuntime(nccl_algo="collnet-direct"))
     with pytest.raises(ConfigError, match="one GPU per node"):
-        prepare_nccl(Collective(0, "allgather", tuple(range(16)), 1e6), h100(2), Runtime("nccl", nccl_algo="pat"))
+        prepare_nccl(Collective(0, "allgather", tuple(range(16)), 1e6), h100(2), NcclRuntime(nccl_algo="pat"))
     with pytest.raises(ConfigError, match="LL128"):
         pcie = apply_stack(two_level(1, 4, intra="pcie", intra_link="pcie4", device="a100"), get_stack("nccl"))
-        prepare_nccl(Collective(0, "allreduce", tuple(range(4)), 1e6), pcie, Runtime("nccl", nccl_proto="ll128"))
+        prepare_nccl(Collective(0, "allreduce", tuple(range(4)), 1e6), pcie, NcclRuntime(nccl_proto="ll128"))
 
 
 def test_cli_refuses_nvls_without_an_nvswitch(cli):
@@ -171,7 +172,7 @@ def test_zero_bytes_cost_nothing_in_both_fidelities():
     b = PlanBuilder(8)
     b.collective("allreduce", range(8), 0.0)
     for fidelity in ("flow", "analytic"):
-        assert engine.simulate(b.build(), topo, fidelity=fidelity, runtime=Runtime("nccl")).makespan == 0.0
+        assert engine.simulate(b.build(), topo, fidelity=fidelity, runtime=NcclRuntime()).makespan == 0.0
 
 
 def test_zero_byte_all_to_all_still_runs_its_messages():
@@ -185,7 +186,7 @@ def test_zero_byte_all_to_all_still_runs_its_messages():
     b = PlanBuilder(16)
     b.collective("alltoall", range(16), 0.0)
     for fidelity in ("flow", "analytic"):
-        t = engine.simulate(b.build(), topo, fidelity=fidelity, runtime=Runtime("nccl")).makespan
+        t = engine.simulate(b.build(), topo, fidelity=fidelity, runtime=NcclRuntime()).makespan
         assert t == pytest.approx(launch_s(1) + 22.4e-6, rel=1e-12)
 
 

@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simcomm import engine
-from simcomm.engine.schedule import Runtime
 from simcomm.nccl.execution import HOST_BIDIR_SHARE, host_bidirectional_stretch, host_staged
 from simcomm.nccl.prepare import prepare_nccl
 from simcomm.ops import Collective, PlanBuilder
+from simcomm.runtimes import NcclRuntime
 from simcomm.stacks import apply_stack, get_stack
 from simcomm.topologies.intranode import HostPath
 from simcomm.topologies.two_level import two_level
@@ -39,13 +39,13 @@ def net_pair(stack="ideal", gdr=None):
 
 def prepared(topo, kind, nbytes, **rt):
     op = Collective(0, kind, tuple(range(topo.n_ranks)), nbytes)
-    return prepare_nccl(op, topo, Runtime("nccl", **rt))
+    return prepare_nccl(op, topo, NcclRuntime(**rt))
 
 
 def simulate(topo, kind, nbytes, **rt):
     b = PlanBuilder(topo.n_ranks)
     b.collective(kind, range(topo.n_ranks), nbytes)
-    return engine.simulate(b.build(), topo, runtime=Runtime("nccl", **rt)).makespan
+    return engine.simulate(b.build(), topo, runtime=NcclRuntime(**rt)).makespan
 
 
 def test_the_share_is_issue_384s_allreduce_over_broadcast():

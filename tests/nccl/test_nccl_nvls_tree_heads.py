@@ -10,11 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simcomm.engine.schedule import Runtime, route_step
+from simcomm.engine.schedule import route_step
 from simcomm.nccl.layout import group_layout
 from simcomm.nccl.prepare import prepare_nccl
 from simcomm.nccl.tuning import nvls_heads
 from simcomm.ops import Collective
+from simcomm.runtimes import NcclRuntime
 from simcomm.stacks import apply_stack, get_stack
 from simcomm.topologies.presets import preset
 
@@ -24,7 +25,7 @@ def test_two_nvl72_racks_carry_the_trees_on_32_nics_each():
     ranks = tuple(range(144))
     assert nvls_heads(group_layout(t, ranks)) == 32
     n = 1e9
-    prep = prepare_nccl(Collective(0, "allreduce", ranks, n, "nvls-tree"), t, Runtime("nccl"))
+    prep = prepare_nccl(Collective(0, "allreduce", ranks, n, "nvls-tree"), t, NcclRuntime())
     step = prep.steps[0]
     r = route_step(t, np.arange(144), step, np.zeros(144))
     load = np.bincount(r.links, weights=np.repeat(r.nbytes, r.route_len), minlength=len(t.capacity))

@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 
 from simcomm import engine
-from simcomm.engine.schedule import Runtime
 from simcomm.nccl import execution
 from simcomm.nccl.layout import group_layout
 from simcomm.ops import PlanBuilder
+from simcomm.runtimes import NcclRuntime
 from simcomm.stacks import apply_stack, get_stack
 from simcomm.topologies.two_level import two_level
 
@@ -33,7 +33,7 @@ def pcie_box(nodes: int, gpus: int):
 def makespan(topo, kind: str, nbytes: float, fidelity: str = "flow") -> float:
     b = PlanBuilder(topo.n_ranks)
     b.collective(kind, range(topo.n_ranks), nbytes)
-    return engine.simulate(b.build(), topo, fidelity=fidelity, runtime=Runtime("nccl")).makespan
+    return engine.simulate(b.build(), topo, fidelity=fidelity, runtime=NcclRuntime()).makespan
 
 
 @pytest.mark.parametrize("fidelity", ["flow", "analytic"])
@@ -90,7 +90,7 @@ def test_bench_sendrecv_runs_nccl_point_to_point():
     from simcomm.topologies.presets import preset
 
     topo = apply_stack(preset("dgx-a100-hdr", nodes=1), get_stack("nccl"))
-    (row,) = bench("sendrecv", topo, Runtime("nccl"), [8.0], gpus_per_thread=8)
+    (row,) = bench("sendrecv", topo, NcclRuntime(), [8.0], gpus_per_thread=8)
     rate = min(float(topo.capacity[k]) for k in topo.route(0, 1))  # the 8 bytes themselves: ~3e-5 us
     assert row.time_us == pytest.approx(8 * LAUNCH_US + 6.6 + 0.6 + 8 / rate * 1e6, rel=1e-12)
     assert row.algorithm == "NCCL P2P"
@@ -104,5 +104,5 @@ def test_all_to_all_with_every_message_across_nodes(fidelity):
     topo = pcie_box(2, 2)
     b = PlanBuilder(topo.n_ranks)
     b.collective("alltoall", [0, 2], 0.0)
-    span = engine.simulate(b.build(), topo, fidelity=fidelity, runtime=Runtime("nccl")).makespan
+    span = engine.simulate(b.build(), topo, fidelity=fidelity, runtime=NcclRuntime()).makespan
     assert span == pytest.approx(24.225e-6, rel=1e-12)

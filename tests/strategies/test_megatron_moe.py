@@ -172,8 +172,8 @@ def test_expert_all_to_all_over_64_ranks_on_8_nodes_is_network_bound():
     # 64 ranks on 8 H800 nodes. 56/64 of it leaves the node through the rank's own 400 Gb/s NIC (50 GB/s, NCCL's
     # ~96 %): at least 8.22 ms; NCCL runs it as grouped point-to-point with PXN (docs/nccl.md)
     from simcomm import engine
-    from simcomm.engine.schedule import Runtime
     from simcomm.ops import PlanBuilder
+    from simcomm.runtimes import NcclRuntime
     from simcomm.stacks import apply_stack, get_stack
     from simcomm.topologies.presets import preset
 
@@ -181,7 +181,7 @@ def test_expert_all_to_all_over_64_ranks_on_8_nodes_is_network_bound():
     nbytes = 4096 * 8 * 7168 * 2
     b = PlanBuilder(topo.n_ranks)
     b.collective("alltoall", range(64), nbytes)
-    tl = engine.simulate(b.build(), topo, fidelity="flow", runtime=Runtime("nccl"))
+    tl = engine.simulate(b.build(), topo, fidelity="flow", runtime=NcclRuntime())
     bound = nbytes * 56 / 64 / 50e9
     assert bound <= tl.makespan <= 1.1 * bound
 

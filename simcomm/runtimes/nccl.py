@@ -1,0 +1,89 @@
+"""NCCL: its own algorithms, protocols and tuning model (the package :mod:`simcomm.nccl`), as one runtime.
+
+NCCL does not run the MPI textbook algorithms: it picks Ring, Tree, NVLS,
+NVLS-Tree, CollNet or PAT and a protocol with its tuning model and streams the
+buffer through every channel at once (docs/nccl.md).  An op that names an MPI
+textbook algorithm (``rabenseifner``, ``binomial``) is priced by the catalogue
+on MPICH's rules, so a user may ask what it would cost on this fabric.
+
+``nccl_algo`` and ``nccl_proto`` are NCCL_ALGO and NCCL_PROTO (normalised by
+:func:`simcomm.stacks.nccl_name`); ``gpus_per_thread`` is nccl-tests' ``-g``
+(1 for PyTorch DDP/FSDP: one process per GPU).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from simcomm.collectives.runtime import PLAIN, Prepared
+from simcomm.errors import ConfigError
+from simcomm.runtimes.base import RUNTIMES
+
+__all__ = ["NcclRuntime"]
+
+
+@dataclass(frozen=True)
+class NcclRuntime:
+    """How NCCL runs collectives, with NCCL_ALGO/NCCL_PROTO-like overrides."""
+
+    nccl_algo: str | None = None
+    nccl_proto: str | None = None
+    #: GPUs one host thread drives (nccl-tests' -g); 1 for PyTorch DDP/FSDP, one process per GPU
+    gpus_per_thread: int = 1
+
+    @property
+    def name(self) -> str:
+        return "nccl"
+
+    @property
+    def how(self) -> str:
+        forced = [f"{env}={v}" for env, v in (("NCCL_ALGO", self.nccl_algo), ("NCCL_PROTO", self.nccl_proto)) if v]
+        return "NCCL's tuning model" + (" within " + ", ".join(forced) if forced else "")
+
+    @property
+    def settings(self) -> tuple[str, ...]:
+        return ("nccl_algo", "nccl_proto")
+
+    @property
+    def grouped_p2p(self) -> bool:
+        return True  # nccl-tests' sendrecv_perf: grouped ncclSend/ncclRecv, NCCL's point-to-point path
+
+    def configured(self, **settings: str | None) -> NcclRuntime:
+        unknown = sorted(set(settings) - set(self.settings))
+        if unknown:
+            raise ConfigError(f"{unknown[0]}: not a setting of NCCL's collectives; valid choices: "
+                              f"{', '.join(self.settings)}")
+        return replace(self, nccl_algo=settings.get("nccl_algo") or self.nccl_algo,
+                       nccl_proto=settings.get("nccl_proto") or self.nccl_proto)
+
+    def with_gpus_per_thread(self, gpus: int) -> NcclRuntime:
+        return replace(self, gpus_per_thread=gpus)
+
+    def placement(self, op: Any, topology: Any, ppn: int | None) -> Hashable:
+        return op.ranks  # NCCL's channels, rings and trees follow where each member sits
+
+    def prepare(self, op: Any, topology: Any, ppn: int | None) -> Prepared:
+        from simcomm.nccl import prepare_nccl
+
+        prepared = prepare_nccl(op, topology, self)
+        return prepared if prepared is not None else PLAIN.prepare(op, topology, ppn)
+
+    def assumed(self, kind: str) -> tuple[str, ...]:
+        from simcomm.nccl.execution import LAUNCH_PER_GPU_S
+        from simcomm.nccl.tuning import VERSION
+
+        out: tuple[str, ...] = (
+            f"NCCL's algorithm and protocol choice and model: {VERSION} (--nccl-algo, --nccl-proto)",
+            f"kernel launch {LAUNCH_PER_GPU_S * 1e6:.3f} us per GPU the calling thread drives, fitted once on a "
+            "held-out public run (docs/accuracy.md; --gpus-per-thread)")
+        if kind in ("alltoall", "sendrecv"):
+            out += ("point-to-point messages priced as one NCCL ring step of their protocol and hop: NCCL has no "
+                    "p2p latency model (docs/nccl.md)",)
+        return out
+
+
+RUNTIMES.add("nccl", NcclRuntime(), summary="NCCL's algorithms, protocols and tuning model (Ring, Tree, NVLS, "
+             "NVLS-Tree, CollNet, PAT; LL, LL128, Simple)",
+             reference="NVIDIA/nccl src/graph/tuning.cc, src/device/*; docs/nccl.md")
