@@ -36,21 +36,35 @@ __all__ = ["Prepared", "CollectiveRuntime", "CatalogueRuntime", "PLAIN", "group_
 
 @dataclass(frozen=True)
 class Prepared:
-    """A collective op's resolved algorithm, ranks per machine and schedule.
+    """A collective op's schedule: its steps (or flows), their closed form and a label.
 
-    ``latency`` (one entry per step, or None) replaces the route latency of every
-    transfer of that step: NCCL's tuning-model latency for its pipelined steps
-    (docs/nccl.md).  ``closed_form`` (seconds), when set, is what the analytic
-    fidelity charges instead of ``algorithm.cost``.  ``label`` names what runs
-    (``ring``, ``NCCL Ring/LL128 x8 channels``) for reports and timelines.
+    ``algorithm`` is the catalogue algorithm whose closed form (``algorithm.cost``) the
+    analytic fidelity charges, at ``ppn`` ranks per machine; a runtime with its own
+    patterns (NCCL) gives None and a ``closed_form`` (seconds) instead.  ``latency``
+    (one entry per step, or None) replaces the route latency of every transfer of that
+    step: NCCL's tuning-model latency for its pipelined steps (docs/nccl.md).  ``label``
+    names what runs (``ring``, ``NCCL Ring/LL128``) for reports and timelines; ``key``
+    names what prices the same for the same group, size and root (the algorithm's
+    ``collective/name`` unless given; the engine caches closed forms on it).
     """
 
-    algorithm: Algorithm
+    algorithm: Algorithm | None
     ppn: int
     steps: tuple[Step, ...]
     latency: tuple[float | None, ...] | None = None
     closed_form: float | None = None
     label: str = ""
+    key: str = ""
+
+    def __post_init__(self) -> None:
+        if self.algorithm is None:
+            if self.closed_form is None or not self.label or not self.key:
+                raise ValueError("Prepared: without a catalogue algorithm, give a closed form, a label and a key")
+            return
+        if not self.label:
+            object.__setattr__(self, "label", self.algorithm.name)
+        if not self.key:
+            object.__setattr__(self, "key", self.algorithm.key)
 
 
 @runtime_checkable

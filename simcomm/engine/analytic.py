@@ -91,7 +91,7 @@ class AnalyticPricer:
 
     def collective_seconds(self, op, prep) -> float:
         """The collective's closed form (priced once per algorithm, group, size); counts its link bytes."""
-        key = (prep.algorithm.key, op.ranks, op.nbytes, op.root, prep.ppn)
+        key = (prep.key, op.ranks, op.nbytes, op.root, prep.ppn)
         hit = self._cache.get(key)
         if hit is None:
             hit = self._price(prep, op)
@@ -130,11 +130,12 @@ class AnalyticPricer:
         counted = ctx.link_bytes and len(ctx.families)
         fam = np.zeros(len(ctx.families)) if ctx.link_bytes else None
         per = np.zeros(len(ctx.topology.capacity)) if counted and ctx.per_link is not None else None
-        if prep.closed_form is not None:  # NCCL: the pattern's own closed form (simcomm.nccl)
+        if prep.closed_form is not None:  # the runtime's own closed form (NCCL's patterns, simcomm.nccl)
             if fam is not None or per is not None:
                 for s in steps:
                     self._count(fam, per, route_step(ctx.topology, group, s, ctx.gamma), s.repeat)
             return float(prep.closed_form), fam, per
+        assert alg is not None  # a Prepared without a closed form names its catalogue algorithm
         if not steps:
             return algorithm_cost(alg, p, op.nbytes, 0.0, 0.0, gamma, ppn), None, None
         if sum(len(s) for s in steps) > PAIR_LIMIT:

@@ -167,7 +167,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
                         kept[(runtime, ctx.ppn, key)] = prep
                 prepared[key] = prep
             prepared[op.id] = prepared[key]
-            label = (op.kind, op.algorithm, prepared[key].label or prepared[key].algorithm.name)
+            label = (op.kind, op.algorithm, prepared[key].label)
             chosen[label] = chosen.get(label, 0) + 1
 
     if fidelity == "analytic" and not ctx.link_bytes:

@@ -35,19 +35,6 @@ __all__ = ["prepare_nccl", "choose", "TUNED"]
 P2P_KINDS = ("alltoall", "gather", "scatter", "p2p")
 
 
-class _NcclAlgorithm:
-    """Adapter so a Prepared (which names an Algorithm) can name an NCCL pattern."""
-
-    hierarchical = False
-
-    def __init__(self, kind: str, name: str):
-        self.collective, self.name = kind, name
-
-    @property
-    def key(self) -> str:
-        return f"{self.collective}/nccl-{self.name}"
-
-
 def choose(kind: str, layout, nbytes: float, forced: str | None, proto: str | None):
     """(algorithm name, ModelTime or None) NCCL would run for ``kind`` on ``layout``.
 
@@ -87,8 +74,8 @@ def prepare_nccl(op, topology, runtime) -> Prepared | None:
         return None
     p = len(op.ranks)
     if p < 2:
-        return Prepared(_NcclAlgorithm(op.kind, "none"), 1, (), closed_form=0.0,
-                        label="NCCL (one rank: nothing to move)")
+        return Prepared(None, 1, (), closed_form=0.0, label="NCCL (one rank: nothing to move)",
+                        key=f"{op.kind}/nccl-none")
     layout = group_layout(topology, op.ranks)
     forced = asked if asked != "auto" else runtime.nccl_algo
     if forced is not None and op.kind in P2P_KINDS:
@@ -120,7 +107,7 @@ def prepare_nccl(op, topology, runtime) -> Prepared | None:
     nb = nb * host_bidirectional_stretch(topology, group, src[keep], dst[keep], nb[keep], payload[keep])
     step = Step.make(src[keep], dst[keep], nb[keep])
     if not len(step):  # a zero-byte NCCL collective returns at once (ncclAllReduce with count 0)
-        return Prepared(_NcclAlgorithm(op.kind, algo), 1, (), closed_form=0.0, label=label)
+        return Prepared(None, 1, (), closed_form=0.0, label=label, key=f"{op.kind}/nccl-{algo}")
     if mt is None:
         # grouped p2p: one kernel whose channels each run their batches in turn, a batch's peers at once
         # (docs/nccl.md): the call lasts as long as its slowest message, priced as NCCL's model prices one
@@ -138,7 +125,7 @@ def prepare_nccl(op, topology, runtime) -> Prepared | None:
     # the kernel launches NCCL's model leaves out (the same for every algorithm)
     latency += launch_s(runtime.gpus_per_thread)
     closed = _closed_form(step, topology, group, latency)
-    return Prepared(_NcclAlgorithm(op.kind, algo), 1, (step,), (latency,), closed, label)
+    return Prepared(None, 1, (step,), (latency,), closed, label, key=f"{op.kind}/nccl-{algo}")
 
 
 def _proto_name(proto: str) -> str:

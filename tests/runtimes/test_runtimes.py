@@ -130,3 +130,15 @@ def test_no_runtime_named_is_mpich():
     plain = engine.simulate(b.build(), topo)
     named = engine.simulate(b.build(), topo, runtime=get_runtime("mpich"))
     assert plain.makespan == named.makespan and plain.meta["algorithms"] == [("allreduce", "auto", "rabenseifner", 1)]
+
+
+def test_a_prepared_schedule_names_how_it_is_priced():
+    ring = ALGORITHMS.get("allreduce/ring")
+    assert (Prepared(ring, 1, ()).label, Prepared(ring, 1, ()).key) == ("ring", "allreduce/ring")
+    own = Prepared(None, 1, (), closed_form=0.0, label="NCCL Ring/LL", key="allreduce/nccl-ring")
+    assert own.algorithm is None and own.closed_form == 0.0
+    with pytest.raises(ValueError, match="without a catalogue algorithm, give a closed form"):
+        Prepared(None, 1, (), label="NCCL Ring/LL", key="allreduce/nccl-ring")
+    topo = two_level(2, 4, intra="nvswitch", nic_link="ib-hdr", device="a100")
+    nccl = get_runtime("nccl").prepare(Collective(0, "allgather", tuple(range(8)), 1e6), topo, None)
+    assert nccl.algorithm is None and nccl.key == "allgather/nccl-ring" and nccl.label.startswith("NCCL Ring/")
