@@ -12,10 +12,10 @@ import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from simcomm.runtimes import Runtime, get_runtime
 from simcomm.errors import ConfigError, DoesNotFitError, SimcommError
 from simcomm.gcpause import gc_paused
 from simcomm.result import Breakdown, IterationKind, Result, breakdown, exposed_by, iteration_time
+from simcomm.runtimes import Runtime, get_runtime
 from simcomm.scenario import MemorySpec, Scenario, node_scales
 from simcomm.scenario.spec import WorkloadSpec
 from simcomm.stacks import apply_stack, get_stack

@@ -24,8 +24,8 @@ from collections import defaultdict
 import numpy as np
 import simpy
 
-from simcomm.engine.network import Environment
 from simcomm.collectives.runtime import PLAIN
+from simcomm.engine.network import Environment
 from simcomm.engine.timeline import Timeline
 from simcomm.errors import ConfigError, PlanError, SimcommError
 from simcomm.engine.options import FIDELITIES, EngineOptions, Pricer

@@ -2,8 +2,11 @@
 
 Every ``import simcomm.X`` in ``simcomm/`` (module level or inside a function) is
 checked against the layer table below; a package may import its own layer or
-lower ones only.  SimPy lives only in the engine, torch only in trace capture and
-the calibration workers, typer and rich only in the CLI, matplotlib only in reports.
+lower ones only, never what its FORBIDDEN entry names (the engine: runtimes, NCCL,
+stacks, strategies, the choosers of MPI algorithms), and no two packages import
+each other, directly or round a circle.  SimPy lives only in the engine, torch only
+in trace capture and the calibration workers, typer and rich only in the CLI,
+matplotlib only in reports.
 """
 
 from __future__ import annotations
