@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import simcomm
 from simcomm import engine
 from simcomm.collectives.base import ALGORITHMS, Step
 from simcomm.collectives.runtime import PLAIN, CatalogueRuntime, CollectiveRuntime, Prepared
@@ -142,3 +144,49 @@ def test_a_prepared_schedule_names_how_it_is_priced():
     topo = two_level(2, 4, intra="nvswitch", nic_link="ib-hdr", device="a100")
     nccl = get_runtime("nccl").prepare(Collective(0, "allgather", tuple(range(8)), 1e6), topo, None)
     assert nccl.algorithm is None and nccl.key == "allgather/nccl-ring" and nccl.label.startswith("NCCL Ring/")
+
+
+#: where a runtime's name may decide something outside simcomm/runtimes and simcomm/nccl, and why: files, then
+#: expressions (the start of their source) wherever they move
+NAME_CHECKS_FILES = {"collectives/auto.py"}  # the MPICH/Open MPI/gloo rule tables themselves (CatalogueRuntime's)
+NAME_CHECKS_ALLOWED = {
+    "rec.get('backend') == 'gloo'": "torch.distributed's backend gloo (calibrate), not a simcomm runtime",
+    "{'mpich': 'MPICH default selection'": "simcomm cost --rules: the words for whose closed-form choice is shown",
+    "spec.name == 'nccl'": "the note of the stack named nccl (its line rate), not a runtime's behaviour",
+}
+
+
+def _name_checks(root: Path) -> list[str]:
+    """``x == "nccl"``, ``x in ("nccl", ...)`` and dicts keyed by several runtime names, outside the runtimes."""
+    import ast
+
+    names = set(COLLECTIVE_RULES)
+    out = []
+    for f in sorted(root.rglob("*.py")):
+        rel = f.relative_to(root).as_posix()
+        if rel.split("/")[0] in ("runtimes", "nccl") or rel in NAME_CHECKS_FILES:
+            continue
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Compare, ast.Dict)) and ast.unparse(node).startswith(tuple(NAME_CHECKS_ALLOWED)):
+                continue
+            if isinstance(node, ast.Compare):
+                sides = [node.left, *node.comparators]
+                sides += [e for c in node.comparators if isinstance(c, (ast.Tuple, ast.List, ast.Set)) for e in c.elts]
+                if any(isinstance(c, ast.Constant) and c.value in names for c in sides):
+                    out.append(f"{rel}:{node.lineno}")
+            elif isinstance(node, ast.Dict):
+                if sum(isinstance(k, ast.Constant) and k.value in names for k in node.keys) >= 2:
+                    out.append(f"{rel}:{node.lineno}")
+    return out
+
+
+def test_no_behaviour_is_keyed_on_a_runtime_name_outside_the_runtimes():
+    root = Path(simcomm.__file__).parent
+    assert _name_checks(root) == []
+
+
+def test_the_name_check_can_fail(tmp_path):
+    (tmp_path / "engine").mkdir()
+    (tmp_path / "engine" / "executor.py").write_text('def key(rt, op):\n    return op.ranks if rt.rules == "nccl" else 1\n')
+    (tmp_path / "bench.py").write_text('HOW = {"nccl": "tuning model", "mpich": "rules"}\n')
+    assert _name_checks(tmp_path) == ["bench.py:1", "engine/executor.py:2"]
