@@ -1,12 +1,16 @@
 """Draw a topology with matplotlib (Agg): every node for small graphs, aggregated for large.
 
-A dragonfly is drawn as what it is: groups on a circle, each group's routers on
-a small circle with bold local links, thin global links between groups.  Other
-small graphs (up to 300 nodes) are drawn node by node in layers (ranks at the
-bottom, NICs above them, switches above those), each node above the mean
-position of what it connects below, edges coloured by link family; switches
-on no route between ranks (empty fat-tree pods) are left out and counted in
-the title.  Larger graphs are aggregated: one box per (kind, machine-or-fabric)
+Each kind is laid out as what it is.  A dragonfly: groups on a circle, each
+group's routers on a small circle with bold local links, thin global links
+between groups.  A torus: its routers on the grid of their coordinates (a 3-D
+torus as its z-slices side by side), wrap-around links as dashed stubs, hosts
+beside their router.  Other small graphs (up to 300 nodes) are drawn node by
+node in layers (ranks at the bottom, NICs above them, switches above those),
+each node above the mean position of what it connects below; a fat tree's
+switches stay together by pod, each pod shaded and named; switches on no route
+between ranks (empty fat-tree pods) are left out and counted in the title.
+Every drawing has a legend of its link classes (name, family, bandwidth), each
+class its own colour and dash, and of its node kinds.  Larger graphs are aggregated: one box per (kind, machine-or-fabric)
 level with the number of nodes and a line per link class between levels, so
 a 16 384-rank cluster still gives a readable picture.
 """
@@ -26,12 +30,40 @@ import matplotlib.pyplot as plt  # noqa: E402
 from simcomm.report.png import save_png
 from simcomm.topologies.base import Topology  # noqa: E402
 
-__all__ = ["draw_topology", "layout", "dragonfly_groups"]
+__all__ = ["draw_topology", "layout", "dragonfly_groups", "link_styles", "pod_of", "torus_coordinates"]
 
 _FAMILY_COLOR = {"nvlink": "tab:green", "nvswitch": "tab:green", "pcie": "tab:orange", "infiniband": "tab:blue",
                  "roce": "tab:cyan", "ethernet": "tab:red", "aries": "tab:purple", "shm": "tab:brown",
                  "custom": "tab:gray"}
 _LEVEL = {"rank": 0, "nic": 1, "switch": 2}
+_DASHES = ("-", "--", ":", "-.")
+_POD = re.compile(r"^(?:edge|agg)(\d+)\.\d+$")
+
+
+def link_styles(topo: Topology) -> dict[str, tuple[str, str]]:
+    """Link class -> (colour, dash): the family's colour, and a different dash for each class of one family."""
+    used = sorted({name for _, _, name in topo.graph.edges(data="link")})
+    seen: Counter = Counter()
+    out = {}
+    for name in used:
+        family = topo.links[name].family
+        out[name] = (_FAMILY_COLOR.get(family, "gray"), _DASHES[seen[family] % len(_DASHES)])
+        seen[family] += 1
+    return out
+
+
+def _legend(ax, topo: Topology, styles: dict[str, tuple[str, str]]) -> None:
+    """One legend entry per link class (name, family, bandwidth) and per node kind drawn."""
+    for name, (colour, dash) in styles.items():
+        lc = topo.links[name]
+        ax.plot([], [], color=colour, linestyle=dash, lw=1.5, label=f"{name} ({lc.family}, {lc.bandwidth / 1e9:.4g} GB/s)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+
+
+def pod_of(node) -> int | None:
+    """The pod of a 3-level fat tree's edge or aggregation switch (``edgeP.I``, ``aggP.I``), else None."""
+    m = _POD.match(str(node))
+    return int(m.group(1)) if m else None
 
 
 def _switch_depth(topo: Topology) -> dict:
@@ -88,8 +120,16 @@ def layout(topo: Topology) -> tuple[dict, int]:
         else:
             def bary(n, y=y):
                 xs = [pos[m][0] for m in g.adj[n] if m in pos and pos[m][1] < y]
-                return (sum(xs) / len(xs) if xs else 0.5, str(n))
-            order = sorted(rows[y], key=bary)
+                return sum(xs) / len(xs) if xs else 0.5
+            # a fat tree's switches stay together by pod: pods in the order of their members' mean position
+            centre: dict = defaultdict(list)
+            for n in rows[y]:
+                if pod_of(n) is not None:
+                    centre[pod_of(n)].append(bary(n))
+            def group_centre(n):
+                pod = pod_of(n)
+                return bary(n) if pod is None else sum(centre[pod]) / len(centre[pod])
+            order = sorted(rows[y], key=lambda n: (group_centre(n), bary(n), str(n)))
         for i, n in enumerate(order):
             pos[n] = ((i + 0.5) / len(order), y)
     return pos, g.number_of_nodes() - len(keep)
@@ -99,27 +139,94 @@ def _draw_full(ax, topo: Topology) -> int:
     """Draw every routed node in layers; returns how many idle switches were left out."""
     g = topo.graph
     pos, idle = layout(topo)
+    styles = link_styles(topo)
+    pods: dict = defaultdict(list)
+    for n, (x, y) in pos.items():
+        if pod_of(n) is not None:
+            pods[pod_of(n)].append((x, y))
+    for pod, pts in sorted(pods.items()):
+        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+        ax.add_patch(matplotlib.patches.Rectangle((min(xs) - 0.01, min(ys) - 0.3), max(xs) - min(xs) + 0.02,
+                                                  max(ys) - min(ys) + 0.6, facecolor="0.93", edgecolor="0.7", zorder=0))
+        ax.text((min(xs) + max(xs)) / 2, max(ys) + 0.32, f"pod {pod}", ha="center", va="bottom", fontsize=7)
     for u, v, name in g.edges(data="link"):
         if u in pos and v in pos:
             (x0, y0), (x1, y1) = pos[u], pos[v]
-            ax.plot([x0, x1], [y0, y1], color=_FAMILY_COLOR.get(topo.links[name].family, "gray"), lw=0.6, alpha=0.6)
+            colour, dash = styles[name]
+            ax.plot([x0, x1], [y0, y1], color=colour, linestyle=dash, lw=0.6, alpha=0.6)
+    _nodes(ax, g, pos)
+    ax.set_yticks(sorted({y for _, y in pos.values()}))
+    _legend(ax, topo, styles)
+    return idle
+
+
+def _nodes(ax, g, pos) -> None:
     for kind, marker in (("rank", "o"), ("nic", "s"), ("switch", "D")):
         pts = [pos[n] for n, k in g.nodes(data="kind") if k == kind and n in pos]
         if pts:
             ax.scatter(*zip(*pts), marker=marker, s=18, label=kind, zorder=3)
-    ax.set_yticks(sorted({y for _, y in pos.values()}))
-    ax.legend(loc="upper right", fontsize=7)
-    return idle
+
+
+def torus_coordinates(topo: Topology) -> dict | None:
+    """Each torus router's (x, y, z) coordinates, or None when ``topo`` has no torus of at most 3 dimensions."""
+    from simcomm.topologies.torus import TorusFabric
+
+    fabric = getattr(topo.router, "fabric", None)
+    if not isinstance(fabric, TorusFabric) or len(fabric.dims) > 3:
+        return None
+    dims = tuple(fabric.dims) + (1,) * (3 - len(fabric.dims))
+    return {node: (r % dims[0], (r // dims[0]) % dims[1], r // (dims[0] * dims[1]))
+            for r, node in enumerate(fabric.routers)}
+
+
+def _draw_torus(ax, topo: Topology, coords: dict) -> None:
+    """Routers on their grid (z-slices side by side), neighbour links straight, wrap-around links as dashed stubs
+    out of each end, links between z-slices faint, hosts beside their router."""
+    g = topo.graph
+    width = max(x for x, _, _ in coords.values()) + 2.0
+    grid = {n: (x + z * width, float(y)) for n, (x, y, z) in coords.items()}
+    pos = dict(grid)
+    frontier, depth = list(grid), 1
+    while frontier:  # NICs and ranks hang below-right of the router they attach to, fanned out
+        nxt = []
+        for r in frontier:
+            kids = sorted((m for m in g.adj[r] if m not in pos), key=str)
+            for i, m in enumerate(kids):
+                pos[m] = (pos[r][0] + 0.18 + 0.12 * i, pos[r][1] - 0.22 * depth / (depth + 1) - 0.08 * i)
+                nxt.append(m)
+        frontier, depth = nxt, depth + 1
+    styles = link_styles(topo)
+    for u, v, name in g.edges(data="link"):
+        colour, dash = styles[name]
+        (x0, y0), (x1, y1) = pos[u], pos[v]
+        if u in coords and v in coords and coords[u][2] != coords[v][2]:
+            ax.plot([x0, x1], [y0, y1], color=colour, linestyle=dash, lw=0.6, alpha=0.25)  # a z link
+            continue
+        if u in grid and v in grid and abs(x1 - x0) + abs(y1 - y0) > 1.01:
+            # a wrap-around link: a short dashed stub out of each end, pointing away from the other end
+            for (xa, ya), (xb, yb) in (((x0, y0), (x1, y1)), ((x1, y1), (x0, y0))):
+                dx, dy = (xa > xb) - (xa < xb), (ya > yb) - (ya < yb)
+                ax.plot([xa, xa + 0.35 * dx], [ya, ya + 0.35 * dy], color=colour, linestyle="--", lw=0.9)
+            continue
+        ax.plot([x0, x1], [y0, y1], color=colour, linestyle=dash, lw=1.2 if u in grid and v in grid else 0.5)
+    _nodes(ax, g, pos)
+    ax.plot([], [], color="black", linestyle="--", lw=0.9, label="wrap-around (dashed stub)")
+    if len({z for _, _, z in coords.values()}) > 1:
+        ax.plot([], [], color="black", lw=0.6, alpha=0.25, label="z link (slices side by side)")
+    ax.set_aspect("equal")
+    _legend(ax, topo, styles)
 
 
 def _draw_aggregated(ax, topo: Topology) -> None:
     g, depth = topo.graph, _switch_depth(topo)
     nodes = Counter((depth.get(n, 2), k) for n, k in g.nodes(data="kind"))
     links = Counter((min(depth[u], depth[v]), max(depth[u], depth[v]), name) for u, v, name in g.edges(data="link"))
+    styles = link_styles(topo)
     for i, ((a, b, name), n) in enumerate(sorted(links.items())):
         x = 0.45 + 0.1 * (i % 5)  # one column per link class, in sorted (deterministic) order
         top = b if a != b else a + 0.35
-        ax.plot([x, x], [a, top], color=_FAMILY_COLOR.get(topo.links[name].family, "gray"), lw=2)
+        colour, dash = styles[name]
+        ax.plot([x, x], [a, top], color=colour, linestyle=dash, lw=2)
         ax.text(x + 0.01, (a + top) / 2, f"{n} x {name}" + (" (within layer)" if a == b else ""), fontsize=7)
     for (layer, kind), n in sorted(nodes.items()):
         plural = {"switch": "switches"}.get(kind, kind + "s") if n > 1 else kind
@@ -127,6 +234,7 @@ def _draw_aggregated(ax, topo: Topology) -> None:
                 bbox={"boxstyle": "round", "fc": "white", "ec": "black"})
     ax.set_xlim(0, 1)
     ax.set_ylim(-0.5, max(d for d, _ in nodes) + 0.6)
+    _legend(ax, topo, styles)
 
 
 _ROUTER = re.compile(r"^rt(\d+)\.(\d+)$")
@@ -173,10 +281,11 @@ def _draw_dragonfly(ax, topo: Topology, groups: dict[int, list]) -> None:
                 nxt.append(m)
         frontier = nxt
     group_of = {r: gid for gid, rs in groups.items() for r in rs}
+    styles = link_styles(topo)
     for u, v, name in g.edges(data="link"):
         if u not in pos or v not in pos:
             continue
-        colour = _FAMILY_COLOR.get(topo.links[name].family, "gray")
+        colour = styles[name][0]
         both = u in group_of and v in group_of
         local = both and group_of[u] == group_of[v]
         lw, alpha = (1.6, 0.9) if local else (0.5, 0.45) if both else (0.5, 0.6)
@@ -192,16 +301,21 @@ def _draw_dragonfly(ax, topo: Topology, groups: dict[int, list]) -> None:
     ax.plot([], [], color="black", lw=1.6, label="local (in group)")
     ax.plot([], [], color="gray", lw=0.5, label="global (between groups)")
     ax.set_aspect("equal")
-    ax.legend(loc="upper right", fontsize=7)
+    _legend(ax, topo, styles)
 
 
 def draw_topology(topo: Topology, path: str | Path, *, max_nodes: int = 300) -> None:
     """Write a PNG of ``topo`` to ``path`` atomically (temp file, then rename)."""
-    fig, ax = plt.subplots(figsize=(10, 5))
+    fig, ax = plt.subplots(figsize=(12, 5))
     try:
         idle = 0
         groups = dragonfly_groups(topo)
-        if len(groups) > 1 and topo.graph.number_of_nodes() <= max_nodes:
+        grid = torus_coordinates(topo) if topo.graph.number_of_nodes() <= max_nodes else None
+        special = grid is not None or (len(groups) > 1 and topo.graph.number_of_nodes() <= max_nodes)
+        if grid is not None:
+            _draw_torus(ax, topo, grid)
+            ax.set_yticks([])
+        elif special:
             _draw_dragonfly(ax, topo, groups)
             ax.set_yticks([])
         elif topo.graph.number_of_nodes() <= max_nodes:
@@ -210,8 +324,9 @@ def draw_topology(topo: Topology, path: str | Path, *, max_nodes: int = 300) -> 
             _draw_aggregated(ax, topo)
         ax.set_title(f"{topo.name}: {topo.n_ranks} ranks" + (f" ({idle} idle switches not drawn)" if idle else ""))
         ax.set_xticks([])
-        if not (len(groups) > 1 and topo.graph.number_of_nodes() <= max_nodes):
+        if not special:
             ax.set_ylabel("layer (0 = ranks)")
+        fig.tight_layout()  # makes room for the legend beside the axes
         save_png(fig, path, dpi=100)
     finally:
         plt.close(fig)  # also when drawing failed (save_png closes it after writing)

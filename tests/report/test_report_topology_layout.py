@@ -42,3 +42,35 @@ def test_dragonfly_is_drawn_as_groups(tmp_path):
     out = tmp_path / "df.png"
     draw_topology(topo, out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_fat_tree_switches_stay_together_by_pod():
+    """Each pod's edge and aggregation switches occupy one contiguous stretch of their layer, pods not interleaved."""
+    from simcomm.report.topology_plot import pod_of
+
+    topo = preset("dgx-h100-fat-tree", nodes=8)
+    pos, _ = layout(topo)
+    assert pod_of("edge3.1") == 3 and pod_of("agg0.2") == 0 and pod_of("core1.0") is None and pod_of("m0.nvsw") is None
+    for layer in {pos[n][1] for n in pos if pod_of(n) is not None}:
+        row = sorted((pos[n][0], pod_of(n)) for n in pos if pos[n][1] == layer and pod_of(n) is not None)
+        pods = [pod for _, pod in row]
+        # contiguous: once a pod's run ends it never reappears
+        runs = [p for i, p in enumerate(pods) if i == 0 or pods[i - 1] != p]
+        assert len(runs) == len(set(runs)) > 1
+
+
+def test_link_classes_get_distinct_styles_and_a_torus_its_grid(tmp_path):
+    from simcomm.report.topology_plot import link_styles, torus_coordinates
+    from simcomm.topologies.torus import torus
+
+    topo = preset("dgx-h100-ndr", nodes=2)
+    styles = link_styles(topo)
+    assert set(styles) == {name for _, _, name in topo.graph.edges(data="link")}
+    assert len(set(styles.values())) == len(styles)  # no two classes look alike
+    cube = torus((3, 3, 2))
+    coords = torus_coordinates(cube)
+    assert sorted(coords.values()) == [(x, y, z) for x in range(3) for y in range(3) for z in range(2)]
+    assert torus_coordinates(topo) is None
+    out = tmp_path / "torus.png"
+    draw_topology(cube, out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
