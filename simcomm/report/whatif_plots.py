@@ -146,7 +146,8 @@ def _util_figure(sweep, rows) -> bytes:
     ax.set_xticks(range(len(sel)), _config_labels(sweep, sel), rotation=45, ha="right", fontsize=7)
     ax.set_ylabel("mean link utilisation (% of capacity)")
     ax.set_title(f"per-link-family utilisation at {x} = {top}" if top is not None else "per-link-family utilisation")
-    ax.legend(title="link family", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    if fams:  # a sweep whose every point failed has no family to name (matplotlib would warn on stderr)
+        ax.legend(title="link family", loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     return _png(fig)
 

@@ -120,9 +120,17 @@ def _saturation(rows) -> list[str]:
         u, link, r = hot
         where = f"{r.get('strategy')} at {r.get('nodes')} nodes" + (f" on {r.get('inter_used')}"
                                                                    if r.get("inter_used") else "")
-        verdict = ("it is saturated: adding bandwidth there pays off" if u >= SATURATED else
-                   "no single link is saturated, so exposed communication comes from latency, waiting and "
-                   "the order of transfers more than from bandwidth")
+        busy, comm = _busy_s(r, link), _comm_s(r)
+        # A link that carries traffic for most of the time communication runs is the bottleneck of that phase,
+        # even when it idles through the compute and its share of the whole iteration is small.
+        if u >= SATURATED:
+            verdict = "it is saturated: adding bandwidth there pays off"
+        elif comm > 0 and busy >= SATURATED * comm:
+            verdict = (f"it carries traffic {_ms(busy)} of the {_ms(comm)} communication runs, so it is saturated "
+                       "while communication runs: adding bandwidth there pays off")
+        else:
+            verdict = ("no single link is busy for most of the communication time, so exposed communication comes "
+                       "from latency, waiting and the order of transfers more than from bandwidth")
         out.append(f"The busiest single link is {link['link']} ({link['class']}), busy {u:.0%} of the iteration "
                    f"for {where}; {verdict}.")
     best = max(((r[k], k[5:], r) for r in ok for k in r if k.startswith("util_") and r[k] is not None),
@@ -179,13 +187,41 @@ def answers(sweep: dict, rows) -> list[str]:
                 if abs(d) < 0.005:
                     parts.append(f"{strategy} unchanged")
                 else:
+                    grew = _grown_link(ra, rb) if d > 0 else _grown_link(rb, ra)
                     parts.append(f"{strategy} {abs(d):.1%} {'faster' if d < 0 else 'slower'} (exposed communication "
                                  f"{_ms(ra.get('comm_exposed_s') or 0)} -> {_ms(rb.get('comm_exposed_s') or 0)}"
-                                 f"{'' if abs(dc) > 1e-9 else ', so the change is compute'})")
+                                 f"{'' if abs(dc) > 1e-9 else ', so the change is compute'}"
+                                 f"{f'; {grew}' if grew else ''})")
             if parts:
                 out.append(f"{key}={_fmt(b)} instead of {key}={_fmt(a)}: " + "; ".join(parts)
                            + (f" (at {at})" if at else "") + ".")
     return out
+
+
+def _busy_s(row, link) -> float:
+    """Seconds per iteration ``link`` carries traffic at its full rate (its bytes / its capacity)."""
+    return float(link["util"]) * float(row["iteration_s"])
+
+
+def _comm_s(row) -> float:
+    return (row.get("comm_exposed_s") or 0.0) + (row.get("comm_hidden_s") or 0.0)
+
+
+def _grown_link(fast, slow) -> str | None:
+    """The bottleneck that grew from ``fast`` to ``slow``: the slow point's busiest link, when its load (seconds at
+    full rate per iteration) grew at least 1.5x over the fast point's busiest link and covers at least half of the
+    slow point's communication time.  Read from the per-link loads, so a trunk that is busy for the whole
+    communication phase is named although it idles through the compute (a low mean utilisation)."""
+    hot_slow = max(slow.get("busiest_links") or [], default=None, key=lambda link: link["util"])
+    hot_fast = max(fast.get("busiest_links") or [], default=None, key=lambda link: link["util"])
+    if hot_slow is None or hot_fast is None:
+        return None
+    now, before, comm = _busy_s(slow, hot_slow), _busy_s(fast, hot_fast), _comm_s(slow)
+    if now < 1.5 * before or comm <= 0 or now < 0.5 * comm:
+        return None
+    return (f"the bottleneck that grew is {hot_slow['link']} ({hot_slow['class']}), busy {_ms(now)} per iteration "
+            f"against {_ms(before)} on the other setting's busiest link ({now / before:.1f}x), "
+            f"{min(now / comm, 1.0):.0%} of the {_ms(comm)} that communication runs")
 
 
 def _find(rows, strategy, setting: dict):

@@ -52,3 +52,27 @@ def test_a_point_reports_its_busiest_links():
     links = row["busiest_links"]
     assert len(links) == 3 and all(0 < x["util"] <= 1 for x in links)
     assert links[0]["class"].startswith("ib-edr-os4")  # the tapered uplink, not a NIC or PCIe link
+
+
+def test_the_bottleneck_that_grew_is_named_from_per_link_loads():
+    """A 4:1 trunk: exposed communication 1 ms -> 3.5 ms; the trunk's load 0.32 x 42 ms = 13.44 ms against
+    0.085 x 39.6 ms = 3.366 ms before (3.99x), 13.44 / 14 ms = 96 % of the communication time, while it is
+    busy only 32 % of the iteration: the summary names it and calls it saturated while communication runs."""
+    from simcomm.whatif.summary import findings
+
+    def point(os, it, exposed, hidden, link, util):
+        return {"status": "ok", "strategy": "allreduce", "oversubscription": os, "nodes": 16, "iteration_s": it,
+                "comm_exposed_s": exposed, "comm_hidden_s": hidden, "samples_per_s": 1.0 / it, "n_ranks": 128,
+                "time_per_sample_s": it, "busiest_links": [{"link": link, "class": "ib-ndr" + ("-os4" if os > 1 else ""),
+                                                             "util": util}]}
+
+    sweep = {"axes": [["oversubscription", [1, 4]], ["strategy", ["allreduce"]]]}
+    rows = [point(1, 0.0396, 0.001, 0.0103, "edge0 -> agg0", 0.085), point(4, 0.042, 0.0035, 0.0105, "agg6.2 -> edge6.1", 0.32)]
+    text = " ".join(findings(sweep, rows))
+    assert ("the bottleneck that grew is agg6.2 -> edge6.1 (ib-ndr-os4), busy 13.4 ms per iteration against 3.4 ms on "
+            "the other setting's busiest link (4.0x), 96% of the 14.0 ms that communication runs") in text
+    assert "saturated while communication runs" in text and "comes from latency" not in text
+    # a link busy for a small part of the communication is not called the bottleneck
+    calm = [dict(rows[0]), dict(rows[1], busiest_links=[{"link": "x -> y", "class": "ib-ndr-os4", "util": 0.1}])]
+    text = " ".join(findings(sweep, calm))
+    assert "bottleneck that grew" not in text and "comes from latency" in text
