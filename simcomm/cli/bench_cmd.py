@@ -12,6 +12,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from simcomm.cli.scenario_flags import scenario_flags
+from simcomm.topologies.nvlink import nvlink_notes
 from simcomm.cli.console import print_json, stderr
 from simcomm.errors import ConfigError
 from simcomm.nccl.measured import BANDS as SUITE_BANDS
@@ -89,7 +90,7 @@ def render_comparison(rows, header: str, assumed: list[str] = ()) -> str:
     return "\n".join(out) + "\n"
 
 
-@scenario_flags(sections=("stack", "network"))
+@scenario_flags(sections=("stack", "network", "nvlink"))
 def bench_command(
     collective: str = typer.Argument(..., help="all_reduce, all_gather, reduce_scatter, broadcast, reduce, "
                                                "alltoall or sendrecv (or allreduce, ...)."),
@@ -183,7 +184,9 @@ def bench_command(
     header = (f"simcomm bench {collective}: {where}, {nodes} node(s), {topo.n_ranks} ranks, stack {name} "
               f"({runtime.name} collectives{'' if why is None else '; ' + why}), {fidelity} fidelity, "
               f"{gpus_per_thread} GPU(s) per host thread (-g){g_from}")
-    assumed = list(runtime.assumed(kind))  # the defaults behind the runtime's numbers (NCCL's model, launch)
+    assumed = list(runtime.assumed(kind)) + nvlink_notes(topo)  # the defaults behind the runtime's numbers
+    if name == "nccl-socket" and why is not None and why == ctx.transport_switch():
+        assumed.append(why)
     if table is not None:
         header += f"; measured: {measured}"
         dicts = [comparison_dict(c) for c in rows]
