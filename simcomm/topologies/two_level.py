@@ -341,9 +341,10 @@ def two_level(nodes: int, gpus_per_node: int | Sequence[int] = 8, *, intra: str 
     """Build the cluster described in the module docstring."""
     counts = _counts(nodes, gpus_per_node)
     nics = positive_int(nics_per_node, "two-level: nics_per_node")
+    split: tuple[int, ...] | None = None
     if isinstance(nvlink_domain, Sequence) and not isinstance(nvlink_domain, str):
-        split: tuple[int, ...] | None = check_split(nvlink_domain, nodes)
-        domain = max(split) if len(split) > 1 else split[0]
+        per_domain = check_split(nvlink_domain, nodes)
+        split, domain = per_domain, max(per_domain)
     else:
         split, domain = None, positive_int(nvlink_domain, "two-level: nvlink_domain")
     planes = positive_int(planes, "two-level: planes")
