@@ -103,3 +103,20 @@ def test_eth_under_nccl_runs_sockets_unless_roce_is_named(cli):
 
     # the switch runs simcomm's own nccl-socket stack: the same numbers as naming it, far below RoCE
     assert busbw(eth) == busbw(forced) and busbw(eth) < 0.7 * busbw(roce)
+
+
+def test_a_scenario_file_spells_the_keys_as_an_nvlink_table():
+    from simcomm.scenario.resolve import flat_from_toml
+
+    flat, _ = flat_from_toml({"cluster": "gb200-nvl72", "nodes": 32, "nvlink": {"domain": 72, "split": [18, 14]}})
+    assert from_flat(flat).nvlink == NvlinkSpec(72, (18, 14))
+
+
+def test_two_level_split_hangs_each_domain_off_its_own_switch():
+    from simcomm.topologies.two_level import two_level
+
+    t = two_level(5, 2, nvlink_domain=(3, 2), nics_per_node=2)
+    assert t.meta["nvlink_domain"] == (3, 2)
+    hubs = {n for n, d in t.graph.nodes(data=True) if d["kind"] == "switch" and str(n).endswith(".nvsw")}
+    assert hubs == {"d0.nvsw", "d1.nvsw"}
+    assert len(t.route(0, 5)) == 2 and len(t.route(5, 6)) > 2  # r0 -> d0 -> r5 on NVLink; r5 -> r6 leaves d0
