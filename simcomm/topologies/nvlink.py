@@ -107,7 +107,7 @@ def resolve_split(spec: NvlinkSpec, nodes: int, gpus_per_node: int, default_tray
     note = None
     if len(split) > 1:  # one domain leaves nothing to choose
         how = "as given" if spec.domain is not None else f"preset {preset}'s {trays * gpn}-GPU domains"
-        note = (f"NVLink domains: {' + '.join(map(str, split))} trays of {gpn} GPUs ({how}, filled in order; "
+        note = (f"NVLink domains: {' + '.join(map(str, split))} nodes (trays) of {gpn} GPUs ({how}, filled in order; "
                 f"--nvl-split to change, --nvl-domain for the domain size)")
     return trays, note
 

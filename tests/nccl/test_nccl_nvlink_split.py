@@ -62,7 +62,7 @@ def test_the_split_is_an_input():
     assert t.meta["nvlink_domain"] == (16, 16) and "nvlink_note" not in t.meta
     d = preset("gb200-nvl72", nodes=32)  # racks filled in order, and said so
     assert d.meta["nvlink_domain"] == 18 and domain_split(d.meta, 32) == (18, 14)
-    assert d.meta["nvlink_note"].startswith("NVLink domains: 18 + 14 trays of 4 GPUs")
+    assert d.meta["nvlink_note"].startswith("NVLink domains: 18 + 14 nodes (trays) of 4 GPUs")
     assert domain_split(preset("gb200-nvl72", nodes=32, nvlink=NvlinkSpec(domain=32)).meta, 32) == (8, 8, 8, 8)
     prep = prepare_nccl(Collective(0, "allreduce", tuple(range(128)), 2.0 ** 30), _gb200((16, 16)), Runtime("nccl"))
     assert prep.label == "NCCL NVLSTree/Simple"

@@ -38,7 +38,7 @@ def test_bad_nvlink_input_is_one_line_exit_2(cli, argv, err):
 
 def test_default_split_is_printed_and_a_given_one_is_not(cli):
     rc, out, _ = cli(BENCH + ["--cluster", "gb200-nvl72", "-n", "32"])
-    assert rc == 0 and "# assumed: NVLink domains: 18 + 14 trays of 4 GPUs" in out and "NVLSTree" in out
+    assert rc == 0 and "# assumed: NVLink domains: 18 + 14 nodes (trays) of 4 GPUs" in out and "NVLSTree" in out
     rc, out, _ = cli(BENCH + ["--cluster", "gb200-nvl72", "-n", "32", "--nvl-split", "16,16"])
     assert rc == 0 and "NVLink domains" not in out and "NVLSTree" in out
 
