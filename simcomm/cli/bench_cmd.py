@@ -180,6 +180,10 @@ def bench_command(
     changed = ", ".join(f"{k}={getattr(scn.network, k)}" for k in ("inter", "intra", "nic", "nics_per_node",
                                                                        "topology", "oversubscription", "links")
                         if getattr(scn.network, k) is not None)
+    nvl = scn.nvlink  # NVLink domains as typed (a default split is an assumed: line instead)
+    typed = ", ".join(x for x in (f"nvl_domain={nvl.domain}" if nvl.domain is not None else "",
+                                  f"nvl_split={'+'.join(map(str, nvl.split))}" if nvl.split else "") if x)
+    changed = ", ".join(x for x in (changed, typed) if x)
     where = f"{cluster} ({changed})" if changed else cluster
     header = (f"simcomm bench {collective}: {where}, {nodes} node(s), {topo.n_ranks} ranks, stack {name} "
               f"({runtime.name} collectives{'' if why is None else '; ' + why}), {fidelity} fidelity, "
@@ -196,6 +200,8 @@ def bench_command(
         doc = {"collective": kind, "cluster": cluster, "nodes": nodes, "ranks": topo.n_ranks, "stack": name,
                "collectives": runtime.name, "fidelity": fidelity, "gpus_per_thread": gpus_per_thread,
                "assumed": assumed, "rows": dicts}
+        if nvl.any():
+            doc["nvl_domain"], doc["nvl_split"] = nvl.domain, list(nvl.split) or None
         if table is not None:
             doc["measured"] = measured
             doc["median_abs_error"] = {label: v for label, v in error_summary(rows)}

@@ -41,6 +41,12 @@ def test_default_split_is_printed_and_a_given_one_is_not(cli):
     assert rc == 0 and "# assumed: NVLink domains: 18 + 14 nodes (trays) of 4 GPUs" in out and "NVLSTree" in out
     rc, out, _ = cli(BENCH + ["--cluster", "gb200-nvl72", "-n", "32", "--nvl-split", "16,16"])
     assert rc == 0 and "NVLink domains" not in out and "NVLSTree" in out
+    assert out.startswith("# simcomm bench all_reduce: gb200-nvl72 (nvl_split=16+16), 32 node(s)")
+    import json
+
+    rc, out, _ = cli(BENCH + ["--cluster", "gb200-nvl72", "-n", "32", "--nvl-split", "16+16", "--json"])
+    doc = json.loads(out)
+    assert rc == 0 and doc["nvl_split"] == [16, 16] and doc["nvl_domain"] is None
 
 
 @pytest.mark.parametrize("name, max_gpus, default_split, gpn, device", [
