@@ -54,7 +54,7 @@ def socket_transport_reason(links) -> str | None:
     from simcomm.links.base import LINKS
 
     shown = [n for n in tcp if n in LINKS] or tcp  # the NIC classes, not the fabric's derived uplinks
-    rate = shown[0].split("-", 1)[1]
+    roce = f"roce-{shown[0].split('-', 1)[1]}"
+    named = f"--inter {roce}" if roce in LINKS else "a roce-* class with --inter: simcomm list links"
     return (f"NCCL over TCP sockets: {', '.join(shown)} is Ethernet without RDMA, so NCCL's socket transport "
-            f"carries it (src/transport/net_socket.cc); name RoCE (--inter roce-{rate}) for NCCL's RDMA "
-            "transport")
+            f"carries it (src/transport/net_socket.cc); name RoCE ({named}) for NCCL's RDMA transport")

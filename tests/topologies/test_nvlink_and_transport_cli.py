@@ -93,6 +93,8 @@ def test_only_plain_ethernet_is_tcp_only():
     why = socket_transport_reason([link_class("eth-400g"), link_class("nvswitch-h100")])
     assert why is not None and why.startswith("NCCL over TCP sockets: eth-400g is Ethernet without RDMA")
     assert socket_transport_reason([link_class("eth-400g"), link_class("roce-400g")]) is None
+    assert "(--inter roce-400g)" in why  # the RoCE class of the same rate, where there is one
+    assert "(a roce-* class with --inter: simcomm list links)" in socket_transport_reason([link_class("eth-10g")])
 
 
 def test_eth_under_nccl_runs_sockets_unless_roce_is_named(cli):
