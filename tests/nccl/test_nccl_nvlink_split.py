@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from simcomm.engine.schedule import Runtime
+from simcomm.runtimes import NcclRuntime
 from simcomm.errors import ConfigError
 from simcomm.nccl.algorithms.nvls_tree import NVLSTree
 from simcomm.nccl.layout import group_layout
@@ -64,7 +64,7 @@ def test_the_split_is_an_input():
     assert d.meta["nvlink_domain"] == 18 and domain_split(d.meta, 32) == (18, 14)
     assert d.meta["nvlink_note"].startswith("NVLink domains: 18 + 14 nodes (trays) of 4 GPUs")
     assert domain_split(preset("gb200-nvl72", nodes=32, nvlink=NvlinkSpec(domain=32)).meta, 32) == (8, 8, 8, 8)
-    prep = prepare_nccl(Collective(0, "allreduce", tuple(range(128)), 2.0 ** 30), _gb200((16, 16)), Runtime("nccl"))
+    prep = prepare_nccl(Collective(0, "allreduce", tuple(range(128)), 2.0 ** 30), _gb200((16, 16)), NcclRuntime())
     assert prep.label == "NCCL NVLSTree/Simple"
 
 
