@@ -20,6 +20,7 @@ from simcomm.scenario import MemorySpec, Scenario, node_scales
 from simcomm.scenario.spec import WorkloadSpec
 from simcomm.stacks import apply_stack, get_stack
 from simcomm.strategies.base import STRATEGIES, NotApplicable, make_params
+from simcomm.topologies.nvlink import nvlink_notes
 from simcomm.workload import build_workload
 
 __all__ = ["simulate", "Context", "DATASETS", "run_plans", "BASELINE", "make_strategy", "baseline_choice",
@@ -44,6 +45,8 @@ class Context:
     given_topology: object = None
     _trace: object = field(default=None, init=False, repr=False)
     _clusters: dict = field(default_factory=dict, init=False, repr=False)
+    #: why NCCL runs over TCP sockets here ("" : it does not; None: not yet known)
+    _sockets: str | None = field(default=None, init=False, repr=False)
     notes: list = field(default_factory=list)
     #: (raw, stack-applied) topology the last :func:`simulate` with this context ran on
     built: tuple | None = field(default=None, init=False, repr=False)
@@ -60,7 +63,17 @@ class Context:
         return self.cluster(self.scenario.nodes, 0)[0].meta.get("device")
 
     def stack_choice(self) -> tuple[str, str | None]:
-        """(stack name, why) : the user's, else the cluster preset's own (docs/strategies.md, "Stacks")."""
+        """(stack name, why) : the user's, else the cluster preset's own (docs/strategies.md, "Stacks").
+
+        NCCL on a network of plain Ethernet (``eth-*``) runs over TCP sockets: ``nccl`` becomes
+        ``nccl-socket``, and why says so (:func:`simcomm.links.ethernet.socket_transport_reason`).
+        """
+        name, why = self._stack_named()
+        if name == "nccl" and self.transport_switch() is not None:
+            return "nccl-socket", self.transport_switch()
+        return name, why
+
+    def _stack_named(self) -> tuple[str, str | None]:
         if self.scenario.stack.name:
             return self.scenario.stack.name, None
         from simcomm.topologies.presets import default_stack
@@ -68,6 +81,12 @@ class Context:
         if self.given_topology is not None or _is_file(self.scenario.cluster):
             return "nccl", "GPU clusters run NCCL unless told otherwise"
         return default_stack(self.scenario.cluster)
+
+    def transport_switch(self) -> str | None:
+        """Why NCCL runs over TCP sockets on this cluster's network (None: it has RDMA or a plugin)."""
+        if self._sockets is None:
+            self.cluster(self.scenario.nodes, 0)  # sets it from the raw cluster before the stack is applied
+        return self._sockets or None
 
     def stack(self):
         """The scenario's transport stack with its overrides."""
@@ -96,6 +115,10 @@ class Context:
         key = (nodes, extra)
         if key not in self._clusters:
             topo = build_cluster(self.scenario, nodes, extra, base=self.given_topology)
+            if self._sockets is None:
+                from simcomm.links.ethernet import socket_transport_reason
+
+                self._sockets = socket_transport_reason(topo.links.values()) or ""
             eff = apply_stack(topo, self.stack())
             # Calibrated links go on after the stack: their latency split per hop accounts for the
             # stack's own per-hop overheads on the rest of the route, so a route adds up to the fit.
@@ -195,6 +218,9 @@ def build_cluster(scn: Scenario, nodes: int, extra: int = 0, base=None):
 
     ``extra = 0`` with a preset gives ``nodes`` machines as before.
     """
+    if (base is not None or _is_file(scn.cluster)) and scn.nvlink.any():
+        raise ConfigError(f"nvl_domain/nvl_split: cluster {scn.cluster!r} is a topology file; NVLink domains apply "
+                          "to multi-node NVLink presets only (edit the file's nvlink_domain instead)")
     if (base is not None or _is_file(scn.cluster)) and scn.network.any():
         given = ", ".join(k for k in ("inter", "intra", "nic", "nics_per_node", "topology", "oversubscription")
                           if getattr(scn.network, k) is not None)
@@ -273,7 +299,7 @@ def _preset(scn: Scenario, nodes: int):
     """A preset cluster of ``nodes`` machines with the scenario's network overrides applied."""
     from simcomm.topologies import presets
 
-    topo = presets.preset(scn.cluster, nodes=nodes, gpus_per_node=scn.gpus_per_node)
+    topo = presets.preset(scn.cluster, nodes=nodes, gpus_per_node=scn.gpus_per_node, nvlink=scn.nvlink)
     return with_network(topo, scn.network, scn.cluster) if scn.network.any() else topo
 
 
@@ -648,6 +674,7 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
     n_train = _train_ranks(raw, scn.nodes, extra)
     gpn = max(1, n_train // scn.nodes)
     notes = list(ctx.notes) + list(ctx.calibration_notes(scn.nodes, extra))
+    notes += [line for line in nvlink_notes(raw) if line not in notes]
     if scn.gpus_per_node is None:
         notes.append(f"{gpn} GPU(s) per node ({scn.cluster} preset)")
     stack_name, why = ctx.stack_choice()

@@ -12,6 +12,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from simcomm.cli.scenario_flags import scenario_flags
+from simcomm.topologies.nvlink import nvlink_notes
 from simcomm.cli.console import print_json, stderr
 from simcomm.errors import ConfigError
 from simcomm.nccl.measured import BANDS as SUITE_BANDS
@@ -89,7 +90,7 @@ def render_comparison(rows, header: str, assumed: list[str] = ()) -> str:
     return "\n".join(out) + "\n"
 
 
-@scenario_flags(sections=("stack", "network"))
+@scenario_flags(sections=("stack", "network", "nvlink"))
 def bench_command(
     collective: str = typer.Argument(..., help="all_reduce, all_gather, reduce_scatter, broadcast, reduce, "
                                                "alltoall or sendrecv (or allreduce, ...)."),
@@ -179,11 +180,17 @@ def bench_command(
     changed = ", ".join(f"{k}={getattr(scn.network, k)}" for k in ("inter", "intra", "nic", "nics_per_node",
                                                                        "topology", "oversubscription", "links")
                         if getattr(scn.network, k) is not None)
+    nvl = scn.nvlink  # NVLink domains as typed (a default split is an assumed: line instead)
+    typed = ", ".join(x for x in (f"nvl_domain={nvl.domain}" if nvl.domain is not None else "",
+                                  f"nvl_split={'+'.join(map(str, nvl.split))}" if nvl.split else "") if x)
+    changed = ", ".join(x for x in (changed, typed) if x)
     where = f"{cluster} ({changed})" if changed else cluster
     header = (f"simcomm bench {collective}: {where}, {nodes} node(s), {topo.n_ranks} ranks, stack {name} "
               f"({runtime.name} collectives{'' if why is None else '; ' + why}), {fidelity} fidelity, "
               f"{gpus_per_thread} GPU(s) per host thread (-g){g_from}")
-    assumed = list(runtime.assumed(kind))  # the defaults behind the runtime's numbers (NCCL's model, launch)
+    assumed = list(runtime.assumed(kind)) + nvlink_notes(topo)  # the defaults behind the runtime's numbers
+    if name == "nccl-socket" and why is not None and why == ctx.transport_switch():
+        assumed.append(why)
     if table is not None:
         header += f"; measured: {measured}"
         dicts = [comparison_dict(c) for c in rows]
@@ -193,6 +200,8 @@ def bench_command(
         doc = {"collective": kind, "cluster": cluster, "nodes": nodes, "ranks": topo.n_ranks, "stack": name,
                "collectives": runtime.name, "fidelity": fidelity, "gpus_per_thread": gpus_per_thread,
                "assumed": assumed, "rows": dicts}
+        if nvl.any():
+            doc["nvl_domain"], doc["nvl_split"] = nvl.domain, list(nvl.split) or None
         if table is not None:
             doc["measured"] = measured
             doc["median_abs_error"] = {label: v for label, v in error_summary(rows)}

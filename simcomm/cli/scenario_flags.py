@@ -27,7 +27,7 @@ _OFF = {"dataload_overlap": "--dataload-blocking"}
 
 def flag_help(key: Key) -> str:
     text = key.help
-    bounds = key.bounds_text() if key.kind in ("int", "float", "time", "floats") else ""
+    bounds = key.bounds_text() if key.kind in ("int", "float", "time", "floats", "ints") else ""
     return f"{text}." + (f" Range: {bounds}." if bounds else "")
 
 

@@ -21,6 +21,9 @@ define("ib-hdr", bandwidth=25.0 * GB, latency=_LAT, family="infiniband",
        summary="InfiniBand HDR 4x: 200 Gb/s (25 GB/s) per direction", reference=_REF)
 define("ib-ndr", bandwidth=50.0 * GB, latency=_LAT, family="infiniband",
        summary="InfiniBand NDR 4x (e.g. ConnectX-7): 400 Gb/s (50 GB/s) per direction", reference=_REF)
+define("ib-xdr", bandwidth=100.0 * GB, latency=_LAT, family="infiniband",
+       summary="InfiniBand XDR (ConnectX-8 SuperNIC, Quantum-X800): 800 Gb/s (100 GB/s) per direction",
+       reference="[GB300] ConnectX-8 800 Gb/s per GPU; latency as NDR [OMPI-ML] (assumption)")
 
 _NREF = "NCCL per-NIC rule of thumb 12 GB/s per 100G, 24 GB/s per 200G [M4]; latency [OMPI-ML]"
 define("ib-edr-nccl", bandwidth=12.0 * GB, latency=_LAT, family="infiniband",

@@ -9,7 +9,8 @@ holds what that needs, read off a :class:`~simcomm.topologies.base.Topology`
 
 * ``node``: NCCL's node is an NVLink domain: one machine, or several machines
   sharing NVSwitches (GB200 NVL72; ``topology.meta["nvlink_domain"]``
-  machines per domain);
+  machines per domain, or one count per domain when racks are filled
+  unequally: :mod:`simcomm.topologies.nvlink`);
 * the intranode order NCCL's rings follow (:func:`intra_cycle`): rank order on
   an NVSwitch or PCIe switch, a Hamiltonian cycle over direct NVLinks on a mesh
   (DGX-1's hybrid cube mesh);
@@ -34,13 +35,15 @@ from functools import lru_cache
 import numpy as np
 
 from simcomm.errors import ConfigError
+from simcomm.topologies.nvlink import domain_of_machines
 
 __all__ = ["GroupLayout", "group_layout", "ARCH_OF_DEVICE", "intra_cycle", "intra_cycles", "topology_arch",
            "nvlink_bw"]
 
 #: GPU architecture (SM version) of each topology device name; NCCL's constants are per arch
 ARCH_OF_DEVICE = {"v100": 70, "t4": 75, "gtx-1080-ti": 61, "1080ti": 61, "a100": 80, "a100-80g": 80,
-                  "a10": 86, "l40s": 89, "h100": 90, "h800": 90, "h200": 90, "h20": 90, "b200": 100, "gb200": 100}
+                  "a10": 86, "l40s": 89, "h100": 90, "h800": 90, "h200": 90, "h20": 90, "b200": 100, "gb200": 100,
+                  "gb300": 100}
 #: link families that join GPUs of one machine (the node's "intra" graph)
 _INTRA = {"nvlink": "nvlink", "nvswitch": "nvswitch", "pcie": "pcie", "shm": "shm"}
 #: NCCL's NVLink bandwidth per link and direction by SM generation, GB/s (topo.h)
@@ -115,6 +118,11 @@ class GroupLayout:
     def ppn(self) -> int:
         """Members per node (the largest node when they differ)."""
         return max(len(n) for n in self.nodes)
+
+    @property
+    def min_ppn(self) -> int:
+        """Members of the smallest node (NCCL's ``minLocalRanks``)."""
+        return min(len(n) for n in self.nodes)
 
     @property
     def uniform(self) -> bool:
@@ -288,15 +296,27 @@ def group_layout(topology, ranks: tuple[int, ...]) -> GroupLayout:
     return cache[key]
 
 
+def _domains(topology) -> list[int]:
+    """NVLink domain (NCCL node) of each machine, from ``meta["nvlink_domain"]`` (machines per domain, or a split)."""
+    cache = topology.__dict__.get("_nccl_domains")
+    if cache is not None:
+        return cache
+    machines = [m for m in (topology.machine_of(r) for r in range(topology.n_ranks)) if m is not None]
+    try:
+        out = domain_of_machines(topology.meta, max(machines, default=-1) + 1)
+    except ConfigError as exc:
+        raise ConfigError(f"topology {topology.name!r}: {exc}") from None
+    topology.__dict__["_nccl_domains"] = out
+    return out
+
+
 def _layout(topology, ranks: tuple[int, ...]) -> GroupLayout:
     info = _machine_info(topology)
-    per_domain = int(topology.meta.get("nvlink_domain") or 1)
-    if per_domain < 1:
-        raise ConfigError(f"topology {topology.name!r}: nvlink_domain must be >= 1, got {per_domain}")
+    domain = _domains(topology)
     by_node: dict = {}
     for i, r in enumerate(ranks):
         m = topology.machine_of(r)
-        key = ("r", r) if m is None else ("m", m // per_domain)
+        key = ("r", r) if m is None else ("m", domain[m] if m < len(domain) else m)
         by_node.setdefault(key, []).append(i)
     nodes, cycles = [], []
     node_of = np.zeros(len(ranks), dtype=np.int64)

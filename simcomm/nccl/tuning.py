@@ -125,8 +125,13 @@ def _search(speeds, limit: float, fits, total: float) -> tuple[int, float] | Non
 
 
 def nvls_heads(layout: GroupLayout) -> int:
-    """NVLS heads (NVLS channels) per node: one per GPU, at most NCCL_MAX_NVLS_ARITY = 32 (search.cc)."""
-    return min(layout.ppn, MAX_SEARCH_CHANNELS)
+    """NVLS heads (NVLS channels) per node: one per GPU, at most NCCL_MAX_NVLS_ARITY = 32 (search.cc).
+
+    Every node searches its own NVLS graph and NCCL keeps the fewest heads any node found (``init.cc``
+    takes the minimum nChannels over ranks; ``ncclTopoPostset``'s ``minHeadNum``), so on NVLink domains of
+    unequal size the smallest domain sets the heads.
+    """
+    return min(layout.min_ppn, MAX_SEARCH_CHANNELS)
 
 
 def _dup(n: int, s: float, arch: int) -> tuple[int, float]:
@@ -293,7 +298,8 @@ def model(algo: str, proto: str, kind: str, layout: GroupLayout, nbytes: float,
     if algo in ("nvls", "nvls-tree"):
         v = g["nvls"]
         eff = NVLS_EFFICIENCY[cc] * (v.n_ch - 1) / v.n_ch
-        intra_bw = v.bw_intra * eff * (2.0 if kind == "allreduce" else (ppn - 1) / ppn)
+        low = layout.min_ppn  # NCCL's minLocalRanks (src/tuning/nvls.cc)
+        intra_bw = v.bw_intra * eff * (2.0 if kind == "allreduce" else (low - 1) / low)
         if algo == "nvls":
             per = min(intra_bw, v.bw_inter)
             lat = HW_LAT[hop]["nvls"][2] + (HW_LAT["net"]["nvls"][2] if nodes > 1 else 0.0)
@@ -333,7 +339,7 @@ def _pattern_bw(algo: str, kind: str, layout: GroupLayout) -> float:
     ``2(L-1)/L n`` through NVLink and ``n/L`` through each NIC.  The model's
     algorithm bandwidth over this is the efficiency the flows carry.
     """
-    L = layout.ppn
+    L = layout.min_ppn if algo == "nvls-tree" else layout.ppn  # the smallest node moves the most per port
     nvl, nic = layout.intra_bw, layout.gpu_nic_bw
     if algo == "nvls":
         return nvl * L / (L + 1) if kind == "allreduce" else nvl

@@ -47,7 +47,7 @@ class Key:
 
     ``section``/``attr`` say where it lives in :class:`~simcomm.scenario.spec.Scenario`
     (``""``: the Scenario itself).  ``kind``: int, float, time, size (bytes, with a
-    unit such as 96GB), bool, str, choice, floats or baseline.  ``lo``/``hi`` bound numbers (``lo_open``: the
+    unit such as 96GB), bool, str, choice, floats, ints (a list of integers) or baseline.  ``lo``/``hi`` bound numbers (``lo_open``: the
     lower bound itself is excluded).  ``toml``: other spellings accepted in a
     scenario file, as ``section.key`` (numbers there are in the unit the key's
     name says, e.g. ``workload.dataload_s``).
@@ -154,6 +154,12 @@ KEYS: tuple[Key, ...] = (
        "(implies topology fat-tree)", lo=1, hi=1024),
     _k("links", "network", "links", "str", "calibrated link file (simcomm calibrate --out): calib-inter on the "
        "host links, calib-intra inside a machine, used as measured"),
+    # NVLink domains spanning machines (multi-node NVLink presets: simcomm.topologies.nvlink)
+    _k("nvl_domain", "nvlink", "domain", "int", "GPUs per NVLink domain, whole trays (multi-node NVLink presets: "
+       "gb200-nvl72 72, gb200-nvl36 36 or 72, h100-nvl256 256; default: the preset's)", unit="GPUs", lo=1,
+       hi=MAX_NODES),
+    _k("nvl_split", "nvlink", "split", "ints", "trays (nodes) in each NVLink domain, in order, e.g. 18,14 or 16+16 "
+       "(default: domains filled in order); must add up to --nodes", lo=1, hi=MAX_NODES),
     # GPU memory check (simcomm.memory.fit)
     _k("gpu_memory", "memory", "gpu_memory", "size", "memory of one GPU, e.g. 96GB (default: the cluster's "
        "device's)", unit="B", lo=0, lo_open=True, hi=1e15),
@@ -316,6 +322,19 @@ def _floats(key: Key, value) -> tuple[float, ...]:
     return tuple(_number(key, x, False) for x in items)
 
 
+def _ints(key: Key, value) -> tuple[int, ...]:
+    """A list of integers: ``18,14``, ``16+16`` or a TOML array."""
+    if isinstance(value, str):
+        items: list = [x for x in value.replace("+", ",").split(",") if x.strip()]
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        raise ConfigError(f"{key.name}: {value!r} must be a list of integers, e.g. 18,14")
+    if not items or len(items) > MAX_NODES:
+        raise ConfigError(f"{key.name}: {value!r} must list 1 to {MAX_NODES:,} integers, e.g. 18,14")
+    return tuple(_number(key, x, True) for x in items)
+
+
 def coerce(name: str, value, *, spelled_in_seconds: bool = False):
     """``value`` of key ``name`` checked and converted to its type (a ConfigError otherwise).
 
@@ -339,6 +358,8 @@ def coerce(name: str, value, *, spelled_in_seconds: bool = False):
         return _bool(key, value)
     if key.kind == "floats":
         return _floats(key, value)
+    if key.kind == "ints":
+        return _ints(key, value)
     if key.kind == "choice":
         if not isinstance(value, str) or value not in key.choices:
             raise ConfigError(f"{key.name}: {value!r} is not valid; valid choices: {', '.join(key.choices)}")

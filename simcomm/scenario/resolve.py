@@ -27,6 +27,7 @@ import numpy as np
 from simcomm.errors import ConfigError
 from simcomm.scenario.keys import KEY, KEYS, MAX_NODES, coerce
 from simcomm.scenario.spec import MemorySpec, NetworkSpec, Scenario, ShapeSpec, StackSpec, WorkloadSpec
+from simcomm.topologies.nvlink import NvlinkSpec
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -38,7 +39,7 @@ __all__ = ["read_scenario_toml", "flat_from_toml", "flat_from_file", "load_scena
 
 #: a scenario file larger than this is refused before it is read (real ones are a few kB)
 MAX_SCENARIO_BYTES = 1 << 20
-_SECTIONS = ("workload", "stack", "network", "model", "memory")
+_SECTIONS = ("workload", "stack", "network", "model", "memory", "nvlink")
 #: the Scenario attribute of a section whose name is not one ([model] is Scenario.shape: Scenario.model is its name)
 _ATTR = {"model": "shape"}
 #: section.key spellings -> flat key
@@ -208,7 +209,7 @@ def from_flat(flat: dict, *, seconds: AbstractSet[str] = frozenset(), foreign_op
                           f"(0..{nodes - 1})")
     return Scenario(strategy=strategy, workload=WorkloadSpec(**wl), stack=StackSpec(**sections["stack"]),
                     network=NetworkSpec(**sections["network"]), shape=ShapeSpec(**sections["model"]),
-                    memory=MemorySpec(**sections["memory"]), options=options,
+                    memory=MemorySpec(**sections["memory"]), nvlink=NvlinkSpec(**sections["nvlink"]), options=options,
                     **{k: v for k, v in top.items() if k != "strategy"})
 
 
@@ -265,7 +266,7 @@ def to_flat(scn: Scenario) -> dict:
             elif k.kind == "baseline":
                 value = "none" if value.none else value.strategy + (
                     ":" + ",".join(f"{a}={b}" for a, b in value.options) if value.options else "")
-            elif k.kind == "floats":
+            elif k.kind in ("floats", "ints"):
                 value = list(value)
             out[k.name] = value
     out.update(scn.options)

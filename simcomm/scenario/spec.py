@@ -38,6 +38,9 @@ given flat at the top level under its name in :mod:`simcomm.scenario.keys`)::
     config = "config.json"        # a Hugging Face config.json as the base; with neither, the keys are the shape
     seq = 8192
     layers = 4                    # ... layers, hidden, heads, kv_heads, ffn, experts, top_k ... (keys.MODEL_KEYS)
+    [nvlink]                      # multi-node NVLink presets (gb200-nvl72 ...): NVLink domains
+    domain = 72                   # GPUs per domain (the same key as nvl_domain = ...)
+    split = [18, 14]              # trays per domain, in order (nvl_split); must add up to nodes
     [memory]                      # the GPU memory check (simcomm.memory.fit)
     gpu_memory = "96GB"           # one GPU's memory (default: the cluster's device's)
     policy = "warn"               # refuse (default), warn (print the shortfall and run), off
@@ -61,6 +64,7 @@ from simcomm.memory.fit import POLICIES
 from simcomm.precision import check_wire_dtype, get_precision
 from simcomm.scenario.keys import FIDELITIES, JITTER_DISTS, SCALINGS
 from simcomm.stacks.base import COLLECTIVE_RULES, NCCL_ALGOS, NCCL_PROTOS, nccl_name
+from simcomm.topologies.nvlink import NvlinkSpec
 
 __all__ = ["Scenario", "ShapeSpec", "WorkloadSpec", "StackSpec", "NetworkSpec", "MemorySpec", "BaselineSpec",
            "NO_BASELINE", "parse_baseline",
@@ -317,6 +321,7 @@ class Scenario:
     network: NetworkSpec = NetworkSpec()
     shape: ShapeSpec = ShapeSpec()  # the [model] keys
     memory: MemorySpec = MemorySpec()
+    nvlink: NvlinkSpec = NvlinkSpec()  # NVLink domains of multi-node NVLink presets (simcomm.topologies.nvlink)
     options: dict = field(default_factory=dict, compare=False)
     baseline: BaselineSpec | None = None  # None: the strategy's paper baseline (Strategy.paper_baseline)
 

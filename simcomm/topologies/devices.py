@@ -37,6 +37,7 @@ DEVICES: dict[str, Device] = {d.name: d for d in (
     Device("h200", 4.8e12, False, "[H200] 141 GB HBM3e, 4.8 TB/s"),
     Device("b200", 8.0e12, False, "[B200-gk] 192 GB HBM3e, 8 TB/s"),
     Device("gb200", 8.0e12, False, "[B200-gk] the B200 GPU of a GB200 superchip, 8 TB/s"),
+    Device("gb300", 8.0e12, False, "[GB300] the Blackwell Ultra GPU of a GB300 superchip: 288 GB HBM3e, 8 TB/s"),
     Device("l40s", 864e9, False, "[L40S] 48 GB GDDR6, 864 GB/s"),
     Device("t4", 320e9, False, "[T4-sys]"),
     Device("gtx-1080-ti", 484e9, False, "[1080Ti]"),

@@ -14,9 +14,10 @@ from simcomm.topologies.base import Topology
 from simcomm.topologies.devices import device_gamma
 from simcomm.topologies.fabric import positive_int
 from simcomm.topologies.intranode import HostPath
+from simcomm.topologies.nvlink import NvlinkSpec, resolve_split
 from simcomm.topologies.two_level import two_level
 
-__all__ = ["PRESETS", "PRESET_STACKS", "preset", "default_stack"]
+__all__ = ["PRESETS", "PRESET_STACKS", "NVLINK_PRESETS", "preset", "default_stack"]
 
 PRESETS: Registry = Registry("topology preset")
 #: preset name -> (transport stack its platform ran, why); clusters not listed run ``nccl``
@@ -207,12 +208,10 @@ def _hgx_b200(nodes, gpn):
       "domain; 1 x 400 Gb/s CX-7 per GPU, 4-rail leaf-spine, 36 trays (2 racks)",
       "[NVL72] (72 GPUs, 18 trays, 1.8 TB/s per GPU), [GCP-net] A4X (4 CX-7, 1,600 Gb/s per tray, 4-way "
       "rail-aligned); leaf size one rack (assumption)", _NCCL)
-def _gb200(nodes, gpn):
-    g = _n(gpn, 4, "gpus_per_node")
+def _gb200(nodes, gpn, nvlink=None):
     # Grace is an Arm CPU: meta["cpu"] stays unset (NCCL's model knows Intel and AMD hosts).
-    return _gpu(nodes, g, 36, 4, None, intra="nvswitch", intra_link="nvswitch-nvl72", nvlink_domain=18,
-                nic_link="ib-ndr", nics_per_node=g, nic_attach="pcie5", inter="rail",
-                inter_options={"nodes_per_leaf": 18}, device="gb200", name="gb200-nvl72")
+    return _mnnvl(nodes, gpn, nvlink, "gb200-nvl72", trays=18, default_nodes=36, intra_link="nvswitch-nvl72",
+                  nic_link="ib-ndr", nic_attach="pcie5", per_leaf=18, device="gb200")
 
 
 @_add("l40s-pcie", "8 x L40S on PCIe Gen4 without NVLink or peer-to-peer (staged through host memory), "
@@ -256,6 +255,121 @@ def _a3mega(nodes, gpn):
                 nics_per_node=g, nic_attach="pcie5", inter="switch", device="h100", name="gcp-a3-mega")
 
 
-def preset(name: str, *, nodes: int | None = None, gpus_per_node: int | None = None) -> Topology:
-    """Build preset ``name`` (unknown names list the choices)."""
-    return PRESETS.get(name)(nodes, gpus_per_node)
+# ---- cloud GPU instances (facts and sources: docs/topologies.md "Cloud presets"); the providers publish no
+# fabric, so each is one non-blocking switch (assumption), as aws-p4d, aws-p5 and gcp-a3-mega above ----
+def _cloud(nodes, gpn, *, nic, nics, device, cpu, name, attach="pcie5"):
+    g = _n(gpn, 8, "gpus_per_node")
+    return _gpu(nodes, g, 16, 8, cpu, intra="nvswitch", intra_link=f"nvswitch-{device}", nic_link=nic,
+                nics_per_node=nics if nics else g, nic_attach=attach, inter="switch", device=device, name=name)
+
+
+@_add("aws-p5e", "AWS p5e.48xlarge: 8 x H200 NVSwitch, 32 x 100 Gb/s EFA modelled as one 400 Gb/s NIC per GPU "
+      "(aws-ofi-nccl stripes a GPU's 4 adapters), one non-blocking switch, 16 instances",
+      "[AWS-p5e] aws.amazon.com/ec2/instance-types/p5 (p5e.48xlarge: 8 x H200 141 GB, 3,200 Gb/s EFA); [AWS-efa] "
+      "32 EFA devices on P5-class instances; one switch (assumption)", _NCCL)
+def _p5e(nodes, gpn):
+    return _cloud(nodes, gpn, nic="efa-400g", nics=0, device="h200", cpu="amd", name="aws-p5e")
+
+
+@_add("gcp-a3-high", "Google Cloud A3 High (a3-highgpu-8g): 8 x H100 NVSwitch, 4 x 200 Gb/s GPUDirect-TCPX NICs "
+      "(one per 2 GPUs), one non-blocking switch, 16 VMs",
+      "[GCP-net] cloud.google.com/compute/docs/gpus/gpu-network-bandwidth (A3 High: 1,000 Gb/s, 4 GPU NICs, "
+      "GPUDirect-TCPX); one switch (assumption)", _NCCL)
+def _a3high(nodes, gpn):
+    return _cloud(nodes, gpn, nic="tcpx-200g", nics=4, device="h100", cpu="intel", name="gcp-a3-high")
+
+
+@_add("gcp-a4", "Google Cloud A4 (a4-highgpu-8g): 8 x B200 NVSwitch, 8 x 400 Gb/s CX-7 RoCE NICs (GPUDirect RDMA, "
+      "one per GPU), one non-blocking switch, 16 VMs",
+      "[GCP-net] (A4: 3,600 Gb/s, 8 x 400 Gb/s RDMA over RoCE GPU NICs plus 2 host NICs); one switch (assumption)",
+      _NCCL)
+def _a4(nodes, gpn):
+    return _cloud(nodes, gpn, nic="roce-400g", nics=0, device="b200", cpu="intel", name="gcp-a4")
+
+
+@_add("azure-nd-h100-v5", "Azure ND H100 v5: 8 x H100 NVSwitch, 8 x 400 Gb/s NDR InfiniBand (CX-7, one per GPU), "
+      "one non-blocking switch, 16 VMs",
+      "[AZ-ND] learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/nd-h100-v5-series (8 x H100, "
+      "400 Gb/s Quantum-2 CX-7 InfiniBand per GPU, 3.2 Tb/s per VM, 4th Gen Xeon); one switch (assumption)", _NCCL)
+def _nd_h100(nodes, gpn):
+    return _cloud(nodes, gpn, nic="ib-ndr", nics=0, device="h100", cpu="intel", name="azure-nd-h100-v5")
+
+
+@_add("oci-h100", "OCI BM.GPU.H100.8: 8 x H100 NVSwitch, 16 x 200 Gb/s RoCE v2 (RDMA cluster network) modelled as "
+      "one 400 Gb/s NIC per GPU, one non-blocking switch, 16 hosts",
+      "[OCI-shapes] docs.oracle.com/iaas/Content/Compute/References/computeshapes.htm (BM.GPU.H100.8: 8 x H100, "
+      "16 x 200 Gb/s RDMA, 2 x Xeon 8480+); 2 adapters per GPU as one logical NIC; one switch (assumption)", _NCCL)
+def _oci_h100(nodes, gpn):
+    return _cloud(nodes, gpn, nic="roce-400g", nics=0, device="h100", cpu="intel", name="oci-h100")
+
+
+# ---- multi-node NVLink (facts and sources: docs/topologies.md "Multi-node NVLink presets") ----
+#: preset name -> the most GPUs its NVLink switches join in one domain; these presets take nvl_domain/nvl_split
+NVLINK_PRESETS: dict[str, int] = {"gb200-nvl72": 72}
+
+
+def _mnnvl(nodes, gpn, nvlink, name, *, trays, default_nodes, intra_link, nic_link, nic_attach, per_leaf,
+           device, cpu=None, default_gpn=4, max_gpus=None):
+    """Trays of ``default_gpn`` GPUs whose NVLink domains (``trays`` each, or as ``nvlink`` says) span machines."""
+    g = _n(gpn, default_gpn, "gpus_per_node")
+    n = _n(nodes, default_nodes, "nodes")
+    domain, note = resolve_split(nvlink or NvlinkSpec(), n, g, trays, max_gpus or trays * default_gpn, name)
+    topo = _gpu(n, g, default_nodes, default_gpn, cpu, intra="nvswitch", intra_link=intra_link, nvlink_domain=domain,
+                nic_link=nic_link, nics_per_node=g, nic_attach=nic_attach, inter="rail",
+                inter_options={"nodes_per_leaf": per_leaf}, device=device, name=name)
+    if note:
+        topo.meta["nvlink_note"] = note
+    return topo
+
+
+def _nvlink_preset(name: str, max_gpus: int, summary: str, reference: str):
+    NVLINK_PRESETS[name] = max_gpus
+    return _add(name, summary, reference, _NCCL)
+
+
+@_nvlink_preset("gb300-nvl72", 72, "GB300 NVL72: compute trays of 4 B300; 18 trays (72 GPUs) share one NVLink 5 "
+                "domain; 1 x 800 Gb/s ConnectX-8 per GPU, 4-rail leaf-spine, 36 trays (2 racks)",
+                "[GB300] (72 Blackwell Ultra GPUs, NVLink 5 1.8 TB/s per GPU, ConnectX-8 800 Gb/s per GPU); rails "
+                "and leaf size as gb200-nvl72 (assumption)")
+def _gb300(nodes, gpn, nvlink=None):
+    return _mnnvl(nodes, gpn, nvlink, "gb300-nvl72", trays=18, default_nodes=36, intra_link="nvswitch-nvl72",
+                  nic_link="ib-xdr", nic_attach="pcie6", per_leaf=18, device="gb300")
+
+
+@_nvlink_preset("gb200-nvl36", 72, "GB200 NVL36 racks: compute trays of 4 B200; 9 trays (36 GPUs) per NVLink 5 "
+                "domain (NVL36x2 pairs two racks: --nvl-domain 72); 1 x 400 Gb/s CX-7 per GPU, 36 trays",
+                "[NVL36] (36 GPUs and 9 compute trays per rack, two racks cabled as one 72-GPU NVLink domain in "
+                "NVL36x2); NICs and rails as gb200-nvl72 (assumption)")
+def _gb200_nvl36(nodes, gpn, nvlink=None):
+    return _mnnvl(nodes, gpn, nvlink, "gb200-nvl36", trays=9, default_nodes=36, intra_link="nvswitch-nvl72",
+                  nic_link="ib-ndr", nic_attach="pcie5", per_leaf=9, device="gb200", max_gpus=72)
+
+
+@_nvlink_preset("h100-nvl256", 256, "DGX H100 SuperPOD with the NVLink Switch System: 32 nodes x 8 H100 (256 GPUs) "
+                "in one NVLink 4 domain, 8 x NDR NICs per node, rail-optimised NDR leaf-spine, 32 nodes",
+                "[NVL256] (up to 256 H100 in one NVLink network, 900 GB/s per GPU, 57.6 TB/s all-to-all); "
+                "modelled as one non-blocking star: the second-level NVLink switches' 2:1 taper is not modelled "
+                "(assumption); SU as " + _SPOD_H100)
+def _h100_nvl256(nodes, gpn, nvlink=None):
+    return _mnnvl(nodes, gpn, nvlink, "h100-nvl256", trays=32, default_nodes=32, intra_link="nvswitch-h100",
+                  nic_link="ib-ndr", nic_attach="pcie5", per_leaf=32, device="h100", cpu="intel", default_gpn=8)
+
+
+def preset(name: str, *, nodes: int | None = None, gpus_per_node: int | None = None,
+           nvlink: NvlinkSpec | None = None) -> Topology:
+    """Build preset ``name`` (unknown names list the choices).
+
+    ``nvlink`` (the ``nvl_domain``/``nvl_split`` keys) applies to the multi-node NVLink presets
+    (:data:`NVLINK_PRESETS`); elsewhere an NVLink domain is one machine, and only that may be named.
+    """
+    build = PRESETS.get(name)
+    if name in NVLINK_PRESETS:
+        return build(nodes, gpus_per_node, nvlink)
+    topo = build(nodes, gpus_per_node)
+    if nvlink is not None and nvlink.any():
+        gpn = topo.meta.get("gpus_per_node")
+        if nvlink.split or nvlink.domain != gpn:
+            raise ConfigError(f"nvl_domain/nvl_split: preset {name!r} has no NVLink between machines (one NVLink "
+                              f"domain per {gpn}-GPU machine); multi-node NVLink presets: "
+                              f"{', '.join(sorted(NVLINK_PRESETS))}")
+    return topo

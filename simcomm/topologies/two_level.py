@@ -10,6 +10,8 @@ Structure (rank ``r`` = node-major: node ``m`` holds ranks ``offset[m] ..``):
 * NVLink domains: with ``nvlink_domain=D`` (``nvswitch`` only) the GPUs of
   machines ``kD .. kD+D-1`` hang off one NVSwitch ``d<k>.nvsw``, so routes
   between those machines stay on NVLink (GB200 NVL72: 18 trays of 4 GPUs);
+  ``nvlink_domain=(18, 14)`` gives the machines per domain in order instead
+  (racks of unequal fill, :mod:`simcomm.topologies.nvlink`);
 * NICs: ``nics_per_node`` per node; local rank ``l`` uses NIC ``l*nics//G``
   (with a host path: a NIC on its own PCIe switch) through its own
   ``nic_attach`` link; on a ``pcie`` machine the NICs hang off the PCIe switch
@@ -48,6 +50,7 @@ from simcomm.topologies.devices import device_gamma
 from simcomm.topologies.dragonfly import add_dragonfly
 from simcomm.topologies.fabric import add_link, check_ranks, positive_int
 from simcomm.topologies.fat_tree import add_fat_tree
+from simcomm.topologies.nvlink import check_split, domain_of_machines
 from simcomm.topologies.intranode import (DEFAULT_INTRA_LINK, HOST_INTRA, INTRA, HostIntra, HostPath, HubIntra,
                                           MeshIntra, add_host_intra, nic_by_switch)
 from simcomm.topologies.planes import add_planes
@@ -331,15 +334,23 @@ def _relay_table(counts, offsets, nic_of, nics, planes):
 def two_level(nodes: int, gpus_per_node: int | Sequence[int] = 8, *, intra: str = "nvswitch",
               intra_link: str | LinkClass | None = None, nic_link: str | LinkClass = "ib-hdr",
               nics_per_node: int = 1, nic_attach: str | LinkClass = "pcie4", inter: str = "switch",
-              inter_options: dict | None = None, links_per_pair: int = 1, nvlink_domain: int = 1,
+              inter_options: dict | None = None, links_per_pair: int = 1,
+              nvlink_domain: int | Sequence[int] = 1,
               host: HostPath | None = None, planes: int = 1, device: str | None = None,
               gamma: float | None = None, name: str | None = None) -> Topology:
     """Build the cluster described in the module docstring."""
     counts = _counts(nodes, gpus_per_node)
     nics = positive_int(nics_per_node, "two-level: nics_per_node")
-    domain = positive_int(nvlink_domain, "two-level: nvlink_domain")
+    split: tuple[int, ...] | None = None
+    if isinstance(nvlink_domain, Sequence) and not isinstance(nvlink_domain, str):
+        per_domain = check_split(nvlink_domain, nodes)
+        split, domain = per_domain, max(per_domain)
+    else:
+        split, domain = None, positive_int(nvlink_domain, "two-level: nvlink_domain")
     planes = positive_int(planes, "two-level: planes")
     _check(intra, inter, domain, host, planes, nics)
+    dmeta = {"nvlink_domain": split if split is not None else domain}
+    of_machine = domain_of_machines(dmeta, nodes)
     if intra in HOST_INTRA and host is None:
         host = HostPath()
     links: dict[str, LinkClass] = {}
@@ -359,12 +370,13 @@ def two_level(nodes: int, gpus_per_node: int | Sequence[int] = 8, *, intra: str 
             else [l * nics // cnt for l in range(cnt)]
         nic_of += [m * nics + j for j in local_nic]
     # intranode: one router object per group (a machine, or an NVLink domain of `domain` machines)
-    group = [m // domain for m in machine]
+    group = [of_machine[m] for m in machine]
+    first = [of_machine.index(k) for k in range(of_machine[-1] + 1)] + [nodes]  # first machine of each group
     intra_of: list = []
     local: list[int] = []
     bounds = offsets + [len(rank_names)]
     for k in range(group[-1] + 1):  # groups are contiguous rank ranges
-        names = rank_names[bounds[k * domain]:bounds[min((k + 1) * domain, nodes)]]
+        names = rank_names[bounds[first[k]]:bounds[first[k + 1]]]
         local += range(len(names))
         if intra in HOST_INTRA:
             intra_of.append(add_host_intra(g, links, k, names, intra, in_lc, host))
@@ -408,8 +420,8 @@ def two_level(nodes: int, gpus_per_node: int | Sequence[int] = 8, *, intra: str 
             else nic_link.name, "nics_per_node": nics, "inter": inter, "inter_options": dict(inter_options or {}),
             "device": device}
     # Non-default features only, so that the summaries of existing clusters stay as they were.
-    if domain > 1:
-        meta["nvlink_domain"] = domain
+    if domain > 1 or split is not None:
+        meta["nvlink_domain"] = dmeta["nvlink_domain"]
     if planes > 1:
         meta["planes"] = planes
     if host is not None:

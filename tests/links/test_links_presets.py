@@ -57,8 +57,8 @@ def test_nccl_variants_are_slower_than_peak():
 
 
 def test_unknown_link_lists_choices():
-    with pytest.raises(UnknownNameError, match="unknown link class 'ib-xdr'; valid choices: .*ib-edr"):
-        link_class("ib-xdr")
+    with pytest.raises(UnknownNameError, match="unknown link class 'ib-gdr'; valid choices: .*ib-edr"):
+        link_class("ib-gdr")
 
 
 def test_linkclass_validation_and_scaling():

@@ -114,7 +114,7 @@ def test_two_level_gamma_and_errors():
     with pytest.raises(ConfigError, match="nodes must be an integer >= 1"):
         two_level(0, 2)
     with pytest.raises(UnknownNameError, match="link class"):
-        two_level(2, 2, nic_link="ib-xdr")
+        two_level(2, 2, nic_link="ib-gdr")  # (ib-xdr is a class now: XDR, 800 Gb/s)
 
 
 def test_16k_ranks_build_and_ring_routes():

@@ -75,7 +75,7 @@ def test_whatif_failed_point_is_reported_not_fatal(tmp_path, capsys, cli):
     (["--vary", "nodes"], "expected KEY=VALUES"),
     (["--strategies", "allreduce"], "sweep grid is empty"),
     (["--vary", "bogus=1,2"], "unknown parameter 'bogus'"),
-    (["--vary", "inter=ib-edr,ib-xdr"], "unknown link class 'ib-xdr'"),
+    (["--vary", "inter=ib-edr,ib-gdr"], "unknown link class 'ib-gdr'"),
     (["--vary", "nodes=2,4", "--strategies", "allreduce,nope"], "unknown strategy 'nope'"),
     (["--vary", "k_prime=10,20", "--strategies", "allreduce"], "k_prime: option of node-based"),
     (["--vary", "nodes=2,4", "--dask", "tcp://127.0.0.1:9"], "cannot reach the Dask scheduler"),

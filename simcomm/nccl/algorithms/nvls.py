@@ -15,6 +15,9 @@ from __future__ import annotations
 
 from simcomm.nccl.base import NcclAlgorithm, pack, register
 
+#: NCCL_MAX_NVLS_ARITY: the most local ranks an NVLS all-gather or reduce-scatter runs over
+NVLS_ARITY = 32
+
 
 @register
 class NVLS(NcclAlgorithm):
@@ -33,6 +36,10 @@ class NVLS(NcclAlgorithm):
                     f"by {layout.intra} (sm{layout.arch})")
         if layout.n_nodes > 1:
             return "NVLS runs inside one NVLink domain; across nodes NCCL uses NVLS-Tree"
+        if kind != "allreduce" and layout.ppn > NVLS_ARITY:
+            # ncclTuningNvlsModelSim (src/tuning/nvls.cc): only all-reduce runs NVLS over more local ranks
+            return (f"NCCL runs NVLS {kind} over at most {NVLS_ARITY} GPUs per node (NCCL_MAX_NVLS_ARITY); this "
+                    f"NVLink domain has {layout.ppn}")
         return None
 
     def flows(self, kind, layout, nbytes, root):

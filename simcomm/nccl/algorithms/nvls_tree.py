@@ -7,7 +7,12 @@ then carries its 1/H of the result up and down the trees over its own rail,
 half in each of NCCL's two complementary trees: only the heads join the trees
 (``connectNvls``, ``src/graph/connect.cc``), so on a 72-GPU NVL72 rack 32 of its
 72 NICs carry them.  The heads are taken as the node's first H GPUs in ring
-order.  ``src/device/all_reduce.h`` (NVLS_TREE), ``src/graph/trees.cc``.
+order.  NVLink domains of unequal size run it too: NCCL's nodes are the
+NVLink cliques, each node reduces over all of its GPUs (its multicast group
+is its local ranks, ``nvlsAllocateMem``), and every node keeps the heads of
+the node with the fewest (``minHeadNum`` in ``ncclTopoPostset``,
+``src/graph/connect.cc``): GB200 racks of 18 + 14 trays (72 + 56 GPUs) both
+run 32 heads.  ``src/device/all_reduce.h`` (NVLS_TREE), ``src/graph/trees.cc``.
 """
 
 from __future__ import annotations
@@ -34,17 +39,15 @@ class NVLSTree(NcclAlgorithm):
                     f"joined by {layout.intra} (sm{layout.arch})")
         if layout.n_nodes < 2:
             return "NVLS-Tree spans several nodes; inside one NVLink domain NCCL uses NVLS"
-        if not layout.uniform:
-            return "NVLS-Tree needs the same number of GPUs on every node"
         return None
 
     def flows(self, kind, layout, nbytes, root):
-        L = layout.ppn
         pairs, size = [], []
-        for node in layout.nodes:
+        for node in layout.nodes:  # each node reduces in its own switch, over all of its GPUs
+            L = len(node)
             pairs += [(node[i], node[(i + 1) % L]) for i in range(L)] if L > 1 else []
             size += [nbytes * (1.0 + 1.0 / L)] * (L if L > 1 else 0)
-        heads = nvls_heads(layout)
+        heads = nvls_heads(layout)  # the smallest node's head count, the same on every node
         for tree in dtree_parents(layout.n_nodes):
             for child, parent in tree_edges(tree):
                 for j in range(heads):  # head j's rail: the j-th GPU of each node
