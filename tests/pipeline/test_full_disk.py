@@ -38,6 +38,12 @@ def full_disk(tmp_path):
     ["whatif", "--vary", "nodes=2", "--strategies", "allreduce", "--fidelity", "analytic", "--sequential",
      "--out", "{d}/w"],
     ["run", "--strategy", "allreduce", "--nodes", "2", "--fidelity", "analytic", "--timeline", "{d}/t.json"],
+    ["bench", "all_reduce", "--sizes", "1MB,2MB", "--png", "{d}/b.png"],
+    ["plan", "--model", "gpt2-small", "--cluster", "dgx-a100-hdr", "--nodes", "1", "--global-batch", "16",
+     "--simulate", "1", "--png", "{d}/p.png"],
+    ["trace", "synth", "--model", "resnet50", "--device", "v100", "--out", "{d}/r.json"],
+    ["trace", "show", "resnet50-v100-roofline", "--png", "{d}/s.png"],
+    ["validate", "--write", "{d}/v.md"],
 ])
 def test_a_full_disk_is_one_error_line_and_leaves_nothing(cli, full_disk, argv):
     rc, _, err = cli([a.format(d=full_disk) for a in argv])
