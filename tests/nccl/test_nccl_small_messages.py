@@ -37,3 +37,60 @@ def test_nvls_returns_from_three_gpus_and_forcing_it_on_two_is_one_line():
     with pytest.raises(ConfigError, match=r"NVLS needs at least 3 GPUs in each NVLink domain .* the smallest here "
                                           r"has 2"):
         choose("allreduce", two, 8.0, "nvls", None)
+
+
+def _ops(topo, kind, nbytes, **rt):
+    from simcomm.nccl.prepare import prepare_nccl
+    from simcomm.ops import Collective
+    from simcomm.runtimes import NcclRuntime
+
+    return prepare_nccl(Collective(0, kind, tuple(range(topo.n_ranks)), nbytes), topo, NcclRuntime(**rt))
+
+
+def test_proxy_serves_a_steps_channels_in_turn_pinned_by_hand():
+    from simcomm.nccl import tuning
+    from simcomm.nccl.execution import channels_used, proxy_wait_us
+
+    lay = group_layout(hopper_box(8, nodes=2), list(range(16)))
+    tree = tuning.model("tree", "ll", "allreduce", lay, 8.0)
+    # Tree/LL drops to one channel below 4 KiB (512 threads x 8 B): one proxy holds that channel's send and
+    # receive, so the last of the 2 waits for 1 operation of netOverhead (1 us, Intel) at each of the tree's
+    # 2 network steps (up and down one level): 2 us
+    assert channels_used("tree", "ll", "allreduce", lay, 8.0)[0] == 1
+    assert proxy_wait_us(tree, "allreduce", lay, 8.0) == pytest.approx(2.0)
+    # 64 KiB: 16 channels over 8 NICs' proxies, 2 each: 2 x 2 - 1 = 3 operations ahead, at 2 steps: 6 us
+    assert channels_used("tree", "ll", "allreduce", lay, 65536.0)[0] == 16
+    assert proxy_wait_us(tree, "allreduce", lay, 65536.0) == pytest.approx(6.0)
+    # one node: no network step, no proxy; NVLS-Tree keeps NCCL's own price for its fixed channels
+    one = group_layout(hopper_box(8), list(range(8)))
+    assert proxy_wait_us(tuning.model("ring", "ll", "allreduce", one, 8.0), "allreduce", one, 8.0) == 0.0
+    nvls_tree = tuning.model("nvls-tree", "simple", "allreduce", lay, float(1 << 30))
+    assert proxy_wait_us(nvls_tree, "allreduce", lay, float(1 << 30)) == 0.0
+
+
+def test_one_gpu_per_node_on_an_amd_host_pays_simples_triple_overhead():
+    from simcomm.nccl import tuning
+    from simcomm.nccl.execution import proxy_wait_us
+
+    topo = hopper_box(1, nodes=2)
+    topo.meta["cpu"] = "amd"
+    lay = group_layout(topo, [0, 1])
+    ring = tuning.model("ring", "simple", "allreduce", lay, 8.0)
+    # 1 channel, 1 proxy (its send and receive): 1 operation of 3 x 2 us (Simple, AMD) at each of the ring's
+    # 2 network steps (the one node boundary crossed twice): 12 us
+    assert proxy_wait_us(ring, "allreduce", lay, 8.0) == pytest.approx(12.0)
+    # an all-gather's ring crosses it once
+    assert proxy_wait_us(ring, "allgather", lay, 8.0) == pytest.approx(6.0)
+
+
+def test_small_all_reduce_time_is_the_execution_model_pinned_by_hand():
+    from simcomm.nccl.execution import LAUNCH_PER_GPU_S
+
+    prep = _ops(hopper_box(8, nodes=2), "allreduce", 8.0)
+    assert prep.label == "NCCL Tree/LL"
+    # NCCL's Tree/LL latency 6.8 + 2 x (7 x 0.6 + 1 x 5.0) = 25.2 us, the proxy's wait 2 us (above), the launch
+    assert prep.latency[0] == pytest.approx((25.2 + 2.0) * 1e-6 + LAUNCH_PER_GPU_S, rel=1e-12)
+    # on one node nothing is added to NCCL's Ring/LL latency 6.6 + 14 x 0.6 = 15.0 us
+    one = _ops(hopper_box(8), "allreduce", 8.0)
+    assert one.label == "NCCL Ring/LL"
+    assert one.latency[0] == pytest.approx(15.0e-6 + LAUNCH_PER_GPU_S, rel=1e-12)
