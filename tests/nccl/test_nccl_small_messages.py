@@ -94,3 +94,23 @@ def test_small_all_reduce_time_is_the_execution_model_pinned_by_hand():
     one = _ops(hopper_box(8), "allreduce", 8.0)
     assert one.label == "NCCL Ring/LL"
     assert one.latency[0] == pytest.approx(15.0e-6 + LAUNCH_PER_GPU_S, rel=1e-12)
+
+
+@pytest.mark.parametrize("nodes, algo, proto, latency_us", [
+    # one node of 8 H100: Ring/LL 6.6 + 14 x 0.6; Tree/LL 6.8 + 2 x 7 x 0.6; NVLS one NVLink step of 25 us
+    (1, "ring", "ll", 6.6 + 14 * 0.6),
+    (1, "tree", "ll", 6.8 + 2 * 7 * 0.6),
+    (1, "nvls", "simple", 25.0),
+    # 2 x 8: Ring/LL 6.6 + 28 intranode steps at max(0.6, netOverhead 1.0) + 2 network steps of 2.7, and the
+    # proxy's wait (1 channel: 1 operation of 1 us at each of the 2 network steps); Ring/Simple the same with
+    # 8.4 + 28 x max(3.4, 3 x 1.0) + 2 x 14, its proxy operations 3 us; NVLS-Tree 25 + 2 x 20.9, no proxy wait
+    (2, "ring", "ll", 6.6 + 28 * 1.0 + 2 * 2.7 + 2 * 1.0),
+    (2, "ring", "simple", 8.4 + 28 * 3.4 + 2 * 14.0 + 2 * 3.0),
+    (2, "tree", "ll", 6.8 + 2 * (7 * 0.6 + 5.0) + 2 * 1.0),
+    (2, "nvls-tree", "simple", 25.0 + 2 * 20.9),
+])
+def test_each_algorithms_small_size_latency_pinned_by_hand(nodes, algo, proto, latency_us):
+    from simcomm.nccl.execution import LAUNCH_PER_GPU_S
+
+    prep = _ops(hopper_box(8, nodes=nodes), "allreduce", 64.0, nccl_algo=algo, nccl_proto=proto)
+    assert prep.latency[0] == pytest.approx(latency_us * 1e-6 + LAUNCH_PER_GPU_S, rel=1e-12)
