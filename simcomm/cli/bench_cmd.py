@@ -218,7 +218,7 @@ def bench_command(
     where = f"{cluster} ({changed})" if changed else cluster
     header = (f"simcomm bench {collective}: {where}, {nodes} node(s), {topo.n_ranks} ranks, stack {name} "
               f"({runtime.name} collectives{'' if why is None else '; ' + why}), {fidelity} fidelity, "
-              f"{gpus_per_thread} GPU(s) per host thread (-g){g_from}")
+              f"{gpus_per_thread} GPU(s) per host thread (--gpus-per-thread, nccl-tests' -g){g_from}")
     assumed = list(runtime.assumed(kind)) + nvlink_notes(topo)  # the defaults behind the runtime's numbers
     if name == "nccl-socket" and why is not None and why == ctx.transport_switch():
         assumed.append(why)
