@@ -28,11 +28,12 @@ import re
 from dataclasses import dataclass
 
 from simcomm.errors import ConfigError
-from simcomm.nccl.measured import TYPE_BYTES, Measured
-from simcomm.units import parse_size
+from simcomm.nccl.measured import PER_RANK_COUNT, TYPE_BYTES, Measured, what_rows_say
+from simcomm.units import format_size_iec, parse_nccl_tests_size
 
 __all__ = ["BenchRow", "COLLECTIVES", "bench", "parse_sizes", "busbw_factor", "canonical", "Comparison",
-           "against_measured", "P2P_COLLECTIVES"]
+           "against_measured", "P2P_COLLECTIVES", "nccl_tests_sweep", "whole_elements", "check_measured",
+           "describe_sizes"]
 #: collectives nccl-tests runs as grouped ncclSend/ncclRecv: NCCL runs them even at count 0
 P2P_COLLECTIVES = ("alltoall", "sendrecv")
 
@@ -61,11 +62,14 @@ def busbw_factor(kind: str, n: int) -> float:
 
 
 def parse_sizes(text: str) -> list[float]:
-    """``8B..8GB`` (doubling, like nccl-tests -f 2), ``1KB..1GBx4`` (factor 4) or ``8,1MB,1GB``."""
+    """``8B..8GB`` (doubling, like nccl-tests -f 2), ``1KB..1GBx4`` (factor 4) or ``8,1MB,1GB``.
+
+    Sizes are simcomm's units (``GB`` = 1e9 B, ``GiB`` = 2^30 B) or nccl-tests' suffixes (``8G`` = 8 GiB).
+    """
     text = str(text).strip()
     m = re.fullmatch(r"(.+?)\.\.(.+?)(?:x(\d+))?", text)
     if m:
-        lo, hi = parse_size(m.group(1), "--sizes"), parse_size(m.group(2), "--sizes")
+        lo, hi = parse_nccl_tests_size(m.group(1), "--sizes"), parse_nccl_tests_size(m.group(2), "--sizes")
         step = int(m.group(3) or 2)
         if step < 2:
             raise ConfigError(f"--sizes: step x{step} must be at least 2")
@@ -76,7 +80,7 @@ def parse_sizes(text: str) -> list[float]:
             raise ConfigError(f"--sizes: {text!r} has {n} sizes; at most {MAX_SIZES}")
         out = [lo * step ** i for i in range(n)]
     else:
-        out = [parse_size(x, "--sizes") for x in text.split(",") if x.strip()]
+        out = [parse_nccl_tests_size(x, "--sizes") for x in text.split(",") if x.strip()]
         if not out:
             raise ConfigError(f"--sizes: {text!r} names no size; e.g. 8B..8GB or 1MB,1GB")
         if len(out) > MAX_SIZES:
@@ -84,6 +88,103 @@ def parse_sizes(text: str) -> list[float]:
     if max(out) > MAX_BYTES:
         raise ConfigError(f"--sizes: {max(out):.0f} bytes is more than the {MAX_BYTES:.0f} simcomm sweeps")
     return out
+
+
+def nccl_tests_sweep(minbytes: str | None, maxbytes: str | None, stepfactor: int | None,
+                     stepbytes: str | None) -> list[float]:
+    """The sizes nccl-tests' ``-b``, ``-e``, ``-f``, ``-i`` give (its ``src/common.cu``).
+
+    Its defaults: ``-b 32M -e 32M -i 1M -f 1``; the loop multiplies by the step factor when it is above 1 and
+    otherwise adds the step bytes, from ``minbytes`` while the size is at most ``maxbytes``.
+    """
+    lo = parse_nccl_tests_size(minbytes if minbytes is not None else "32M", "-b/--minbytes")
+    hi = parse_nccl_tests_size(maxbytes if maxbytes is not None else "32M", "-e/--maxbytes")
+    step = parse_nccl_tests_size(stepbytes if stepbytes is not None else "1M", "-i/--stepbytes")
+    factor = 1 if stepfactor is None else stepfactor
+    if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
+        raise ConfigError(f"-f/--stepfactor: {stepfactor!r} must be a whole number, at least 1 (1: add -i)")
+    lo, hi, step = float(math.floor(lo)), float(math.floor(hi)), float(math.floor(step))
+    if hi < lo:
+        raise ConfigError(f"-e/--maxbytes: {hi:.0f} bytes is below -b/--minbytes, {lo:.0f} bytes")
+    if factor > 1:
+        if lo <= 0:
+            raise ConfigError("-b/--minbytes: 0 bytes never grows by a step factor; start at 1 element or more")
+        n = int(math.floor(math.log(hi / lo, factor) + 1e-9)) + 1
+    else:
+        if step <= 0:
+            raise ConfigError("-i/--stepbytes: must be at least 1 byte when -f is 1")
+        n = int((hi - lo) // step) + 1
+    if n > MAX_SIZES:
+        raise ConfigError(f"-b/-e/-f/-i: the sweep has {n} sizes; at most {MAX_SIZES} (nccl-tests adds -i "
+                          "1M per size unless -f is given: try -f 2)")
+    out = [lo * factor ** i if factor > 1 else lo + step * i for i in range(n)]
+    if max(out) > MAX_BYTES:
+        raise ConfigError(f"-e/--maxbytes: {max(out):.0f} bytes is more than the {MAX_BYTES:.0f} simcomm sweeps")
+    return out
+
+
+def whole_elements(kind: str, sizes: list[float], dtype: str, ranks: int,
+                   field: str = "--sizes") -> tuple[list[float], list[str]]:
+    """Sizes as nccl-tests runs them (whole elements), and one note per size that moved.
+
+    nccl-tests' ``setupArgs`` takes ``count = size / width`` (integer division); all-gather, reduce-scatter
+    and all-to-all then split it over the ranks (``count / nranks`` each), so their buffer is a whole number
+    of elements per rank.  A size that leaves no element (per rank) is refused.
+    """
+    width = TYPE_BYTES[dtype]
+    per = width * (ranks if canonical_test(kind) in PER_RANK_COUNT else 1)
+    out, notes = [], []
+    for size in sizes:
+        whole = math.floor(size / per + 1e-9) * per
+        if whole <= 0:
+            unit = f"one {dtype} element ({width} B)" + (f" per rank ({ranks} ranks: {per} B)" if per != width else "")
+            raise ConfigError(f"{field}: {size:g} bytes is below {unit}; nccl-tests would move nothing")
+        if whole != size:
+            notes.append(f"{size:g} B -> {whole:g} B")
+        out.append(float(whole))
+    return out, notes
+
+
+def canonical_test(kind: str) -> str:
+    """simcomm's kind -> the nccl-tests test name (``allreduce`` -> ``all_reduce``)."""
+    return next(k for k, v in COLLECTIVES.items() if v == kind)
+
+
+def describe_sizes(sizes: list[float]) -> str:
+    """The sweep in both units: ``8 B .. 8 GiB (8.59e+09 B), 31 sizes``."""
+    lo, hi = min(sizes), max(sizes)
+    ends = f"{format_size_iec(lo)}" + ("" if hi == lo else f" .. {format_size_iec(hi)}")
+    return f"{ends} ({hi:,.0f} B at most), {len(sizes)} size{'s' if len(sizes) != 1 else ''}"
+
+
+def check_measured(kind: str, measured: Measured, ranks: int) -> str | None:
+    """Refuse a table of another collective or rank count; a warning when the file cannot say its ranks.
+
+    The test's name (recent nccl-tests' header), else its columns (:func:`~simcomm.nccl.measured.what_rows_say`:
+    redop, root, size over count), must be ``kind``'s; its ``# Rank`` lines, else the ranks its per-rank
+    sizes imply, must be the cluster's.
+    """
+    big = max(r.size for r in measured.rows)
+    if big > MAX_BYTES:
+        raise ConfigError(f"--measured: a row of {big:,} bytes is more than the {MAX_BYTES:,.0f} simcomm sweeps")
+    ours = canonical_test(kind)
+    if measured.test is not None and COLLECTIVES.get(measured.test, kind) != kind:
+        raise ConfigError(f"--measured: the file is {measured.test}_perf's output, not {ours}_perf's: run "
+                          f"simcomm bench {measured.test}")
+    tests, implied, words = what_rows_say(measured)
+    if measured.test is None and ours not in tests:
+        said = " or ".join(f"{t}_perf's" for t in tests) if tests else "no nccl-tests test's"
+        hint = f": run simcomm bench {tests[0]}" if tests else ""
+        raise ConfigError(f"--measured: the file's rows ({words}) are {said}, not {ours}_perf's{hint}")
+    said_ranks, where = (measured.ranks, "its '# Rank' lines") if measured.ranks is not None else (
+        implied, "its per-rank sizes")
+    if said_ranks is not None and said_ranks != ranks:
+        raise ConfigError(f"--measured: the file lists {said_ranks} ranks ({where}); the cluster has "
+                          f"{ranks}: set --nodes and --gpus-per-node to the measured run's")
+    if said_ranks is None:
+        return (f"--measured: the file has no '# Rank' lines, so the rank count it ran on is unknown; compared "
+                f"on the cluster's {ranks} ranks")
+    return None
 
 
 @dataclass(frozen=True)
@@ -148,7 +249,8 @@ def bench(kind: str, topology, runtime, sizes: list[float], *, dtype: str = "flo
         t = float(tl.makespan)
         alg = size / t / 1e9 if t > 0 else math.inf
         ran = ", ".join(sorted({x[2] for x in tl.meta.get("algorithms", ())})) or "p2p"
-        rows.append(BenchRow(size, int(size // width), dtype,
+        count = int(size // width) // (n if canonical_test(kind) in PER_RANK_COUNT else 1)  # as nccl-tests prints it
+        rows.append(BenchRow(size, count, dtype,
                              "sum" if kind in ("allreduce", "reduce", "reduce_scatter") else "none",
                              root if kind in ("broadcast", "reduce") else -1, t * 1e6, alg,
                              alg * busbw_factor(kind, n), ran))
@@ -181,16 +283,7 @@ def against_measured(kind: str, topology, runtime, measured: Measured, *, root: 
                      gpus_per_thread: int = 1, progress=None) -> list[Comparison]:
     """Predict every row of a measured nccl-tests table (its sizes and type) and pair them up."""
     n = topology.n_ranks
-    if measured.test is not None and COLLECTIVES.get(measured.test, kind) != kind:
-        ours = next(k for k, v in COLLECTIVES.items() if v == kind)
-        raise ConfigError(f"--measured: the file is {measured.test}_perf's output, not {ours}_perf's: run "
-                          f"simcomm bench {measured.test}")
-    big = max(r.size for r in measured.rows)
-    if big > MAX_BYTES:
-        raise ConfigError(f"--measured: a row of {big:,} bytes is more than the {MAX_BYTES:,.0f} simcomm sweeps")
-    if measured.ranks is not None and measured.ranks != n:
-        raise ConfigError(f"--measured: the file lists {measured.ranks} ranks (its '# Rank' lines); the cluster has "
-                          f"{n}: set --nodes and --gpus-per-node to the measured run's")
+    check_measured(kind, measured, n)
     runs = [r.size > 0 or kind in P2P_COLLECTIVES for r in measured.rows]  # count 0: only p2p reaches NCCL
     predicted = iter(bench(kind, topology, runtime, [float(r.size) for r, ok in zip(measured.rows, runs) if ok],
                            dtype=measured.rows[0].type, root=root, fidelity=fidelity,

@@ -26,6 +26,9 @@ __all__ = [
     "SIZE_UNITS",
     "BANDWIDTH_UNITS",
     "TIME_UNITS",
+    "parse_nccl_tests_size",
+    "format_size_iec",
+    "NCCL_TESTS_SUFFIXES",
 ]
 
 _PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
@@ -136,3 +139,34 @@ def format_time(seconds: float) -> str:
     if abs(seconds) >= 3600:
         return f"{seconds / 3600:.4g} h" if abs(seconds) < 3600 * 1e4 else f"{seconds / 3600:,.0f} h"
     return _scaled(seconds, ((60.0, "min"), (1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")), ".4g")
+
+
+#: nccl-tests' size suffixes (``parsesize`` in its src/common.cu): one letter, either case, powers of 1024
+NCCL_TESTS_SUFFIXES = {"K": 1024.0, "M": 1024.0**2, "G": 1024.0**3}
+_NCCL_TESTS_RE = re.compile(_NUMBER + r"\s*([kKmMgG])\s*$")
+
+
+def parse_nccl_tests_size(text: str | float, field: str = "size", *, allow_zero: bool = False) -> float:
+    """Bytes of ``text`` written either as nccl-tests writes sizes or as simcomm does.
+
+    nccl-tests' ``-b``/``-e``/``-i`` take a number with an optional one-letter suffix K, M or G (either
+    case), powers of 1024 (``8G`` = 8 GiB); simcomm's units (:func:`parse_size`) keep their meaning, so
+    ``8GB`` is 8e9 bytes and ``8GiB`` is 8 GiB.
+    """
+    if isinstance(text, str):
+        m = _NCCL_TESTS_RE.match(text.strip())
+        if m:
+            return _check(float(m.group(1)) * NCCL_TESTS_SUFFIXES[m.group(2).upper()], field, text, allow_zero)
+    try:
+        return parse_size(text, field, allow_zero=allow_zero)
+    except UnitError as exc:
+        if "cannot parse" not in str(exc):
+            raise
+        raise UnitError(f"{field}: cannot parse {text!r}; expected a number with one of {', '.join(SIZE_UNITS)} "
+                        "or nccl-tests' K, M, G (powers of 1024)") from None
+
+
+def format_size_iec(nbytes: float) -> str:
+    """Human string with binary prefixes, as nccl-tests' K, M, G count, e.g. ``8 GiB``, ``1.5 KiB``."""
+    return _scaled(nbytes, ((1024.0**4, "TiB"), (1024.0**3, "GiB"), (1024.0**2, "MiB"), (1024.0, "KiB"), (1.0, "B")),
+                   ".4g")

@@ -98,7 +98,17 @@ def bench_command(
     nodes: int = typer.Option(1, "--nodes", "-n", help="Number of nodes."),
     gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", "-g"),
     sizes: Optional[str] = typer.Option(None, "--sizes", help="8B..8GB (doubling), 1KB..1GBx4, or 8,1MB,1GB "
-                                                             "[default: 8B..1GB]."),
+                                                             "[default: 8B..1GB]; GB = 1e9 B, GiB and nccl-tests' "
+                                                             "G = 2^30 B (8..8G)."),
+    minbytes: Optional[str] = typer.Option(None, "--minbytes", "-b", help="nccl-tests' -b: smallest size (8, 1K, "
+                                                                          "32M; K, M, G are powers of 1024) "
+                                                                          "[default: 32M]."),
+    maxbytes: Optional[str] = typer.Option(None, "--maxbytes", "-e", help="nccl-tests' -e: largest size "
+                                                                          "[default: 32M]."),
+    stepfactor: Optional[int] = typer.Option(None, "--stepfactor", "-f", help="nccl-tests' -f: multiply each size "
+                                                                              "by this [default: 1: add -i]."),
+    stepbytes: Optional[str] = typer.Option(None, "--stepbytes", "-i", help="nccl-tests' -i: add this to each "
+                                                                            "size when -f is 1 [default: 1M]."),
     measured: Optional[str] = typer.Option(None, "--measured",
                                            help="an nccl-tests output (all_reduce_perf's table, or a whole log; - "
                                                 "reads standard input): predict its sizes and type and print "
@@ -126,7 +136,8 @@ def bench_command(
     flags: dict | None = None,
 ) -> None:
     """Predict an nccl-tests size sweep: time, algbw, busbw and the algorithm chosen at each size."""
-    from simcomm.bench import against_measured, bench, canonical, parse_sizes
+    from simcomm.bench import (against_measured, bench, canonical, check_measured, describe_sizes, nccl_tests_sweep,
+                               parse_sizes, whole_elements)
     from simcomm.pipeline import Context
     from simcomm.scenario import FIDELITIES, from_flat
 
@@ -134,10 +145,15 @@ def bench_command(
         raise ConfigError("--json and --csv: give one of them")
     kind = canonical(collective)
     table, g_from = None, ""
+    sweep = {"-b": minbytes, "-e": maxbytes, "-f": stepfactor, "-i": stepbytes}
+    nccl_style = [flag for flag, value in sweep.items() if value is not None]
+    if nccl_style and sizes is not None:
+        raise ConfigError(f"--sizes and {'/'.join(nccl_style)}: give one of them (nccl-tests' -b/-e/-f/-i, or "
+                          "simcomm's --sizes)")
     if measured is not None:
         from simcomm.nccl.measured import read_measured
 
-        for flag, value in (("--sizes", sizes), ("--dtype", dtype)):
+        for flag, value in (("--sizes", sizes), ("--dtype", dtype), *((f, v) for f, v in sweep.items())):
             if value is not None:
                 raise ConfigError(f"{flag} and --measured: give one of them (--measured predicts the file's sizes "
                                   "in its type)")
@@ -146,6 +162,9 @@ def bench_command(
         dtype = table.rows[0].type
         if gpus_per_thread is None and table.gpus_per_thread is not None:
             gpus_per_thread, g_from = table.gpus_per_thread, " (the file's nGpus)"
+    elif nccl_style:
+        size_list = nccl_tests_sweep(minbytes, maxbytes, stepfactor, stepbytes)
+        dtype = dtype or "float"
     else:
         size_list = parse_sizes(sizes if sizes is not None else "8B..1GB")
         dtype = dtype or "float"
@@ -162,6 +181,18 @@ def bench_command(
     ctx = Context(scn)
     _, topo = ctx.cluster(nodes, 0)
     runtime = ctx.runtime()
+    rounded: list[str] = []
+    if table is None:
+        from simcomm.nccl.measured import TYPE_BYTES
+
+        if dtype not in TYPE_BYTES:
+            raise ConfigError(f"--dtype: {dtype!r} is not valid; valid choices: {', '.join(TYPE_BYTES)}")
+        size_list, rounded = whole_elements(kind, size_list, dtype, topo.n_ranks,
+                                            "-b/-e/-i" if nccl_style else "--sizes")
+    else:
+        warning = check_measured(kind, table, topo.n_ranks)  # a file of another collective or rank count: refused
+        if warning:
+            sys.stderr.write(f"warning: {warning}\n")
     def run(progress=None):
         if table is not None:
             return against_measured(kind, topo, runtime, table, root=root, fidelity=fidelity,
@@ -187,10 +218,15 @@ def bench_command(
     where = f"{cluster} ({changed})" if changed else cluster
     header = (f"simcomm bench {collective}: {where}, {nodes} node(s), {topo.n_ranks} ranks, stack {name} "
               f"({runtime.name} collectives{'' if why is None else '; ' + why}), {fidelity} fidelity, "
-              f"{gpus_per_thread} GPU(s) per host thread (-g){g_from}")
+              f"{gpus_per_thread} GPU(s) per host thread (--gpus-per-thread, nccl-tests' -g){g_from}")
     assumed = list(runtime.assumed(kind)) + nvlink_notes(topo)  # the defaults behind the runtime's numbers
     if name == "nccl-socket" and why is not None and why == ctx.transport_switch():
         assumed.append(why)
+    if table is None:
+        header += f"; sizes {describe_sizes(size_list)}"
+    if rounded:
+        per = " per rank" if kind in ("allgather", "reduce_scatter", "alltoall") else ""
+        assumed.append(f"{', '.join(rounded)} rounded down to whole {dtype} elements{per}, as nccl-tests runs them")
     if table is not None:
         header += f"; measured: {measured}"
         dicts = [comparison_dict(c) for c in rows]

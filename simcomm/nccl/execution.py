@@ -43,6 +43,22 @@ sending and receiving at once is held to ``HOST_BIDIR_SHARE`` of its PCIe port
 each way (NVIDIA/nccl#384), which :func:`host_bidirectional_stretch` turns into
 a stretch of the whole pattern.
 
+* **The proxy serves a step's channels in turn** (:func:`proxy_wait_us`; Ring and Tree across nodes).
+  A network step of a channel is handed to the NIC by a CPU proxy thread, one per GPU, which runs every
+  active operation's progress function in turn (``progressOps``, ``src/proxy.cc``), and a send's or a
+  receive's progress walks its channels one after another (``sendProxyProgress``/``recvProxyProgress``,
+  ``src/transport/net.cc``: ``for (s = 0; s < args->nsubs; s++)``, one sub per channel).  A proxy whose
+  NIC carries ``c`` of the call's channels thus serves ``2c`` operations (a send and a receive each) per
+  network step, and the last of them waits for the other ``2c - 1``.  Each costs NCCL's own host
+  overhead of a network step (``netOverhead``: 1 us on Intel hosts, 2 us on AMD, three times that for
+  Simple, as NCCL's ring latency counts it; ``src/graph/tuning.cc``); NCCL's table prices one channel's
+  step.  The channels spread over ``min(channels, NICs, GPUs per node)`` proxies.  Small buffers launch
+  few channels, so the wait grows with the buffer until every channel runs.  NVLS-Tree and CollNet are
+  left as NCCL's table prices them: their network latencies (20.9 and 30-31 us per hop) are NCCL's
+  figures for their fixed channel counts, and CollNet's proxy hands groups of channels to the SHARP
+  plugin (``COLLNET_GROUP_NSUBS``); adding the wait to NVLS-Tree moved its >= 1 MB rows away from the
+  measurements (docs/accuracy.md).
+
 A further cost is the kernel launch, the same for every algorithm, so NCCL's
 model leaves it out.  One host thread launches the collective's kernel on each
 GPU it drives, one after another (nccl-tests' ``-g``: a group call over its
@@ -62,7 +78,7 @@ import math
 import numpy as np
 
 from simcomm.nccl.layout import GroupLayout, nvlink_bw
-from simcomm.nccl.tuning import BASE_LAT, HW_LAT, ModelTime, graphs, nvls_heads, runtime_channels
+from simcomm.nccl.tuning import BASE_LAT, HW_LAT, NET_OVERHEAD, ModelTime, graphs, nvls_heads, runtime_channels
 
 KiB, MiB = 1024, 1 << 20
 
@@ -71,7 +87,7 @@ __all__ = ["channels_used", "slice_bytes", "execution_efficiency", "NVLS_CHANNEL
            "nvls_loop_bytes", "nvls_tree_loop_bytes", "nvls_tree_fill_loops", "nvls_tree_head_nic_bw", "nvls_tree_fill",
            "HOST_BIDIR_SHARE", "host_staged",
            "host_bidirectional_stretch", "P2P_LL_THRESHOLD", "p2p_channels", "p2p_channels_per_peer", "p2p_batches",
-           "p2p_message_latency_us"]
+           "p2p_message_latency_us", "proxy_wait_us", "network_steps"]
 
 #: kernel launch per GPU a host thread drives, per NCCL call: 3.65 us over the 2 GPUs of CALIBRATION_RUN (above)
 LAUNCH_PER_GPU_S = 3.65e-6 / 2
@@ -159,6 +175,40 @@ def host_bidirectional_stretch(topology, group: np.ndarray, src: np.ndarray, dst
         return 1.0
     slowest = float((np.maximum(out_b, in_b)[both] / (HOST_BIDIR_SHARE * port[both])).max())
     return max(1.0, slowest / busiest)
+
+
+def network_steps(algo: str, kind: str, layout: GroupLayout) -> int:
+    """Network hops one chunk crosses in turn: a ring's node boundaries, a tree's levels up and down.
+
+    Ring all-reduce crosses each of the ``nodes - 1`` boundaries of its ring twice (reduce-scatter, then
+    all-gather), the other ring collectives once; Tree all-reduce goes up and down ``floor(log2 nodes)``
+    levels, the depth NCCL's model counts (``src/graph/tuning.cc``).
+    """
+    nodes = layout.n_nodes
+    if nodes < 2:
+        return 0
+    if algo == "ring":
+        return 2 * (nodes - 1) if kind == "allreduce" else nodes - 1
+    if algo == "tree":
+        return 2 * int(math.log2(nodes))
+    return 0
+
+
+def proxy_wait_us(mt: ModelTime, kind: str, layout: GroupLayout, nbytes: float) -> float:
+    """Microseconds a call's network steps wait for proxy threads serving each channel's operations in turn.
+
+    Per network step ``(2c - 1) x netOverhead`` where ``c`` is the channels one proxy serves: the call's
+    channels (:func:`channels_used`) over ``min(channels, NICs per node, GPUs per node)`` proxies, rounded
+    up (module docstring).  Ring and Tree only; 0 on one node.
+    """
+    steps = network_steps(mt.algo, kind, layout)
+    if steps == 0 or mt.algo not in ("ring", "tree"):
+        return 0.0
+    used, _ = channels_used(mt.algo, mt.proto, kind, layout, nbytes)
+    proxies = max(1, min(used, layout.nics_per_node, layout.ppn))
+    per_proxy = math.ceil(used / proxies)
+    overhead = NET_OVERHEAD.get(layout.cpu, 1.0) * (3.0 if mt.proto == "simple" else 1.0)
+    return steps * (2 * per_proxy - 1) * overhead
 
 
 def launch_s(gpus_per_thread: int = 1) -> float:

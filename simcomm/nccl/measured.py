@@ -24,7 +24,7 @@ from pathlib import Path
 from simcomm.errors import ConfigError
 
 __all__ = ["MeasuredRow", "Measured", "read_measured", "parse_measured", "TYPE_BYTES", "UNSETTLED", "BANDS",
-           "unsettled"]
+           "unsettled", "PER_RANK_COUNT", "what_rows_say"]
 
 #: nccl-tests' type names and their widths in bytes (``test_typenames`` in src/common.cu)
 TYPE_BYTES = {"int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "half": 2, "float": 4,
@@ -49,6 +49,8 @@ class MeasuredRow:
     type: str
     time_us: float
     inplace_us: float | None
+    redop: str = ""          # the redop column: ``sum`` for reductions, ``none`` otherwise
+    root: int | None = None  # the root column (-1: no root); None in layouts before nccl-tests 2.10
 
     @property
     def unsettled(self) -> bool:
@@ -72,6 +74,45 @@ class Measured:
     test: str | None = None      # the test recent nccl-tests name: "all_gather" from "... starting: all_gather_perf"
 
 
+#: nccl-tests' tests whose printed count is per rank: size = count x ranks x type width (their
+#: ``*GetCollByteCount``: paramcount = count / nranks, the size printed the whole buffer)
+PER_RANK_COUNT = ("all_gather", "reduce_scatter", "alltoall")
+#: what each test prints in its redop and root columns (``print_line_header`` of src/*.cu)
+_COLUMNS = {"all_reduce": ("op", -1), "reduce_scatter": ("op", -1), "sendrecv": ("op", -1), "reduce": ("op", 0),
+            "all_gather": ("none", -1), "alltoall": ("none", -1), "broadcast": ("none", 0)}
+
+
+def what_rows_say(measured: "Measured") -> tuple[tuple[str, ...], int | None, str]:
+    """(nccl-tests tests the rows can come from, ranks the sizes imply or None, what the rows say in words).
+
+    Read from the columns alone: a reduction prints its redop (``sum``), the others ``none``; broadcast and
+    reduce print their root, the others -1; all-gather, reduce-scatter and all-to-all print a per-rank count,
+    so their size is ``count x ranks x width``, while the others' is ``count x width``.
+    """
+    first = measured.rows[0]
+    reduces = first.redop != "none"
+    roots = [r.root for r in measured.rows]
+    root = None if any(x is None for x in roots) else max(x for x in roots if x is not None)
+    sized = next((r for r in measured.rows if r.count > 0), None)
+    width = TYPE_BYTES[first.type]  # one type per table (parse_measured)
+    ratio = None if sized is None else sized.size / (sized.count * width)
+    ranks = int(round(ratio)) if ratio is not None and ratio >= 1.5 and abs(ratio - round(ratio)) < 1e-9 else None
+    tests = []
+    for test, (op, test_root) in _COLUMNS.items():
+        if (op == "op") != reduces:
+            continue
+        if root is not None and (root >= 0) != (test_root >= 0):
+            continue
+        if ratio is not None and (test in PER_RANK_COUNT) != (ranks is not None):
+            continue
+        tests.append(test)
+    words = [f"redop {first.redop}"] + ([] if root is None else [f"root {root}"])
+    if ratio is not None:
+        words.append(f"size = count x {ranks} ranks x {width} B" if ranks is not None
+                     else f"size = count x {width} B")
+    return tuple(tests), ranks, ", ".join(words)
+
+
 def _float(text: str) -> float | None:
     try:
         x = float(text)
@@ -91,7 +132,8 @@ def _row(tokens: list[str]) -> MeasuredRow | None:
     if t is None or t < 0 or len(tokens) < k + 3:
         return None
     inplace = _float(tokens[k + 4]) if len(tokens) > k + 4 else None
-    return MeasuredRow(int(tokens[0]), int(tokens[1]), tokens[2], t, inplace if inplace and inplace > 0 else None)
+    return MeasuredRow(int(tokens[0]), int(tokens[1]), tokens[2], t, inplace if inplace and inplace > 0 else None,
+                       tokens[3], int(tokens[4]) if k == 5 else None)
 
 
 def parse_measured(text: str, where: str = "--measured") -> Measured:

@@ -25,7 +25,7 @@ from simcomm.collectives.runtime import Prepared
 from simcomm.errors import ConfigError
 from simcomm.nccl.base import NCCL_ALGORITHMS
 from simcomm.nccl.execution import (execution_efficiency, host_bidirectional_stretch, launch_s, p2p_batches,
-                                    p2p_message_latency_us)
+                                    p2p_message_latency_us, proxy_wait_us)
 from simcomm.nccl.layout import group_layout
 from simcomm.nccl.tuning import ALGOS as TUNED
 from simcomm.nccl.tuning import protocols_enabled, select
@@ -92,7 +92,8 @@ def prepare_nccl(op, topology, runtime) -> Prepared | None:
         # (NVLS-Tree's doubled network share on 2 nodes): never let the flows beat the links.
         # Then what NCCL's execution loses at this size: channels it does not launch, slice handshakes.
         nb = nb / (min(1.0, mt.efficiency) * execution_efficiency(mt, op.kind, layout, op.nbytes))
-        latency = mt.latency_us * 1e-6
+        # NCCL's model prices one channel's network step; the proxy serves the call's channels in turn
+        latency = (mt.latency_us + proxy_wait_us(mt, op.kind, layout, op.nbytes)) * 1e-6
         label = f"NCCL {NCCL_ALGORITHMS.get(algo).nccl}/{_proto_name(mt.proto)}"
     else:
         latency = 0.0  # grouped p2p: the slowest message's protocol step (below), once the messages are known

@@ -86,7 +86,7 @@ def test_grouped_point_to_point_pays_the_kernel_launch_too(cli):
     times = {}
     for g in (1, 4):
         rc, out, err = cli(["bench", "alltoall", "--cluster", "dgx-a100-hdr", "--nodes", "1", "--gpus-per-node", "4",
-                            "--sizes", "8B", "--gpus-per-thread", str(g), "--json"])
+                            "--sizes", "16B", "--gpus-per-thread", str(g), "--json"])
         assert rc == 0, err
         row = json.loads(out)["rows"][0]
         assert row["algorithm"] == "NCCL P2P"
@@ -96,7 +96,7 @@ def test_grouped_point_to_point_pays_the_kernel_launch_too(cli):
 
 def test_bench_says_what_its_nccl_numbers_assume(cli):
     def assumed(argv):
-        rc, out, err = cli(["bench"] + argv + ["--sizes", "1KB", "--json"])
+        rc, out, err = cli(["bench"] + argv + ["--sizes", "1KiB", "--json"])
         assert rc == 0, err
         return json.loads(out)["assumed"]
 

@@ -97,8 +97,9 @@ def test_measured_json_pairs_every_row_and_its_arithmetic(cli):
 
 def test_count_zero_collectives_are_no_ops_in_the_comparison(cli, tmp_path):
     f = tmp_path / "zero.txt"
-    f.write_text("0 0 float sum -1 0.33 0.00 0.00 0 0.32 0.00 0.00 0\n"
-                 "32 8 float sum -1 10.50 0.00 0.00 0 10.40 0.00 0.00 0\n")
+    # all_gather_perf's rows on 8 ranks: redop none, a per-rank count (256 B = 8 elements x 8 ranks x 4 B)
+    f.write_text("0 0 float none -1 0.33 0.00 0.00 0 0.32 0.00 0.00 0\n"
+                 "256 8 float none -1 10.50 0.00 0.00 0 10.40 0.00 0.00 0\n")
     rc, out, err = cli(["bench", "all_gather", "--cluster", "dgx-a100-hdr", "--measured", str(f), "--csv"])
     assert rc == 0, err
     lines = out.splitlines()

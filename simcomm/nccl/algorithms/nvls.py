@@ -34,6 +34,10 @@ class NVLS(NcclAlgorithm):
         if not layout.nvls:
             return (f"NVLS needs an NVSwitch with NVLink SHARP (Hopper or later); this fabric's GPUs are joined "
                     f"by {layout.intra} (sm{layout.arch})")
+        if min(len(node) for node in layout.nodes) <= 2:
+            return (f"NVLS needs at least 3 GPUs in each NVLink domain (ncclNvlsInit, src/transport/nvls.cc: "
+                    f"no NVLS when the node's GPU count is <= 2); the smallest here has "
+                    f"{min(len(node) for node in layout.nodes)}")
         if layout.n_nodes > 1:
             return "NVLS runs inside one NVLink domain; across nodes NCCL uses NVLS-Tree"
         if kind != "allreduce" and layout.ppn > NVLS_ARITY:

@@ -37,6 +37,10 @@ class NVLSTree(NcclAlgorithm):
         if not layout.nvls:
             return (f"NVLS-Tree needs an NVSwitch with NVLink SHARP (Hopper or later); this fabric's GPUs are "
                     f"joined by {layout.intra} (sm{layout.arch})")
+        if min(len(node) for node in layout.nodes) <= 2:
+            return (f"NVLS-Tree needs at least 3 GPUs in each NVLink domain (ncclNvlsInit, src/transport/nvls.cc: "
+                    f"no NVLS when the node's GPU count is <= 2); the smallest here has "
+                    f"{min(len(node) for node in layout.nodes)}")
         if layout.n_nodes < 2:
             return "NVLS-Tree spans several nodes; inside one NVLink domain NCCL uses NVLS"
         return None
