@@ -94,11 +94,38 @@ def calibrate_command(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
     allow_misfit: bool = typer.Option(False, "--allow-misfit", help="Write the link file even when it predicts "
                                       "the run's own collectives far off (warned, not refused)."),
+    nccl_tests: list[str] = typer.Option(None, "--nccl-tests", help="An nccl-tests output of your cluster "
+                                         "(FILE, or FILE:TEST when its header does not name the test; repeatable): "
+                                         "fit the NICs' goodput and latency, measure nothing."),
+    cluster: str = typer.Option(None, "--cluster", help="With --nccl-tests: the cluster preset or file the "
+                                "tables ran on."),
+    nodes: int = typer.Option(None, "--nodes", help="With --nccl-tests: nodes (default: the largest table's)."),
+    gpus_per_node: int = typer.Option(None, "--gpus-per-node", help="With --nccl-tests: GPUs per node."),
+    inter: str = typer.Option(None, "--inter", help="With --nccl-tests: the NIC link class (simcomm list links)."),
+    nics_per_node: int = typer.Option(None, "--nics-per-node", help="With --nccl-tests: NICs per node."),
+    stack: str = typer.Option(None, "--stack", help="With --nccl-tests: the transport stack (default: the "
+                              "cluster's)."),
 ) -> None:
-    """Measure links with torch.distributed, fit alpha/beta, write a link TOML; or --check a record."""
+    """Measure links with torch.distributed, fit alpha/beta, write a link TOML; or --check a record; or fit the
+    network from your nccl-tests output (--nccl-tests)."""
     if check is not None:
         _check(check, as_json)
         return
+    if nccl_tests:
+        from simcomm.cli.calibrate_nccl import calibrate_from_nccl_tests
+
+        if cluster is None:
+            raise ConfigError("--nccl-tests: give --cluster, the preset or cluster file the tables ran on "
+                              "(simcomm list topologies)")
+        calibrate_from_nccl_tests(list(nccl_tests), {"cluster": cluster, "nodes": nodes, "gpus_per_node": gpus_per_node,
+                                                     "inter": inter, "nics_per_node": nics_per_node, "stack": stack},
+                                  out, as_json)
+        return
+    given = {"--cluster": cluster, "--nodes": nodes, "--gpus-per-node": gpus_per_node, "--inter": inter,
+             "--nics-per-node": nics_per_node, "--stack": stack}
+    stray = [flag for flag, v in given.items() if v is not None]
+    if stray:
+        raise ConfigError(f"{stray[0]}: applies to --nccl-tests only (a measured calibration runs on this machine)")
     from simcomm.calibrate.bench import BenchSpec
     from simcomm.calibrate.launch import launch_emulated, launch_local, run_from_env
 
