@@ -31,10 +31,9 @@ def calibrate_from_nccl_tests(specs: list[str], flat: dict, out: Path, as_json: 
     from simcomm.calibrate.nccl_tests import fit_network
     from simcomm.scenario import from_flat
 
-    if not out.parent.is_dir():
-        from simcomm.errors import ConfigError
+    from simcomm.outpath import check_output_path
 
-        raise ConfigError(f"out: directory {str(out.parent)!r} does not exist")
+    out = check_output_path(out, "--out")  # a missing folder or a full disk, before any simulation
     tables = read_tables(specs)
     predictor = ClusterPredictor(from_flat({k: v for k, v in flat.items() if v is not None}), tables)
     big, small = predictor.measured("big"), predictor.measured("small")

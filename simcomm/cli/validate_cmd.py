@@ -47,10 +47,10 @@ def validate_command(
     from simcomm.validation import CASES, render_markdown, run_cases, with_other_sections
 
     names = [CASES.entry(n).name for n in case] if case else list(CASES.names())
-    if write is not None and not write.parent.is_dir():
-        from simcomm.errors import ConfigError
+    if write is not None:
+        from simcomm.outpath import check_output_path
 
-        raise ConfigError(f"--write: folder {str(write.parent)!r} does not exist")
+        write = check_output_path(write, "--write")  # a missing folder or a full disk, before the cases run
     if quiet or as_json:
         results = run_cases(names)
     else:

@@ -44,6 +44,8 @@ def full_disk(tmp_path):
     ["trace", "synth", "--model", "resnet50", "--device", "v100", "--out", "{d}/r.json"],
     ["trace", "show", "resnet50-v100-roofline", "--png", "{d}/s.png"],
     ["validate", "--write", "{d}/v.md"],
+    ["calibrate", "--nccl-tests", "tests/data/nccl_tests/all_reduce_2x8_p4d_efa.txt", "--cluster", "aws-p4d",
+     "--nodes", "2", "--out", "{d}/l.toml"],
 ])
 def test_a_full_disk_is_one_error_line_and_leaves_nothing(cli, full_disk, argv):
     rc, _, err = cli([a.format(d=full_disk) for a in argv])
