@@ -26,6 +26,7 @@ import numpy as np
 
 from simcomm.errors import ConfigError
 from simcomm.scenario.keys import KEY, KEYS, MAX_NODES, coerce
+from simcomm.scenario.seed_settings import SETTINGS, apply_seed_setting
 from simcomm.scenario.spec import MemorySpec, NetworkSpec, Scenario, ShapeSpec, StackSpec, WorkloadSpec
 from simcomm.topologies.nvlink import NvlinkSpec
 
@@ -207,9 +208,12 @@ def from_flat(flat: dict, *, seconds: AbstractSet[str] = frozenset(), foreign_op
     if "straggler_node" in wl and wl["straggler_node"] >= nodes:
         raise ConfigError(f"straggler_node: {wl['straggler_node']} is out of range for {nodes} nodes "
                           f"(0..{nodes - 1})")
+    # a seed preset runs its paper's setting where the user gave none (simcomm.scenario.seed_settings)
+    assumed = apply_seed_setting(strategy, top, wl, sections["model"], options)
     return Scenario(strategy=strategy, workload=WorkloadSpec(**wl), stack=StackSpec(**sections["stack"]),
                     network=NetworkSpec(**sections["network"]), shape=ShapeSpec(**sections["model"]),
                     memory=MemorySpec(**sections["memory"]), nvlink=NvlinkSpec(**sections["nvlink"]), options=options,
+                    assumed=assumed,
                     **{k: v for k, v in top.items() if k != "strategy"})
 
 
@@ -256,7 +260,9 @@ def to_flat(scn: Scenario) -> dict:
         attr = _ATTR.get(k.section, k.section)
         obj, ref = (scn, default) if not k.section else (getattr(scn, attr), getattr(default, attr))
         value = getattr(obj, k.attr)
-        if k.name == "strategy" or value != getattr(ref, k.attr):
+        # a seed preset fills in the loading when none is given: say a 0 s one explicitly
+        seeded = k.name == "dataload" and scn.cluster in SETTINGS
+        if k.name == "strategy" or value != getattr(ref, k.attr) or seeded:
             if value is None:
                 continue
             if k.kind == "time":

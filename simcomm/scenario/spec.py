@@ -324,6 +324,8 @@ class Scenario:
     nvlink: NvlinkSpec = NvlinkSpec()  # NVLink domains of multi-node NVLink presets (simcomm.topologies.nvlink)
     options: dict = field(default_factory=dict, compare=False)
     baseline: BaselineSpec | None = None  # None: the strategy's paper baseline (Strategy.paper_baseline)
+    #: what the resolver filled in (a seed preset's setting), printed as ``assumed:`` lines
+    assumed: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         _need(isinstance(self.strategy, str) and bool(self.strategy), "strategy", self.strategy, "a strategy name")

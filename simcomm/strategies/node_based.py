@@ -222,7 +222,7 @@ class NodeBased(Strategy):
             e = self.eval_seconds(workload)
             notes.append(f"per-epoch evaluation {e * 1e3:.4g} ms on the epoch's last iteration (eval-s "
                          f"{p.eval_s:g} s + {p.eval_samples} validation samples), adds {e / k * 1e3:.4g} ms to "
-                         "the mean iteration; the baseline run does not include it")
+                         "the mean iteration")
             if x > 1:
                 out.append((float(x - 1), self.plan(workload, topology, exchange=True)))
             out.append((1.0, self.plan(workload, topology, exchange=True, evaluate=True)))

@@ -7,8 +7,9 @@ import pytest
 from simcomm.cli.app import main
 from simcomm.report.perfetto import validate_trace_events
 
+# a model of its own: ceta-ciemat would otherwise run seed 000's Table VII setting (its loading and evaluation)
 ARGS = ["run", "--strategy", "allreduce", "--nodes", "2", "--gpus-per-node", "2", "--cluster", "ceta-ciemat",
-        "--no-baseline", "--json"]
+        "--model", "resnet50", "--no-baseline", "--json"]
 
 
 def _run(capsys, tmp_path, extra):
@@ -48,7 +49,7 @@ def test_timeline_with_overlap_hides_communication(capsys, tmp_path):
 def test_periodic_strategy_lays_kinds_end_to_end(capsys, tmp_path):
     path = tmp_path / "nb.json"
     assert main(["run", "--strategy", "node-based", "--nodes", "2", "--gpus-per-node", "2", "--cluster",
-                 "ceta-ciemat", "--no-baseline", "--json", "--timeline", str(path)]) == 0
+                 "ceta-ciemat", "--model", "resnet50", "--no-baseline", "--json", "--timeline", str(path)]) == 0
     res = json.loads(capsys.readouterr().out)
     obj = json.loads(path.read_text())
     assert validate_trace_events(obj) == []

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "whatif"
-TINY = ["whatif", "--vary", "nodes=2,4", "--strategies", "allreduce,sgp", "--fidelity", "analytic"]
+TINY = ["whatif", "--vary", "nodes=2,4", "--strategies", "allreduce,sgp", "--fidelity", "analytic", "--model",
+        "resnet50"]
 
 
 def test_whatif_writes_results_with_every_input_column(tmp_path, capsys, cli):
@@ -125,7 +126,7 @@ def test_report_missing_dir_is_one_line(tmp_path, capsys, cli):
 
 def test_whatif_straggler_report_explains_gossip(tmp_path, capsys, cli):
     rc, _out, _ = cli(["whatif", "--vary", "straggler_scale=1.0,1.5", "--strategies", "allreduce,sgp",
-                       "--nodes", "4", "--fidelity", "analytic", "--sequential", "--no-html",
+                       "--nodes", "4", "--model", "resnet50", "--fidelity", "analytic", "--sequential", "--no-html",
                        "--out", str(tmp_path)])
     assert rc == 0
     md = (tmp_path / "report.md").read_text()
