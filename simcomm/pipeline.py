@@ -226,6 +226,10 @@ def build_cluster(scn: Scenario, nodes: int, extra: int = 0, base=None):
                           if getattr(scn.network, k) is not None)
         raise ConfigError(f"{given}: cluster {scn.cluster!r} is a topology file; network overrides apply to "
                           "two-level presets only (edit the file instead)")
+    named = _server_machines(scn)
+    if named and base is None and not _is_file(scn.cluster):
+        raise ConfigError(f"server-machines: names machines of a cluster file; on preset {scn.cluster!r} the "
+                          "servers get machines of their own after the workers (drop server-machines)")
     if base is not None:
         topo = base
     elif _is_file(scn.cluster):
@@ -242,6 +246,10 @@ def build_cluster(scn: Scenario, nodes: int, extra: int = 0, base=None):
                 firsts.setdefault(topo.machine_of(r) if topo.machine_of(r) is not None else ("r", r), r)
             topo.meta["server_ranks"] = tuple(firsts.values())[:extra]
             return topo
+    if named:
+        from simcomm.topologies.named_servers import serve_on_machines
+
+        topo = serve_on_machines(topo, named)
     need = extra - len(topo.meta.get("server_ranks", ()))
     if need <= 0:
         return topo
@@ -293,6 +301,13 @@ def build_cluster(scn: Scenario, nodes: int, extra: int = 0, base=None):
         ranks.append(tag)
     return Topology(topo.name, g, dict(topo.links), tuple(ranks), router=ShortestPathRouter(),
                     meta={**topo.meta, "server_ranks": tuple(servers), "servers_attached": need})
+
+
+def _server_machines(scn: Scenario) -> tuple[int, ...]:
+    """The machines ``ps``'s ``server_machines`` names (empty for every other strategy)."""
+    if not scn.options.get("server_machines"):
+        return ()
+    return make_strategy(scn.strategy, dict(scn.options)).params.machines
 
 
 def _preset(scn: Scenario, nodes: int):

@@ -194,10 +194,17 @@ def from_flat(flat: dict, *, seconds: AbstractSet[str] = frozenset(), foreign_op
         k = KEY[key]
         (sections[k.section] if k.section else top)[k.attr] = value
     if file_cluster(top.get("cluster", "")):
-        declared = file_nodes(top["cluster"])
+        machines = file_nodes(top["cluster"])
+        serving = _server_machines(strategy, options)  # ps: machines of the file that serve, not train
+        declared = machines - len(serving)
         if "nodes" in top and top["nodes"] != declared:
-            raise ConfigError(f"nodes: cluster file {top['cluster']!r} declares {declared} node(s); nodes = "
-                              f"{top['nodes']} cannot change it (omit nodes, or use a preset to vary it)")
+            hint = "omit nodes, or use a preset to vary it"
+            if not serving and top["nodes"] < machines and "server_machines" in option_names_of(strategy):
+                hint = (f"to make {machines - top['nodes']} of them parameter servers, name them: "
+                        "--opt server_machines=N[,M] (placement own)")
+            raise ConfigError(f"nodes: cluster file {top['cluster']!r} declares {machines} machine(s)"
+                              + (f", {len(serving)} of them serving" if serving else "")
+                              + f"; nodes = {top['nodes']} cannot change it ({hint})")
         top["nodes"] = declared
     nodes = top.get("nodes", 4)
     gpn = top.get("gpus_per_node")
@@ -215,6 +222,25 @@ def from_flat(flat: dict, *, seconds: AbstractSet[str] = frozenset(), foreign_op
                     memory=MemorySpec(**sections["memory"]), nvlink=NvlinkSpec(**sections["nvlink"]), options=options,
                     assumed=assumed,
                     **{k: v for k, v in top.items() if k != "strategy"})
+
+
+def option_names_of(strategy: str) -> tuple[str, ...]:
+    """The option names of ``strategy`` (none for an unknown name: that error comes elsewhere)."""
+    from simcomm.strategies.base import STRATEGIES, option_names
+
+    try:
+        return tuple(option_names(STRATEGIES.get(strategy)))
+    except ConfigError:
+        return ()
+
+
+def _server_machines(strategy: str, options: dict) -> tuple[int, ...]:
+    """The machines a parameter server's ``server_machines`` names (checked with its other options)."""
+    if not options.get("server_machines"):
+        return ()
+    from simcomm.strategies.base import STRATEGIES, make_params
+
+    return make_params(STRATEGIES.get(strategy), options).machines
 
 
 def _typed_options(cls, options: dict) -> dict:

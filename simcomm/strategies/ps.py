@@ -178,6 +178,8 @@ class PSParams:
     queues: str = "auto"
     pull: str = "per-tensor"
     server_s_per_byte: float = SERVER_S_PER_BYTE
+    #: machines of a cluster file that serve, comma-separated ("3", "0,4"); "" = new machines after the workers
+    server_machines: str = ""
 
     def __post_init__(self):
         if isinstance(self.servers, bool) or not isinstance(self.servers, int) or self.servers < 1:
@@ -188,6 +190,20 @@ class PSParams:
         check_choice("pull", self.pull, PULLS)
         if not self.server_s_per_byte >= 0:
             raise ConfigError(f"server-s-per-byte: {self.server_s_per_byte!r} must be >= 0")
+        machines = self.machines  # checks the list
+        if machines and (self.placement != "own" or len(machines) != self.servers):
+            raise ConfigError(f"server-machines: {self.server_machines!r} names {len(machines)} machine(s) for "
+                              f"{self.servers} server(s) placed {self.placement}; name one machine per server, "
+                              "with placement own")
+
+    @property
+    def machines(self) -> tuple[int, ...]:
+        """The machine indices ``server_machines`` names (empty: servers get new machines)."""
+        items = [x.strip() for x in str(self.server_machines).split(",")] if str(self.server_machines).strip() else []
+        if not all(x.isdigit() for x in items) or len(set(items)) != len(items):
+            raise ConfigError(f"server-machines: {self.server_machines!r} must be distinct machine indices of the "
+                              "cluster file, comma-separated (e.g. 3 or 0,4)")
+        return tuple(int(x) for x in items)
 
     @property
     def fifo(self) -> bool:
@@ -202,7 +218,10 @@ class PSParams:
         elif self.sharding == "round-robin":
             out.append("tensors sharded round-robin over the servers in creation order (TF replica_device_setter's "
                        "default)")
-        if self.placement == "own":
+        if self.machines:
+            out.append(f"servers on machine(s) {self.server_machines} of the cluster file (server-machines), "
+                       "the workers on the others")
+        elif self.placement == "own":
             out.append("servers on their own CPU nodes (seed 004's 1 Gb/s setup)")
         how = f"queues {self.queues}" + (f" -> {'fifo' if self.fifo else 'concurrent'}" if self.queues == "auto"
                                          else "")
