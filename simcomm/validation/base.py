@@ -25,7 +25,7 @@ leaves it, and a test runs every case's fits through it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from simcomm.errors import PlanError
 from simcomm.registry import Registry
@@ -129,6 +129,21 @@ class CaseResult:
                 "rows": [{"label": r.label, "reported": r.reported, "predicted": r.predicted, "unit": r.unit,
                           "role": r.role, "where": r.where, "error_pct": r.error_pct, "verdict": r.verdict,
                           "note": r.note} for r in self.rows]}
+
+
+def explain_misses(rows, closes: tuple[tuple[str, str], ...]) -> tuple[Row, ...]:
+    """``rows`` with every missed or nearly missed prediction's note saying what would close it.
+
+    ``closes`` pairs a part of a label with the quantity the paper does not publish (or the effect simcomm
+    does not model) that would close the row; the first pair whose part the label contains is used.
+    """
+    out = []
+    for row in rows:
+        why = next((text for part, text in closes if part in row.label), None)
+        if row.role == "prediction" and row.verdict in ("miss", "near miss") and why:
+            row = replace(row, note=f"{row.note}; closes with: {why}" if row.note else f"closes with: {why}")
+        out.append(row)
+    return tuple(out)
 
 
 def error_pct(predicted: float, reported: float) -> float:

@@ -54,7 +54,13 @@ and, where no preset fits, its topology).
   (how many of the paper's rows follow the trend).
 * **Misses are kept**, each explained under *Findings*: an unknown the paper
   does not give, an effect simcomm does not model, or a strategy model that
-  disagrees with the paper (listed as a *model finding*).
+  disagrees with the paper (listed as a *model finding*).  Every missed (and
+  nearly missed) prediction's note says what would close it ("closes with:"):
+  the quantity the paper does not publish, or the effect not modelled.
+* **No residuals as measurements.**  A number simcomm only gets by
+  subtracting others (seed 004's communication, the iteration minus the
+  computes of an overlapped pipeline) is shown beside the paper's but not
+  counted.
 """
 
 

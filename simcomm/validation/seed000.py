@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from simcomm.scenario import Scenario, StackSpec, WorkloadSpec
 from simcomm.validation._sim import simulate
-from simcomm.validation.base import Baseline, CaseResult, Fit, Reported, Row, case
+from simcomm.validation.base import Baseline, CaseResult, Fit, Reported, Row, case, explain_misses
 
 PAPER = "seed 000 (Moreno-Alvarez et al., IEEE TNNLS 2023), Tables III and VII"
 NODES = (4, 8, 12, 16, 20)
@@ -227,6 +227,34 @@ def _alternatives(traces3: dict, c3: float, c7: float) -> list[str]:
     return out
 
 
+#: what would close each missed row: a quantity the paper does not publish (docs/validation.md, misses)
+CLOSES = (
+    (", 4 nodes:", "the 4-node runs' loading and all-reduce times (the paper prints only '@1', a nearby value, and "
+                   "no breakdown): at K = 98 the simulated gain is the baseline's all-reduce over a loading-bound "
+                   "iteration, larger than ~1 %"),
+    ("12-node gain ordered", "the Open MPI version and algorithm at 12 ranks (unpublished)"),
+    ("gain peaks at 12", "the all-reduce Open MPI ran at 12, 16 and 20 ranks (version and coll/tuned rules "
+                         "unpublished) or a per-epoch cost beyond the test-set pass: the simulated Rabenseifner is "
+                         "as slow at 20 ranks as at 12, so the gain does not peak at 12 alone"),
+    ("20-node gain is below", "the same: Open MPI's algorithm at 20 ranks and per-epoch costs at K = 20 "
+                              "(unpublished)"),
+    (", 20 nodes:", "Open MPI's algorithm at 20 ranks (version unpublished: Rabenseifner's non-power-of-two fold "
+                    "makes the simulated baseline as slow at 20 ranks as at 12) or per-epoch costs beyond the "
+                    "test-set pass (reshuffle, checkpoint) that weigh 1/K = 1/20 of an epoch"),
+    ("resnet101, 12 nodes:", "ResNet-101's batch (the paper says 128, the code forces 98) and Open MPI's "
+                             "algorithm at 12 ranks (unpublished)"),
+    (", 12 nodes:", "Open MPI's algorithm at 12 ranks (version unpublished) and each model's own loading per "
+                    "image (one cost is fitted on ResNet-18 at 8 nodes)"),
+    (", 8 nodes:", "each model's own loading per image (one cost is fitted on ResNet-18) and Open MPI's algorithm "
+                   "at 8 ranks (unpublished)"),
+    (", 16 nodes:", "Open MPI's algorithm at 16 ranks (version unpublished)"),
+    ("Table VII shufflenetv2", "the unpublished ColossalAI fork's gradient handler: the published one flattens every "
+                               "gradient into one buffer, so ShuffleNetV2's 5x fewer bytes give 5x less gain; an "
+                               "equal gain needs a per-tensor cost"),
+    ("Table VII resnet34", "ResNet-34's batch on Ceta (paper 64, the ImageNet launcher 256) and its own loading "
+                           "per image (fitted on ResNet-18)"),
+)
+
 @case("seed000-node-based", summary="node-based vs all-reduce speedups, Tables III (ESB, CIFAR) and VII (Ceta, "
       "ImageNet)", reference=PAPER)
 def run() -> CaseResult:
@@ -262,7 +290,7 @@ def run() -> CaseResult:
                      "Table VII's speedups are percent, like Table III's (the table does not say; MA-A beside "
                      "them is a ratio in both tables)"),
         calibrated=(line3, line7), fits=fit3 + fit7,
-        rows=tuple(rows3 + _trend_rows(pred) + rows7),
+        rows=explain_misses(rows3 + _trend_rows(pred) + rows7, CLOSES),
         findings=tuple([
             "Table III: the simulated gain is the baseline's per-iteration all-reduce of |θ| over TCP against "
             "node-based's single exchange per epoch, diluted by loading and evaluation; it grows with the model "

@@ -11,17 +11,21 @@ The run is ``ps`` as TF's PS runs it: one push per trainable variable (161)
 as backward produces it, per-variable server update, per-variable pull
 overlapping later pushes on the full-duplex server link, the next forward
 waiting per layer (seed-code-facts C10).  Table 1's columns add up to its
-total (0.388 + 0.073 + 3.457 = 3.918), so its communication is the
-iteration minus worker and PS compute; simcomm's is derived the same way.
+total (0.388 + 0.073 + 3.457 = 3.918): its run measured communication as a
+phase of its own.  simcomm's pipeline overlaps push, server update and pull,
+so it has no such phase: iteration minus worker and PS compute would be a
+residual that subtracts a server time the pipeline mostly hides.  The
+communication rows are therefore shown beside the paper's but not counted;
+the iteration (``total``) is what is compared.
 
 Unknowns (each a :class:`Fit` on a *no-dropping* row only):
 
 * both networks: the PS's reduce+update rate s_B (s/B), from the row's PS
   compute (``s_B (W + 1) |θ| = t_PS``);
 * 56 Gb/s only: the stack's goodput as a fraction of FDR line rate, from the
-  row's communication (secant on the simulated run).  At 1 Gb/s the goodput is
-  *not* fitted: it is TCP's ceiling on Ethernet with 1500-byte frames
-  (1448 payload bytes per 1538 on the wire), so that row's communication is a
+  row's iteration (``total``; secant on the simulated run).  At 1 Gb/s the
+  goodput is *not* fitted: it is TCP's ceiling on Ethernet with 1500-byte
+  frames (1448 payload bytes per 1538 on the wire), so that row's total is a
   prediction.
 
 A priori: batch 64 per worker (not stated; seed-code-facts D3), worker compute
@@ -37,7 +41,7 @@ from simcomm.pipeline import Context
 from simcomm.pipeline import simulate as _simulate
 from simcomm.scenario import Scenario, StackSpec
 from simcomm.validation._sim import bundled
-from simcomm.validation.base import Baseline, CaseResult, Fit, Reported, Row, case
+from simcomm.validation.base import Baseline, CaseResult, Fit, Reported, Row, case, explain_misses
 
 PAPER = "seed 004 (Jeong et al., Electronics 2021), Table 1"
 BATCH = 64
@@ -86,14 +90,14 @@ def comm_of(run: tuple[float, float, float]) -> float:
 
 
 def fit_goodput(key: str, s_b: float, target: float) -> tuple[float, float]:
-    """(efficiency, its communication) hitting ``target`` (secant in 1/efficiency, where comm is ~linear).
+    """(efficiency, its iteration) hitting ``target`` (secant in 1/efficiency, where the time is ~linear).
 
     The search runs the analytic fidelity: with one server and FIFO server
     queues no two messages share a link, so it equals the flow fidelity (the
     rows are then simulated with flow; a test checks the two agree).
     """
     def comm(x: float) -> float:
-        return comm_of(run_ps(key, "ps", 1.0 / x, {"server_s_per_byte": s_b}, "analytic"))
+        return run_ps(key, "ps", 1.0 / x, {"server_s_per_byte": s_b}, "analytic")[0]
 
     x0, x1 = 1.0, 2.0
     c0, c1 = comm(x0), comm(x1)
@@ -118,35 +122,36 @@ def network_rows(key: str, base: Baseline) -> tuple[list[Row], list[Fit], list[s
     if key == "1g":
         eff = TCP_GBE
         nodrop = run_ps(key, "ps", eff, {"server_s_per_byte": s_b})
-    else:  # unknown 2: goodput, from the no-drop communication
-        eff, _ = fit_goodput(key, s_b, base[f"{key}.comm"])
+    else:  # unknown 2: goodput, from the no-drop iteration
+        eff, _ = fit_goodput(key, s_b, base[f"{key}.total"])
         fits.append(Fit(f"{net} goodput", eff, "x line rate", 1e-3, 1.0, "goodput cannot exceed line rate",
-                        f"{net} no-drop communication"))
+                        f"{net} no-drop total"))
         nodrop = run_ps(key, "ps", eff, {"server_s_per_byte": s_b})
     w_ovh, s_ovh = OVERHEAD[OTHER[key]]
     drop = run_ps(key, "ps-layer-drop", eff, {"server_s_per_byte": s_b, "drop_ratio": DROP_RATIO,
                                               "worker_overhead": w_ovh, "server_overhead": s_ovh})
     r = REPORTED
-    comm_role = "prediction" if key == "1g" else "calibration"
+    total_role = "prediction" if key == "1g" else "calibration"
+    residual = "simcomm's residual (iteration - worker - PS compute): its pipeline hides most PS time, so not counted"
     other = NETWORKS[OTHER[key]][5]
     rows = [
         Row(f"{net}, no drop: worker compute", r[f"{key}.worker"], nodrop[1], "s", "prediction", "Table 1",
             f"roofline trace, batch {BATCH}"),
         Row(f"{net}, no drop: PS compute", r[f"{key}.ps"], nodrop[2], "s", "calibration", "Table 1",
             "fits s_B"),
-        Row(f"{net}, no drop: communication", r[f"{key}.comm"], comm_of(nodrop), "s", comm_role, "Table 1",
-            f"goodput {eff:.3f} of line rate" + (" (TCP's ceiling on GbE, not fitted)" if key == "1g"
-                                                 else " (fitted here)")),
-        Row(f"{net}, no drop: total", r[f"{key}.total"], nodrop[0], "s", "not-a-test", "Table 1",
-            "predicted worker + calibrated PS" + (" + predicted comm" if key == "1g" else " + calibrated comm")
-            + ": not counted"),
+        Row(f"{net}, no drop: communication", r[f"{key}.comm"], comm_of(nodrop), "s", "not-a-test", "Table 1",
+            residual),
+        Row(f"{net}, no drop: total", r[f"{key}.total"], nodrop[0], "s", total_role, "Table 1",
+            f"goodput {eff:.3f} of line rate" + (" (TCP's ceiling on GbE, not fitted); PS compute calibrated"
+                                                 if key == "1g" else " (fitted here)")),
         Row(f"{net}, drop: worker compute", r[f"{key}.drop.worker"], drop[1], "s", "prediction", "Table 1",
             f"+{w_ovh:.1%} overhead stated for {other}"),
         Row(f"{net}, drop: PS compute", r[f"{key}.drop.ps"], drop[2], "s", "prediction", "Table 1",
             f"+{s_ovh:.0%} overhead stated for {other}"),
-        Row(f"{net}, drop: communication", r[f"{key}.drop.comm"], comm_of(drop), "s", "prediction", "Table 1",
+        Row(f"{net}, drop: communication", r[f"{key}.drop.comm"], comm_of(drop), "s", "not-a-test", "Table 1",
+            residual),
+        Row(f"{net}, drop: total", r[f"{key}.drop.total"], drop[0], "s", "prediction", "Table 1",
             f"R = {DROP_RATIO}, shared layer choices"),
-        Row(f"{net}, drop: total", r[f"{key}.drop.total"], drop[0], "s", "prediction", "Table 1"),
     ]
     pushed = W - gpn if placement == "colocated" else W  # workers beside a co-located PS use the intra path
     goodput = pushed * model_bytes / r[f"{key}.comm"]
@@ -157,13 +162,23 @@ def network_rows(key: str, base: Baseline) -> tuple[list[Row], list[Fit], list[s
     return rows, fits, find
 
 
+#: what would close each missed row: quantities the paper does not publish
+CLOSES = (
+    ("worker compute", "the per-worker batch (not stated; 64 assumed) and the GPUs' measured compute (a calibrated "
+                       "roofline here)"),
+    ("56 Gb/s, drop: total", "a per-iteration cost that does not scale with bytes at 56 Gb/s (MPI over TCP from "
+                             "Python; one goodput factor is fitted on the no-drop row) and the drop ratio R (not "
+                             "stated): dropping ~90 % of the bytes cut the reported communication only 5x"),
+    ("drop: total", "the drop ratio R (not stated; 0.9 assumed) and the per-worker batch"),
+)
+
 @case("seed004-table1", summary="PS with/without layer dropping, ResNet-50, 1 Gb/s and 56 Gb/s",
       reference=PAPER)
 def run() -> CaseResult:
     rep = {k: Reported(k, v, "s", "Table 1") for k, v in REPORTED.items()}
     rows, fits, find, cal = [], [], [], []
     for key in ("1g", "56g"):
-        base = Baseline(rep, {f"{key}.ps"} | ({f"{key}.comm"} if key == "56g" else set()))
+        base = Baseline(rep, {f"{key}.ps"} | ({f"{key}.total"} if key == "56g" else set()))
         r, f, x = network_rows(key, base)
         rows += r
         fits += [fit.check() for fit in f]
@@ -175,7 +190,7 @@ def run() -> CaseResult:
     find.append("56 Gb/s: the fitted goodput is a few % of FDR line rate (MPI over TCP from Python), and "
                 "dropping ~90 % of bytes cuts the reported communication only ~5x: a per-iteration cost that "
                 "does not scale with bytes, which one bandwidth factor cannot carry (the dropping row's "
-                "communication is under-predicted)")
+                "total is under-predicted)")
     return CaseResult(
         name="seed004-table1", title="Parameter server with layer dropping (Table 1)", paper=PAPER,
         setup=("ResNet v1 50 (25.6 M parameters in 161 variables, 102.2 MB fp32), synchronous PS, one server",
@@ -190,8 +205,9 @@ def run() -> CaseResult:
                      "dropping rows: the other network's stated compute overheads"),
         method=("ps as TF/MXNet/BytePS run it: per-variable push as backward produces it, per-variable server "
                 "update (s_B (W + 1) n), per-variable pull, next forward waits per layer; FIFO server queues",
-                "iteration = simulated steady-state period; communication = iteration - worker - PS compute "
-                "(Table 1's columns add to its total)",
+                "iteration = simulated steady-state period, compared with Table 1's total; simcomm's "
+                "communication (iteration - worker - PS compute) is a residual of an overlapped pipeline, shown "
+                "beside Table 1's measured communication phase but not counted",
                 "dropping: each variable pushed as f n + (1 - f) 4 B and pulled as the union over workers, "
                 "f = 1 - R"),
-        calibrated=tuple(cal), rows=tuple(rows), findings=tuple(find), fits=tuple(fits))
+        calibrated=tuple(cal), rows=explain_misses(rows, CLOSES), findings=tuple(find), fits=tuple(fits))
