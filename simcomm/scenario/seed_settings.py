@@ -27,6 +27,9 @@ from dataclasses import dataclass, field
 
 __all__ = ["SeedSetting", "SETTINGS", "apply_seed_setting"]
 
+#: nodes of a scenario that gives none (simcomm.scenario.spec.Scenario)
+DEFAULT_NODES = 4
+
 
 @dataclass(frozen=True)
 class SeedSetting:
@@ -34,17 +37,19 @@ class SeedSetting:
 
     source: str  # "seed 000 Table III"
     what: str  # the setting in words
-    strategies: tuple[str, ...]  # the proposal and its baseline
+    strategies: tuple[str, ...]  # the methods the table compares
     nodes: tuple[int, ...]  # node counts the table ran
     gpus_per_node: int
     model: str  # the zoo model run when the user names none
-    batches: dict[str, int]  # model -> per-replica batch the code ran
+    batches: dict[str, int]  # model -> per-replica batch the code ran (global batch when ``strong``)
     dataset: str
     dataset_size: int
-    test_size: int
-    load_per_image: float  # seconds per training image, blocking (fitted by simcomm validate)
-    load_source: str
-    test_per_image: float  # seconds per test image (measured)
+    test_size: int = 0  # evaluated every epoch (0: no evaluation in the timed runs)
+    load_per_image: float = 0.0  # seconds per training image, blocking (fitted by simcomm validate)
+    load_source: str = ""  # where the loading comes from, or why there is none
+    test_per_image: float = 0.0  # seconds per test image (measured)
+    precision: str | None = None  # what the code computes in, when not fp32
+    strong: bool = False  # the table scales a fixed global batch
     options: dict[str, dict] = field(default_factory=dict)  # strategy -> its options in this table
     reported: dict[tuple[str, int], float] = field(default_factory=dict)  # (model, nodes) -> speedup %
 
@@ -76,6 +81,35 @@ SETTINGS: dict[str, SeedSetting] = {
         test_per_image=10.9e-3,
         options={"node-based": {"k_prime": 50}},
         reported={("resnet18", 4): 1.10, ("resnet34", 4): 2.34, ("shufflenetv2", 4): 1.03}),
+    # seed 001 Fig. 11: the AWS timing code (aws/imagenet_test.py; seed-code-facts A.2)
+    "aws-g4dn": SeedSetting(
+        source="seed 001 Fig. 11", what="ResNet-50 timing on 4-16 g4dn instances x 1 T4, the AWS timing code",
+        strategies=("allreduce", "sgp", "crossover-sgd", "hierarchical-crossover-sgd"), nodes=(4, 8, 16),
+        gpus_per_node=1, model="resnet50", batches={"resnet50": 64},  # the code's --batch_size default
+        dataset="imagenet", dataset_size=1_281_167,
+        load_source="synthetic torch.rand input: no loading in the timed loop", precision="amp-fp16",
+        options={"sgp": {"mode": "blocking"}, "crossover-sgd": {"mode": "blocking"},
+                 "hierarchical-crossover-sgd": {"mode": "blocking", "broadcast": "model"}}),
+    # seed 002 Table II
+    "gbe-4gpu": SeedSetting(
+        source="seed 002 Table II", what="CIFAR-10 ResNet-20 and VGG-16 on 4 GPUs over 1 GbE",
+        strategies=("gtopk", "sketched-sgd", "gs-sgd"), nodes=(4,), gpus_per_node=1, model="resnet20-cifar",
+        batches={"resnet20-cifar": 32, "vgg16-cifar": 32},  # the gTop-k code's exp_configs
+        dataset="cifar10", dataset_size=50_000,
+        load_source="the host cost simcomm validate fits on gTop-k (154-288 ms per iteration) is a catch-all, "
+                    "not applied"),
+    # seed 003 Fig. 8: strong scaling of a global batch of 256, one MPI rank per Haswell node
+    "cori-haswell": SeedSetting(
+        source="seed 003 Fig. 8", what="ImageNet VGG-16 and ResNet-50, global batch 256, 1-256 Haswell nodes",
+        strategies=("pcnn", "allreduce"), nodes=(1, 2, 4, 8, 16, 32, 64, 128, 256), gpus_per_node=1,
+        model="vgg16", batches={"vgg16": 256, "resnet50": 256}, dataset="imagenet", dataset_size=1_281_167,
+        load_source="the paper times training without loading", strong=True),
+    # seed 004 Table 1, 1 Gb/s: two worker machines x 2 GTX 1080 Ti, a CPU parameter server
+    "seed004-ps": SeedSetting(
+        source="seed 004 Table 1", what="ResNet-50 on 2 x 2 GTX 1080 Ti workers and a CPU PS over 1 GbE",
+        strategies=("ps", "ps-layer-drop"), nodes=(2,), gpus_per_node=2, model="resnet50",
+        batches={"resnet50": 64},  # not stated (seed-code-facts D3)
+        dataset="imagenet", dataset_size=1_281_167, load_source="the paper gives none"),
 }
 
 
@@ -105,28 +139,42 @@ def apply_seed_setting(strategy: str, top: dict, workload: dict, shape: dict, op
     if not named:
         top["model"] = s.model
     model: str = "" if "trace" in top or shape else top.get("model", "")
-    nodes, gpn = top.get("nodes", 4), top.get("gpus_per_node")
-    never = _never_ran(s, strategy, nodes, gpn, model)
     lines = []
+    if "nodes" not in top and DEFAULT_NODES not in s.nodes:  # the scenario's default is not a count it ran
+        top["nodes"] = s.nodes[-1]
+        lines.append(f"{s.nodes[-1]} nodes ({s.source}'s); --nodes to change")
+    nodes, gpn = top.get("nodes", DEFAULT_NODES), top.get("gpus_per_node")
+    never = _never_ran(s, strategy, nodes, gpn, model)
     if not named:
-        lines.append(f"model {s.model}: {s.source}'s ({s.what}); --model to change")
-    paper = model in s.batches and workload.get("scaling", "weak") == "weak"
+        lines.insert(0, f"model {s.model}: {s.source}'s ({s.what}); --model to change")
+    scaling = "strong" if s.strong else "weak"
+    paper = model in s.batches and workload.get("scaling", scaling) == scaling
     if paper:
+        if s.strong and "scaling" not in workload:
+            workload["scaling"] = "strong"
         batch = top.setdefault("batch", s.batches[model])
         ranks = nodes * (gpn or s.gpus_per_node)
         if "dataset_size" not in top:
             top["dataset_size"] = s.dataset_size
-            lines.append(f"dataset {s.dataset}: {s.dataset_size:,} training images, {s.test_size:,} test "
-                         f"({s.source})")
-        if "dataload_s" not in workload:
+            test = f", {s.test_size:,} test" if s.test_size else ""
+            lines.append(f"dataset {s.dataset}: {s.dataset_size:,} training samples{test} ({s.source})")
+        if "dataload_s" not in workload and s.load_per_image:
             workload["dataload_s"] = batch * s.load_per_image
             lines.append(f"data loading {batch * s.load_per_image * 1e3:.4g} ms per iteration, blocking: "
                          f"{s.load_per_image * 1e3:.3g} ms per image x batch {batch} ({s.load_source}; "
                          f"{_LOAD_WHY}); --dataload to change")
+        elif "dataload_s" not in workload:
+            lines.append(f"no data loading: {s.load_source}; --dataload to add it")
+        if s.precision and "precision" not in workload:
+            workload["precision"] = s.precision
+            lines.append(f"precision {s.precision} ({s.source}'s code); --precision to change")
         own = s.options.get(strategy, {})
         for key, value in own.items():
             options.setdefault(key, value)
-        if strategy == "node-based" and "eval_s" not in options and "eval_samples" not in options:
+        if own:
+            lines.append(f"{strategy} as {s.source}'s code runs it: "
+                         + ", ".join(f"{k}={v}" for k, v in own.items()) + " (unless given)")
+        if strategy == "node-based" and s.test_size and "eval_s" not in options and "eval_samples" not in options:
             per_rank = math.ceil(s.test_size / ranks)
             options["eval_s"] = per_rank * s.test_per_image
             options["eval_samples"] = s.test_size
@@ -136,11 +184,12 @@ def apply_seed_setting(strategy: str, top: dict, workload: dict, shape: dict, op
                          "eval-s / eval-samples to change")
         if not never:
             value = s.reported.get((model, nodes))
-            lines.append(f"setting: {s.source}, {model} at {nodes} nodes x {s.gpus_per_node} GPU(s), batch "
+            per = "global batch" if s.strong else "batch"
+            lines.append(f"setting: {s.source}, {model} at {nodes} nodes x {s.gpus_per_node} GPU(s), {per} "
                          f"{batch}" + (f"; the paper measured a {value:g} % speedup of node-based over its "
                                        f"all-reduce baseline" if value is not None else ""))
     if never:
-        lines.append(f"{s.source.split(' Table')[0]} never ran this on {top.get('cluster', 'deep-est-esb')}: "
+        lines.append(f"{' '.join(s.source.split()[:2])} never ran this on {top.get('cluster', 'deep-est-esb')}: "
                      + "; ".join(never) + f" ({s.source}: {s.what})"
-                     + ("" if paper else "; no data loading or evaluation from its setting"))
+                     + ("" if paper else "; so no batch, loading or evaluation from its setting"))
     return tuple(lines)

@@ -63,9 +63,24 @@ def test_never_ran_is_one_line(flat, words):
 
 def test_model_it_never_ran_gets_no_loading():
     scn = from_flat({"strategy": "node-based", "model": "vgg16"})
-    assert scn.workload.dataload_s == 0 and scn.batch is None and "no data loading" in scn.assumed[-1]
+    assert scn.workload.dataload_s == 0 and scn.batch is None and "no batch, loading or evaluation" in scn.assumed[-1]
 
 
 def test_other_clusters_untouched():
     scn = from_flat({"strategy": "node-based", "cluster": "dgx-a100-hdr"})
     assert scn.assumed == () and scn.model is None and scn.options == {}
+
+
+def test_other_seed_presets_run_their_papers_setting():
+    aws = from_flat({"strategy": "hierarchical-crossover-sgd", "cluster": "aws-g4dn", "nodes": 16})
+    assert (aws.model, aws.batch, aws.workload.precision, aws.workload.dataload_s) == ("resnet50", 64, "amp-fp16", 0)
+    assert aws.options == {"mode": "blocking", "broadcast": "model"}  # the AWS timing code's
+    assert any(line.startswith("setting: seed 001 Fig. 11") for line in aws.assumed)
+    cori = from_flat({"strategy": "pcnn", "cluster": "cori-haswell", "nodes": 256})
+    assert (cori.model, cori.batch, cori.workload.scaling) == ("vgg16", 256, "strong")  # global batch 256
+    ps = from_flat({"strategy": "ps-layer-drop", "cluster": "seed004-ps"})
+    assert ps.nodes == 2 and ps.batch == 64 and "2 nodes (seed 004 Table 1's)" in ps.assumed[1]
+    gbe = from_flat({"strategy": "node-based", "cluster": "gbe-4gpu"})
+    assert [x for x in gbe.assumed if "never ran" in x] == [
+        "seed 002 never ran this on gbe-4gpu: strategy node-based (it ran gtopk and sketched-sgd and gs-sgd) "
+        "(seed 002 Table II: CIFAR-10 ResNet-20 and VGG-16 on 4 GPUs over 1 GbE)"]
