@@ -58,6 +58,14 @@ def run_compare(base: Scenario, strategies: list[str], nodes: list[int], progres
     """Results for every (nodes, strategy); speedup against the common baseline at the same nodes."""
     from simcomm.pipeline import Context, per_sample_speedup, simulate
 
+    # a seed preset's setting (simcomm.scenario.seed_settings) was filled in for one strategy at one node count:
+    # each strategy and node count here gets its own options, and the base's "setting" line names neither.
+    # node-based's per-epoch evaluation is left out: the other strategies price none, so it would not compare
+    seeded = _seeded(base, base.strategy, base.nodes, evaluation=True)
+    lines = tuple(x for x in base.assumed if not x.startswith(("setting:", "evaluation every epoch")))
+    if any(x.startswith("evaluation every epoch") for x in base.assumed):
+        lines += ("node-based's per-epoch evaluation left out: the other strategies compared price none",)
+    base = replace(base, assumed=lines, options={k: v for k, v in base.options.items() if seeded.get(k, not v) != v})
     ctx = Context(base)
     ctx.trace()  # a bad trace or cluster is the user's error for every strategy: fail once, here
     ref_spec = baseline_of(base)
@@ -83,7 +91,8 @@ def run_compare(base: Scenario, strategies: list[str], nodes: list[int], progres
                 ref, ref_samples = res.mean_s, res.global_batch
         for spec in strategies:
             name, variant = split_variant(spec)
-            opts = {**_own_options(base, name), **variant}  # a variant's own options win over --opt
+            # a variant's own options win over --opt, which wins over the seed setting's
+            opts = {**_seeded(base, name, n, evaluation=False), **_own_options(base, name), **variant}
             scn = replace(base, strategy=name, nodes=n, options=opts)
             try:
                 res = simulate(scn, ctx=ctx, baseline=False, analytic=False)
@@ -103,6 +112,17 @@ def run_compare(base: Scenario, strategies: list[str], nodes: list[int], progres
             if progress is not None:
                 progress()
     return out
+
+
+def _seeded(base: Scenario, name: str, nodes: int, evaluation: bool) -> dict:
+    """The options a seed preset's setting gives strategy ``name`` at ``nodes`` nodes (empty elsewhere)."""
+    from simcomm.scenario.seed_settings import SETTINGS, strategy_defaults
+
+    s = SETTINGS.get(base.cluster)
+    if s is None:
+        return {}
+    return strategy_defaults(base.cluster, base.model, name, nodes * (base.gpus_per_node or s.gpus_per_node),
+                             evaluation)
 
 
 def _own_options(base: Scenario, name: str) -> dict:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-__all__ = ["SeedSetting", "SETTINGS", "apply_seed_setting"]
+__all__ = ["SeedSetting", "SETTINGS", "apply_seed_setting", "strategy_defaults"]
 
 #: nodes of a scenario that gives none (simcomm.scenario.spec.Scenario)
 DEFAULT_NODES = 4
@@ -126,6 +126,24 @@ def _never_ran(s: SeedSetting, strategy: str, nodes: int, gpn: int | None, model
     return out
 
 
+def _evaluation(s: SeedSetting, ranks: int) -> dict:
+    """node-based's per-epoch evaluation: the test set's loading sharded over ``ranks``, and its forward passes."""
+    return {"eval_s": math.ceil(s.test_size / ranks) * s.test_per_image, "eval_samples": s.test_size}
+
+
+def strategy_defaults(cluster: str, model: str | None, strategy: str, ranks: int, evaluation: bool = True) -> dict:
+    """The options a seed preset's setting gives ``strategy`` at ``ranks`` ranks (``compare``'s strategies and
+    node counts other than the scenario's own); empty off a seed preset or for a model its paper did not run.
+    ``evaluation``: include node-based's per-epoch evaluation."""
+    s = SETTINGS.get(cluster)
+    if s is None or model not in s.batches:
+        return {}
+    out = dict(s.options.get(strategy, {}))
+    if strategy == "node-based" and s.test_size and evaluation:
+        out.update(_evaluation(s, ranks))
+    return out
+
+
 def apply_seed_setting(strategy: str, top: dict, workload: dict, shape: dict, options: dict) -> tuple[str, ...]:
     """Fill a seed preset's setting into what the user left unset; returns the ``assumed:`` lines.
 
@@ -175,9 +193,8 @@ def apply_seed_setting(strategy: str, top: dict, workload: dict, shape: dict, op
             lines.append(f"{strategy} as {s.source}'s code runs it: "
                          + ", ".join(f"{k}={v}" for k, v in own.items()) + " (unless given)")
         if strategy == "node-based" and s.test_size and "eval_s" not in options and "eval_samples" not in options:
+            options.update(_evaluation(s, ranks))
             per_rank = math.ceil(s.test_size / ranks)
-            options["eval_s"] = per_rank * s.test_per_image
-            options["eval_samples"] = s.test_size
             lines.append(f"evaluation every epoch over the {s.test_size:,} test images sharded over the {ranks} "
                          f"ranks (the code's test_interval=1): loading {per_rank} x {s.test_per_image * 1e3:.3g} "
                          f"ms (the test transforms measured in one process) plus their forward passes; "

@@ -84,3 +84,16 @@ def test_other_seed_presets_run_their_papers_setting():
     assert [x for x in gbe.assumed if "never ran" in x] == [
         "seed 002 never ran this on gbe-4gpu: strategy node-based (it ran gtopk and sketched-sgd and gs-sgd) "
         "(seed 002 Table II: CIFAR-10 ResNet-20 and VGG-16 on 4 GPUs over 1 GbE)"]
+
+
+def test_compare_gives_each_strategy_and_node_count_its_setting(capsys, cli):
+    """compare on a seed preset: node-based at 20 nodes runs K' = K as in `run`, without the evaluation (which the
+    other strategies do not price), and no line names one node count's setting."""
+    rc, out, err = cli("compare", "--strategies", "allreduce,node-based", "--nodes", "4,20", "--opt", "k_prime=-1",
+                       "--quiet")
+    assert rc == 0, err
+    assert "setting: seed 000" not in out and "per-epoch evaluation left out" in out
+    rc, run_out, err = cli("run", "-s", "node-based", "--nodes", "20", "--opt", "eval_s=0", "--opt", "eval_samples=0",
+                           "--json")
+    assert rc == 0, err
+    assert f"{json.loads(run_out)['mean_s'] * 1e3:.4g} ms" in out  # the same node-based iteration as `run`
