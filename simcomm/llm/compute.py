@@ -26,7 +26,7 @@ to the backward.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simcomm.errors import ConfigError
 from simcomm.llm.placement import layer_kind
@@ -59,12 +59,14 @@ class LayerCost:
     expert_update_s: float = 0.0  # MoE: the routed experts' part of update_s
 
 
-def layer_costs(w, lay, ulysses: bool = False, moe=None) -> list[LayerCost]:
+def layer_costs(w, lay, ulysses: bool = False, moe=None, memo: dict | None = None) -> list[LayerCost]:
     """Every layer's :class:`LayerCost` of workload ``w`` under ``lay`` (a :class:`simcomm.llm.layout.Layout`:
     its tp, cp, ep, etp, micro-batch, sequence parallelism and recomputation); ``ulysses``: split attention
     layers' times for its all-to-alls; ``moe``: the plan's MoE layers
     (:class:`simcomm.strategies.megatron.moe.MoeCosts`: routing load and grouped-GEMM stretch, the routed
-    experts' share of the parameters)."""
+    experts' share of the parameters).  ``memo``: a dict the caller keeps for one trace (the search's
+    estimate of thousands of layouts): each distinct layer is priced once per (micro-batch, tp, cp), the
+    same floats as without it (:func:`sharded_layer_times` does not read a layer's name)."""
     tr = w.trace
     meta = dict(tr.meta.get("transformer") or {})
     mb, tp, ep = lay.microbatch, lay.tp, lay.ep
@@ -75,7 +77,7 @@ def layer_costs(w, lay, ulysses: bool = False, moe=None) -> list[LayerCost]:
     out_costs = []
     for layer, lw in zip(tr.layers, w.layers):
         kind = layer_kind(lw.name)
-        f, bk = sharded_layer_times(tr, layer, mb, tp, cp)  # GEMMs at the rank's shapes
+        f, bk = _layer_times(tr, layer, mb, tp, cp, memo)  # GEMMs at the rank's shapes
         if kind == "moe" and moe is not None:  # routed experts stretched by their load and grouped-GEMM tiles
             f, bk = f * moe.compute_factor, bk * moe.compute_factor
         extra = 0.0
@@ -105,6 +107,21 @@ def layer_costs(w, lay, ulysses: bool = False, moe=None) -> list[LayerCost]:
             activation_bytes=out / tp if sp else out, ulysses_times=times,
             expert_grad_bytes=expert_grad, expert_update_s=expert_update))
     return out_costs
+
+
+def _layer_times(trace: Trace, layer: Layer, mb: int, tp: int, cp: int, memo: dict | None) -> tuple[float, float]:
+    """:func:`sharded_layer_times`, looked up in ``memo`` (keyed on the layer less its name: a model's blocks
+    are the same layer under other names) when one is given."""
+    if memo is None:
+        return sharded_layer_times(trace, layer, mb, tp, cp)
+    same = memo.get(layer.name)  # a small int per distinct layer (memo only grows: len is a fresh number)
+    if same is None:
+        same = memo[layer.name] = memo.setdefault(("layer", replace(layer, name="")), len(memo))
+    key = (same, mb, tp, cp)
+    out = memo.get(key)
+    if out is None:
+        out = memo[key] = sharded_layer_times(trace, layer, mb, tp, cp)
+    return out
 
 
 def sharded_layer_times(trace: Trace, layer: Layer, micro_batch: int, tp: int = 1,

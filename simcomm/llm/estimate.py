@@ -74,6 +74,9 @@ class Pricer:
         self._stages: dict = {}
         self._prices: dict = {}
         self._dp_memo: dict = {}
+        self._layer_memo: dict = {}  # compute.layer_costs' per-layer times, shared by every layout
+        self._at: dict = {}  # (kind, groups) -> {bytes: seconds}: price() without re-hashing the groups
+        self._moe_trace = any(x.name.endswith(".moe") for x in self.trace.layers)
         self.gpn = gpus_per_node  # None: the TP-DP link sharing below is not counted
 
     # -- compute (the emitter's own per-layer costs) -------------------------------------------------------
@@ -81,13 +84,13 @@ class Pricer:
         """:func:`~simcomm.llm.compute.layer_costs` of ``lay`` (cached on what they depend on)."""
         key = self._cost_key(lay)
         if key not in self._costs:
-            self._costs[key] = layer_costs(self.workload, lay, moe=self._moe(lay))
+            self._costs[key] = layer_costs(self.workload, lay, moe=self._moe(lay), memo=self._layer_memo)
         return self._costs[key]
 
     def _moe(self, lay: Layout):
         """The emitter's :class:`~simcomm.strategies.megatron.moe.MoeCosts` of ``lay`` (None for a dense model):
         the MoE layers' compute stretch and expert share, as the strategy builds them from its options."""
-        if not any(x.name.endswith(".moe") for x in self.trace.layers):
+        if not self._moe_trace:
             return None
         from simcomm.strategies.megatron import MegatronParams
         from simcomm.strategies.megatron.moe import moe_costs
@@ -95,9 +98,10 @@ class Pricer:
         params = MegatronParams(**lay.options(self.gb))
         return moe_costs(params, lay.placement(), self.meta, lay.microbatch, self.act)
 
-    @staticmethod
-    def _cost_key(lay: Layout) -> tuple:
-        return (lay.tp, lay.cp, lay.ep, lay.etp, lay.dp, lay.microbatch, lay.sequence_parallel, lay.recompute)
+    def _cost_key(self, lay: Layout) -> tuple:
+        # dp only for MoE models (the MoE costs depend on the placement; a dense layer's cost does not)
+        return (lay.tp, lay.cp, lay.ep, lay.etp, lay.dp if self._moe_trace else 0, lay.microbatch,
+                lay.sequence_parallel, lay.recompute)
 
     def stage_layers(self, lay: Layout, k: int) -> list[int]:
         """Trace indices of stage ``k``'s layers in forward order (its virtual chunks k, k + pp, ...; the
@@ -129,6 +133,21 @@ class Pricer:
                                  options=EngineOptions(runtime=self.runtime, link_bytes=False))
             self._prices[key] = float(max(tl.end))
         return self._prices[key]
+
+    def at(self, kind: str, groups: tuple):
+        """``price(kind, groups, ·)`` as a function of the bytes alone, memoised per byte count (the same
+        seconds: price is a function of the rounded bytes): the data-parallel timelines ask per layer."""
+        key = (kind, groups)
+        memo = self._at.get(key)
+        if memo is None:
+            memo = self._at[key] = {}
+
+        def seconds(nbytes: float) -> float:
+            out = memo.get(nbytes)
+            if out is None:
+                out = memo[nbytes] = self.price(kind, groups, nbytes)
+            return out
+        return seconds
 
     def groups(self, lay: Layout) -> dict:
         """The collective groups of stage 0 (every TP lane at once) in the strategy's placement
@@ -199,13 +218,14 @@ class Pricer:
             t += costs[j].backward_s + (costs[j].forward_s if full else 0.0)
             ready[j] = t
         stream, gathers, busy = 0.0, 0.0, 0.0
+        reduce, gather = self.at(kind, dp_groups), self.at("allgather", dp_groups)
         for bucket in self._buckets(tuple(idx)):
             nbytes = sum(costs[j].grad_bytes for j in bucket)
             start = max(stream, max(ready[j] for j in bucket))
-            stream = start + self.price(kind, dp_groups, nbytes)
+            stream = start + reduce(nbytes)
             busy += max(0.0, min(stream, t) - min(start, t))
             if lay.zero in (1, 2):
-                gathers += self.price("allgather", dp_groups, nbytes)
+                gathers += gather(nbytes)
         return max(0.0, stream - t) + gathers, busy / t if t > 0 else 0.0
 
     def _shares_links(self, lay: Layout, grp) -> bool:
@@ -236,11 +256,13 @@ class Pricer:
         and reduce-scatters' seconds over the pass's, at most 1)."""
         dp_groups, hsdp_groups, hs = grp["dp"], grp["hsdp"], lay.shard_group
         full = lay.recompute == "full"
+        gather, scatter = self.at("allgather", dp_groups), self.at("reduce_scatter", dp_groups)
+        across = self.at("allreduce", hsdp_groups)
 
         def one(forward: bool) -> tuple[float, float, float]:
             order = idx if forward else idx[::-1]
             n = len(order)
-            ag = [self.price("allgather", dp_groups, costs[j].grad_bytes) for j in order]
+            ag = [gather(costs[j].grad_bytes) for j in order]
             gathered = [0.0] * n
             link = gathered[0] = ag[0]  # the first two gathers at the pass's start, back to back
             if n > 1:
@@ -253,12 +275,11 @@ class Pricer:
                     link = gathered[k + 2] = max(link, t_c) + ag[k + 2]
                 if not forward:  # this layer's reduce-scatter (+ HSDP all-reduce) after its compute, same links
                     nb = costs[j].grad_bytes
-                    link = max(link, t_c) + self.price("reduce_scatter", dp_groups, nb)
+                    link = max(link, t_c) + scatter(nb)
                     if hs is not None:
-                        link += self.price("allreduce", hsdp_groups, nb / hs)
+                        link += across(nb / hs)
             work = sum(ag) + (0.0 if forward else sum(
-                self.price("reduce_scatter", dp_groups, costs[j].grad_bytes)
-                + (self.price("allreduce", hsdp_groups, costs[j].grad_bytes / hs) if hs is not None else 0.0)
+                scatter(costs[j].grad_bytes) + (across(costs[j].grad_bytes / hs) if hs is not None else 0.0)
                 for j in order))
             return t_c, max(0.0, link - t_c), min(1.0, work / t_c) if t_c > 0 else 0.0
 

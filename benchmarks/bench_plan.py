@@ -1,0 +1,83 @@
+"""Where ``simcomm plan``'s time goes: the search (enumeration, memory fit, estimate) and the simulations.
+
+Runs :func:`simcomm.llm.search.search` and :func:`~simcomm.llm.search.simulate_best` as ``simcomm plan`` does
+(default axes, bf16) and prints the CPU seconds of each phase.  ``--dump FILE`` writes every fitting row's
+(layout, memory, estimate) and every simulated row's step as JSON lines, so that a speed change can be checked
+to leave every number the same (``--compare FILE``: exit status 1 on the first difference).
+
+    python benchmarks/bench_plan.py --model llama3-70b --cluster dgx-h100-ndr --nodes 16 --global-batch 512
+    python benchmarks/bench_plan.py ... --simulate 0 --dump /tmp/before.jsonl   # search only
+    python benchmarks/bench_plan.py ... --simulate 0 --compare /tmp/before.jsonl
+
+Results: docs/performance.md, "simcomm plan".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from simcomm.llm import search
+from simcomm.traces.zoo.transformer import transformer_config
+
+
+def _row(r, gb: int) -> str:
+    return json.dumps({"layout": r.layout.to_dict(), "precision": getattr(r, "precision", None),
+                       "memory": r.memory_bytes, "estimate": r.to_dict(gb)["estimate"],
+                       "step_s": r.step_s if r.simulated else None}, sort_keys=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="llama3-70b")
+    ap.add_argument("--cluster", default="dgx-h100-ndr")
+    ap.add_argument("--nodes", type=int, default=16)
+    ap.add_argument("--global-batch", type=int, default=512)
+    ap.add_argument("--precision", default="bf16")
+    ap.add_argument("--simulate", type=int, default=20, help="K layouts to simulate (0: the search only)")
+    ap.add_argument("--max-ops", type=int, default=300_000)
+    ap.add_argument("--sim-ops", type=int, default=1_000_000)
+    ap.add_argument("--dump", help="write every row as JSON lines here")
+    ap.add_argument("--compare", help="compare every row with this dump (exit 1 on a difference)")
+    a = ap.parse_args(argv)
+
+    cfg = transformer_config(a.model)
+    base = {"cluster": a.cluster, "model": a.model, "precision": a.precision}
+    stages: list[tuple[str, float]] = []
+
+    def progress(stage: str, total: int):
+        stages.append((stage, time.process_time()))
+
+    t0 = time.process_time()
+    found = search.search(cfg, base, a.nodes, a.global_batch, search.Space(cps=None, shard_groups=(search.NODE,)),
+                          a.precision, progress)
+    t1 = time.process_time()
+    marks = [("setup and enumeration", t0), *stages, ("end", t1)]
+    parts = ", ".join(f"{name}: {marks[i + 1][1] - at:.1f} s" for i, (name, at) in enumerate(marks[:-1]))
+    print(f"search: {found.enumerated} layouts, {found.fit} fit, {t1 - t0:.1f} s CPU ({parts})")
+    rows = found.rows
+    if a.simulate:
+        rows = search.simulate_best(found, cfg, base, a.nodes, a.global_batch, a.simulate, "flow", a.max_ops,
+                                    a.sim_ops)
+        sim = [r for r in rows if r.simulated]
+        print(f"simulate: {len(sim)} layouts, {time.process_time() - t1:.1f} s CPU; winner "
+              f"{sim[0].layout.short()} {sim[0].step_s:.4g} s")
+    lines = [_row(r, a.global_batch) for r in rows]
+    if a.dump:
+        with open(a.dump, "w") as fh:
+            fh.write("\n".join(lines) + "\n")
+    if a.compare:
+        with open(a.compare) as fh:
+            want = fh.read().splitlines()
+        if want != lines:
+            bad = next((i for i, (x, y) in enumerate(zip(want, lines)) if x != y), min(len(want), len(lines)))
+            print(f"DIFFERENT at row {bad}: {len(want)} rows before, {len(lines)} now", file=sys.stderr)
+            return 1
+        print(f"same: {len(lines)} rows identical")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
