@@ -22,9 +22,9 @@ from simcomm.cli.console import print_json, stderr, stdout, table
 from simcomm.cli.scenario_flags import scenario_flags
 from simcomm.errors import ConfigError
 
-__all__ = ["plan_command", "parse_list", "parse_cp", "parse_shard_groups", "run_command"]
+__all__ = ["plan_command", "parse_list", "parse_cp", "parse_shard_groups", "run_command", "check_precisions"]
 
-_PRECISIONS = ("bf16", "fp16", "fp32")
+_PRECISIONS = ("bf16", "fp16", "fp32", "fp8", "fp8-tensorwise", "mxfp8")
 
 
 def parse_list(text: str, field: str, choices: tuple, cast=str) -> tuple:
@@ -146,7 +146,9 @@ def plan_command(
     nodes: int = typer.Option(1, "--nodes", "-n", help="Number of nodes."),
     gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", "-g"),
     global_batch: int = typer.Option(..., "--global-batch", help="Sequences per training step."),
-    precision: str = typer.Option("bf16", "--precision", help="bf16, fp16 or fp32 (compute and memory)."),
+    precision: str = typer.Option("bf16", "--precision", help="Precisions searched: bf16, fp16, fp32, fp8, "
+                                  "fp8-tensorwise, mxfp8 (comma-separated), or auto (bf16, and fp8 / mxfp8 where "
+                                  "the GPU has FP8 tensor cores)."),
     attention: Optional[str] = typer.Option(None, "--attention", help="flash (FlashAttention, the default) or "
                                             "unfused (Megatron-LM 2021-22: full s×s core, scores through HBM)."),
     top: int = typer.Option(10, "--top", help="Rows to print."),
@@ -162,7 +164,8 @@ def plan_command(
     max_microbatch: int = typer.Option(16, "--max-microbatch", help="Largest micro-batch searched."),
     zero: str = typer.Option("0,1,2,3", "--zero", help="ZeRO stages searched."),
     schedules: str = typer.Option("1f1b,interleaved,gpipe", "--schedules", help="Pipeline schedules searched."),
-    recompute: str = typer.Option("none,selective,full", "--recompute", help="Recomputation searched."),
+    recompute: str = typer.Option("none,selective,full", "--recompute", help="Recomputation searched: none, "
+                                  "selective, full (Megatron-core's), op (torchtitan's per-operator)."),
     cp: str = typer.Option("auto", "--cp", help="Context-parallel sizes searched (auto: 1, and 2, 4, ... up to "
                                                 "the GPUs per node when the sequence is >= 8192)."),
     shard_group: str = typer.Option("auto", "--shard-group", help="HSDP shard-group sizes tried beside plain "
@@ -193,28 +196,27 @@ def plan_command(
         raise ConfigError(f"--max-tp: {max_tp} must be >= 1")
     if fidelity not in FIDELITIES:
         raise ConfigError(f"--fidelity: {fidelity!r} is not valid; valid choices: {', '.join(FIDELITIES)}")
-    if precision not in _PRECISIONS:
-        raise ConfigError(f"--precision: {precision!r} is not valid; valid choices: {', '.join(_PRECISIONS)}")
+    precisions = ("auto",) if precision.strip() == "auto" else parse_list(precision, "--precision", _PRECISIONS)
     space = plan.Space(max_tp=max_tp, max_microbatch=max_microbatch,
                        zeros=parse_list(zero, "--zero", (0, 1, 2, 3), int),
                        schedules=parse_list(schedules, "--schedules", ("1f1b", "interleaved", "gpipe")),
-                       recomputes=parse_list(recompute, "--recompute", ("none", "selective", "full")))
+                       recomputes=parse_list(recompute, "--recompute", ("none", "selective", "full", "op")))
     # the attention priced into the trace and into selective recomputation's share (cfg.meta())
     cfg = replace(TRANSFORMERS[model][0], attention=check_attention(attention or "flash"))
-    given = {"cluster": cluster, "gpus_per_node": gpus_per_node, "model": model, "precision": precision,
+    given = {"cluster": cluster, "gpus_per_node": gpus_per_node, "model": model,
+             "precision": "bf16" if precisions == ("auto",) else precisions[0],
              "attention": attention, **(flags or {})}
     base = {k: v for k, v in given.items() if v is not None}
-    _context(base, nodes)  # scenario vocabulary checks (cluster, stack, network flags): one line, now
+    _, ctx0 = _context(base, nodes)  # scenario vocabulary checks (cluster, stack, network flags): one line, now
+    precisions = check_precisions(precisions, ctx0.device(), model)
     space = replace(space, cps=parse_cp(cp, cfg), shard_groups=parse_shard_groups(shard_group),
                     eps=parse_eps(ep, cfg))
     if png is not None:
         from simcomm.outpath import check_output_path
 
         png = check_output_path(png, "--png")
-    dtype = precision
-
     with _Bar(quiet or as_json) as bar:
-        found = plan.search(cfg, base, nodes, global_batch, space, dtype, bar)
+        found = plan.search_precisions(cfg, base, nodes, global_batch, space, precisions, bar)
         n_gpus, dev, ctx = found.gpus, found.device, found.context
         ranked = plan.simulate_best(found, cfg, base, nodes, global_batch, simulate_k, fidelity, max_ops, sim_ops,
                                     bar)
@@ -225,10 +227,10 @@ def plan_command(
         best = simulated[0]
         sweep = None
         if png is not None:
-            sweep = _pareto_points(cfg, base, nodes, global_batch, space, dtype, bar, ranked, fidelity, max_ops,
-                                   sim_ops)
+            sweep = _pareto_points(cfg, base, nodes, global_batch, space, precisions, bar, ranked, fidelity,
+                                   max_ops, sim_ops)
     k = len(simulated)
-    assumed = _assumed(ctx, cfg, space, n_gpus, nodes, precision, found.enumerated, found.fit, dev, simulate_k,
+    assumed = _assumed(ctx, cfg, space, n_gpus, nodes, precisions, found.enumerated, found.fit, dev, simulate_k,
                        fidelity, max_ops, sim_ops, k)
     # the default too: the attention kind changes every row's compute (plan prints no trace line)
     assumed.append(f"attention: {ATTENTIONS[cfg.attention]}" + ("" if attention else " (the default; --attention "
@@ -239,7 +241,7 @@ def plan_command(
                        for x in skipped[:3])
         assumed.append(f"global batch {global_batch} kept exactly (never rounded): {len(skipped)} tp × pp × dp "
                        f"split(s) skipped because dp does not divide it ({eg}{', ...' if len(skipped) > 3 else ''})")
-    command = run_command(best.layout, base, nodes, global_batch, fidelity)
+    command = run_command(best.layout, base, nodes, global_batch, fidelity, best.precision)
     estimates = [r for r in ranked if not r.simulated][:top]
     if as_json:
         print_json({"model": model, "cluster": cluster, "nodes": nodes, "gpus": n_gpus,
@@ -250,7 +252,8 @@ def plan_command(
                     "estimates": [r.to_dict(global_batch) for r in estimates],
                     "pareto": sweep})
     else:
-        _print(simulated[:top], estimates, model, cluster, n_gpus, global_batch, dev, found, assumed, command)
+        _print(simulated[:top], estimates, model, cluster, n_gpus, global_batch, dev, found, assumed, command,
+               len(precisions) > 1)
     if png is not None:
         from simcomm.report.plan_plot import plot_pareto
 
@@ -278,7 +281,43 @@ def parse_eps(text: str, cfg) -> tuple[int, ...] | None:
     return tuple(sorted(values))
 
 
-def run_command(lay, base: dict, nodes: int, global_batch: int, fidelity: str) -> str:
+def check_precisions(precisions: tuple, device: str | None, model: str) -> tuple[str, ...]:
+    """``--precision``'s list on the cluster's GPU: ``auto`` is bf16 plus each FP8 recipe the GPU's tensor cores
+    run (``fp8``, Megatron-core's default delayed scaling, on Hopper, Ada and Blackwell; ``mxfp8`` on Blackwell);
+    an FP8 recipe the GPU lacks is one line (:func:`simcomm.traces.synth.check_fp8`, as ``simcomm run``)."""
+    from simcomm import traces
+    from simcomm.errors import UnknownNameError
+    from simcomm.traces.synth import FP8_DTYPES, check_fp8
+
+    try:
+        dev = traces.DEVICES.get(traces.device_for_cluster(device or "v100"))
+    except UnknownNameError:  # no compute model: the pipeline prices the V100's (and says so)
+        dev = traces.DEVICES.get("v100")
+    if precisions == ("auto",):
+        return ("bf16", *(p for p, fmt in (("fp8", "fp8"), ("mxfp8", "mxfp8")) if fmt in dev.fp8_formats))
+    for p in precisions:
+        if p in FP8_DTYPES:
+            check_fp8(p, dev, model, "--precision")
+    return tuple(precisions)
+
+
+def _precision_line(precisions: tuple, ctx) -> str:
+    """The ``assumed:`` line of the precisions searched (each one's meaning, :data:`simcomm.precision.PRECISIONS`)."""
+    from simcomm.precision import PRECISIONS
+    from simcomm.traces.synth import FP8_DTYPES
+
+    what = "; ".join(f"{p}: {PRECISIONS[p].summary}" for p in precisions)
+    state = "mixed precision with Adam: 16 bytes of model state per parameter" + (
+        ", FP8 layouts' memory counted as bf16's (TE keeps bf16 weights and activations)"
+        if any(p in FP8_DTYPES for p in precisions) else "")
+    if len(precisions) > 1:
+        return f"precisions searched {', '.join(precisions)}, each layout in each ({what}); {state}"
+    fp8 = "" if precisions[0] in FP8_DTYPES else \
+        "; FP8 not searched (--precision bf16,fp8 or auto searches it on GPUs with FP8 tensor cores)"
+    return f"precision {precisions[0]} ({state}){fp8}"
+
+
+def run_command(lay, base: dict, nodes: int, global_batch: int, fidelity: str, precision: str | None = None) -> str:
     """The ``simcomm run`` command line that simulates ``lay`` exactly as ``plan`` did (same scenario keys)."""
     import shlex
 
@@ -286,7 +325,7 @@ def run_command(lay, base: dict, nodes: int, global_batch: int, fidelity: str) -
     from simcomm.llm.search import scenario_keys
     from simcomm.scenario import KEY
 
-    keys = scenario_keys(lay, {**base, "nodes": nodes}, global_batch, fidelity)
+    keys = scenario_keys(lay, {**base, "nodes": nodes}, global_batch, fidelity, precision)
     opts = lay.options(global_batch)
     words = ["simcomm", "run"]
     for name in ("strategy", "model", "cluster", "nodes", *sorted(set(keys) - set(opts) - {"strategy", "model",
@@ -307,7 +346,7 @@ def _zoo_names() -> set:
     return set(MODELS)
 
 
-def _pareto_points(cfg, base, nodes, global_batch, space, dtype, bar, ranked, fidelity, max_ops,
+def _pareto_points(cfg, base, nodes, global_batch, space, precisions, bar, ranked, fidelity, max_ops,
                    sim_ops) -> list[dict]:
     """Points of the plot: at each node count 1, 2, 4, ... below ``nodes`` its best layout by estimate and that
     layout simulated; at ``nodes`` every simulated row and the best estimate-only row."""
@@ -317,7 +356,7 @@ def _pareto_points(cfg, base, nodes, global_batch, space, dtype, bar, ranked, fi
     pts = []
     for c in counts:
         try:
-            found = plan.search(cfg, base, c, global_batch, space, dtype, bar, strict=False)
+            found = plan.search_precisions(cfg, base, c, global_batch, space, precisions, bar, strict=False)
         except ConfigError:
             continue  # nothing divides or fits at this size: no point
         rows = plan.simulate_best(found, cfg, base, c, global_batch, 1, fidelity, max_ops, sim_ops)
@@ -363,7 +402,7 @@ def _axes(cfg, space, gpn) -> tuple[str, str]:
     return cp_text, hs
 
 
-def _assumed(ctx, cfg, space, n_gpus, nodes, precision, n_enum, n_fit, dev, k, fidelity, max_ops, sim_ops,
+def _assumed(ctx, cfg, space, n_gpus, nodes, precisions, n_enum, n_fit, dev, k, fidelity, max_ops, sim_ops,
              done) -> list[str]:
     name, why = ctx.stack_choice()
     gpn = max(1, n_gpus // nodes)
@@ -378,7 +417,7 @@ def _assumed(ctx, cfg, space, n_gpus, nodes, precision, n_enum, n_fit, dev, k, f
     return [
         f"{n_gpus} GPUs ({nodes} node(s)); {dev.label} with {dev.capacity / 1e9:.3g} GB per GPU; stack {name}"
         + (f" ({why})" if why else ""),
-        f"precision {precision} (mixed precision with Adam: 16 bytes of model state per parameter); fp8 not searched",
+        _precision_line(precisions, ctx),
         f"searched: tp <= {max_tp} (tensor parallelism inside a node), every pp dividing the layers, dp the rest; "
         f"micro-batch <= {space.max_microbatch}; zero {','.join(map(str, space.zeros))}; schedules "
         f"{','.join(space.schedules)}; recompute {','.join(space.recomputes)}; sequence parallel on and off; "
@@ -405,27 +444,33 @@ def _sched(lay) -> str:
 _LAYOUT_COLUMNS = [("tp", "right"), ("cp", "right"), ("pp", "right"), ("dp", "right"), ("ep", "right"),
                    ("schedule", "left"), ("zero", "right"), ("HSDP", "right"), ("mb", "right"), ("SP", "left"),
                    ("rc", "left"), ("GB", "right")]
-_RECOMPUTE = {"none": "-", "selective": "sel", "full": "full"}
+_RECOMPUTE = {"none": "-", "selective": "sel", "full": "full", "op": "op"}
 
 
-def _cells(r) -> list[str]:
+def _cells(r, precision: bool = False) -> list[str]:
     lay = r.layout
     ep = str(lay.ep) + (f"/{lay.etp}" if lay.etp is not None else "")  # /N: expert tensor-parallel size N
     return [str(lay.tp), str(lay.cp), str(lay.pp), str(lay.dp), ep, _sched(lay), str(lay.zero),
             str(lay.shard_group) if lay.shard_group else "-", str(lay.microbatch), _yes(lay.sequence_parallel),
-            _RECOMPUTE[lay.recompute], f"{r.memory_bytes / 1e9:.1f}"]
+            _RECOMPUTE[lay.recompute], *([r.precision or "-"] if precision else []), f"{r.memory_bytes / 1e9:.1f}"]
 
 
-def _print(simulated, estimates, model, cluster, n_gpus, gb, dev, found, assumed, command) -> None:
+def _columns(precision: bool) -> list[tuple[str, str]]:
+    """The layout's columns, with the precision's before the memory when several are searched."""
+    return _LAYOUT_COLUMNS[:-1] + [("prec", "left")] + _LAYOUT_COLUMNS[-1:] if precision else _LAYOUT_COLUMNS
+
+
+def _print(simulated, estimates, model, cluster, n_gpus, gb, dev, found, assumed, command,
+           precision: bool = False) -> None:
     con = stdout()
     t = table(f"simcomm plan: {model} on {cluster}, {n_gpus} GPUs, global batch {gb} ({found.fit} of "
               f"{found.enumerated} layouts fit in {dev.label}; ranked by simulated step time)",
-              [("rank", "right"), *_LAYOUT_COLUMNS, ("step s", "right"), ("est. s", "right"), ("est#", "right"),
-               ("err", "right")])
+              [("rank", "right"), *_columns(precision), ("step s", "right"), ("est. s", "right"),
+               ("est#", "right"), ("err", "right")])
     for i, r in enumerate(simulated):
         err = (r.estimate.step - r.step_s) / r.step_s
-        t.add_row(str(i + 1), *_cells(r), f"{r.step_s:.4g}", f"{r.estimate.step:.4g}", str(r.estimate_rank),
-                  f"{err:+.0%}")
+        t.add_row(str(i + 1), *_cells(r, precision), f"{r.step_s:.4g}", f"{r.estimate.step:.4g}",
+                  str(r.estimate_rank), f"{err:+.0%}")
     con.print(t)
     best = simulated[0]
     sys.stdout.write(f"winner: {best.layout.short()}, {best.step_s:.4g} s per step (simulated, "
@@ -434,9 +479,9 @@ def _print(simulated, estimates, model, cluster, n_gpus, gb, dev, found, assumed
     if estimates:
         e = table("estimate only (not simulated; never ranked above a simulated row; '> --max-ops': its plan is "
                   "larger, '> --sim-ops': it would pass the simulations' op budget)",
-                  [("est#", "right"), *_LAYOUT_COLUMNS, ("est. s", "right"), ("note", "left")])
+                  [("est#", "right"), *_columns(precision), ("est. s", "right"), ("note", "left")])
         for r in estimates:
-            e.add_row(str(r.estimate_rank), *_cells(r), f"{r.estimate.step:.4g}", _short_note(r.note))
+            e.add_row(str(r.estimate_rank), *_cells(r, precision), f"{r.estimate.step:.4g}", _short_note(r.note))
         con.print(e)
     b = table("breakdown of the simulated rows (seconds per step): the estimate's parts (TP, CP ring, DP: exposed "
               "communication) and the simulation's compute and rest (exposed communication, bubble, update)",

@@ -28,7 +28,8 @@ from simcomm.memory.fit import Budget, check
 from simcomm.llm.layout import (Layout, batch_problem, cp_problem, divisors, ep_problem, split_problem,
                                 stages_problem, tp_problem)
 
-__all__ = ["Space", "Row", "auto_cps", "valid_cps", "node_shard_group", "enumerate_layouts", "batch_skipped",
+__all__ = ["Space", "Row", "search", "search_precisions", "memory_dtype", "auto_cps", "valid_cps", "node_shard_group",
+           "enumerate_layouts", "batch_skipped",
            "layout_memory", "fit_layouts", "rank_rows", "simulate_row", "ESTIMATE", "FLOW", "ANALYTIC", "CP_AUTO_SEQ",
            "NODE"]
 
@@ -199,6 +200,15 @@ def batch_skipped(cfg, n_gpus: int, global_batch: int, gpus_per_node: int, space
             for tp, cp, pp, dp in _splits(cfg, n_gpus, gpus_per_node, space) if global_batch % dp]
 
 
+def memory_dtype(precision: str) -> str:
+    """The memory model's dtype for a ``--precision``: Transformer Engine's FP8 recipes keep bf16 weights,
+    gradients and activations beside the FP8 copies of the GEMM inputs (the ``megatron`` strategy's own
+    memory check counts them as bf16), so an FP8 layout's memory is its bf16 layout's."""
+    from simcomm.traces.synth import FP8_DTYPES
+
+    return "bf16" if precision in FP8_DTYPES else precision
+
+
 def layout_memory(cfg, lay: Layout, global_batch: int, dtype: str = "bf16"):
     """The memory model's fullest stage for ``lay`` (:func:`simcomm.memory.layout.estimate`)."""
     return memory_layout.estimate(cfg, tp=lay.tp, pp=lay.pp, dp=lay.dp, cp=lay.cp, ep=lay.ep,
@@ -245,6 +255,7 @@ class Row:
     exposed_s: float | None = None  # simulated: step - compute (communication, bubble and update not hidden)
     note: str = ""
     estimate_rank: int = 0  # 1-based place by estimate among the fitting layouts (0: not set)
+    precision: str | None = None  # set when the search covers several precisions (None: the scenario's one)
 
     def __post_init__(self):
         if not self.step_s:
@@ -264,13 +275,13 @@ class Row:
                              "bubble_s": e.bubble, "dp_s": e.dp, "update_s": e.update},
                 "simulated": None if not self.simulated else {"compute_s": self.compute_s,
                                                               "exposed_s": self.exposed_s},
-                "note": self.note}
+                "note": self.note, **({"precision": self.precision} if self.precision else {})}
 
 
 def rank_by_estimate(rows: list[Row]) -> list[Row]:
     """Fastest estimate first; ties by less memory, then the layout's own order (deterministic).  Sets each
     row's :attr:`Row.estimate_rank`."""
-    out = sorted(rows, key=lambda r: (r.estimate.step, r.memory_bytes, r.layout))
+    out = sorted(rows, key=lambda r: (r.estimate.step, r.memory_bytes, r.layout, r.precision or ""))
     for i, r in enumerate(out):
         r.estimate_rank = i + 1
     return out
@@ -279,7 +290,7 @@ def rank_by_estimate(rows: list[Row]) -> list[Row]:
 def rank_rows(rows: list[Row]) -> list[Row]:
     """Every simulated row, fastest simulated step first, then every estimate-only row by its estimate: an
     estimate never outranks a simulation.  Ties by less memory, then the layout's own order."""
-    return sorted(rows, key=lambda r: (not r.simulated, r.step_s, r.memory_bytes, r.layout))
+    return sorted(rows, key=lambda r: (not r.simulated, r.step_s, r.memory_bytes, r.layout, r.precision or ""))
 
 
 def simulate_row(row: Row, base: dict, global_batch: int, fidelity: str) -> Row:
@@ -291,7 +302,7 @@ def simulate_row(row: Row, base: dict, global_batch: int, fidelity: str) -> Row:
     # The layout's global batch is the megatron option, exactly; the workload keeps the trace's per-rank batch
     # (megatron does not read it).  Strong scaling would split the batch over the ranks and round it up to
     # ceil(B / R)·R (and refuse B < R), changing the number the user gave.
-    scn = from_flat(scenario_keys(row.layout, base, global_batch, fidelity))
+    scn = from_flat(scenario_keys(row.layout, base, global_batch, fidelity, row.precision))
     res = simulate(scn, baseline=False, analytic=False)
     if res.not_applicable:
         return replace(row, note=f"not simulated: {res.not_applicable}")
@@ -299,9 +310,13 @@ def simulate_row(row: Row, base: dict, global_batch: int, fidelity: str) -> Row:
                    compute_s=res.breakdown.compute, exposed_s=res.mean_s - res.breakdown.compute)
 
 
-def scenario_keys(lay: Layout, base: dict, global_batch: int, fidelity: str) -> dict:
-    """The flat scenario (``base`` + strategy megatron, the fidelity and the layout's options) a row runs."""
-    return {**base, "strategy": "megatron", "fidelity": fidelity, **lay.options(global_batch)}
+def scenario_keys(lay: Layout, base: dict, global_batch: int, fidelity: str, precision: str | None = None) -> dict:
+    """The flat scenario (``base`` + strategy megatron, the fidelity and the layout's options; ``precision``
+    when the row has its own) a row runs."""
+    out = {**base, "strategy": "megatron", "fidelity": fidelity, **lay.options(global_batch)}
+    if precision is not None:
+        out["precision"] = precision
+    return out
 
 
 @dataclass
@@ -370,7 +385,7 @@ def search(cfg, base: dict, nodes: int, global_batch: int, space: Space, dtype: 
                           f"{cfg.heads} heads (tp <= {max_tp}) with dp dividing the global batch {global_batch}; "
                           f"try a global batch that is a multiple of {n} or another node count")
     tick = progress(f"memory of {len(layouts)} layouts ({n} GPUs)", len(layouts)) if progress else None
-    fits, smallest = fit_layouts(cfg, layouts, global_batch, dev, dtype, tick)
+    fits, smallest = fit_layouts(cfg, layouts, global_batch, dev, memory_dtype(dtype), tick)
     if not fits:
         lay, mem = smallest
         peak = mem.peak()
@@ -388,6 +403,22 @@ def search(cfg, base: dict, nodes: int, global_batch: int, space: Space, dtype: 
         if tick:
             tick()
     return Found(rank_by_estimate(rows), len(layouts), len(fits), dev, n, ctx, scn)
+
+
+def search_precisions(cfg, base: dict, nodes: int, global_batch: int, space: Space, precisions: tuple[str, ...],
+                      progress=None, strict: bool = True) -> Found:
+    """:func:`search` once per precision (``base``'s ``precision`` replaced: its own trace, so its own
+    compute), every row tagged with its precision and all ranked together by estimate.  One precision is
+    exactly :func:`search` (rows untagged)."""
+    if len(precisions) == 1:
+        return search(cfg, {**base, "precision": precisions[0]}, nodes, global_batch, space, precisions[0],
+                      progress, strict)
+    founds = [search(cfg, {**base, "precision": p}, nodes, global_batch, space, p, progress, strict)
+              for p in precisions]
+    rows = [replace(r, precision=p) for f, p in zip(founds, precisions) for r in f.rows]
+    first = founds[0]
+    return Found(rank_by_estimate(rows), sum(f.enumerated for f in founds), sum(f.fit for f in founds),
+                 first.device, first.gpus, first.context, first.scenario)
 
 
 def check_cp(cps, cfg, n_gpus: int) -> None:
