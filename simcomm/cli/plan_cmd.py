@@ -24,7 +24,7 @@ from simcomm.errors import ConfigError
 
 __all__ = ["plan_command", "parse_list", "parse_cp", "parse_shard_groups", "run_command", "check_precisions"]
 
-_PRECISIONS = ("bf16", "fp16", "fp32", "fp8", "fp8-tensorwise", "mxfp8")
+_PRECISIONS = ("bf16", "amp-bf16", "fp16", "amp-fp16", "fp32", "fp8", "fp8-tensorwise", "mxfp8")
 
 
 def parse_list(text: str, field: str, choices: tuple, cast=str) -> tuple:
@@ -146,8 +146,8 @@ def plan_command(
     nodes: int = typer.Option(1, "--nodes", "-n", help="Number of nodes."),
     gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", "-g"),
     global_batch: int = typer.Option(..., "--global-batch", help="Sequences per training step."),
-    precision: str = typer.Option("bf16", "--precision", help="Precisions searched: bf16, fp16, fp32, fp8, "
-                                  "fp8-tensorwise, mxfp8 (comma-separated), or auto (bf16, and fp8 / mxfp8 where "
+    precision: str = typer.Option("bf16", "--precision", help="Precisions searched: bf16, amp-bf16, fp16, "
+                                  "amp-fp16, fp32, fp8, fp8-tensorwise, mxfp8 (comma-separated), or auto (bf16, and fp8 / mxfp8 where "
                                   "the GPU has FP8 tensor cores)."),
     attention: Optional[str] = typer.Option(None, "--attention", help="flash (FlashAttention, the default) or "
                                             "unfused (Megatron-LM 2021-22: full s×s core, scores through HBM)."),

@@ -204,9 +204,10 @@ def memory_dtype(precision: str) -> str:
     """The memory model's dtype for a ``--precision``: Transformer Engine's FP8 recipes keep bf16 weights,
     gradients and activations beside the FP8 copies of the GEMM inputs (the ``megatron`` strategy's own
     memory check counts them as bf16), so an FP8 layout's memory is its bf16 layout's."""
+    from simcomm.precision import PRECISIONS
     from simcomm.traces.synth import FP8_DTYPES
 
-    return "bf16" if precision in FP8_DTYPES else precision
+    return "bf16" if precision in FP8_DTYPES else PRECISIONS[precision].compute
 
 
 def layout_memory(cfg, lay: Layout, global_batch: int, dtype: str = "bf16"):

@@ -93,8 +93,8 @@ def test_cli_fp8_on_a100_is_one_error_line(cli):
 def test_cli_bad_precision_names_the_choices(cli):
     rc, out, err = cli("plan", "--model", "gpt2-small", "--global-batch", "16", "--precision", "fp9", "--quiet")
     assert rc == 2 and out == ""
-    assert err.strip() == ("error: --precision: 'fp9' is not valid; valid choices: bf16, fp16, fp32, fp8, "
-                           "fp8-tensorwise, mxfp8")
+    assert err.strip() == ("error: --precision: 'fp9' is not valid; valid choices: bf16, amp-bf16, fp16, amp-fp16, "
+                           "fp32, fp8, fp8-tensorwise, mxfp8")
 
 
 def test_cli_bf16_and_fp8_winner_command_reproduces_its_step(cli):
