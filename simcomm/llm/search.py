@@ -12,6 +12,9 @@ Four steps, cheapest first (docs/plan.md):
    pipeline ``simcomm run`` uses; :func:`rank_rows` puts every simulated row, fastest first, above
    every row that has only an estimate, so the winner is always a simulated layout.
 
+Precision (bf16, FP8 ...) is an axis too: :func:`search_precisions` runs steps 1-3 once per precision (its
+own trace) and merges the rows by estimate, each tagged with its precision.
+
 Pure library: no typer, rich or matplotlib here; ``progress`` callbacks stand in for a bar.
 """
 
