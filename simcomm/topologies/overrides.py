@@ -169,7 +169,5 @@ def override_line(cluster: str, topo: Topology) -> str:
         kept.append(f"{meta['cpu']} host CPU")
     if meta.get("device"):
         kept.append(f"{meta['device']} devices")
-    if meta.get("server_ranks"):
-        kept.append("its server node")
     keeps = f"; kept from the preset: {', '.join(kept)}" if kept else ""
     return f"network overrides (given): {topo.network.label()} on {cluster}: only the network changes{keeps}"

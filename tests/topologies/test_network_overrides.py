@@ -185,3 +185,13 @@ def test_a_preset_beyond_its_published_size_says_so_once():
     assert published_size("gb200-nvl72").beyond("gb200-nvl72", 36, 8) == (
         "cluster gb200-nvl72 beyond its published size: 8 GPUs (ranks) per node where it describes 4; simcomm "
         "grows it by the preset's own rules (the same machines and links, more of them)")
+
+
+def test_compare_echoes_the_override_once_for_every_strategy(cli):
+    """ps runs on a cluster grown by a server node, allreduce on the plain one: the same one line for both."""
+    rc, out, err = cli("compare", "--strategies", "allreduce,ps", "--nodes", "2", "--cluster", "dgx-a100-hdr",
+                       "--nics-per-node", "4", "--fidelity", "analytic")
+    assert rc == 0, err
+    assert "compare on dgx-a100-hdr (nics_per_node=4), " in out
+    assert out.count("assumed: network overrides (given): nics_per_node=4 on dgx-a100-hdr: only the network "
+                     "changes; kept from the preset: amd host CPU, a100-80g devices\n") == 1
