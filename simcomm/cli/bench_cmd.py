@@ -138,8 +138,8 @@ def bench_command(
     """Predict an nccl-tests size sweep: time, algbw, busbw and the algorithm chosen at each size."""
     from simcomm.bench import (against_measured, bench, canonical, check_measured, describe_sizes, nccl_tests_sweep,
                                parse_sizes, whole_elements)
-    from simcomm.pipeline import Context
     from simcomm.scenario import FIDELITIES, from_flat
+    from simcomm.scenario.setup import Resolver
 
     if as_json and as_csv:
         raise ConfigError("--json and --csv: give one of them")
@@ -178,7 +178,7 @@ def bench_command(
     given = {"nodes": nodes, "gpus_per_node": gpus_per_node, "cluster": cluster, "stack": stack,
              "collectives": collectives, "nccl_algo": nccl_algo, "nccl_proto": nccl_proto, **(flags or {})}
     scn = from_flat({k: v for k, v in given.items() if v is not None})  # the one scenario vocabulary
-    ctx = Context(scn)
+    ctx = Resolver(scn)
     _, topo = ctx.cluster(nodes, 0)
     runtime = ctx.runtime()
     rounded: list[str] = []
