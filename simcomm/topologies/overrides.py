@@ -159,8 +159,10 @@ def override_line(cluster: str, topo: Topology) -> str:
     """The ``assumed:`` line of a preset run with network overrides: what was given and what was kept."""
     meta = topo.meta
     kept = []
-    if meta.get("nvlink_domain"):
-        kept.append(f"NVLink domains of {meta['nvlink_domain']} nodes")
+    domain = meta.get("nvlink_domain")
+    if domain:  # a size, or the nodes of each domain in order (racks of unequal fill)
+        kept.append(f"NVLink domains of {' + '.join(map(str, domain)) if isinstance(domain, (tuple, list)) else domain} "
+                    "nodes")
     if meta.get("host"):
         host = meta["host"]
         kept.append(f"host path ({host['pcie_switches']} PCIe switch(es), {host['sockets']} socket(s)"
