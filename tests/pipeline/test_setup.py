@@ -18,7 +18,7 @@ def test_a_setup_is_typed_frozen_and_says_its_choices():
     assert isinstance(setup, Setup)
     with pytest.raises(dataclasses.FrozenInstanceError):
         setup.n_train = 3  # type: ignore[misc]
-    assert (setup.n_train, setup.gpus_per_node, setup.stack_name, setup.runtime.rules) == (16, 8, "nccl", "nccl")
+    assert (setup.n_train, setup.gpus_per_node, setup.stack_name, setup.runtime.name) == (16, 8, "nccl", "nccl")
     assert setup.topology.n_ranks == setup.cluster.n_ranks == 16 and setup.device == "a100-80g"
     assert setup.wire_dtype == "bf16" and setup.dataset_size == 1_281_167 and setup.compute_scale == ()
     assert not setup.cluster.network.any()
