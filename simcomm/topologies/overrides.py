@@ -172,4 +172,7 @@ def override_line(cluster: str, topo: Topology) -> str:
     if meta.get("device"):
         kept.append(f"{meta['device']} devices")
     keeps = f"; kept from the preset: {', '.join(kept)}" if kept else ""
-    return f"network overrides (given): {topo.network.label()} on {cluster}: only the network changes{keeps}"
+    over = topo.network
+    if over.oversubscription is not None and over.topology is None:  # what _network_args adds, said
+        keeps += "; oversubscription is a fat-tree's (a preset on one switch gets a two-level fat-tree)"
+    return f"network overrides (given): {over.label()} on {cluster}: only the network changes{keeps}"

@@ -195,3 +195,11 @@ def test_compare_echoes_the_override_once_for_every_strategy(cli):
     assert "compare on dgx-a100-hdr (nics_per_node=4), " in out
     assert out.count("assumed: network overrides (given): nics_per_node=4 on dgx-a100-hdr: only the network "
                      "changes; kept from the preset: amd host CPU, a100-80g devices\n") == 1
+
+
+def test_oversubscription_on_a_one_switch_preset_says_it_builds_a_fat_tree():
+    res = simulate(from_flat({"cluster": "aws-p4d", "nodes": 2, "strategy": "allreduce", "fidelity": "analytic",
+                              "oversubscription": 2}), baseline=False, analytic=False)
+    line, = [x for x in res.assumed if x.startswith("network overrides (given): oversubscription=2 on aws-p4d")]
+    assert line.endswith("; oversubscription is a fat-tree's (a preset on one switch gets a two-level fat-tree)")
+    assert preset("aws-p4d").meta["inter"] == "switch"
