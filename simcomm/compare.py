@@ -1,7 +1,7 @@
 """Compare strategies across node counts on one scenario: results, ranking and verdict (pure library).
 
 ``run_compare`` simulates every (nodes, strategy) through
-:func:`simcomm.pipeline.simulate` with one shared :class:`~simcomm.pipeline.Context`
+:func:`simcomm.pipeline.simulate` with one shared :class:`~simcomm.scenario.setup.Resolver`
 (the trace and each cluster are built once), and sets each result's speedup
 against one common baseline at the same node count.  ``verdict`` and
 ``common_assumptions`` turn the results into the words ``simcomm compare``
@@ -56,7 +56,8 @@ def baseline_of(base: Scenario):
 
 def run_compare(base: Scenario, strategies: list[str], nodes: list[int], progress=None) -> list[Result]:
     """Results for every (nodes, strategy); speedup against the common baseline at the same nodes."""
-    from simcomm.pipeline import Context, per_sample_speedup, simulate
+    from simcomm.pipeline import per_sample_speedup, simulate
+    from simcomm.scenario.setup import Resolver
 
     # a seed preset's setting (simcomm.scenario.seed_settings) was filled in for one strategy at one node count:
     # each strategy and node count here gets its own options, and the base's "setting" line names neither.
@@ -66,7 +67,7 @@ def run_compare(base: Scenario, strategies: list[str], nodes: list[int], progres
     if any(x.startswith("evaluation every epoch") for x in base.assumed):
         lines += ("node-based's per-epoch evaluation left out: the other strategies compared price none",)
     base = replace(base, assumed=lines, options={k: v for k, v in base.options.items() if seeded.get(k, not v) != v})
-    ctx = Context(base)
+    ctx = Resolver(base)
     ctx.trace()  # a bad trace or cluster is the user's error for every strategy: fail once, here
     ref_spec = baseline_of(base)
     desc = None if ref_spec is None else f"{ref_spec[2]} on stack {ctx.stack_choice()[0]}"

@@ -109,6 +109,14 @@ class Result:
     samples_per_iteration: int | None = None
     #: the peak GPU memory and its breakdown (simcomm.memory.fit.Peak.to_dict); empty when not estimated
     memory: dict = field(default_factory=dict)
+    #: the network overrides the run's preset was built with, as given (``{"inter": "ib-ndr"}``); empty: none
+    network: dict = field(default_factory=dict)
+
+    @property
+    def where(self) -> str:
+        """The cluster as headers name it, with its network overrides: ``gb200-nvl72 (inter=roce-400g)``."""
+        given = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.network.items())
+        return f"{self.cluster} ({given})" if given else self.cluster
 
     @property
     def global_batch(self) -> int:
@@ -129,6 +137,8 @@ class Result:
             d.pop("samples_per_iteration", None)
         if not d.get("memory"):
             d.pop("memory", None)
+        if not d.get("network"):
+            d.pop("network", None)
         return d
 
 

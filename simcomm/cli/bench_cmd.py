@@ -138,8 +138,8 @@ def bench_command(
     """Predict an nccl-tests size sweep: time, algbw, busbw and the algorithm chosen at each size."""
     from simcomm.bench import (against_measured, bench, canonical, check_measured, describe_sizes, nccl_tests_sweep,
                                parse_sizes, whole_elements)
-    from simcomm.pipeline import Context
     from simcomm.scenario import FIDELITIES, from_flat
+    from simcomm.scenario.setup import Resolver
 
     if as_json and as_csv:
         raise ConfigError("--json and --csv: give one of them")
@@ -178,7 +178,7 @@ def bench_command(
     given = {"nodes": nodes, "gpus_per_node": gpus_per_node, "cluster": cluster, "stack": stack,
              "collectives": collectives, "nccl_algo": nccl_algo, "nccl_proto": nccl_proto, **(flags or {})}
     scn = from_flat({k: v for k, v in given.items() if v is not None})  # the one scenario vocabulary
-    ctx = Context(scn)
+    ctx = Resolver(scn)
     _, topo = ctx.cluster(nodes, 0)
     runtime = ctx.runtime()
     rounded: list[str] = []
@@ -208,9 +208,8 @@ def bench_command(
             task = bar.add_task("bench", total=len(size_list))
             rows = run(lambda: bar.advance(task))
     name, why = ctx.stack_choice()
-    changed = ", ".join(f"{k}={getattr(scn.network, k)}" for k in ("inter", "intra", "nic", "nics_per_node",
-                                                                       "topology", "oversubscription", "links")
-                        if getattr(scn.network, k) is not None)
+    changed = ", ".join(x for x in (topo.network.label(), f"links={scn.network.links}" if scn.network.links else "")
+                        if x)
     nvl = scn.nvlink  # NVLink domains as typed (a default split is an assumed: line instead)
     typed = ", ".join(x for x in (f"nvl_domain={nvl.domain}" if nvl.domain is not None else "",
                                   f"nvl_split={'+'.join(map(str, nvl.split))}" if nvl.split else "") if x)
@@ -219,7 +218,8 @@ def bench_command(
     header = (f"simcomm bench {collective}: {where}, {nodes} node(s), {topo.n_ranks} ranks, stack {name} "
               f"({runtime.name} collectives{'' if why is None else '; ' + why}), {fidelity} fidelity, "
               f"{gpus_per_thread} GPU(s) per host thread (--gpus-per-thread, nccl-tests' -g){g_from}")
-    assumed = list(runtime.assumed(kind)) + nvlink_notes(topo)  # the defaults behind the runtime's numbers
+    # the override, then the runtime's defaults
+    assumed = [*ctx.cluster_notes(nodes, 0), *runtime.assumed(kind), *nvlink_notes(topo)]
     if name == "nccl-socket" and why is not None and why == ctx.transport_switch():
         assumed.append(why)
     if table is None:
@@ -238,6 +238,8 @@ def bench_command(
                "assumed": assumed, "rows": dicts}
         if nvl.any():
             doc["nvl_domain"], doc["nvl_split"] = nvl.domain, list(nvl.split) or None
+        if topo.network.any():
+            doc["network"] = topo.network.given()
         if table is not None:
             doc["measured"] = measured
             doc["median_abs_error"] = {label: v for label, v in error_summary(rows)}

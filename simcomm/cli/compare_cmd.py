@@ -158,7 +158,7 @@ def compare_command(
         sys.stdout.write(buf.getvalue())
         return
     first = next((r for r in results if not r.not_applicable), None)
-    title = "compare" if first is None else (f"compare on {first.cluster}, {first.model}, batch {first.batch}/rank, "
+    title = "compare" if first is None else (f"compare on {first.where}, {first.model}, batch {first.batch}/rank, "
                                               f"{first.fidelity} fidelity, stack {first.stack}")
     t = table(title, [("strategy", "left")] + [(f"{n} nodes", "right") for n in counts])
     for name in ranked(results, names, counts):  # fastest first at the largest node count

@@ -230,8 +230,10 @@ def plan_command(
             sweep = _pareto_points(cfg, base, nodes, global_batch, space, precisions, bar, ranked, fidelity,
                                    max_ops, sim_ops)
     k = len(simulated)
-    assumed = _assumed(ctx, cfg, space, n_gpus, nodes, precisions, found.enumerated, found.fit, dev, simulate_k,
-                       fidelity, max_ops, sim_ops, k)
+    assumed = [*ctx.cluster_notes(nodes, 0), *_assumed(ctx, cfg, space, n_gpus, nodes, precisions, found.enumerated,
+                                                       found.fit, dev, simulate_k, fidelity, max_ops, sim_ops, k)]
+    network = ctx.cluster(nodes, 0)[0].network  # echoed in the header and --json (the assumed line says what stayed)
+    where = f"{cluster} ({network.label()})" if network.any() else cluster
     # the default too: the attention kind changes every row's compute (plan prints no trace line)
     assumed.append(f"attention: {ATTENTIONS[cfg.attention]}" + ("" if attention else " (the default; --attention "
                                                                   "unfused for Megatron-LM 2021-22's)"))
@@ -244,7 +246,8 @@ def plan_command(
     command = run_command(best.layout, base, nodes, global_batch, fidelity, best.precision)
     estimates = [r for r in ranked if not r.simulated][:top]
     if as_json:
-        print_json({"model": model, "cluster": cluster, "nodes": nodes, "gpus": n_gpus,
+        print_json({"model": model, "cluster": cluster, **({"network": network.given()} if network.any() else {}),
+                    "nodes": nodes, "gpus": n_gpus,
                     "global_batch": global_batch, "device": dev.label, "device_memory_gb": dev.capacity / 1e9,
                     "layouts": found.enumerated, "fit": found.fit, "simulated": k, "assumed": assumed,
                     "winner": {"rank": 1, **best.to_dict(global_batch), "command": command},
@@ -252,7 +255,7 @@ def plan_command(
                     "estimates": [r.to_dict(global_batch) for r in estimates],
                     "pareto": sweep})
     else:
-        _print(simulated[:top], estimates, model, cluster, n_gpus, global_batch, dev, found, assumed, command,
+        _print(simulated[:top], estimates, model, where, n_gpus, global_batch, dev, found, assumed, command,
                len(precisions) > 1)
     if png is not None:
         from simcomm.report.plan_plot import plot_pareto

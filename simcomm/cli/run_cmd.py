@@ -80,7 +80,7 @@ def result_rows(res) -> list[dict]:
 
 def render_result(res, console) -> None:
     """The rich report of one Result."""
-    head = (f"{res.strategy} on {res.cluster}: {res.nodes} node(s) x {res.gpus_per_node} GPU(s) = "
+    head = (f"{res.strategy} on {res.where}: {res.nodes} node(s) x {res.gpus_per_node} GPU(s) = "
             f"{res.n_ranks} ranks, {res.model}, batch {res.batch}/rank, {res.fidelity} fidelity, stack {res.stack}")
     if res.not_applicable:
         console.print(head)

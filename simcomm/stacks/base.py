@@ -191,4 +191,5 @@ def apply_stack(topology, stack: Stack):
     # Keep the router: it depends on graph structure only, which is unchanged.  ``link_raw`` keeps
     # each link's line rate: NCCL's own tuning model prices the hardware, not the stack's share.
     return Topology(topology.name, g, links, topology.ranks, router=topology.router,
-                    meta={**topology.meta, "stack": stack.name, "link_raw": raw})
+                    meta={**topology.meta, "stack": stack.name, "link_raw": raw}, recipe=topology.recipe,
+                    network=topology.network)

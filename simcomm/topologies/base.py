@@ -31,8 +31,10 @@ import numpy as np
 from simcomm.registry import Registry
 from simcomm.errors import TopologyError
 from simcomm.links.base import LinkClass
+from simcomm.topologies.overrides import NetworkOverrides
 
-__all__ = ["TOPOLOGIES", "Topology", "Router", "ShortestPathRouter", "ecmp_hash", "ecmp_hash_many", "DEFAULT_GAMMA"]
+__all__ = ["TOPOLOGIES", "Topology", "Recipe", "Router", "ShortestPathRouter", "ecmp_hash", "ecmp_hash_many",
+           "DEFAULT_GAMMA"]
 
 #: every topology builder (each module registers its own) and, added by the package, every preset
 TOPOLOGIES: Registry = Registry("topology", "simcomm.topologies")
@@ -121,6 +123,17 @@ class ShortestPathRouter:
         return out
 
 
+@dataclass(frozen=True)
+class Recipe:
+    """How a builder made a topology: the builder's name, the arguments it was called with, and the ``meta``
+    keys it wrote itself (keys beyond them were added afterwards, by a preset).  A network override rebuilds
+    from it with other network arguments and nothing else (:mod:`simcomm.topologies.overrides`)."""
+
+    builder: str
+    args: Mapping[str, object]
+    meta_keys: frozenset[str]
+
+
 @dataclass(eq=False)
 class Topology:
     """A cluster: graph, link classes, rank placement and a router.
@@ -133,6 +146,8 @@ class Topology:
     ranks: graph node of each rank, in rank order (this *is* the placement).
     router: path chooser; defaults to :class:`ShortestPathRouter`.
     meta: builder parameters, shown by ``simcomm topology show``.
+    recipe: how the builder made it (two-level clusters), for network overrides to rebuild from.
+    network: the network overrides the user gave on top of a preset (empty: the preset's own network).
     """
 
     name: str
@@ -141,6 +156,8 @@ class Topology:
     ranks: tuple[Hashable, ...]
     router: Router = field(default_factory=ShortestPathRouter)
     meta: dict = field(default_factory=dict)
+    recipe: Recipe | None = None
+    network: NetworkOverrides = field(default_factory=NetworkOverrides)
 
     def __post_init__(self) -> None:
         self.ranks = tuple(self.ranks)

@@ -112,5 +112,5 @@ def with_calibrated_links(topo: Topology, classes: dict[str, LinkClass], source:
     used = {name for _, _, name in g.edges(data="link")}
     links = {k: v for k, v in links.items() if k in used}
     return Topology(topo.name, g, links, topo.ranks, router=topo.router,
-                    meta={**topo.meta, "calibrated_links": source}), notes
+                    meta={**topo.meta, "calibrated_links": source}, recipe=topo.recipe, network=topo.network), notes
 

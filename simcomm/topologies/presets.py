@@ -8,6 +8,9 @@ assumptions here and in docs/topologies.md.
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
+
 from simcomm.errors import ConfigError
 from simcomm.registry import Registry
 from simcomm.topologies.base import Topology
@@ -17,7 +20,8 @@ from simcomm.topologies.intranode import HostPath
 from simcomm.topologies.nvlink import NvlinkSpec, resolve_split
 from simcomm.topologies.two_level import two_level
 
-__all__ = ["PRESETS", "PRESET_STACKS", "NVLINK_PRESETS", "preset", "default_stack"]
+__all__ = ["PRESETS", "PRESET_STACKS", "NVLINK_PRESETS", "preset", "default_stack", "published_size",
+           "PublishedSize"]
 
 PRESETS: Registry = Registry("topology preset")
 #: preset name -> (transport stack its platform ran, why); clusters not listed run ``nccl``
@@ -373,3 +377,33 @@ def preset(name: str, *, nodes: int | None = None, gpus_per_node: int | None = N
                               f"domain per {gpn}-GPU machine); multi-node NVLink presets: "
                               f"{', '.join(sorted(NVLINK_PRESETS))}")
     return topo
+
+
+@dataclass(frozen=True)
+class PublishedSize:
+    """The size a preset describes: its machines (training machines only) and GPUs per machine."""
+
+    nodes: int
+    gpus_per_node: int
+
+    def beyond(self, name: str, nodes: int, gpus_per_node: int | None) -> str | None:
+        """One ``assumed:`` line when a run is larger than this (None when it is not)."""
+        parts = []
+        if nodes > self.nodes:
+            parts.append(f"{nodes} nodes where it describes {self.nodes}")
+        if gpus_per_node is not None and gpus_per_node > self.gpus_per_node:
+            parts.append(f"{gpus_per_node} GPUs (ranks) per node where it describes {self.gpus_per_node}")
+        if not parts:
+            return None
+        return (f"cluster {name} beyond its published size: {' and '.join(parts)}; simcomm grows it by the "
+                "preset's own rules (the same machines and links, more of them)")
+
+
+@functools.cache
+def published_size(name: str) -> PublishedSize:
+    """The preset's published size: its default build (a parameter-server machine is not counted)."""
+    topo = preset(name)
+    counts = topo.meta["gpus_per_node"]
+    servers = {topo.machine_of(r) for r in topo.meta.get("server_ranks", ())}
+    per = max(counts) if isinstance(counts, (list, tuple)) else counts
+    return PublishedSize(topo.meta["nodes"] - len(servers), per)

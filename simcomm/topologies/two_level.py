@@ -45,7 +45,7 @@ import numpy as np
 from simcomm.registry import Registry
 from simcomm.errors import ConfigError, UnknownNameError
 from simcomm.links.base import LinkClass, link_class
-from simcomm.topologies.base import TOPOLOGIES, DEFAULT_GAMMA, Topology, ecmp_hash, ecmp_hash_many
+from simcomm.topologies.base import TOPOLOGIES, DEFAULT_GAMMA, Recipe, Topology, ecmp_hash, ecmp_hash_many
 from simcomm.topologies.devices import device_gamma
 from simcomm.topologies.dragonfly import add_dragonfly
 from simcomm.topologies.fabric import add_link, check_ranks, positive_int
@@ -339,6 +339,7 @@ def two_level(nodes: int, gpus_per_node: int | Sequence[int] = 8, *, intra: str 
               host: HostPath | None = None, planes: int = 1, device: str | None = None,
               gamma: float | None = None, name: str | None = None) -> Topology:
     """Build the cluster described in the module docstring."""
+    args = dict(locals())  # every argument as given: the Recipe a network override rebuilds from
     counts = _counts(nodes, gpus_per_node)
     nics = positive_int(nics_per_node, "two-level: nics_per_node")
     split: tuple[int, ...] | None = None
@@ -435,4 +436,5 @@ def two_level(nodes: int, gpus_per_node: int | Sequence[int] = 8, *, intra: str 
     label = name or f"two-level-{nodes}x{counts[0] if uniform else 'var'}-{intra}-{inter}"
     router = TwoLevelRouter(rank_names, group, local, intra_of, nic_of, fabric, relay, machine, planes, port,
                             nic_names if nodes > 1 else None)
-    return Topology(label, g, links, tuple(rank_names), router=router, meta=meta)
+    recipe = Recipe("two-level", args, frozenset(meta))
+    return Topology(label, g, links, tuple(rank_names), router=router, meta=meta, recipe=recipe)

@@ -37,9 +37,9 @@ take the compute overheads the paper states for the *other* network (+3.6 %/
 
 from __future__ import annotations
 
-from simcomm.pipeline import Context
 from simcomm.pipeline import simulate as _simulate
 from simcomm.scenario import Scenario, StackSpec
+from simcomm.scenario.setup import Resolver
 from simcomm.validation._sim import bundled
 from simcomm.validation.base import Baseline, CaseResult, Fit, Reported, Row, case, explain_misses
 
@@ -77,7 +77,7 @@ def run_ps(key: str, strategy: str, efficiency: float, options: dict,
                    fidelity=fidelity, stack=StackSpec(stack, efficiency=efficiency),
                    options={"placement": placement, **options})
     seen = {}
-    res = _simulate(scn, ctx=Context(scn), baseline=False, analytic=False,
+    res = _simulate(scn, ctx=Resolver(scn), baseline=False, analytic=False,
                     on_timeline=lambda label, weight, plan, tl, topo: seen.update(plan=plan))
     meta = seen["plan"].meta
     return res.mean_s, meta["worker_compute_s"], meta["server_compute_s"]

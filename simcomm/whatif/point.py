@@ -27,7 +27,8 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from simcomm.pipeline import Context, simulate
+from simcomm.pipeline import simulate
+from simcomm.scenario.setup import Resolver
 from simcomm.scenario import node_scales
 from simcomm.whatif.params import check_point, to_scenario
 
@@ -49,7 +50,7 @@ def _utilisation(topo, link_bytes: dict, seconds: float) -> dict[str, float]:
 def evaluate(point: dict) -> dict:
     """Simulate one what-if point; returns a flat JSON-able row of outputs (inputs are kept by the store)."""
     scn = to_scenario(check_point(point))
-    ctx = Context(scn)
+    ctx = Resolver(scn)
     res = simulate(scn, ctx=ctx, baseline=True, analytic=False, busiest_links=3)
     raw, eff = ctx.built  # the cluster this point ran on
     nic_family = raw.links[raw.meta["nic_link"]].family if raw.meta.get("nic_link") in raw.links else None

@@ -1,0 +1,82 @@
+"""The ``assumed:`` notes a run adds to its Setup's: the memory check and the collective algorithms that ran."""
+
+from __future__ import annotations
+
+from simcomm.errors import SimcommError
+from simcomm.scenario import MemorySpec
+
+__all__ = ["memory_budget", "memory_check", "ran_lines"]
+
+
+def memory_budget(device: str | None, spec: MemorySpec, replica: bool = False):
+    """The :class:`~simcomm.memory.fit.Budget` a run is judged on, or None when nothing names a GPU's memory
+    (``gpu_memory`` overrides the cluster's device's).  The margin is ``memory_margin``, else
+    :data:`~simcomm.memory.fit.DEFAULT_MARGIN` for a layout's peak and 0 for a data-parallel ``replica``'s
+    estimate (docs/traces.md validates it on published batch limits without one)."""
+    from simcomm import traces
+    from simcomm.errors import UnknownNameError
+    from simcomm.memory.fit import DEFAULT_MARGIN, Budget
+    from simcomm.units import format_size
+
+    margin = spec.margin if spec.margin is not None else 0.0 if replica else DEFAULT_MARGIN
+    if spec.gpu_memory is not None:
+        return Budget(spec.gpu_memory, format_size(spec.gpu_memory), margin, spec.policy, given=True)
+    if device is None:
+        return None
+    try:
+        dev = traces.get_device(traces.device_for_cluster(device))
+    except UnknownNameError:
+        return None
+    if dev.kind != "gpu" or not dev.memory:
+        return None
+    return Budget(dev.memory, getattr(dev, "label", dev.name), margin, spec.policy)
+
+
+def memory_check(strategy, w, trace, device: str | None, spec: MemorySpec, notes: list) -> dict:
+    """Check the strategy's peak GPU memory (simcomm.memory) on the device: note its line, return its breakdown.
+
+    A strategy that shards state gives its own peak (``Strategy.memory``); otherwise a data-parallel
+    replica holds the whole model (:mod:`simcomm.memory.replicated`; strategies that shard only their
+    update, PCNN's or a parameter server's, need less, so this is an upper bound).  ``memory = refuse``
+    raises one DoesNotFitError line; ``warn`` notes the shortfall; ``off`` notes the estimate unchecked.
+    """
+    from simcomm.memory import replicated
+    from simcomm.memory.fit import check
+
+    own = strategy.memory(w)
+    budget = memory_budget(device, spec, replica=own is None)
+    if isinstance(own, str):
+        notes.append(own)
+        return {}
+    if own is None:
+        if budget is None:
+            return {}
+        try:
+            est = replicated.estimate(trace, w.batch, optimizer=str(trace.meta.get("optimizer", "sgd")))
+        except SimcommError:
+            notes.append("memory: no estimate (the trace lacks layer shapes)")
+            return {}
+        peak = est.peak()
+    else:
+        peak = own
+    if budget is None:
+        notes.append(f"memory: {peak.total / 1e9:.4g} GB per GPU, not checked (the cluster names no GPU whose "
+                     f"memory is known; --gpu-memory gives one) ({peak.what}: {peak.breakdown()})")
+        return peak.to_dict()
+    notes.append(check(peak, budget))
+    if budget.policy != "off" and budget.margin:
+        notes.append(budget.assumed())
+    return peak.to_dict(budget)
+
+
+def ran_lines(ran: dict, runtime) -> list[str]:
+    """One assumed line per (collective, algorithm asked) saying what ran, e.g. NCCL's choices."""
+    out = []
+    how = runtime.how  # whose rules chose, e.g. "NCCL's tuning model within NCCL_ALGO=ring"
+    for (kind, asked), what in sorted(ran.items()):
+        runs = ", ".join(f"{w} x{n}" if len(what) > 1 else w for w, n in sorted(what.items()))
+        if asked == "auto":
+            out.append(f"{kind} algorithm auto -> {runs} ({how})")
+        elif runs != asked:
+            out.append(f"{kind} algorithm {asked} -> {runs}")
+    return out
