@@ -461,7 +461,7 @@ def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: boo
         split = {}
         if comm_streams and copies is None:
             split = exposed_by(plan, tl, n_train, window, comm_streams)
-        out.append(IterationKind(plan.info.kind, float(weight), t, bd, lb, est, rmean, hot, split))
+        out.append(IterationKind(plan.info.kind, float(weight), t, bd, lb, est, rmean, hot, split, tl.paths))
     return out
 
 

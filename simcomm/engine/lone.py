@@ -54,7 +54,7 @@ class LoneFlows(SmallFlows):
         self.lean = True
         self.busy: set = set()      # links crossed by live flows (lean form)
         self.mincap: list = []      # per slot: smallest capacity of its route (lean form)
-        self._mins: dict = core.__dict__.setdefault("_route_min", {})  # route -> smallest capacity
+        self._mins: dict = core.route_min  # route -> (links, smallest capacity)
         self._merged: tuple = ([], 0, [])  # finished flows' routes (list, count) and live routes at the last merge
 
     # ---- the general form's per-link state, derived in the lean form ------

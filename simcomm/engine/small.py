@@ -15,7 +15,7 @@ and every event is bit-for-bit the vectorised core's (docs/engine.md, "The
 scalar core for few flows"; tests/engine/test_engine_small.py compares them).
 
 The core switches to this form when it is empty and back to arrays when a
-merge would bring more than :data:`MAX_LIVE` live flows.
+merge would bring more than ``max_live`` live flows (default :data:`MAX_LIVE`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from simcomm.engine.maxmin import REL_TOL
 
 __all__ = ["SmallFlows", "MAX_LIVE", "maxmin_small"]
 
-#: Live flows above which the arrays (one numpy call per operation) beat Python loops.
+#: Live flows above which the arrays (one numpy call per operation) beat Python loops: the default of
+#: ``EngineOptions.max_live`` (a run's value reaches the core as its ``max_live``; this is read nowhere else).
 MAX_LIVE = 16
 LATENCY, BANDWIDTH = 0, 1
 _INF = math.inf

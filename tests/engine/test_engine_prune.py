@@ -64,7 +64,7 @@ def test_prune_on_nic_per_gpu_cluster_equals_plain_model(seed):
     assert (rows < len(topo.capacity)).sum() < sum(len(r) for r in routes)  # something was pruned
     plan = gossip_plan(topo.n_ranks, seed, stagger=1e-4, per_rank=4, sizes=[2e5, 7e5, 3e6])
     fast = simulate(plan, topo)
-    ref = simulate(plan, topo, incremental=False, coalesce=False)
+    ref = simulate(plan, topo, reference={"incremental", "coalesce"})
     np.testing.assert_allclose(fast.start, ref.start, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(fast.end, ref.end, rtol=1e-12, atol=1e-15)
     assert fast.makespan == pytest.approx(ref.makespan, rel=1e-12)

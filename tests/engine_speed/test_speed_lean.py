@@ -15,9 +15,8 @@ from simcomm.engine.small import MAX_LIVE
 
 def _cores(caps, resolution):
     """The lean form (the default), the general scalar form and the arrays."""
-    general = FluidCore(caps, resolution=resolution)
-    general.lean = False
-    return [FluidCore(caps, resolution=resolution), general, FluidCore(caps, resolution=resolution, scalar=False)]
+    return [FluidCore(caps, resolution=resolution), FluidCore(caps, "scalar", resolution=resolution),
+            FluidCore(caps, "numpy", resolution=resolution)]
 
 
 def _drive(cores, arrivals, *, messages: bool = False, combined: bool = False, after=None):
