@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simcomm.engine.lone import LoneFlows
-from simcomm.engine.maxmin import maxmin_rates, maxmin_rates_global
+from simcomm.engine.maxmin import RESOLVE_MARGIN, maxmin_rates, maxmin_rates_global
 from simcomm.engine.prune import link_rank, route_matrix
 from simcomm.engine.small import MAX_LIVE, SmallFlows
 
@@ -442,7 +442,7 @@ class FluidCore:
         self.solves += 1
         live = self.phase == BANDWIDTH
         # A relative margin keeps flows whose rate equals the threshold up to rounding in the re-solve.
-        resolve = live & (self.rate >= threshold * (1.0 - 1e-9))
+        resolve = live & (self.rate >= threshold * RESOLVE_MARGIN)
         resolve[enter] = True
         if self.solves % _REFRESH == 0 or resolve.sum() == live.sum():
             resolve = live

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from simcomm.engine.maxmin import RESOLVE_MARGIN, route_rate
 from simcomm.engine.small import BANDWIDTH, LATENCY, SmallFlows, _floats, _ints, split_routes
 
 __all__ = ["LoneFlows"]
@@ -166,9 +167,8 @@ class LoneFlows(SmallFlows):
         hit = self._mins.get(route)
         if hit is None:
             links = frozenset(route)
-            v = min((self.cap[x] for x in route), default=_INF)
             hit = self._mins[route] = (links if route and len(links) == len(route) else None,
-                                       v if not v < 0.0 else 0.0)  # maxmin's np.maximum(cap, 0)
+                                       route_rate([self.cap[x] for x in route]))
         return hit
 
     def _min(self, route: tuple) -> float:
@@ -359,7 +359,7 @@ class LoneFlows(SmallFlows):
         # SmallFlows.solve on disjoint routes (module docstring): residuals are capacities,
         # one round, every re-solved flow at its route's smallest capacity.
         solves = core.solves = core.solves + 1
-        bar = threshold * (1.0 - 1e-9)
+        bar = threshold * RESOLVE_MARGIN
         live = []
         slots = []
         for i, ph in enumerate(phase):

@@ -25,16 +25,15 @@ from collections import Counter
 
 import numpy as np
 
-from simcomm.engine.maxmin import REL_TOL
+from simcomm.engine.maxmin import RESOLVE_MARGIN, div, maxmin_small
 
-__all__ = ["SmallFlows", "MAX_LIVE", "maxmin_small"]
+__all__ = ["SmallFlows", "MAX_LIVE"]
 
 #: Live flows above which the arrays (one numpy call per operation) beat Python loops: the default of
 #: ``EngineOptions.max_live`` (a run's value reaches the core as its ``max_live``; this is read nowhere else).
 MAX_LIVE = 16
 LATENCY, BANDWIDTH = 0, 1
 _INF = math.inf
-_MARGIN = 1.0 + REL_TOL
 _SLOT_FIELDS = ("rem", "t_ref", "rate", "t_bw", "t_next", "phase", "batch", "index", "route", "row")
 
 
@@ -53,85 +52,6 @@ def split_routes(route_len, links) -> list[tuple]:
         routes.append(tuple(flat[pos:pos + k]))
         pos += k
     return routes
-
-
-def _div(a: float, b: float) -> float:
-    """``a / b`` as numpy computes it with errors ignored (a positive ``a`` here)."""
-    if b == 0.0:
-        return _INF if a > 0 else (math.nan if a == 0 or a != a else -_INF)
-    return a / b
-
-
-def maxmin_small(entries, cap: dict) -> tuple[list[float], int]:
-    """:func:`simcomm.engine.maxmin.maxmin_rates` (no weights) in scalar floats.
-
-    ``entries[i]`` lists the links flow i crosses (in entry order); ``cap`` maps
-    each link to its capacity.  Same rounds, same sums in the same order.
-    """
-    n = len(entries)
-    if n == 1 and len(entries[0]) == 1:  # one flow on one link: its capacity (np.maximum(cap, 0)) / 1.0
-        v = cap[entries[0][0]]
-        return [v if not v < 0.0 else 0.0], 1
-    if n == 1 and len(set(entries[0])) == len(entries[0]):
-        # One flow crossing no link twice: every share is its link's capacity (np.maximum(cap, 0))
-        # over 1 flow, and the smallest freezes it in the first round (what the rounds below do).
-        if not entries[0]:
-            return [_INF], 0
-        v = min(cap[link] for link in entries[0])
-        return [v if not v < 0.0 else 0.0], 1
-    rate = [_INF] * n
-    flows = [i for i in range(n) if entries[i]]
-    if not flows:
-        return rate, 0
-    c = {}
-    for ent in entries:
-        for link in ent:
-            if link not in c:
-                v = cap[link]
-                c[link] = v if not v < 0.0 else 0.0  # np.maximum(cap, 0.0)
-    if all(len(entries[i]) == 1 for i in flows):
-        load: dict = {}
-        for i in flows:
-            link = entries[i][0]
-            load[link] = load.get(link, 0.0) + 1.0
-        for i in flows:
-            link = entries[i][0]
-            rate[i] = _div(c[link], load[link])
-        return rate, 1
-    rounds = 0
-    while flows:
-        rounds += 1
-        load = {}
-        for i in flows:
-            for link in entries[i]:
-                load[link] = load.get(link, 0.0) + 1.0
-        share = {link: _div(c[link], v) for link, v in load.items()}
-        fmin = {i: min(share[link] for link in entries[i]) for i in flows}
-        blocked = set()
-        for i in flows:
-            lim = fmin[i] * _MARGIN
-            for link in entries[i]:
-                if lim < share[link]:
-                    blocked.add(link)
-        took: dict = {}
-        hit = []
-        rest = []
-        for i in flows:
-            ent = entries[i]
-            h = [link for link in ent if link not in blocked]
-            if h:
-                rate[i] = f = fmin[i]
-                for link in ent:
-                    took[link] = took.get(link, 0.0) + f
-                hit.extend(h)
-            else:
-                rest.append(i)
-        for link, v in took.items():
-            c[link] = c[link] - v
-        for link in hit:
-            c[link] = 0.0
-        flows = rest
-    return rate, rounds
 
 
 class SmallFlows:
@@ -357,7 +277,7 @@ class SmallFlows:
         core.solves += 1
         phase = self.phase
         live = [i for i, ph in enumerate(phase) if ph == BANDWIDTH]
-        bar = threshold * (1.0 - 1e-9)
+        bar = threshold * RESOLVE_MARGIN
         slots = [i for i in live if rate[i] >= bar or i in enter]
         full = core.solves % core._refresh == 0 or len(slots) == len(live)
         if full:
@@ -397,7 +317,7 @@ class SmallFlows:
             rem[i] = x
             t_ref[i] = now
             rate[i] = r
-            t_next[i] = now + (_div(x, r) if x > 0 else 0.0)
+            t_next[i] = now + (div(x, r) if x > 0 else 0.0)
 
     # ---- queries ---------------------------------------------------------
     def next_time(self, resolution: float) -> float:

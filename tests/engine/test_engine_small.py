@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from simcomm.engine import simulate
 from simcomm.engine.fluid import FluidCore, run_isolated
-from simcomm.engine.maxmin import maxmin_rates
-from simcomm.engine.small import MAX_LIVE, maxmin_small
+from simcomm.engine.maxmin import maxmin_rates, maxmin_small
+from simcomm.engine.small import MAX_LIVE
 from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
