@@ -305,35 +305,11 @@ class LoneFlows(SmallFlows):
         """One pass of FluidCore.settle's loop (SmallFlows.step and solve in the lean form); False when nothing is due."""
         if not self.lean:
             return SmallFlows.step(self, now, tol, first, done_batches)
-        core = self.core
-        lim = now + tol
-        t_next, phase = self.t_next, self.phase
-        gone: list = []
-        enter: list = []
-        if first:
-            # FluidCore.settle's first pass: flows due within the resolution finish now too.
-            res = core.resolution
-            lo = now - tol
-            early = late = 0
-            for i, (t, ph, tb) in enumerate(zip(t_next, phase, self.t_bw)):
-                if t <= lim:
-                    if ph:  # BANDWIDTH
-                        gone.append(i)
-                        if t < lo:
-                            late += 1
-                    else:
-                        enter.append(i)
-                elif ph and t - now <= res * (t - tb):
-                    gone.append(i)
-                    early += 1
-            if early or late:
-                core.merged += early + late
-        else:
-            for i, t in enumerate(t_next):
-                if t <= lim:
-                    (gone if phase[i] else enter).append(i)
+        gone, enter = self.due(now, tol, first)
         if not gone and not enter:
             return False
+        core = self.core
+        t_next, phase = self.t_next, self.phase
         rate = self.rate
         threshold = _INF
         if gone:

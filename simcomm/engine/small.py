@@ -193,34 +193,48 @@ class SmallFlows:
                 del left[b]
                 done_batches.append(b)
 
-    def step(self, now: float, tol: float, first: bool, done_batches: list) -> bool:
-        """One pass of FluidCore.settle's loop; False when nothing is due."""
-        core = self.core
+    def due(self, now: float, tol: float, first: bool) -> tuple[list, list]:
+        """``(finishing, entering)`` slots at ``now``, in slot order: FluidCore.settle's due test.
+
+        On the ``first`` pass of an instant, flows due within the resolution of their own
+        duration finish now too (counted in ``merged``, with those found late).  Shared by
+        the general scalar form and the lean one (:mod:`simcomm.engine.lone`).
+        """
         lim = now + tol
         t_next, phase = self.t_next, self.phase
+        gone: list = []
+        enter: list = []
         if first:
-            # FluidCore.settle's first pass: flows due within the resolution finish now too.
+            core = self.core
             res = core.resolution
             lo = now - tol
-            t_bw = self.t_bw
-            due = []
             early = late = 0
-            for i, t in enumerate(t_next):
+            for i, (t, ph, tb) in enumerate(zip(t_next, phase, self.t_bw)):
                 if t <= lim:
-                    due.append(i)
-                    if t < lo and phase[i] == BANDWIDTH:
-                        late += 1
-                elif phase[i] == BANDWIDTH and t - now <= res * (t - t_bw[i]):
-                    due.append(i)
+                    if ph:  # BANDWIDTH (the slots hold no GONE flow between passes)
+                        gone.append(i)
+                        if t < lo:
+                            late += 1
+                    else:
+                        enter.append(i)
+                elif ph and t - now <= res * (t - tb):
+                    gone.append(i)
                     early += 1
             if early or late:
                 core.merged += early + late
         else:
-            due = [i for i, t in enumerate(t_next) if t <= lim]
-        if not due:
+            for i, t in enumerate(t_next):
+                if t <= lim:
+                    (gone if phase[i] else enter).append(i)
+        return gone, enter
+
+    def step(self, now: float, tol: float, first: bool, done_batches: list) -> bool:
+        """One pass of FluidCore.settle's loop; False when nothing is due."""
+        gone, enter = self.due(now, tol, first)
+        if not gone and not enter:
             return False
-        gone = [i for i in due if phase[i] == BANDWIDTH]
-        enter = [i for i in due if phase[i] == LATENCY]
+        core = self.core
+        t_next, phase = self.t_next, self.phase
         if gone:
             self._record_finished(gone, now, done_batches)
             for i in gone:
