@@ -32,7 +32,7 @@ import json, resource, sys, time
 ranks, coalesce = int(sys.argv[1]), sys.argv[2] == "1"
 t0 = time.perf_counter()
 from simcomm.engine import simulate
-import simcomm.collectives, simcomm.engine.flow  # warm imports: time the engine, not the importer
+import simcomm.collectives, simcomm.engine.flow.pricer  # warm imports: time the engine, not the importer
 from simcomm.ops import PlanBuilder
 from simcomm.topologies.fat_tree import fat_tree
 t1 = time.perf_counter()

@@ -314,21 +314,21 @@ class Reference:
 _CPU = ("stack_cpu", "reserved repeats are not charged to the CPU (docs/engine.md, \"CPU cost of communication\")")
 
 REFERENCES = (
-    Reference("direct", True, "simcomm.engine.executor._run_direct", _options(frozenset({"direct"}))),
+    Reference("direct", True, "simcomm.engine.drive.executor._run_direct", _options(frozenset({"direct"}))),
     Reference("callbacks", True, "simcomm.engine.events:Driver.__init__",
               _options(frozenset({"callbacks"}))),
-    Reference("scalar", True, "simcomm.engine.small:SmallFlows.__init__", _options(frozenset({"scalar"}))),
-    Reference("lean", True, "simcomm.engine.lone:LoneFlows.settle_next", _options(frozenset({"lean"}))),
-    Reference("max-live-2", True, "simcomm.engine.fluid:FluidCore._solve", _options(max_live=2)),
-    Reference("max-live-64", True, "simcomm.engine.fluid:FluidCore._solve", _options(max_live=64)),
-    Reference("no-keep", True, "simcomm.engine.executor.prepare", _options(frozenset({"keep"}))),
-    Reference("event-loop", True, "simcomm.engine.analytic.longest_path", _options(frozenset({"one_pass"}))),
-    Reference("per-link", False, "simcomm.engine.network:LiveNetwork.hold", _options(frozenset({"per_link"}))),
-    Reference("coalesce", False, "simcomm.engine.flow:FlowPricer._isolated_period",
+    Reference("scalar", True, "simcomm.engine.fluid.small:SmallFlows.__init__", _options(frozenset({"scalar"}))),
+    Reference("lean", True, "simcomm.engine.fluid.lone:LoneFlows.settle_next", _options(frozenset({"lean"}))),
+    Reference("max-live-2", True, "simcomm.engine.fluid.core:FluidCore._solve", _options(max_live=2)),
+    Reference("max-live-64", True, "simcomm.engine.fluid.core:FluidCore._solve", _options(max_live=64)),
+    Reference("no-keep", True, "simcomm.engine.drive.executor.prepare", _options(frozenset({"keep"}))),
+    Reference("event-loop", True, "simcomm.engine.flow.analytic.longest_path", _options(frozenset({"one_pass"}))),
+    Reference("per-link", False, "simcomm.engine.flow.network:LiveNetwork.hold", _options(frozenset({"per_link"}))),
+    Reference("coalesce", False, "simcomm.engine.flow.pricer:FlowPricer._isolated_period",
               _options(frozenset({"coalesce"})), not_with=_CPU),
-    Reference("incremental", False, "simcomm.engine.fluid:FluidCore._solve_plain",
+    Reference("incremental", False, "simcomm.engine.fluid.core:FluidCore._solve_plain",
               _options(frozenset({"incremental"}))),
-    Reference("no-scaling", False, "simcomm.engine.flow.run_isolated", _options(frozenset({"scaling"}))),
+    Reference("no-scaling", False, "simcomm.engine.flow.pricer.run_isolated", _options(frozenset({"scaling"}))),
 )
 
 

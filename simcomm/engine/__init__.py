@@ -1,9 +1,13 @@
 """The engine: runs a CommPlan on a Topology (SimPy lives here and nowhere else).
 
-Layers: :mod:`~simcomm.engine.paths` chooses the driver (executor, events), the collective
-pricing (flow, network, analytic) and the fluid-core form (fluid, small, lone, maxmin) of a run.
+Layers, top down: ``drive/`` (how ops run through time: executor, events), ``flow/`` (how they
+are priced: flows on the live network, reservations, closed forms) and ``fluid/`` (the fluid
+core and the one max-min algorithm); :mod:`~simcomm.engine.paths` chooses the driver, the
+collective pricing and the fluid-core form of a run, :mod:`~simcomm.engine.options` holds
+every option, and :mod:`~simcomm.engine.events` (the SimPy events the driver and the live
+network share) is the one module that touches SimPy's private state.
 
-Public API (implemented in :mod:`simcomm.engine.executor`)::
+Public API (implemented in :mod:`simcomm.engine.drive.executor`)::
 
     simulate(plan, topology, *, fidelity="flow", seed=0, options=EngineOptions(...)) -> Timeline
 """
@@ -27,7 +31,7 @@ def simulate(plan, topology, *, fidelity: str = "flow", seed: int = 0, options: 
     ``meta["link_usage"]``), ``link_bytes=True`` (False: no bytes per link family, and
     the analytic fidelity needs no event loop).  See docs/engine.md.
     """
-    from simcomm.engine.executor import run
+    from simcomm.engine.drive.executor import run
     from simcomm.gcpause import gc_paused
 
     with gc_paused():  # a run allocates millions of short-lived objects and leaves no cycles

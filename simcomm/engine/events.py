@@ -37,7 +37,7 @@ LATE = simpy.events.EventPriority(simpy.events.NORMAL + 1)
 
 
 class Environment(simpy.Environment):
-    """The engine's SimPy environment: the one :class:`~simcomm.engine.network.LiveNetwork` runs on.
+    """The engine's SimPy environment: the one :class:`~simcomm.engine.flow.network.LiveNetwork` runs on.
 
     Late events queue themselves at the late priority (:meth:`LateEvent.succeed`; the engine
     triggers them no other way), so this class adds nothing to SimPy's per-event path; it marks

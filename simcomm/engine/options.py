@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 from simcomm.collectives.runtime import CollectiveRuntime, Prepared
-from simcomm.engine.small import MAX_LIVE
+from simcomm.engine.fluid.small import MAX_LIVE
 from simcomm.errors import ConfigError
 
 __all__ = ["EngineOptions", "Pricer", "FIDELITIES", "EXACT", "SCENARIO_RESOLUTION"]

@@ -8,9 +8,9 @@ of ``simcomm run`` as each kind's ``engine``).
 
 * **driver** (how the plan's ops are run through time):
   ``one-pass`` (analytic without link bytes: every op's times in op order,
-  :func:`simcomm.engine.analytic.longest_path`), ``direct`` (a flow run of computes and
+  :func:`simcomm.engine.flow.analytic.longest_path`), ``direct`` (a flow run of computes and
   messages alone, no CPU cost of communication: a heap that replays SimPy's events,
-  :func:`simcomm.engine.executor._run_direct`), ``callbacks`` (SimPy's queue, streams and
+  :func:`simcomm.engine.drive.executor._run_direct`), ``callbacks`` (SimPy's queue, streams and
   collectives driven by callbacks, :mod:`simcomm.engine.events`), ``processes`` (one SimPy
   process per stream and collective: the reference).
 * **pricing** (how a collective's steps are priced): ``closed-forms`` (analytic),
@@ -20,7 +20,7 @@ of ``simcomm run`` as each kind's ``engine``).
   ``scaled``: a scalable step's isolated run is reused for other sizes.
 * **core** (the fluid core's most specialised form; it moves to the arrays when more than
   ``max_live`` flows are live): ``lean`` (Python floats while live routes are disjoint,
-  :mod:`simcomm.engine.lone`), ``scalar`` (Python floats, :mod:`simcomm.engine.small`),
+  :mod:`simcomm.engine.fluid.lone`), ``scalar`` (Python floats, :mod:`simcomm.engine.fluid.small`),
   ``numpy`` (arrays throughout), ``plain`` (arrays, every flow re-solved by the textbook
   solver at every event: the ``incremental`` reference); ``none`` for closed forms.
 

@@ -1,6 +1,6 @@
 """The analytic fidelity without an event loop (``link_bytes=False``): the same floats as with one.
 
-:func:`simcomm.engine.analytic.longest_path` computes every op's start and end
+:func:`simcomm.engine.flow.analytic.longest_path` computes every op's start and end
 in one pass in op order.  These tests check that it gives bit for bit the
 event loop's times on hand-made and hypothesis-drawn plans (several streams
 per rank, collectives over subsets, zero-length ops, NCCL's own schedules),
@@ -125,7 +125,7 @@ def test_kept_preparations_serve_later_runs_unchanged():
         b.collective("allreduce", (r, r + 8), 2e6)
     plan = b.build()
     first = simulate(plan, topo, runtime=NcclRuntime())
-    from simcomm.engine.executor import _KEPT
+    from simcomm.engine.drive.executor import _KEPT
 
     kept = dict(_KEPT[topo])
     assert kept  # small 2-rank schedules are kept with the topology

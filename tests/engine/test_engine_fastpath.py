@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simcomm.engine import simulate
-from simcomm.engine.fluid import run_isolated
-from simcomm.engine.maxmin import maxmin_rates, maxmin_rates_global
+from simcomm.engine.fluid.core import run_isolated
+from simcomm.engine.fluid.maxmin import maxmin_rates, maxmin_rates_global
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
 from simcomm.topologies.fat_tree import fat_tree

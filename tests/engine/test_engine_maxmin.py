@@ -5,8 +5,8 @@ from flowcases import coo, flow_instances
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simcomm.engine.fluid import run_isolated
-from simcomm.engine.maxmin import maxmin_rates
+from simcomm.engine.fluid.core import run_isolated
+from simcomm.engine.fluid.maxmin import maxmin_rates
 
 
 def test_textbook_example():
@@ -79,7 +79,7 @@ def test_fluid_run_conserves_bytes_and_respects_capacity(case, sizes, lats):
 def test_the_lean_forms_closed_form_is_the_solver_on_one_flow(caps):
     # route_rate (the lean form's rate: a flow sharing no link) is maxmin_rates and maxmin_small of that
     # flow alone, bit for bit, negative residuals (clamped to 0) and zero capacities included
-    from simcomm.engine.maxmin import maxmin_small, route_rate
+    from simcomm.engine.fluid.maxmin import maxmin_small, route_rate
 
     links = list(range(len(caps)))
     want, rounds = maxmin_rates(np.zeros(len(caps), dtype=np.int64), np.array(links), 1, np.array(caps))

@@ -119,7 +119,7 @@ def test_every_reference_switch_gives_the_default_floats(plan, fidelity, link_by
 
 def test_the_reference_paths_really_run_something_else():
     # witnesses: the textbook solver and the per-flow SimPy processes are only called on their references
-    import simcomm.engine.fluid as fluid
+    import simcomm.engine.fluid.core as fluid
 
     calls = []
     real = fluid.FluidCore._solve_plain
@@ -134,20 +134,42 @@ def test_the_reference_paths_really_run_something_else():
 
 
 def test_no_switch_lives_outside_the_options():
-    import simcomm.engine.executor as executor
-    import simcomm.engine.flow as flow
-    import simcomm.engine.fluid as fluid
+    import simcomm.engine.drive.executor as executor
+    import simcomm.engine.flow.pricer as flow
+    import simcomm.engine.fluid.core as fluid
 
     for module, names in ((executor, ("DIRECT", "CALLBACKS")), (flow, ("PER_LINK",))):
         assert not [n for n in names if hasattr(module, n)]
     assert not hasattr(fluid.FluidCore, "lean")
     # nothing in the engine reads the scalar forms' default threshold but the options' default
-    uses = [f.name for f in ENGINE.glob("*.py") if re.search(r"\bMAX_LIVE\b(?! =)", f.read_text())]
-    assert sorted(uses) == ["fluid.py", "network.py", "options.py", "small.py"]  # defaults of parameters only
+    uses = [f.relative_to(ENGINE).as_posix() for f in ENGINE.rglob("*.py")
+            if re.search(r"\bMAX_LIVE\b(?! =)", f.read_text())]
+    assert sorted(uses) == ["flow/network.py", "fluid/core.py", "fluid/small.py", "options.py"]  # defaults only
 
 
 def test_simpy_private_state_is_touched_in_events_only_and_no_cache_is_stashed_in_other_objects():
     private = re.compile(r"\._(queue|ok|value|defused|now)\b")
-    touching = sorted(f.name for f in ENGINE.rglob("*.py") if private.search(f.read_text()))
+    touching = sorted(f.relative_to(ENGINE).as_posix() for f in ENGINE.rglob("*.py") if private.search(f.read_text()))
     assert touching == ["events.py"]
     assert not [f.name for f in ENGINE.rglob("*.py") if "__dict__" in f.read_text()]
+
+
+def test_the_engine_layers_import_downward_only():
+    # drive/ -> flow/ -> fluid/: no module imports a layer above its own, and the fluid core knows no SimPy
+    import ast
+
+    order = {"drive": 0, "flow": 1, "fluid": 2}
+    seen, upward = set(), []
+    for f in ENGINE.rglob("*.py"):
+        parts = f.relative_to(ENGINE).parts
+        if len(parts) < 2:
+            continue
+        seen.add(parts[0])
+        for node in ast.walk(ast.parse(f.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            for name in names:
+                other = name.split(".")[2] if name.startswith("simcomm.engine.") else None
+                if (other in order and order[other] < order[parts[0]]) or (parts[0] == "fluid" and name == "simpy"):
+                    upward.append((f.relative_to(ENGINE).as_posix(), name))
+    assert seen == set(order) and upward == []

@@ -1,4 +1,4 @@
-"""The scalar twin of the fluid core (simcomm.engine.small) gives the array core's
+"""The scalar twin of the fluid core (simcomm.engine.fluid.small) gives the array core's
 answer bit for bit: every finish time, every statistic, every usage sample and
 every op start and end are the same floats, with and without event resolution,
 across switches between the two forms."""
@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simcomm.engine import simulate
-from simcomm.engine.fluid import FluidCore, run_isolated
-from simcomm.engine.maxmin import maxmin_rates, maxmin_small
-from simcomm.engine.small import MAX_LIVE
+from simcomm.engine.fluid.core import FluidCore, run_isolated
+from simcomm.engine.fluid.maxmin import maxmin_rates, maxmin_small
+from simcomm.engine.fluid.small import MAX_LIVE
 from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder

@@ -1,4 +1,4 @@
-"""The direct loop (simcomm.engine.executor._run_direct) runs plans of computes and messages
+"""The direct loop (simcomm.engine.drive.executor._run_direct) runs plans of computes and messages
 exactly as the SimPy processes do: every op's start and end, every statistic and the link
 bytes are the same floats, on hypothesis-drawn plans (FIFO chains, cross-stream
 dependencies, zero-length computes, messages that start and end at the same instants) and on
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import simcomm.engine.executor as executor
+import simcomm.engine.drive.executor as executor
 from simcomm.engine import simulate
 from simcomm.errors import PlanError
 from simcomm.links.base import LinkClass

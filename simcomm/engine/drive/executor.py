@@ -12,8 +12,8 @@ in the same order either way (docs/engine.md, "Drivers").  Compute ops are timeo
 occupies its source's stream.  A Collective starts when the last member
 reaches it; one process then runs it and releases every member.  How a
 Transfer or Collective is priced is the fidelity's business:
-:class:`~simcomm.engine.flow.FlowPricer` runs flows on the fluid network,
-:class:`~simcomm.engine.analytic.AnalyticPricer` uses closed forms.  Both see
+:class:`~simcomm.engine.flow.pricer.FlowPricer` runs flows on the fluid network,
+:class:`~simcomm.engine.flow.analytic.AnalyticPricer` uses closed forms.  Both see
 the same op stream.
 """
 
@@ -131,11 +131,11 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
         ctx.per_link = np.zeros(len(topology.link_names))
     flow_pricer = analytic_pricer = None
     if fidelity == "flow":
-        from simcomm.engine.flow import FlowPricer
+        from simcomm.engine.flow.pricer import FlowPricer
 
         flow_pricer = FlowPricer(ctx)
     else:
-        from simcomm.engine.analytic import AnalyticPricer
+        from simcomm.engine.flow.analytic import AnalyticPricer
 
         analytic_pricer = AnalyticPricer(ctx)
     pricer: Pricer = flow_pricer or analytic_pricer  # type: ignore[assignment]  # exactly one is set
@@ -167,7 +167,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
 
     if paths.driver == "one-pass":
         # Closed forms share nothing, so every op's times follow from its deps in op order.
-        from simcomm.engine.analytic import longest_path
+        from simcomm.engine.flow.analytic import longest_path
 
         assert analytic_pricer is not None
         t0, t1 = longest_path(ops, analytic_pricer, prepared)
@@ -289,7 +289,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
         ctx.stats["merged_flows"] += pricer.live_merged
     stats = _meta(ctx, seed, chosen)
     if ctx.record_usage:
-        from simcomm.engine.fluid import merge_usage
+        from simcomm.engine.fluid.core import merge_usage
 
         stats["link_usage"] = merge_usage(pricer.usage, ctx.families)
     link_bytes = {f: float(b) for f, b in zip(ctx.families, ctx.family_bytes)} if ctx.link_bytes else {}

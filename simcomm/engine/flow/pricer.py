@@ -40,8 +40,8 @@ from dataclasses import replace
 import numpy as np
 
 from simcomm.collectives.base import Step
-from simcomm.engine.fluid import run_isolated
-from simcomm.engine.network import LiveNetwork
+from simcomm.engine.fluid.core import run_isolated
+from simcomm.engine.flow.network import LiveNetwork
 from simcomm.engine.schedule import RoutedStep, route_step
 
 __all__ = ["FlowPricer"]
@@ -111,7 +111,7 @@ class FlowPricer:
 
     @property
     def usage(self) -> list:
-        """Recorded link usage blocks (see :func:`simcomm.engine.fluid.merge_usage`)."""
+        """Recorded link usage blocks (see :func:`simcomm.engine.fluid.core.merge_usage`)."""
         return self.net.core.usage
 
     def finish_stats(self) -> None:

@@ -1,6 +1,6 @@
 """The scalar core's lean form while no two live flows share a link.
 
-:class:`~simcomm.engine.small.SmallFlows` runs the array core's algorithm in
+:class:`~simcomm.engine.fluid.small.SmallFlows` runs the array core's algorithm in
 Python floats: pruning counts, per-link loads and flow counts, the
 local-minimum solver.  While the routes of the live flows are pairwise
 disjoint (no directed link crossed by two of them, none crossed twice by one),
@@ -35,8 +35,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from simcomm.engine.maxmin import RESOLVE_MARGIN, route_rate
-from simcomm.engine.small import BANDWIDTH, LATENCY, SmallFlows, _floats, _ints, split_routes
+from simcomm.engine.fluid.maxmin import RESOLVE_MARGIN, route_rate
+from simcomm.engine.fluid.small import BANDWIDTH, LATENCY, SmallFlows, _floats, _ints, split_routes
 
 __all__ = ["LoneFlows"]
 

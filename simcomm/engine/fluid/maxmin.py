@@ -21,7 +21,7 @@ specialisations of :func:`maxmin_rates`, operation for operation, so they give
 its floats bit for bit: :func:`maxmin_small`, the same rounds in Python floats
 for the fluid core's scalar form (a handful of flows, where numpy's per-call
 cost dominates), and :func:`route_rate`, its closed form for flows that share no
-link (the lean form, :mod:`simcomm.engine.lone`: every flow freezes in the first
+link (the lean form, :mod:`simcomm.engine.fluid.lone`: every flow freezes in the first
 round at its route's smallest capacity).  The incremental re-solve around them
 (which flows to re-solve, on what residual capacity: ``FluidCore._solve``) keeps
 :data:`RESOLVE_MARGIN` in every form.

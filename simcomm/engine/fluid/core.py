@@ -15,11 +15,11 @@ and is driven by two calls: :meth:`FluidCore.settle` brings the state to time
 ``resolution`` ε > 0, completions that lie within ε of the finishing flows' own
 transfer times are merged into one event at the middle of their span
 (:meth:`FluidCore.next_time`; docs/engine.md, "Event resolution").  The live
-engine (:mod:`simcomm.engine.network`) drives it from SimPy; :func:`run_isolated`
+engine (:mod:`simcomm.engine.flow.network`) drives it from SimPy; :func:`run_isolated`
 drives it alone, to price a step pattern once or to rebuild the state of a
 partly run step (see docs/engine.md, "Coalesced repeats").  While at most
 ``max_live`` flows are live the state lives in Python lists instead
-(:mod:`simcomm.engine.small`, and :mod:`simcomm.engine.lone` while live routes are
+(:mod:`simcomm.engine.fluid.small`, and :mod:`simcomm.engine.fluid.lone` while live routes are
 disjoint), run by the same arithmetic bit for bit: numpy's per-call cost dominates
 events on a handful of flows.  Which forms a core may take is its ``form``
 (:data:`FORMS`), chosen for a run by :func:`simcomm.engine.paths.choose`.
@@ -31,10 +31,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simcomm.engine.lone import LoneFlows
-from simcomm.engine.maxmin import RESOLVE_MARGIN, maxmin_rates, maxmin_rates_global
-from simcomm.engine.prune import link_rank, route_matrix
-from simcomm.engine.small import MAX_LIVE, SmallFlows
+from simcomm.engine.fluid.lone import LoneFlows
+from simcomm.engine.fluid.maxmin import RESOLVE_MARGIN, maxmin_rates, maxmin_rates_global
+from simcomm.engine.fluid.prune import link_rank, route_matrix
+from simcomm.engine.fluid.small import MAX_LIVE, SmallFlows
 
 __all__ = ["FluidCore", "IsolatedState", "run_isolated", "merge_usage", "TIME_TOL", "FORMS"]
 
@@ -104,7 +104,7 @@ class FluidCore:
         self.e_len = _EMPTY_I
         self.e_link = _EMPTY_I   # concatenated routes of all slots
         # Incremental solves work on the route matrix (non-dominated links per slot, padded with
-        # the dummy link n_links; simcomm.engine.prune), so the per-link state has one more entry.
+        # the dummy link n_links; simcomm.engine.fluid.prune), so the per-link state has one more entry.
         self.rows = np.zeros((0, 1), dtype=np.int64)
         n_links = len(self.capacity) + (1 if incremental else 0)
         self.link_load = np.zeros(n_links)                 # sum of rates of bandwidth-phase flows
@@ -126,7 +126,7 @@ class FluidCore:
         self.rounds = 0
         self.full_solves = 0
         self.merged = 0  # flows retired at a merged event, not at their own finish instant
-        # The scalar twin (simcomm.engine.small) holds the state while few flows are live;
+        # The scalar twin (simcomm.engine.fluid.small) holds the state while few flows are live;
         # the numpy form keeps the arrays throughout (the reference the tests compare against).
         self.use_small = form in ("lean", "scalar")
         self._small: SmallFlows | None = None
@@ -200,7 +200,7 @@ class FluidCore:
     def settle_next(self, now: float) -> tuple[list[tuple[int, np.ndarray]], float]:
         """:meth:`settle` at ``now``, then :meth:`next_time`: what the live network does at each event.
 
-        In the scalar twin's lean form (simcomm.engine.lone) with at most one message queued
+        In the scalar twin's lean form (simcomm.engine.fluid.lone) with at most one message queued
         this is one call into it instead of several layers; the same steps either way.
         """
         sm = self._small
@@ -417,7 +417,7 @@ class FluidCore:
         re-solves").  The lower bound for a new flow is the smallest
         ``capacity / flows`` on its route: a link's fair share never decreases
         while filling proceeds.  Routes are the rows of :attr:`rows` (dominated
-        links dropped, which leaves the allocation unchanged: simcomm.engine.prune).
+        links dropped, which leaves the allocation unchanged: simcomm.engine.fluid.prune).
         """
         if not self.incremental:
             self._solve_plain(now, gone)

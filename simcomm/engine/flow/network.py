@@ -1,4 +1,4 @@
-"""The live network: a :class:`~simcomm.engine.fluid.FluidCore` driven by SimPy.
+"""The live network: a :class:`~simcomm.engine.fluid.core.FluidCore` driven by SimPy.
 
 Processes hand batches of flows to :meth:`LiveNetwork.add` and wait on the
 returned event, whose value is the array of finish times.  The network keeps a
@@ -34,8 +34,8 @@ import numpy as np
 import simpy
 
 from simcomm.engine.events import Environment, LateEvent
-from simcomm.engine.fluid import FluidCore
-from simcomm.engine.small import MAX_LIVE
+from simcomm.engine.fluid.core import FluidCore
+from simcomm.engine.fluid.small import MAX_LIVE
 
 __all__ = ["Environment", "LateEvent", "LiveNetwork", "Reservation"]
 

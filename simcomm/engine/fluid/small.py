@@ -1,6 +1,6 @@
 """The fluid core's scalar twin for networks with few live flows.
 
-:class:`~simcomm.engine.fluid.FluidCore` keeps flows in numpy arrays; each of
+:class:`~simcomm.engine.fluid.core.FluidCore` keeps flows in numpy arrays; each of
 its events is a few dozen numpy calls (tens of µs) however few flows are live.
 A chain of single messages (the per-tensor parameter server: one push and one
 pull live at a time, 3 events per message) pays that cost ~10^6 times.
@@ -25,7 +25,7 @@ from collections import Counter
 
 import numpy as np
 
-from simcomm.engine.maxmin import RESOLVE_MARGIN, div, maxmin_small
+from simcomm.engine.fluid.maxmin import RESOLVE_MARGIN, div, maxmin_small
 
 __all__ = ["SmallFlows", "MAX_LIVE"]
 
@@ -198,7 +198,7 @@ class SmallFlows:
 
         On the ``first`` pass of an instant, flows due within the resolution of their own
         duration finish now too (counted in ``merged``, with those found late).  Shared by
-        the general scalar form and the lean one (:mod:`simcomm.engine.lone`).
+        the general scalar form and the lean one (:mod:`simcomm.engine.fluid.lone`).
         """
         lim = now + tol
         t_next, phase = self.t_next, self.phase
