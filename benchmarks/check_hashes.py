@@ -321,7 +321,7 @@ REFERENCES = (
     Reference("lean", True, "simcomm.engine.fluid.lone:LoneFlows.settle_next", _options(frozenset({"lean"}))),
     Reference("max-live-2", True, "simcomm.engine.fluid.core:FluidCore._solve", _options(max_live=2)),
     Reference("max-live-64", True, "simcomm.engine.fluid.core:FluidCore._solve", _options(max_live=64)),
-    Reference("no-keep", True, "simcomm.engine.drive.executor.prepare", _options(frozenset({"keep"}))),
+    Reference("no-keep", True, "simcomm.engine.drive.executor._prepare", _options(frozenset({"keep"}))),
     Reference("event-loop", True, "simcomm.engine.flow.analytic.longest_path", _options(frozenset({"one_pass"}))),
     Reference("per-link", False, "simcomm.engine.flow.network:LiveNetwork.hold", _options(frozenset({"per_link"}))),
     Reference("coalesce", False, "simcomm.engine.flow.pricer:FlowPricer._isolated_period",

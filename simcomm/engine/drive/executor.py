@@ -157,7 +157,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
             if key not in prepared:
                 prep = kept.get((runtime, ctx.ppn, key))
                 if prep is None:
-                    prep = runtime.prepare(op, topology, ctx.ppn)
+                    prep = _prepare(runtime, op, topology, ctx.ppn)
                     if sum(len(st) for st in prep.steps) <= _KEEP_TRANSFERS:
                         kept[(runtime, ctx.ppn, key)] = prep
                 prepared[key] = prep
@@ -529,6 +529,11 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
     net.settles += settles
     if count_fam and n_fam:
         ctx.family_bytes[:] = fbytes
+
+
+def _prepare(runtime, op, topology: Topology, ppn: int | None):
+    """The runtime's preparation of ``op`` (one place, which the ``keep`` reference's check counts)."""
+    return runtime.prepare(op, topology, ppn)
 
 
 def _meta(ctx: Context, seed: int, chosen: dict) -> dict:
