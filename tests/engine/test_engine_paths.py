@@ -173,3 +173,20 @@ def test_the_engine_layers_import_downward_only():
                 if (other in order and order[other] < order[parts[0]]) or (parts[0] == "fluid" and name == "simpy"):
                     upward.append((f.relative_to(ENGINE).as_posix(), name))
     assert seen == set(order) and upward == []
+
+
+@pytest.mark.parametrize("extra, want", [
+    ((), {"driver": "callbacks", "pricing": "per-link", "scaled": True, "core": "lean"}),
+    (("--fidelity", "analytic"), {"driver": "callbacks", "pricing": "closed-forms", "scaled": False, "core": "none"}),
+    (("--strategy", "ps", "--stack-cpu", "25ns"), {"driver": "callbacks", "pricing": "whole-network", "scaled": True,
+                                                   "core": "lean"}),
+    (("--strategy", "dpsgd"), {"driver": "direct", "pricing": "per-link", "scaled": True, "core": "lean"}),
+])
+def test_run_json_names_the_engine_paths_of_each_kind(cli, extra, want):
+    import json
+
+    rc, out, _ = cli("run", "--cluster", "kisti-neuron", "--nodes", "2", "--stack", "mpi-tcp", "--json",
+                     *(("--strategy", "allreduce") if "--strategy" not in extra else ()), *extra)
+    assert rc == 0
+    kinds = json.loads(out)["kinds"]
+    assert kinds and all(k["engine"] == want for k in kinds)
