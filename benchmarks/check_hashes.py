@@ -9,7 +9,8 @@ bytes per link family, and the whole ``meta`` (statistics, the collective algori
 busiest links where asked), followed by the numbers of the Result (each kind's time, breakdown, link bytes,
 analytic estimate, rank mean, busiest links and exposed split; the mean, epoch and samples per second).
 Floats enter as ``float.hex`` (arrays as their IEEE-754 bytes), so a change of one ulp anywhere changes the
-digest; words the pipeline adds (``assumed:`` lines) do not enter.  The digests live in
+digest; words the pipeline adds (``assumed:`` lines) and the engine paths a run took (``Timeline.paths``,
+each kind's ``engine``: the reference paths change them by design) do not enter.  The digests live in
 ``benchmarks/hashes.json`` (name -> digest, sorted keys).
 
     python benchmarks/check_hashes.py                 # compare: exit 1 naming each differing scenario
@@ -23,43 +24,46 @@ default), stated in its commit; a speed-up of the engine must leave every digest
 (docs/engine.md, "Exactness check").
 
 Reference paths (``--references``; tests/engine/test_check_hashes.py flips each on a subset).  Every fast path
-of the engine has a switch that turns it off.  Those exact by design must give every digest bit for bit:
+of the engine has a reference that turns it off, one name in ``EngineOptions.reference``
+(:data:`simcomm.engine.paths.REFERENCES`; :func:`simcomm.engine.paths.choose` decides the paths of every run
+and ``Timeline.paths`` records them).  Those exact by design must give every digest bit for bit:
 
 =============  ======================================================  ==========================================
 name           switch                                                  what it turns off
 =============  ======================================================  ==========================================
-direct         ``simcomm.engine.executor.DIRECT = False``              the direct loop of plans of computes and
-                                                                       messages (SimPy processes instead)
-callbacks      ``simcomm.engine.executor.CALLBACKS = False``           callbacks and ``_Driver`` for plans with
-                                                                       collectives (``env.process`` instead)
-scalar         ``EngineOptions(scalar=False)``                         the fluid core's scalar twin for few
+direct         ``EngineOptions(reference={"direct"})``                 the direct loop of plans of computes and
+                                                                       messages (SimPy's queue instead)
+callbacks      ``reference={"callbacks"}``                             callbacks and ``Driver`` (one SimPy
+                                                                       process per stream and collective)
+scalar         ``reference={"scalar"}``                                the fluid core's scalar twin for few
                                                                        flows (numpy arrays throughout)
-lean           ``simcomm.engine.fluid.FluidCore.lean = False``         the scalar twin's lean form for disjoint
+lean           ``reference={"lean"}``                                  the scalar twin's lean form for disjoint
                                                                        routes (the general scalar form)
-max-live-2,    ``simcomm.engine.fluid.MAX_LIVE`` (and ``small.``'s)    where the core moves between its scalar
-max-live-64    = 2 or 64 (default 16)                                  twin and its arrays
-no-keep        ``simcomm.engine.executor._KEEP_TRANSFERS = -1``        collective preparations kept with the
+max-live-2,    ``EngineOptions(max_live=2)`` or ``64`` (default 16)    where the core moves between its scalar
+max-live-64                                                            twin and its arrays
+no-keep        ``reference={"keep"}``                                  collective preparations kept with the
                                                                        topology for later runs
-event-loop     analytic runs without link bytes get                    the analytic one pass (``longest_path``;
-               ``link_bytes=True`` (the bytes are then dropped)        the event loop instead)
+event-loop     ``reference={"one_pass"}``                              the analytic one pass (``longest_path``;
+                                                                       the event loop instead)
 =============  ======================================================  ==========================================
 
-(``small.MAX_LIVE`` alone changes nothing: ``fluid`` imports the value by name, so both are set.)
 Exact in the model but not in floats, so compared to a relative 1e-9 on every start, end and makespan at
 resolution 0 (at 1 % they may merge other completions, docs/engine.md, "Per-link reservations"); their
 statistics differ by design (solves, coalesced steps):
 
 =============  ======================================================  ==========================================
-per-link       ``simcomm.engine.flow.PER_LINK = False``                reservations of a step's own links (the
+name           switch                                                  what it turns off
+=============  ======================================================  ==========================================
+per-link       ``reference={"per_link"}``                              reservations of a step's own links (the
                                                                        whole idle network instead)
-coalesce       ``EngineOptions(coalesce=False)``                       coalesced repeats and scaled steps (not
+coalesce       ``reference={"coalesce"}``                              coalesced repeats and scaled steps (not
                                                                        compared with ``stack_cpu``: reserved
                                                                        repeats are not charged to the CPU, so
                                                                        the answer differs by design, 49 % on
                                                                        allreduce/mpi/comm-cpu)
-incremental    ``EngineOptions(incremental=False)``                    incremental max-min re-solves and link
+incremental    ``reference={"incremental"}``                           incremental max-min re-solves and link
                                                                        pruning (the textbook solver)
-no-scaling     ``simcomm.engine.flow._RESOLVED = inf``                 reusing a scalable step's isolated run
+no-scaling     ``reference={"scaling"}``                               reusing a scalable step's isolated run
                                                                        for another size (run again instead)
 =============  ======================================================  ==========================================
 
@@ -172,6 +176,11 @@ def cases() -> tuple[Case, ...]:
 
 # ---- hashing ---------------------------------------------------------------------------------------------
 
+#: fields of the Result's records that are words about the run, not its numbers: the engine paths it took
+#: (``IterationKind.engine``, ``Timeline.paths``), which each reference path changes by design
+NOT_HASHED = frozenset({"engine"})
+
+
 def _canon(x, out: list) -> None:
     """Append a canonical text of ``x`` to ``out``: floats as ``float.hex``, float arrays as their bytes."""
     if x is None or isinstance(x, (bool, np.bool_)):
@@ -199,6 +208,8 @@ def _canon(x, out: list) -> None:
     elif dataclasses.is_dataclass(x) and not isinstance(x, type):
         out.append(type(x).__name__ + "(")
         for f in dataclasses.fields(x):
+            if f.name in NOT_HASHED:
+                continue
             _canon(getattr(x, f.name), out)
         out.append(")")
     else:
@@ -264,33 +275,6 @@ def run_case(case: Case, adjust: Callable | None = None) -> Outcome:
 
 # ---- reference paths ---------------------------------------------------------------------------------------
 
-@contextlib.contextmanager
-def _set(where: str, **values) -> Iterator[None]:
-    """Set attributes of a module (``simcomm.engine.executor``) or class (``...fluid:FluidCore``) for the block."""
-    import importlib
-
-    module, _, cls = where.partition(":")
-    target = importlib.import_module(module)
-    if cls:
-        target = getattr(target, cls)
-    old = {k: getattr(target, k) for k in values}
-    try:
-        for k, v in values.items():
-            setattr(target, k, v)
-        yield
-    finally:
-        for k, v in old.items():
-            setattr(target, k, v)
-
-
-def _max_live(n: int):
-    @contextlib.contextmanager
-    def flip() -> Iterator[None]:
-        with _set("simcomm.engine.fluid", MAX_LIVE=n), _set("simcomm.engine.small", MAX_LIVE=n):
-            yield
-    return flip
-
-
 def _split(kwargs: dict):
     """(EngineOptions, other keyword arguments) of one ``simulate`` call."""
     from simcomm.engine import EngineOptions
@@ -301,25 +285,18 @@ def _split(kwargs: dict):
     return opts, kw
 
 
-def _options(**changes) -> Callable:
+def _options(reference: frozenset = frozenset(), **changes) -> Callable:
+    """An ``adjust`` that runs each engine call with ``reference`` added to its references and ``changes``."""
     def adjust(real, plan, topology, kwargs):
         opts, kw = _split(kwargs)
-        return real(plan, topology, options=dataclasses.replace(opts, **changes), **kw)
+        return real(plan, topology, options=dataclasses.replace(opts, reference=opts.reference | reference,
+                                                                **changes), **kw)
     return adjust
-
-
-def _event_loop(real, plan, topology, kwargs):
-    """An analytic run without link bytes through the event loop (its link bytes then dropped)."""
-    opts, kw = _split(kwargs)
-    if kw.get("fidelity") != "analytic" or opts.link_bytes:
-        return real(plan, topology, options=opts, **kw)
-    tl = real(plan, topology, options=dataclasses.replace(opts, link_bytes=True), **kw)
-    return dataclasses.replace(tl, link_class_bytes={})
 
 
 @dataclasses.dataclass(frozen=True)
 class Reference:
-    """A reference path: ``flip()`` sets its switches for a block, ``adjust`` rewrites each engine call.
+    """A reference path: ``adjust`` rewrites each engine call (its options' ``reference``, ``max_live``).
 
     ``witness`` names a function (``module:Class.attr`` or ``module.attr``) that is called a different
     number of times on the reference path than on the default one: where the counts differ, the scenario
@@ -329,8 +306,7 @@ class Reference:
     name: str
     exact: bool  # bit for bit by design (else: the same in the model, compared to REL_TOL at resolution 0)
     witness: str
-    flip: Callable = contextlib.nullcontext
-    adjust: Callable | None = None
+    adjust: Callable
     not_with: tuple[str, str] | None = None  # (scenario key, why): scenarios giving that key are not compared
 
 
@@ -338,25 +314,21 @@ class Reference:
 _CPU = ("stack_cpu", "reserved repeats are not charged to the CPU (docs/engine.md, \"CPU cost of communication\")")
 
 REFERENCES = (
-    Reference("direct", True, "simcomm.engine.executor._run_direct",
-              lambda: _set("simcomm.engine.executor", DIRECT=False)),
-    Reference("callbacks", True, "simcomm.engine.executor:_Driver.__init__",
-              lambda: _set("simcomm.engine.executor", CALLBACKS=False)),
-    Reference("scalar", True, "simcomm.engine.small:SmallFlows.__init__", adjust=_options(scalar=False)),
-    Reference("lean", True, "simcomm.engine.lone:LoneFlows.settle_next",
-              lambda: _set("simcomm.engine.fluid:FluidCore", lean=False)),
-    Reference("max-live-2", True, "simcomm.engine.fluid:FluidCore._solve", _max_live(2)),
-    Reference("max-live-64", True, "simcomm.engine.fluid:FluidCore._solve", _max_live(64)),
-    Reference("no-keep", True, "simcomm.engine.executor.prepare",
-              lambda: _set("simcomm.engine.executor", _KEEP_TRANSFERS=-1)),
-    Reference("event-loop", True, "simcomm.engine.analytic.longest_path", adjust=_event_loop),
-    Reference("per-link", False, "simcomm.engine.network:LiveNetwork.hold",
-              lambda: _set("simcomm.engine.flow", PER_LINK=False)),
-    Reference("coalesce", False, "simcomm.engine.flow:FlowPricer._isolated_period", adjust=_options(coalesce=False),
-              not_with=_CPU),
-    Reference("incremental", False, "simcomm.engine.fluid:FluidCore._solve_plain", adjust=_options(incremental=False)),
-    Reference("no-scaling", False, "simcomm.engine.flow.run_isolated",
-              lambda: _set("simcomm.engine.flow", _RESOLVED=math.inf)),
+    Reference("direct", True, "simcomm.engine.drive.executor._run_direct", _options(frozenset({"direct"}))),
+    Reference("callbacks", True, "simcomm.engine.events:Driver.__init__",
+              _options(frozenset({"callbacks"}))),
+    Reference("scalar", True, "simcomm.engine.fluid.small:SmallFlows.__init__", _options(frozenset({"scalar"}))),
+    Reference("lean", True, "simcomm.engine.fluid.lone:LoneFlows.settle_next", _options(frozenset({"lean"}))),
+    Reference("max-live-2", True, "simcomm.engine.fluid.core:FluidCore._solve", _options(max_live=2)),
+    Reference("max-live-64", True, "simcomm.engine.fluid.core:FluidCore._solve", _options(max_live=64)),
+    Reference("no-keep", True, "simcomm.engine.drive.executor._prepare", _options(frozenset({"keep"}))),
+    Reference("event-loop", True, "simcomm.engine.flow.analytic.longest_path", _options(frozenset({"one_pass"}))),
+    Reference("per-link", False, "simcomm.engine.flow.network:LiveNetwork.hold", _options(frozenset({"per_link"}))),
+    Reference("coalesce", False, "simcomm.engine.flow.pricer:FlowPricer._isolated_period",
+              _options(frozenset({"coalesce"})), not_with=_CPU),
+    Reference("incremental", False, "simcomm.engine.fluid.core:FluidCore._solve_plain",
+              _options(frozenset({"incremental"}))),
+    Reference("no-scaling", False, "simcomm.engine.flow.pricer.run_isolated", _options(frozenset({"scaling"}))),
 )
 
 
@@ -378,8 +350,11 @@ def counting(witness: str, calls: list) -> Iterator[None]:
         calls[0] += 1
         return real(*args, **kwargs)
 
-    with _set(module + (":" + owner if owner else ""), **{attr: counted}):
+    setattr(target, attr, counted)
+    try:
         yield
+    finally:
+        setattr(target, attr, real)
 #: relative tolerance of the references exact in the model only (docs/engine.md: coalesced repeats, per-link
 #: reservations and incremental re-solves agree with the plain model to 1e-9)
 REL_TOL = 1e-9
@@ -406,7 +381,7 @@ def check_reference(case: Case, ref: Reference, base: Outcome, base_calls: int) 
     if ref.not_with and ref.not_with[0] in case.flat:
         return True, None, f"not compared: {ref.not_with[1]}"
     calls = [0]
-    with ref.flip(), counting(ref.witness, calls):
+    with counting(ref.witness, calls):
         other = run_case(case, ref.adjust)
     reached = calls[0] != base_calls
     if other.digest == base.digest:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import numpy as np
 
 
@@ -20,25 +17,20 @@ def check(a, b) -> None:
     assert a.meta == b.meta and a.link_class_bytes == b.link_class_bytes
 
 
-@contextmanager
-def flags(module, **values) -> Iterator[None]:
-    """Set module-level switches (``executor.DIRECT`` ...) for the block, restored afterwards."""
-    old = {k: getattr(module, k) for k in values}
-    for k, v in values.items():
-        setattr(module, k, v)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            setattr(module, k, v)
+def with_reference(kw: dict, names) -> dict:
+    """``simulate`` keyword arguments ``kw`` with the reference paths ``names`` added to its options."""
+    from dataclasses import replace
+
+    from simcomm.engine import EngineOptions
+
+    kw = dict(kw)
+    fields = {f for f in EngineOptions.__dataclass_fields__}
+    opts = EngineOptions.of(kw.pop("options", None), **{k: kw.pop(k) for k in list(kw) if k in fields})
+    return {**kw, "options": replace(opts, reference=opts.reference | frozenset(names))}
 
 
-def both(plan, topo, fast: dict, ref: dict, **kw):
-    """(timeline with the executor's switches ``fast``, timeline with ``ref``) of one plan."""
-    from simcomm.engine import executor, simulate
+def both(plan, topo, fast=(), ref=(), **kw):
+    """(timeline with the reference paths ``fast`` turned off, timeline with ``ref``) of one plan."""
+    from simcomm.engine import simulate
 
-    with flags(executor, **fast):
-        a = simulate(plan, topo, **kw)
-    with flags(executor, **ref):
-        b = simulate(plan, topo, **kw)
-    return a, b
+    return simulate(plan, topo, **with_reference(kw, fast)), simulate(plan, topo, **with_reference(kw, ref))

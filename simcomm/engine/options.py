@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 from simcomm.collectives.runtime import CollectiveRuntime, Prepared
+from simcomm.engine.fluid.small import MAX_LIVE
 from simcomm.errors import ConfigError
 
 __all__ = ["EngineOptions", "Pricer", "FIDELITIES", "EXACT", "SCENARIO_RESOLUTION"]
@@ -32,15 +33,18 @@ SCENARIO_RESOLUTION = 0.01
 class EngineOptions:
     """Every engine option, typed and checked once (docs/engine.md).
 
-    ``coalesce``: exact shortcut for repeated steps (False: plain flows).
-    ``incremental``: exact incremental max-min re-solves (False: the textbook reference).
+    ``reference``: names of fast paths to turn off (:data:`simcomm.engine.paths.REFERENCES`:
+    ``direct``, ``callbacks``, ``one_pass``, ``keep``, ``per_link``, ``coalesce``, ``scaling``,
+    ``lean``, ``scalar``, ``incremental``); the reference paths the tests and
+    benchmarks/check_hashes.py compare the fast ones with.  Empty: every fast path.
+    ``max_live``: live flows up to which the fluid core keeps a scalar form (any value gives
+    the same floats; it only moves where the core switches to numpy arrays).
     ``ppn``: ranks per machine given to hierarchical algorithms (None: from the topology).
     ``record_link_usage``: bytes/s per link family over time in ``meta["link_usage"]``.
     ``comm_cpu``: host CPU seconds per byte a rank sends or receives, charged to its compute.
     ``resolution``: merge flow completions within this fraction of their durations (0: exact).
     ``runtime``: how collectives run on the stack, handed in by the caller (simcomm.runtimes; None: MPICH's rules).
     ``link_bytes``: count bytes per link family (False: the analytic fidelity needs no event loop).
-    ``scalar``: the fluid core holds few live flows in Python floats (same arithmetic).
     ``busiest_links``: report this many directed links that were busiest, i.e. longest at full rate
     (``meta["busiest_links"]``: ``(from, to, link class, bytes, bytes / capacity in seconds)``; 0: none,
     and no per-link counting).
@@ -49,20 +53,31 @@ class EngineOptions:
     busiest-links list counts the simulated links only).  Empty: every op once.
     """
 
-    coalesce: bool = True
-    incremental: bool = True
+    reference: frozenset[str] = frozenset()
+    max_live: int = MAX_LIVE
     ppn: int | None = None
     record_link_usage: bool = False
     comm_cpu: float = 0.0
     resolution: float = EXACT
     runtime: CollectiveRuntime | None = None
     link_bytes: bool = True
-    scalar: bool = True
     busiest_links: int = 0
     traffic_weights: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("coalesce", "incremental", "record_link_usage", "link_bytes", "scalar"):
+        from simcomm.engine.paths import REFERENCES
+
+        ref = self.reference
+        if not isinstance(ref, (set, frozenset, list, tuple)) or not all(isinstance(x, str) for x in ref):
+            raise ConfigError(f"reference: {ref!r} must be a set of names; valid choices: {', '.join(REFERENCES)}")
+        unknown = sorted(set(ref) - set(REFERENCES))
+        if unknown:
+            raise ConfigError(f"reference: {unknown[0]!r} is unknown; valid choices: {', '.join(REFERENCES)}")
+        object.__setattr__(self, "reference", frozenset(ref))  # any iterable of names, kept as one frozenset
+        live = self.max_live
+        if isinstance(live, bool) or not isinstance(live, int) or live < 1:
+            raise ConfigError(f"max_live: {live!r} must be a positive integer")
+        for name in ("record_link_usage", "link_bytes"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}: {getattr(self, name)!r} must be True or False")
         cpu = self.comm_cpu

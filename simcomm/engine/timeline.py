@@ -21,6 +21,8 @@ class Timeline:
         every directed link traversal (a 2-hop route counts its bytes twice).
     fidelity: ``flow`` or ``analytic``.
     meta: engine statistics (events processed, max-min solves, ...).
+    paths: the engine paths the run took (:meth:`simcomm.engine.paths.Paths.to_dict`: driver,
+        pricing, scaled steps, fluid-core form); kept apart from ``meta``, the statistics.
     """
 
     start: np.ndarray
@@ -29,6 +31,7 @@ class Timeline:
     link_class_bytes: dict = field(default_factory=dict)
     fidelity: str = "flow"
     meta: dict = field(default_factory=dict)
+    paths: dict = field(default_factory=dict)
 
     def duration(self, op_id: int) -> float:
         return float(self.end[op_id] - self.start[op_id])

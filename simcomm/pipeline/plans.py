@@ -114,7 +114,7 @@ def run_plans(kinds, topo, n_train: int, how: RunOptions, on_timeline=None) -> R
         split = {}
         if how.comm_streams and copies is None:
             split = exposed_by(plan, tl, n_train, window, how.comm_streams)
-        out.append(IterationKind(plan.info.kind, float(weight), t, bd, lb, est, rmean, hot, split))
+        out.append(IterationKind(plan.info.kind, float(weight), t, bd, lb, est, rmean, hot, split, tl.paths))
     return RunRecord(tuple(out), merged, ran)
 
 

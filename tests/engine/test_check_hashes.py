@@ -77,7 +77,7 @@ def _store(check, tmp_path, capsys) -> Path:
 
 
 def test_capacities_one_part_in_2_to_the_50_off_fail_the_flow_scenario_only(check, tmp_path, capsys, monkeypatch):
-    from simcomm.engine import fluid
+    from simcomm.engine.fluid import core as fluid
 
     path = _store(check, tmp_path, capsys)
     real = fluid.FluidCore.__init__
@@ -96,7 +96,7 @@ def test_capacities_one_part_in_2_to_the_50_off_fail_the_flow_scenario_only(chec
 def test_one_ulp_of_one_op_end_fails_the_check(check, tmp_path, capsys, monkeypatch):
     import dataclasses
 
-    from simcomm.engine import executor
+    from simcomm.engine.drive import executor
 
     path = _store(check, tmp_path, capsys)
     real = executor.run

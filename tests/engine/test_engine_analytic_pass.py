@@ -1,6 +1,6 @@
 """The analytic fidelity without an event loop (``link_bytes=False``): the same floats as with one.
 
-:func:`simcomm.engine.analytic.longest_path` computes every op's start and end
+:func:`simcomm.engine.flow.analytic.longest_path` computes every op's start and end
 in one pass in op order.  These tests check that it gives bit for bit the
 event loop's times on hand-made and hypothesis-drawn plans (several streams
 per rank, collectives over subsets, zero-length ops, NCCL's own schedules),
@@ -125,13 +125,20 @@ def test_kept_preparations_serve_later_runs_unchanged():
         b.collective("allreduce", (r, r + 8), 2e6)
     plan = b.build()
     first = simulate(plan, topo, runtime=NcclRuntime())
-    kept = dict(topo.__dict__["_engine_prepared"])
+    from simcomm.engine.drive.executor import _KEPT
+
+    kept = dict(_KEPT[topo])
     assert kept  # small 2-rank schedules are kept with the topology
     again = simulate(plan, topo, runtime=NcclRuntime())
     np.testing.assert_array_equal(again.end, first.end)
     assert again.meta == first.meta
     # Another runtime is another key: the kept schedules are not reused for it.
     ring = simulate(plan, topo, runtime=NcclRuntime(nccl_algo="ring"))
-    assert len(topo.__dict__["_engine_prepared"]) > len(kept)
+    assert len(_KEPT[topo]) > len(kept)
     fresh = simulate(plan, preset("dgx-a100-hdr", nodes=2, gpus_per_node=8), runtime=NcclRuntime(nccl_algo="ring"))
     np.testing.assert_array_equal(ring.end, fresh.end)
+    # The keep reference prepares every op again and keeps nothing more: the same floats.
+    before = len(_KEPT[topo])
+    other = simulate(plan, topo, runtime=NcclRuntime(nccl_algo="tree"), reference={"keep"})
+    assert len(_KEPT[topo]) == before
+    np.testing.assert_array_equal(other.end, simulate(plan, topo, runtime=NcclRuntime(nccl_algo="tree")).end)

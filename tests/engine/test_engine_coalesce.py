@@ -25,8 +25,8 @@ def _same(a, b):
 
 
 def _both(plan, topo, **kw):
-    fast = simulate(plan, topo, coalesce=True, **kw)
-    plain = simulate(plan, topo, coalesce=False, **kw)
+    fast = simulate(plan, topo, **kw)
+    plain = simulate(plan, topo, reference={"coalesce"}, **kw)
     _same(fast, plain)
     return fast, plain
 

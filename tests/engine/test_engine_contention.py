@@ -25,8 +25,8 @@ def test_incast_on_a_star_takes_p_n_over_b(senders):
     b = PlanBuilder(senders + 1)
     for s in range(1, senders + 1):
         b.transfer(s, 0, N)
-    for coalesce in (True, False):
-        tl = simulate(b.build(), star(senders + 1, LINK), coalesce=coalesce)
+    for reference in ((), {"coalesce"}):
+        tl = simulate(b.build(), star(senders + 1, LINK), reference=reference)
         want = 2 * LAT + senders * N / B
         for op in range(senders):
             assert math.isclose(tl.end[op], want, rel_tol=1e-12)

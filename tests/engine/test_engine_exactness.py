@@ -61,7 +61,7 @@ def test_ring_allreduce_hand_computed():
     link = LinkClass("hand", 1e9, 1e-6, "custom")
     b = PlanBuilder(4)
     b.collective("allreduce", range(4), 4e6, algorithm="ring")
-    for coalesce in (True, False):
-        tl = simulate(b.build(), full_mesh(4, link, gamma=1e-9), coalesce=coalesce)
+    for reference in ((), {"coalesce"}):
+        tl = simulate(b.build(), full_mesh(4, link, gamma=1e-9), reference=reference)
         assert math.isclose(tl.makespan, 6 * (1e-6 + 1e-3) + 3 * 1e-3, rel_tol=1e-12)
         assert tl.link_class_bytes == {"custom": pytest.approx(6 * 4 * 1e6)}

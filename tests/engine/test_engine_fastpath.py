@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simcomm.engine import simulate
-from simcomm.engine.fluid import run_isolated
-from simcomm.engine.maxmin import maxmin_rates, maxmin_rates_global
+from simcomm.engine.fluid.core import run_isolated
+from simcomm.engine.fluid.maxmin import maxmin_rates, maxmin_rates_global
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
 from simcomm.topologies.fat_tree import fat_tree
@@ -70,11 +70,11 @@ def test_incremental_fluid_run_equals_full_re_solves(case, sizes, lats):
     flow, link = coo(routes)
     lens = np.array([len(r) for r in routes])
     fast = run_isolated(caps, nbytes, lat, lens, link)
-    plain = run_isolated(caps, nbytes, lat, lens, link, incremental=False)
+    plain = run_isolated(caps, nbytes, lat, lens, link, form="plain")
     np.testing.assert_allclose(fast.finish, plain.finish, rtol=1e-12, atol=1e-15)
     mid = float(plain.finish.max()) * 0.37
     a = run_isolated(caps, nbytes, lat, lens, link, until=mid)
-    b = run_isolated(caps, nbytes, lat, lens, link, until=mid, incremental=False)
+    b = run_isolated(caps, nbytes, lat, lens, link, until=mid, form="plain")
     np.testing.assert_allclose(a.finish, b.finish, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(a.rem, b.rem, rtol=1e-9, atol=1e-9)
 
@@ -93,7 +93,7 @@ def test_engine_incremental_equals_reference_on_contended_traffic(seed):
     n = topo.n_ranks
     plan = gossip_plan(n, seed, stagger=2e-3, per_rank=3, sizes=[1e5, 4e5, 2e6], ring_bytes=3e6)
     fast = simulate(plan, topo)
-    ref = simulate(plan, topo, incremental=False, coalesce=False)
+    ref = simulate(plan, topo, reference={"incremental", "coalesce"})
     np.testing.assert_allclose(fast.start, ref.start, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(fast.end, ref.end, rtol=1e-12, atol=1e-15)
     assert fast.link_class_bytes == pytest.approx(ref.link_class_bytes, rel=1e-12)
@@ -107,7 +107,7 @@ def test_repeated_alltoalls_reuse_routing_and_match_the_reference():
         b.collective("alltoall", range(16), size, algorithm="pairwise")
     plan = b.build()
     fast = simulate(plan, topo)
-    ref = simulate(plan, topo, incremental=False, coalesce=False)
+    ref = simulate(plan, topo, reference={"incremental", "coalesce"})
     np.testing.assert_allclose(fast.end, ref.end, rtol=1e-12, atol=1e-15)
     assert fast.link_class_bytes == pytest.approx(ref.link_class_bytes, rel=1e-12)
     # The third alltoall repeats the first one exactly; the second only its routes.
@@ -129,7 +129,7 @@ def test_scaled_alltoall_steps_interrupted_by_a_transfer_match_the_reference(fra
     b.transfer(8, 0, 3e5, after=[2])
     plan = b.build()
     fast = simulate(plan, topo)
-    ref = simulate(plan, topo, incremental=False, coalesce=False)
+    ref = simulate(plan, topo, reference={"incremental", "coalesce"})
     np.testing.assert_allclose(fast.start, ref.start, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(fast.end, ref.end, rtol=1e-12, atol=1e-15)
     if 0.0 < frac < 1.0:
@@ -137,5 +137,5 @@ def test_scaled_alltoall_steps_interrupted_by_a_transfer_match_the_reference(fra
     # The scaled price of the second all-to-all alone equals running it plainly.
     solo = PlanBuilder(16)
     solo.collective("alltoall", range(8), 4.8e5, algorithm="pairwise")
-    plain = simulate(solo.build(), topo, incremental=False, coalesce=False)
+    plain = simulate(solo.build(), topo, reference={"incremental", "coalesce"})
     assert probe.duration(1) == pytest.approx(plain.duration(0), rel=1e-12)

@@ -5,8 +5,8 @@ from flowcases import coo, flow_instances
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simcomm.engine.fluid import run_isolated
-from simcomm.engine.maxmin import maxmin_rates
+from simcomm.engine.fluid.core import run_isolated
+from simcomm.engine.fluid.maxmin import maxmin_rates
 
 
 def test_textbook_example():
@@ -71,3 +71,18 @@ def test_fluid_run_conserves_bytes_and_respects_capacity(case, sizes, lats):
     assert np.allclose(half.finish[finished], done.finish[finished], rtol=1e-12, atol=0)
     assert (done.finish[~finished] >= mid * (1 - 1e-12)).all()
     assert (half.rem <= nbytes + 1e-9).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(-1.0, 1e12, allow_nan=False).filter(lambda v: v != 0.0) | st.sampled_from([0.0, 5e-324]), min_size=1,
+                max_size=8))
+def test_the_lean_forms_closed_form_is_the_solver_on_one_flow(caps):
+    # route_rate (the lean form's rate: a flow sharing no link) is maxmin_rates and maxmin_small of that
+    # flow alone, bit for bit, negative residuals (clamped to 0) and zero capacities included
+    from simcomm.engine.fluid.maxmin import maxmin_small, route_rate
+
+    links = list(range(len(caps)))
+    want, rounds = maxmin_rates(np.zeros(len(caps), dtype=np.int64), np.array(links), 1, np.array(caps))
+    assert np.float64(route_rate(caps)).tobytes() == want[0].tobytes() and rounds == 1
+    assert maxmin_small([links], dict(enumerate(caps))) == ([route_rate(caps)], 1)
+    assert route_rate([]) == np.inf

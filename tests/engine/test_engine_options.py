@@ -23,8 +23,9 @@ def test_defaults_come_from_one_place():
     ({"resolution": 1.0}, "resolution: 1.0 must be a number in [0, 1)"),
     ({"comm_cpu": float("nan")}, "comm_cpu: nan must be a non-negative number"),
     ({"ppn": 0}, "ppn: 0 must be a positive integer"),
-    ({"scalar": "yes"}, "scalar: 'yes' must be True or False"),
-    ({"bogus": 1}, "engine option 'bogus' is unknown; valid choices: coalesce, incremental, ppn"),
+    ({"reference": {"coalesce", "nope"}}, "reference: 'nope' is unknown; valid choices: one_pass, direct, callbacks"),
+    ({"max_live": True}, "max_live: True must be a positive integer"),
+    ({"bogus": 1}, "engine option 'bogus' is unknown; valid choices: reference, max_live, ppn"),
 ])
 def test_bad_options_are_one_line(kwargs, message):
     with pytest.raises(ConfigError) as exc:
@@ -37,7 +38,7 @@ def test_keywords_and_the_options_object_run_the_same():
     b.transfer(0, 1, 1e6)
     plan = b.build()
     topo = full_mesh(2, LinkClass("l", 1e9, 1e-6, "infiniband"))
-    a = simulate(plan, topo, resolution=0.01, coalesce=False)
-    c = simulate(plan, topo, options=EngineOptions(resolution=0.01, coalesce=False))
+    a = simulate(plan, topo, resolution=0.01, reference={"coalesce"})
+    c = simulate(plan, topo, options=EngineOptions(resolution=0.01, reference=frozenset({"coalesce"})))
     # 1e-6 + 1e6 / 1e9 = 1.001 ms, whichever way the options arrive
     assert a.end.tolist() == c.end.tolist() == [pytest.approx(1.001e-3, rel=1e-12)]

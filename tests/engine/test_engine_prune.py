@@ -1,4 +1,4 @@
-"""Dominated-link pruning (simcomm.engine.prune) leaves max-min rates unchanged."""
+"""Dominated-link pruning (simcomm.engine.fluid.prune) leaves max-min rates unchanged."""
 
 import numpy as np
 import pytest
@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simcomm.engine import simulate
-from simcomm.engine.maxmin import REL_TOL, maxmin_rates, maxmin_rates_global
-from simcomm.engine.prune import route_matrix
+from simcomm.engine.fluid.maxmin import REL_TOL, maxmin_rates, maxmin_rates_global
+from simcomm.engine.fluid.prune import route_matrix
 from simcomm.topologies.two_level import two_level
 
 
@@ -64,7 +64,7 @@ def test_prune_on_nic_per_gpu_cluster_equals_plain_model(seed):
     assert (rows < len(topo.capacity)).sum() < sum(len(r) for r in routes)  # something was pruned
     plan = gossip_plan(topo.n_ranks, seed, stagger=1e-4, per_rank=4, sizes=[2e5, 7e5, 3e6])
     fast = simulate(plan, topo)
-    ref = simulate(plan, topo, incremental=False, coalesce=False)
+    ref = simulate(plan, topo, reference={"incremental", "coalesce"})
     np.testing.assert_allclose(fast.start, ref.start, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(fast.end, ref.end, rtol=1e-12, atol=1e-15)
     assert fast.makespan == pytest.approx(ref.makespan, rel=1e-12)
@@ -90,7 +90,7 @@ def test_route_matrix_keeps_exactly_the_undominated_links(case, give_rank):
     # ranks given once for the network (as the fluid core does) or computed on the spot.
     caps, routes = case
     caps = np.array(caps)
-    from simcomm.engine.prune import link_rank
+    from simcomm.engine.fluid.prune import link_rank
 
     rows = route_matrix(caps, *flat(routes), link_rank(caps) if give_rank else None)
     dropped = _dominated_by_definition(caps, routes)
@@ -123,7 +123,7 @@ def test_one_link_per_flow_gives_each_link_its_share(links, caps):
 
 
 def test_unique_inverse_equals_numpy():
-    from simcomm.engine.fluid import _unique_inverse
+    from simcomm.engine.fluid.core import _unique_inverse
 
     rng = np.random.default_rng(0)
     for _ in range(500):

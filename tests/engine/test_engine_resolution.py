@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simcomm import engine
-from simcomm.engine.fluid import run_isolated
+from simcomm.engine.fluid.core import run_isolated
 from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder

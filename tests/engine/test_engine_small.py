@@ -1,4 +1,4 @@
-"""The scalar twin of the fluid core (simcomm.engine.small) gives the array core's
+"""The scalar twin of the fluid core (simcomm.engine.fluid.small) gives the array core's
 answer bit for bit: every finish time, every statistic, every usage sample and
 every op start and end are the same floats, with and without event resolution,
 across switches between the two forms."""
@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simcomm.engine import simulate
-from simcomm.engine.fluid import FluidCore, run_isolated
-from simcomm.engine.maxmin import maxmin_rates
-from simcomm.engine.small import MAX_LIVE, maxmin_small
+from simcomm.engine.fluid.core import FluidCore, run_isolated
+from simcomm.engine.fluid.maxmin import maxmin_rates, maxmin_small
+from simcomm.engine.fluid.small import MAX_LIVE
 from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
@@ -50,7 +50,7 @@ def _run_both(caps, routes, sizes, lats, **kw):
     nb, lat = np.array(sizes[:len(routes)], float), np.array(lats[:len(routes)], float)
     fam = np.arange(len(caps)) % 3
     a = run_isolated(caps, nb, lat, lens, link, family_of_link=fam, **kw)
-    b = run_isolated(caps, nb, lat, lens, link, family_of_link=fam, scalar=False, **kw)
+    b = run_isolated(caps, nb, lat, lens, link, family_of_link=fam, form="numpy", **kw)
     return a, b
 
 
@@ -108,14 +108,14 @@ def test_flows_arriving_over_time_are_bit_identical(case, arrivals, resolution):
         batches.setdefault(round(t, 1), []).append((r, size, lat))
     feed = [(t, [x[0] for x in v], [x[1] for x in v], [x[2] for x in v]) for t, v in batches.items()]
     a = _staggered(FluidCore(caps, resolution=resolution), caps, feed)
-    b = _staggered(FluidCore(caps, resolution=resolution, scalar=False), caps, feed)
+    b = _staggered(FluidCore(caps, "numpy", resolution=resolution), caps, feed)
     assert a == b
 
 
 def test_a_lone_message_chain_stays_scalar_and_matches():
     # One message at a time over a two-hop route: the scalar form's whole reason to exist.
     caps = np.array([4.0, 2.0, 8.0])
-    core, ref = FluidCore(caps), FluidCore(caps, scalar=False)
+    core, ref = FluidCore(caps), FluidCore(caps, "numpy")
     for c in (core, ref):
         t = 0.0
         for k in range(50):
@@ -138,7 +138,7 @@ def test_engine_runs_are_bit_identical_with_and_without_the_scalar_core(seed):
     plan = gossip_plan(topo.n_ranks, seed, stagger=2e-3, per_rank=3, sizes=[1e5, 4e5, 2e6], ring_bytes=3e6)
     for kw in ({}, {"resolution": 0.02}, {"record_link_usage": True}, {"comm_cpu": 1e-10}):
         a = simulate(plan, topo, **kw)
-        b = simulate(plan, topo, scalar=False, **kw)
+        b = simulate(plan, topo, reference={"scalar"}, **kw)
         assert same(a.start, b.start) and same(a.end, b.end)
         assert a.meta == b.meta and a.link_class_bytes == b.link_class_bytes
 
@@ -147,15 +147,19 @@ def test_a_parameter_server_plan_is_bit_identical():
     # A FIFO server: every worker's pushes queue into rank 0, pulls queue out of it.
     topo = fat_tree(4, link=LINK, levels=2)
     plan = fifo_server_plan(topo.n_ranks, 5, compute=1e-4, nbytes=1e5, update=1e-5)
-    a, ref = simulate(plan, topo, resolution=0.01), simulate(plan, topo, resolution=0.01, scalar=False)
+    a, ref = simulate(plan, topo, resolution=0.01), simulate(plan, topo, resolution=0.01, reference={"scalar"})
     assert same(a.start, ref.start) and same(a.end, ref.end) and a.meta == ref.meta
 
 
 def test_the_option_is_checked():
     plan = PlanBuilder(2)
     plan.transfer(0, 1, 1.0)
-    with pytest.raises(ConfigError, match="scalar"):
-        simulate(plan.build(), fat_tree(4, link=LINK, levels=2), scalar="yes")
+    with pytest.raises(ConfigError, match="reference: 'scalr' is unknown; valid choices: one_pass, direct"):
+        simulate(plan.build(), fat_tree(4, link=LINK, levels=2), reference={"scalr"})
+    with pytest.raises(ConfigError, match="reference: 'scalar' must be a set of names"):
+        simulate(plan.build(), fat_tree(4, link=LINK, levels=2), reference="scalar")
+    with pytest.raises(ConfigError, match="max_live: 0 must be a positive integer"):
+        simulate(plan.build(), fat_tree(4, link=LINK, levels=2), max_live=0)
 
 
 def test_a_route_crossing_a_link_twice_stays_with_the_arrays():
@@ -165,7 +169,7 @@ def test_a_route_crossing_a_link_twice_stays_with_the_arrays():
     loop = [6, 5, 6]
     feed = [(0.0, [[3], [2, 4]], [9.0, 8.0], [0.0, 0.1]), (0.5, [loop], [3.0], [0.0]),
             (0.7, [[7, 6], loop], [2.0, 3.0], [0.1, 0.2])]
-    assert _staggered(FluidCore(caps), caps, feed) == _staggered(FluidCore(caps, scalar=False), caps, feed)
+    assert _staggered(FluidCore(caps), caps, feed) == _staggered(FluidCore(caps, "numpy"), caps, feed)
     core = FluidCore(caps)
     core.add(np.array([1.0]), np.array([0.0]), np.array([2]), np.array([3, 4]))
     core.settle(0.0)
@@ -204,7 +208,7 @@ def test_the_scalar_state_is_the_array_state_after_every_settle(caps, arrivals, 
     # are the same in both forms, and so is the next event.
     caps = np.array(caps)
     arrivals = sorted((round(t, 1), list(dict.fromkeys(x % len(caps) for x in r)), s, lat) for t, r, s, lat in arrivals)
-    cores = [FluidCore(caps, resolution=resolution), FluidCore(caps, resolution=resolution, scalar=False)]
+    cores = [FluidCore(caps, resolution=resolution), FluidCore(caps, "numpy", resolution=resolution)]
     k = 0
     while k < len(arrivals) or not cores[1].empty:
         nxt = [c.next_time() for c in cores]
@@ -229,7 +233,7 @@ def test_the_scalar_state_is_the_array_state_after_every_settle(caps, arrivals, 
 def test_a_flow_slower_than_a_new_flows_share_is_not_re_solved(scalar):
     # A runs alone at 1 B/s on link 0; B enters link 1 (1.0005 B/s) at t = 1: its share is above
     # A's rate by more than the 1e-9 margin, so only B is solved (a partial solve, A untouched).
-    core = FluidCore(np.array([1.0, 1.0005]), scalar=scalar)
+    core = FluidCore(np.array([1.0, 1.0005]), "lean" if scalar else "numpy")
     core.add(np.array([10.0]), np.array([0.0]), np.array([1]), np.array([0]))
     core.settle(0.0)
     core.add(np.array([10.0]), np.array([1.0]), np.array([1]), np.array([1]))

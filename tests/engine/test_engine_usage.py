@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simcomm.engine import simulate
-from simcomm.engine.network import Environment, LateEvent, LiveNetwork
+from simcomm.engine.flow.network import Environment, LateEvent, LiveNetwork
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
 from simcomm.topologies.fat_tree import fat_tree
@@ -57,7 +57,7 @@ def test_usage_is_off_by_default_and_empty_for_analytic():
 
 def _check_against_plain(plan, topo):
     fast = simulate(plan, topo, record_link_usage=True)
-    plain = simulate(plan, topo, coalesce=False, incremental=False, record_link_usage=True)
+    plain = simulate(plan, topo, reference={"coalesce", "incremental"}, record_link_usage=True)
     assert fast.makespan == pytest.approx(plain.makespan, rel=1e-9)
     for fam, total in plain.link_class_bytes.items():
         # Every byte crossing a link of the family shows up in the counter's integral.

@@ -1,4 +1,4 @@
-"""The lean form's one-flow pass (simcomm.engine.lone: LoneFlows._first_pass_of_one and
+"""The lean form's one-flow pass (simcomm.engine.fluid.lone: LoneFlows._first_pass_of_one and
 _enter_one, and settle_next's one-flow next instant) gives the general scalar form's and the
 array core's answer bit for bit: every settle's completed batches and finish times, every next
 instant, and the solve, round and merge counts, for a chain of single messages (the per-tensor
@@ -11,15 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simcomm.engine.fluid import FluidCore
-from simcomm.engine.lone import LoneFlows
+from simcomm.engine.fluid.core import FluidCore
+from simcomm.engine.fluid.lone import LoneFlows
 
 
 def _cores(caps, resolution):
     """The lean form (the default), the general scalar form and the arrays."""
-    general = FluidCore(caps, resolution=resolution)
-    general.lean = False
-    return [FluidCore(caps, resolution=resolution), general, FluidCore(caps, resolution=resolution, scalar=False)]
+    return [FluidCore(caps, resolution=resolution), FluidCore(caps, "scalar", resolution=resolution),
+            FluidCore(caps, "numpy", resolution=resolution)]
 
 
 def _stats(c):

@@ -11,9 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import simcomm.engine.flow as flow
 from simcomm.engine import simulate
-from simcomm.engine.network import Environment, LiveNetwork
+from simcomm.engine.flow.network import Environment, LiveNetwork
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
 from simcomm.topologies import resolve
@@ -24,9 +23,8 @@ LINK = LinkClass("pl-link", 1e9, 1e-6, "custom")
 
 
 def _run(plan, topo, per_link: bool, **kw):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(flow, "PER_LINK", per_link)
-        return simulate(plan, topo, resolution=0.0, **kw)
+    reference = set(kw.pop("reference", ())) | (set() if per_link else {"per_link"})
+    return simulate(plan, topo, resolution=0.0, reference=reference, **kw)
 
 
 def _same(a, b):
@@ -39,7 +37,7 @@ def _three_ways(plan, topo, **kw):
     """Per-link vs whole-network vs plain flows: all agree; returns (per-link, whole)."""
     links = _run(plan, topo, True, **kw)
     whole = _run(plan, topo, False, **kw)
-    plain = _run(plan, topo, True, coalesce=False, **kw)
+    plain = _run(plan, topo, True, reference={"coalesce"}, **kw)
     _same(links, whole)
     _same(links, plain)
     return links, whole

@@ -1,4 +1,4 @@
-"""Streams and collectives without SimPy processes (``executor.CALLBACKS``) run plans exactly
+"""Streams and collectives without SimPy processes (the ``callbacks`` driver) run plans exactly
 as SimPy processes do: every op's start and end, every statistic and the link bytes are the
 same floats, on hypothesis-drawn plans mixing computes, messages and collectives (streams of
 collectives alone, several of them with the same ops, which the engine merges into one
@@ -9,14 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import simcomm.engine.executor as executor
 from simcomm.engine import simulate
 from simcomm.errors import PlanError
 from simcomm.links.base import LinkClass
 from simcomm.ops import CommPlan, Collective, Compute, PlanBuilder
 from simcomm.topologies.fat_tree import fat_tree
 import timelines
-from timelines import check, flags
+from timelines import check
 
 LINK = LinkClass("callback-link", 1e9, 1e-6, "custom")
 TOPO = fat_tree(4, link=LINK, levels=2, oversubscription=2)
@@ -24,7 +23,9 @@ TOPO = fat_tree(4, link=LINK, levels=2, oversubscription=2)
 
 def both(plan, topo, **kw):
     """(callbacks, SimPy processes) timelines of one plan, both off the direct loop."""
-    return timelines.both(plan, topo, {"DIRECT": False}, {"DIRECT": False, "CALLBACKS": False}, **kw)
+    a, b = timelines.both(plan, topo, {"direct"}, {"direct", "callbacks"}, **kw)
+    assert (a.paths["driver"], b.paths["driver"]) == ("callbacks", "processes")
+    return a, b
 
 
 @st.composite
@@ -79,9 +80,9 @@ def test_a_collective_that_cannot_run_is_the_same_error():
     bad = CommPlan(n_ranks=2, ops=(Collective(id=0, kind="allreduce", ranks=(0, 1), nbytes=8.0, deps=(1,)),
                                    Compute(id=1, rank=0, seconds=1.0, deps=(0,))))
     errors = []
-    for flag in (True, False):
-        with flags(executor, CALLBACKS=flag), pytest.raises(PlanError, match="never ran") as err:
-            simulate(bad, TOPO)
+    for reference in ((), {"callbacks"}):
+        with pytest.raises(PlanError, match="never ran") as err:
+            simulate(bad, TOPO, reference=reference)
         errors.append(str(err.value))
     assert errors[0] == errors[1]
 

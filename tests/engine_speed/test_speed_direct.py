@@ -1,4 +1,4 @@
-"""The direct loop (simcomm.engine.executor._run_direct) runs plans of computes and messages
+"""The direct loop (simcomm.engine.drive.executor._run_direct) runs plans of computes and messages
 exactly as the SimPy processes do: every op's start and end, every statistic and the link
 bytes are the same floats, on hypothesis-drawn plans (FIFO chains, cross-stream
 dependencies, zero-length computes, messages that start and end at the same instants) and on
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import simcomm.engine.executor as executor
+import simcomm.engine.drive.executor as executor
 from simcomm.engine import simulate
 from simcomm.errors import PlanError
 from simcomm.links.base import LinkClass
@@ -18,7 +18,7 @@ from simcomm.scenario import Scenario
 from simcomm.topologies.fat_tree import fat_tree
 import timelines
 from flowcases import fifo_server_plan
-from timelines import check, flags
+from timelines import check
 
 LINK = LinkClass("speed-link", 1e9, 1e-6, "custom")
 TOPO = fat_tree(4, link=LINK, levels=2, oversubscription=2)
@@ -26,7 +26,7 @@ TOPO = fat_tree(4, link=LINK, levels=2, oversubscription=2)
 
 def both(plan, topo, **kw):
     """(direct loop, SimPy processes) timelines of one plan."""
-    return timelines.both(plan, topo, {}, {"DIRECT": False}, **kw)
+    return timelines.both(plan, topo, (), {"direct"}, **kw)
 
 
 @st.composite
@@ -51,7 +51,7 @@ def message_plans(draw):
 @settings(max_examples=120, deadline=None)
 @given(message_plans(), st.sampled_from([0.0, 0.0, 0.01, 0.2]), st.booleans())
 def test_direct_loop_is_the_simpy_run_bit_for_bit(plan, resolution, scalar):
-    a, b = both(plan, TOPO, resolution=resolution, scalar=scalar)
+    a, b = both(plan, TOPO, resolution=resolution, reference=() if scalar else {"scalar"})
     check(a, b)
 
 
@@ -64,10 +64,9 @@ def test_link_usage_and_busiest_links_are_the_same():
 
 
 @pytest.mark.parametrize("fidelity, direct", [("flow", True), ("flow", False), ("analytic", True)])
-def test_busiest_links_count_messages_by_hand(fidelity, direct, monkeypatch):
+def test_busiest_links_count_messages_by_hand(fidelity, direct):
     # two messages of n and 2n bytes: every link of a route carries its message's bytes once; a link both
     # routes cross carries 3n. By hand from the routes, in every pricing path of a message.
-    monkeypatch.setattr(executor, "DIRECT", direct)
     n = 1e4
     b = PlanBuilder(TOPO.n_ranks)
     b.transfer(0, 5, n, stream="a")
@@ -78,7 +77,8 @@ def test_busiest_links_count_messages_by_hand(fidelity, direct, monkeypatch):
             want[lid] = want.get(lid, 0.0) + nb
     busy = {lid: v / float(TOPO.capacity[lid]) for lid, v in want.items()}
     top = sorted(want, key=lambda i: (-busy[i], i))[:4]
-    tl = simulate(b.build(), TOPO, fidelity=fidelity, busiest_links=4)
+    tl = simulate(b.build(), TOPO, fidelity=fidelity, busiest_links=4, reference=() if direct else {"direct"})
+    assert tl.paths["driver"] == ("direct" if direct and fidelity == "flow" else "callbacks")
     assert [(row[2], row[3]) for row in tl.meta["busiest_links"]] == [(TOPO.link_names[i], want[i]) for i in top]
 
 
@@ -111,7 +111,7 @@ def test_the_parameter_server_strategy_plan_is_the_same():
     run_scenario(Scenario(strategy="ps", cluster="dgx-a100-hdr", nodes=2, gpus_per_node=8, resolution=0.01),
                  on_timeline=keep, baseline=False, analytic=False)
     plan, topo, _ = got["run"]
-    for kw in ({"resolution": 0.01}, {"resolution": 0.0}, {"resolution": 0.01, "scalar": False}):
+    for kw in ({"resolution": 0.01}, {"resolution": 0.0}, {"resolution": 0.01, "reference": {"scalar"}}):
         check(*both(plan, topo, **kw))
 
 
@@ -135,8 +135,8 @@ def test_an_op_that_cannot_run_is_the_same_error():
     bad = CommPlan(n_ranks=2, ops=(Compute(id=0, rank=0, seconds=1.0), Compute(id=1, rank=1, seconds=1.0, deps=(1,))))
     with pytest.raises(PlanError, match="never ran") as direct:
         simulate(bad, TOPO)
-    with flags(executor, DIRECT=False), pytest.raises(PlanError, match="never ran") as slow:
-        simulate(bad, TOPO)
+    with pytest.raises(PlanError, match="never ran") as slow:
+        simulate(bad, TOPO, reference={"direct"})
     assert str(direct.value) == str(slow.value)
 
 

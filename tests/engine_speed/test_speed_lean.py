@@ -1,4 +1,4 @@
-"""The scalar core's lean form (simcomm.engine.lone) gives the general scalar form's and the
+"""The scalar core's lean form (simcomm.engine.fluid.lone) gives the general scalar form's and the
 array core's answer bit for bit: every settle's completed batches and finish times, every
 next instant, the statistics, on FIFO-like workloads whose live routes are mostly disjoint
 and on ones that overlap (lean -> general -> lean)."""
@@ -8,16 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simcomm.engine.fluid import FluidCore
-from simcomm.engine.lone import LoneFlows
-from simcomm.engine.small import MAX_LIVE
+from simcomm.engine.fluid.core import FluidCore
+from simcomm.engine.fluid.lone import LoneFlows
+from simcomm.engine.fluid.small import MAX_LIVE
 
 
 def _cores(caps, resolution):
     """The lean form (the default), the general scalar form and the arrays."""
-    general = FluidCore(caps, resolution=resolution)
-    general.lean = False
-    return [FluidCore(caps, resolution=resolution), general, FluidCore(caps, resolution=resolution, scalar=False)]
+    return [FluidCore(caps, resolution=resolution), FluidCore(caps, "scalar", resolution=resolution),
+            FluidCore(caps, "numpy", resolution=resolution)]
 
 
 def _drive(cores, arrivals, *, messages: bool = False, combined: bool = False, after=None):

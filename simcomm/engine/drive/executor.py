@@ -1,31 +1,35 @@
-"""``run()``: execute a CommPlan on a Topology as SimPy processes.
+"""``run()``: execute a CommPlan on a Topology.
 
-Every (rank, stream) pair that has ops runs as one SimPy process executing its
-ops in id order (ids are a topological order, so this cannot deadlock); an op
-starts once its dependencies are done.  (How: plans of computes and messages on
-a heap that replays SimPy's events, :func:`_run_direct`; others on SimPy's queue
-with generators driven by callbacks, :class:`_Driver` and :class:`_Arrivals`; the
-same events in the same order as ``env.process`` would make, docs/engine.md.)  Compute ops are timeouts.  A Transfer
+In the model every (rank, stream) pair that has ops executes its ops in id order
+(ids are a topological order, so this cannot deadlock); an op starts once its
+dependencies are done.  How that is driven is the run's ``paths.driver``
+(:func:`simcomm.engine.paths.choose`): plans of computes and messages on a heap
+that replays SimPy's events (``direct``, :func:`_run_direct`); others on SimPy's
+queue with generators driven by callbacks (``callbacks``,
+:class:`~simcomm.engine.events.Driver` and :class:`_Arrivals`) or as one SimPy
+process per stream and collective (``processes``, the reference); the same events
+in the same order either way (docs/engine.md, "Drivers").  Compute ops are timeouts.  A Transfer
 occupies its source's stream.  A Collective starts when the last member
 reaches it; one process then runs it and releases every member.  How a
 Transfer or Collective is priced is the fidelity's business:
-:class:`~simcomm.engine.flow.FlowPricer` runs flows on the fluid network,
-:class:`~simcomm.engine.analytic.AnalyticPricer` uses closed forms.  Both see
+:class:`~simcomm.engine.flow.pricer.FlowPricer` runs flows on the fluid network,
+:class:`~simcomm.engine.flow.analytic.AnalyticPricer` uses closed forms.  Both see
 the same op stream.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import fields
-
+import weakref
 from collections import defaultdict
+from dataclasses import fields
 
 import numpy as np
 import simpy
 
 from simcomm.collectives.runtime import PLAIN
-from simcomm.engine.network import Environment
+from simcomm.engine.events import Driver, Environment, run_events, started
+from simcomm.engine.paths import Paths, choose
 from simcomm.engine.timeline import Timeline
 from simcomm.errors import ConfigError, PlanError, SimcommError
 from simcomm.engine.options import FIDELITIES, EngineOptions, Pricer
@@ -40,32 +44,25 @@ _CPU_TOL = 1e-12
 #: ... or after this many rounds (the CPU cost of communication would exceed the CPU).
 _CPU_ROUNDS = 200
 #: Collective preparations with at most this many transfers (over their steps) are kept
-#: with the topology for later runs.
+#: with the topology for later runs (unless the ``keep`` reference is asked).
 _KEEP_TRANSFERS = 4096
-#: Flow runs of plans without collectives (and without ``comm_cpu``) use :func:`_run_direct`;
-#: False runs them as SimPy processes (the reference for tests; the same floats and events).
-DIRECT = True
-#: Streams of collectives alone run as callbacks, and every other stream and collective is driven
-#: by :class:`_Driver` instead of a SimPy process: the same events in the same order, without the
-#: processes' bookkeeping and termination events (False: SimPy processes, the reference for tests).
-CALLBACKS = True
+#: Kept preparations per topology (weakly: they go with it), see ``run()``.
+_KEPT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class Context:
     """What pricers share: the topology, per-rank gamma, per-link family, statistics."""
 
-    def __init__(self, env: simpy.Environment, topology: Topology, *, coalesce: bool, ppn: int | None,
-                 incremental: bool = True, record_usage: bool = False, resolution: float = 0.0,
-                 link_bytes: bool = True, scalar: bool = True, traffic_weights: tuple = ()):
+    def __init__(self, env: simpy.Environment, topology: Topology, *, paths: Paths, ppn: int | None,
+                 record_usage: bool = False, resolution: float = 0.0,
+                 link_bytes: bool = True, traffic_weights: tuple = ()):
         self.env = env
-        self.scalar = scalar  # False: the fluid core keeps numpy arrays even for few flows (reference)
+        self.paths = paths  # the driver, pricing and fluid-core form of this run (paths.choose)
         self.link_bytes = link_bytes  # False: bytes per link family are not counted
         self.weights: dict[str, float] = dict(traffic_weights)  # stream -> times its bytes count (default once)
         self.resolution = resolution
         self.record_usage = record_usage
         self.topology = topology
-        self.coalesce = coalesce
-        self.incremental = incremental
         self.ppn = ppn
         self.gamma = np.array([topology.gamma(r) for r in range(topology.n_ranks)], dtype=float)
         # Machine of each rank; a rank without one is alone on its own (negative) id.
@@ -96,11 +93,11 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
         options: EngineOptions | None = None, **kwargs) -> Timeline:
     """Simulate ``plan`` on ``topology``; see :func:`simcomm.engine.simulate`.
 
-    Options: ``coalesce`` (default True) enables the exact shortcuts of the flow
-    fidelity (False runs every repeat of every step as plain flows);
-    ``incremental`` (default True) re-solves max-min only for flows whose rate
-    can change, with the local-minimum solver (False: every flow at every
-    event with the textbook solver, the reference the tests compare against);
+    Options: ``reference`` (default none) names fast paths to turn off
+    (:data:`simcomm.engine.paths.REFERENCES`; the paths taken are chosen by
+    :func:`simcomm.engine.paths.choose` and recorded as ``Timeline.paths``);
+    ``max_live`` (default 16) is where the fluid core leaves its scalar forms (the
+    same floats at any value);
     ``ppn`` overrides the ranks-per-machine given to hierarchical algorithms;
     ``record_link_usage`` (default False) stores bytes/s per link family over
     time in ``meta["link_usage"]`` as ``(time_s, family, bytes_per_s)`` rows,
@@ -117,9 +114,6 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     (``Timeline.link_class_bytes``); with False that dict is empty, and the
     analytic fidelity then runs without an event loop (:func:`analytic.longest_path`:
     the same start and end of every op, in one pass in op order).
-    ``scalar`` (default True) lets the fluid core hold few live flows in Python floats
-    (:mod:`simcomm.engine.small`: the same arithmetic, bit for bit, without numpy's
-    per-call cost); False keeps its arrays throughout (the reference for tests).
     ``seed`` is recorded; the models are deterministic and draw no random numbers.
     """
     if fidelity not in FIDELITIES:
@@ -129,18 +123,19 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
         raise PlanError(f"plan uses {plan.n_ranks} ranks but topology {topology.name!r} "
                         f"has only {topology.n_ranks}")
     env = Environment()
-    ctx = Context(env, topology, coalesce=opts.coalesce, ppn=opts.ppn, incremental=opts.incremental,
-                  record_usage=opts.record_link_usage, resolution=float(opts.resolution),
-                  link_bytes=opts.link_bytes, scalar=opts.scalar, traffic_weights=opts.traffic_weights)
+    paths = choose(plan, fidelity, opts)  # the one place the engine's paths are decided
+    ctx = Context(env, topology, paths=paths, ppn=opts.ppn, record_usage=opts.record_link_usage,
+                  resolution=float(opts.resolution), link_bytes=opts.link_bytes,
+                  traffic_weights=opts.traffic_weights)
     if opts.busiest_links:
         ctx.per_link = np.zeros(len(topology.link_names))
     flow_pricer = analytic_pricer = None
     if fidelity == "flow":
-        from simcomm.engine.flow import FlowPricer
+        from simcomm.engine.flow.pricer import FlowPricer
 
         flow_pricer = FlowPricer(ctx)
     else:
-        from simcomm.engine.analytic import AnalyticPricer
+        from simcomm.engine.flow.analytic import AnalyticPricer
 
         analytic_pricer = AnalyticPricer(ctx)
     pricer: Pricer = flow_pricer or analytic_pricer  # type: ignore[assignment]  # exactly one is set
@@ -153,7 +148,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     # A preparation depends on the op's key, the runtime and the ppn override alone, so small
     # ones are kept with the topology for the next run (a strategy's flow run, then its analytic
     # estimate; plans with thousands of 2-rank all-reduces).  Large ones are not kept (memory).
-    kept = topology.__dict__.setdefault("_engine_prepared", {})
+    kept = _KEPT.setdefault(topology, {}) if paths.keep else {}
     for op in ops:
         if isinstance(op, Collective):
             # What else the runtime's schedule depends on: where the members sit (NCCL), ranks per machine (MPI).
@@ -162,7 +157,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
             if key not in prepared:
                 prep = kept.get((runtime, ctx.ppn, key))
                 if prep is None:
-                    prep = runtime.prepare(op, topology, ctx.ppn)
+                    prep = _prepare(runtime, op, topology, ctx.ppn)
                     if sum(len(st) for st in prep.steps) <= _KEEP_TRANSFERS:
                         kept[(runtime, ctx.ppn, key)] = prep
                 prepared[key] = prep
@@ -170,14 +165,14 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
             label = (op.kind, op.algorithm, prepared[key].label)
             chosen[label] = chosen.get(label, 0) + 1
 
-    if fidelity == "analytic" and not ctx.link_bytes:
+    if paths.driver == "one-pass":
         # Closed forms share nothing, so every op's times follow from its deps in op order.
-        from simcomm.engine.analytic import longest_path
+        from simcomm.engine.flow.analytic import longest_path
 
         assert analytic_pricer is not None
         t0, t1 = longest_path(ops, analytic_pricer, prepared)
         return Timeline(start=t0, end=t1, makespan=float(t1.max()) if n else 0.0, link_class_bytes={},
-                        fidelity=fidelity, meta=_meta(ctx, seed, chosen))
+                        fidelity=fidelity, meta=_meta(ctx, seed, chosen), paths=paths.to_dict())
 
     # Plain lists while running (cheaper per op than numpy items); arrays at the end.
     start: list[float] = [np.nan] * n
@@ -185,7 +180,8 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     cpu = float(opts.comm_cpu)
     track = cpu > 0 and fidelity == "flow"  # the analytic fidelity has no shared network to count bytes on
     # Plans of computes and messages alone run on the direct loop (the same events, without SimPy).
-    direct = DIRECT and flow_pricer is not None and not track and not prepared
+    direct = paths.driver == "direct"
+    callbacks = paths.driver == "callbacks"
     done = [] if direct else [env.event() for _ in range(n)]
     arrived = [0] * n
 
@@ -248,17 +244,14 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
             end[oid] = env.now
             done[oid].succeed()
 
-    launch = (lambda gen: _Driver(env, gen)) if CALLBACKS else env.process
+    launch = (lambda gen: Driver(env, gen)) if callbacks else env.process
 
     same: dict[tuple, list[int]] = {}  # streams with equal ops share one list (_Arrivals merges them)
 
     def arrivals(oids: list[int]) -> None:
         # the stream's start: SimPy's Initialize (urgent, now), one event as env.process makes
-        ev = simpy.Event(env)
-        ev._ok, ev._value = True, None
-        ev.callbacks.append(_Arrivals(same.setdefault(tuple(oids), oids), ops, arrived, done,
-                                      lambda op: launch(collective(op))))
-        env.schedule(ev, simpy.events.URGENT)
+        started(env, _Arrivals(same.setdefault(tuple(oids), oids), ops, arrived, done,
+                               lambda op: launch(collective(op))))
 
     queues: dict[tuple[int, str], list[int]] = {}
     for op in ops:
@@ -269,7 +262,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
         is_coll = [isinstance(op, Collective) for op in ops]
         for qkey in sorted(queues):
             q = queues[qkey]
-            if CALLBACKS and all(is_coll[oid] for oid in q):
+            if callbacks and all(is_coll[oid] for oid in q):
                 arrivals(q)
             else:
                 launch(stream(q))
@@ -278,7 +271,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
             assert flow_pricer is not None
             _run_direct(ops, [queues[k] for k in sorted(queues)], flow_pricer, ctx, start, end)
         else:
-            _run_events(env)
+            run_events(env)
     except Exception as exc:
         # SimPy re-raises a process's exception as a copy chained to the original.
         if isinstance(exc.__cause__, SimcommError):
@@ -296,7 +289,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
         ctx.stats["merged_flows"] += pricer.live_merged
     stats = _meta(ctx, seed, chosen)
     if ctx.record_usage:
-        from simcomm.engine.fluid import merge_usage
+        from simcomm.engine.fluid.core import merge_usage
 
         stats["link_usage"] = merge_usage(pricer.usage, ctx.families)
     link_bytes = {f: float(b) for f, b in zip(ctx.families, ctx.family_bytes)} if ctx.link_bytes else {}
@@ -307,62 +300,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
         stats["busiest_links"] = [(*map(str, topology.link_endpoints(int(i))), topology.link_names[i],
                                    float(ctx.per_link[i]), float(busy[i])) for i in top]
     return Timeline(start=t_start, end=t_end, makespan=float(t_end.max()) if n else 0.0, link_class_bytes=link_bytes,
-                    fidelity=fidelity, meta=stats)
-
-
-def _run_events(env: simpy.Environment) -> None:
-    """``env.run()`` until no event is left, with SimPy's ``step`` inlined (a call less per event).
-
-    The same order (SimPy's queue of ``(time, priority, sequence, event)``) and the same
-    callbacks; an event that failed undefused raises its exception, as ``step`` does.
-    """
-    from heapq import heappop
-
-    queue = env._queue  # SimPy's own queue (the engine is the one place SimPy lives)
-    while queue:
-        env._now, _, _, event = heappop(queue)
-        callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]  # SimPy's own marker
-        for callback in callbacks:
-            callback(event)
-        if not event._ok and not hasattr(event, "_defused"):
-            raise event._value
-
-
-class _Driver:
-    """Drive one of ``run()``'s generators as a SimPy process would, with less per-event work.
-
-    Like ``env.process(gen)``: one urgent event starts it now, and each event it yields resumes
-    it from that event's callbacks, in the same place in the list, so every event runs at the
-    same instant and in the same order.  What it leaves out is what nothing in ``run()`` uses:
-    the active-process bookkeeping and the process's own termination event (no one waits for
-    a stream or a collective's process; they signal through ``done`` events).  An exception
-    inside the generator propagates out of ``env.run()`` at once.  The engine never fails an
-    event, so a yielded event is always ``ok``.
-    """
-
-    __slots__ = ("gen",)
-
-    def __init__(self, env: simpy.Environment, gen):
-        self.gen = gen
-        ev = simpy.Event(env)
-        ev._ok, ev._value = True, None
-        ev.callbacks.append(self)
-        env.schedule(ev, simpy.events.URGENT)
-
-    def __call__(self, event) -> None:
-        send = self.gen.send
-        while True:
-            assert event._ok  # nothing in the engine fails an event
-            try:
-                event = send(event._value)
-            except StopIteration:
-                self.gen = None  # done: drop the frame
-                return
-            cbs = event.callbacks
-            if cbs is not None:  # pending: resume when it is processed
-                cbs.append(self)
-                return
-            # already processed: go on at once, as SimPy's _resume does
+                    fidelity=fidelity, meta=stats, paths=paths.to_dict())
 
 
 class _Arrivals:
@@ -591,6 +529,11 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
     net.settles += settles
     if count_fam and n_fam:
         ctx.family_bytes[:] = fbytes
+
+
+def _prepare(runtime, op, topology: Topology, ppn: int | None):
+    """The runtime's preparation of ``op`` (one place, which the ``keep`` reference's check counts)."""
+    return runtime.prepare(op, topology, ppn)
 
 
 def _meta(ctx: Context, seed: int, chosen: dict) -> dict:

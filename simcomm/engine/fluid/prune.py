@@ -1,6 +1,6 @@
 """Dominated-link pruning: the links each flow's max-min rate must respect.
 
-The incremental fluid core (:mod:`simcomm.engine.fluid`) solves max-min on a
+The incremental fluid core (:mod:`simcomm.engine.fluid.core`) solves max-min on a
 *route matrix*: row i lists the links flow i must respect, padded with a
 dummy index ``n_links`` to a common width (the matrix keeps per-link
 bookkeeping to one ``bincount`` per update).  Every solve round costs time

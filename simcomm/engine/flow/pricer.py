@@ -18,13 +18,14 @@ step (same bytes and route latency on every transfer, no reduction: the
 pairwise steps of an all-to-all) is reserved the same way, its isolated time
 scaled from one run of the same pattern at another size (see :func:`_scalable`).
 
-Per-link reservations (:data:`PER_LINK`, default on): a step is reserved when
+Per-link reservations (the default; the ``per_link`` reference turns them off): a step is reserved when
 none of its own links carries a live flow or is held by another reservation,
 not only on an idle network; traffic interrupts only the reservations whose
 links it shares.  The whole-network rule is kept when link usage is recorded
 (its samples are totals of the live network, which a concurrent reservation's
 replay would overwrite) and with ``comm_cpu`` (whose byte counts leave out
-reserved repeats, so widening them would change its answer).
+reserved repeats, so widening them would change its answer).  Which rule runs is
+the run's ``paths.pricing`` (:func:`simcomm.engine.paths.choose`).
 
 Link usage (engine option ``record_link_usage``): the live network samples
 bytes/s per link family at every settle; a reservation has no live flows, so
@@ -39,15 +40,12 @@ from dataclasses import replace
 import numpy as np
 
 from simcomm.collectives.base import Step
-from simcomm.engine.fluid import run_isolated
-from simcomm.engine.network import LiveNetwork
+from simcomm.engine.fluid.core import run_isolated
+from simcomm.engine.flow.network import LiveNetwork
 from simcomm.engine.schedule import RoutedStep, route_step
 
-__all__ = ["FlowPricer", "PER_LINK"]
+__all__ = ["FlowPricer"]
 
-#: Reserve a repeated step's own links (True) or only the whole idle network (False).  The
-#: answer is the same in the model (docs/engine.md, "Per-link reservations"); tests flip it.
-PER_LINK = True
 #: A scalable step's isolated run is reused for other sizes only if its bandwidth phase is at least
 #: this share of its duration (else the phase is lost to rounding and the step is run alone again).
 _RESOLVED = 1e-6
@@ -74,8 +72,12 @@ class FlowPricer:
         self.ctx = ctx
         self.env = ctx.env
         self.fam = ctx.family_of_link if ctx.record_usage else None
-        self.net = LiveNetwork(ctx.env, ctx.topology.capacity, ctx.incremental, self.fam, ctx.resolution,
-                               ctx.scalar, per_link=PER_LINK and self.fam is None)
+        paths = ctx.paths
+        self.form = paths.core  # the fluid core's form, for the shared network and every isolated run
+        self.max_live = paths.max_live
+        self.scaled = paths.scaled  # reuse a scalable step's isolated run for other sizes
+        self.net = LiveNetwork(ctx.env, ctx.topology.capacity, self.form, self.fam, ctx.resolution,
+                               per_link=paths.pricing == "per-link", max_live=self.max_live)
         self._routes: dict = {}  # routes per (group, step pattern), see route_step
         self._pairs: dict = {}  # (src, dst) -> (latency, route length, links, bytes per family) of a message
         self._periods: dict = {}  # isolated durations (and usage) of scalable step patterns
@@ -92,7 +94,8 @@ class FlowPricer:
     def track_ranks(self) -> None:
         """Count the bytes each rank sends or receives (for the ``comm_cpu`` option)."""
         self._moved = np.zeros(self.ctx.topology.n_ranks)
-        self.net.per_link = False  # reserved repeats are not counted: keep them to an idle network
+        # reserved repeats are not counted: paths.choose keeps them to an idle network (whole-network)
+        assert not self.net.per_link
 
     def rank_bytes(self, rank: int) -> float:
         """Bytes ``rank`` has sent plus received so far, on the shared network (exact, mid-flow too).
@@ -108,7 +111,7 @@ class FlowPricer:
 
     @property
     def usage(self) -> list:
-        """Recorded link usage blocks (see :func:`simcomm.engine.fluid.merge_usage`)."""
+        """Recorded link usage blocks (see :func:`simcomm.engine.fluid.core.merge_usage`)."""
         return self.net.core.usage
 
     def finish_stats(self) -> None:
@@ -224,7 +227,7 @@ class FlowPricer:
             skey = ((gkey, step.src.tobytes(), step.dst.tobytes(), float(routed.latency[0]))
                     if _scalable(routed) else None)
             # the links a reservation of this step holds (see LiveNetwork.free)
-            held = (np.unique(routed.links) if ctx.coalesce and (step.repeat > 1 or skey is not None)
+            held = (np.unique(routed.links) if ctx.paths.pricing != "plain" and (step.repeat > 1 or skey is not None)
                     else None)
             fbytes = None
             if ctx.link_bytes and len(routed) and len(ctx.families) and ctx.per_link is None:
@@ -252,8 +255,8 @@ class FlowPricer:
                 prof = (np.where(t > lat, lat + (t - lat) * (n / n0), t), f)
             return lat + (d0 - lat) * (n / n0), prof
         iso = run_isolated(self.net.core.capacity, routed.nbytes, routed.latency, routed.route_len,
-                           routed.links, incremental=self.ctx.incremental, family_of_link=self.fam,
-                           resolution=self.ctx.resolution, scalar=self.ctx.scalar)
+                           routed.links, form=self.form, family_of_link=self.fam,
+                           resolution=self.ctx.resolution, max_live=self.max_live)
         self.ctx.stats["isolated_runs"] += 1
         self.ctx.stats["isolated_solves"] += iso.solves
         if iso.merged:
@@ -266,7 +269,7 @@ class FlowPricer:
         # Kept for scaling only if its bandwidth phase is resolved in floats: a few bytes on a fast link
         # (or a subnormal byte count) leave period - latency at a few ulps or zero, and scaling that to
         # another size would be wrong (0 x inf = NaN for subnormal bytes; the latency alone otherwise).
-        if skey is not None and period - lat >= _RESOLVED * period:
+        if skey is not None and self.scaled and period - lat >= _RESOLVED * period:
             self._periods[skey] = (n, lat, period, prof)
         return period, prof
 
@@ -294,8 +297,8 @@ class FlowPricer:
         else:
             t_start = now - resume
             st = run_isolated(self.net.core.capacity, routed.nbytes, routed.latency, routed.route_len,
-                              routed.links, until=resume, incremental=self.ctx.incremental,
-                              resolution=self.ctx.resolution, scalar=self.ctx.scalar)
+                              routed.links, until=resume, form=self.form,
+                              resolution=self.ctx.resolution, max_live=self.max_live)
             fin = t_start + st.finish
             if st.merged:
                 self.ctx.stats["merged_flows"] += st.merged

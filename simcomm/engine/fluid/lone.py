@@ -1,6 +1,6 @@
 """The scalar core's lean form while no two live flows share a link.
 
-:class:`~simcomm.engine.small.SmallFlows` runs the array core's algorithm in
+:class:`~simcomm.engine.fluid.small.SmallFlows` runs the array core's algorithm in
 Python floats: pruning counts, per-link loads and flow counts, the
 local-minimum solver.  While the routes of the live flows are pairwise
 disjoint (no directed link crossed by two of them, none crossed twice by one),
@@ -35,7 +35,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from simcomm.engine.small import BANDWIDTH, LATENCY, SmallFlows, _floats, _ints, split_routes
+from simcomm.engine.fluid.maxmin import RESOLVE_MARGIN, route_rate
+from simcomm.engine.fluid.small import BANDWIDTH, LATENCY, SmallFlows, _floats, _ints, split_routes
 
 __all__ = ["LoneFlows"]
 
@@ -54,7 +55,7 @@ class LoneFlows(SmallFlows):
         self.lean = True
         self.busy: set = set()      # links crossed by live flows (lean form)
         self.mincap: list = []      # per slot: smallest capacity of its route (lean form)
-        self._mins: dict = core.__dict__.setdefault("_route_min", {})  # route -> smallest capacity
+        self._mins: dict = core.route_min  # route -> (links, smallest capacity)
         self._merged: tuple = ([], 0, [])  # finished flows' routes (list, count) and live routes at the last merge
 
     # ---- the general form's per-link state, derived in the lean form ------
@@ -166,9 +167,8 @@ class LoneFlows(SmallFlows):
         hit = self._mins.get(route)
         if hit is None:
             links = frozenset(route)
-            v = min((self.cap[x] for x in route), default=_INF)
             hit = self._mins[route] = (links if route and len(links) == len(route) else None,
-                                       v if not v < 0.0 else 0.0)  # maxmin's np.maximum(cap, 0)
+                                       route_rate([self.cap[x] for x in route]))
         return hit
 
     def _min(self, route: tuple) -> float:
@@ -305,35 +305,11 @@ class LoneFlows(SmallFlows):
         """One pass of FluidCore.settle's loop (SmallFlows.step and solve in the lean form); False when nothing is due."""
         if not self.lean:
             return SmallFlows.step(self, now, tol, first, done_batches)
-        core = self.core
-        lim = now + tol
-        t_next, phase = self.t_next, self.phase
-        gone: list = []
-        enter: list = []
-        if first:
-            # FluidCore.settle's first pass: flows due within the resolution finish now too.
-            res = core.resolution
-            lo = now - tol
-            early = late = 0
-            for i, (t, ph, tb) in enumerate(zip(t_next, phase, self.t_bw)):
-                if t <= lim:
-                    if ph:  # BANDWIDTH
-                        gone.append(i)
-                        if t < lo:
-                            late += 1
-                    else:
-                        enter.append(i)
-                elif ph and t - now <= res * (t - tb):
-                    gone.append(i)
-                    early += 1
-            if early or late:
-                core.merged += early + late
-        else:
-            for i, t in enumerate(t_next):
-                if t <= lim:
-                    (gone if phase[i] else enter).append(i)
+        gone, enter = self.due(now, tol, first)
         if not gone and not enter:
             return False
+        core = self.core
+        t_next, phase = self.t_next, self.phase
         rate = self.rate
         threshold = _INF
         if gone:
@@ -359,7 +335,7 @@ class LoneFlows(SmallFlows):
         # SmallFlows.solve on disjoint routes (module docstring): residuals are capacities,
         # one round, every re-solved flow at its route's smallest capacity.
         solves = core.solves = core.solves + 1
-        bar = threshold * (1.0 - 1e-9)
+        bar = threshold * RESOLVE_MARGIN
         live = []
         slots = []
         for i, ph in enumerate(phase):

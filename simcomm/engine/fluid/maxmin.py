@@ -16,6 +16,16 @@ per round), kept as the reference the tests compare against.  Each round is a
 handful of ``bincount``/``reduceat`` calls over the incidence list, so the cost
 is O(rounds x (entries + links)) with no per-flow Python loop.
 
+This module is the one max-min algorithm of the engine.  Its fast forms are
+specialisations of :func:`maxmin_rates`, operation for operation, so they give
+its floats bit for bit: :func:`maxmin_small`, the same rounds in Python floats
+for the fluid core's scalar form (a handful of flows, where numpy's per-call
+cost dominates), and :func:`route_rate`, its closed form for flows that share no
+link (the lean form, :mod:`simcomm.engine.fluid.lone`: every flow freezes in the first
+round at its route's smallest capacity).  The incremental re-solve around them
+(which flows to re-solve, on what residual capacity: ``FluidCore._solve``) keeps
+:data:`RESOLVE_MARGIN` in every form.
+
 The result is *the* max-min fair allocation (it is unique): no link carries
 more than its capacity, and every flow crosses at least one saturated link on
 which no other flow has a larger rate (its bottleneck).
@@ -25,12 +35,19 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["maxmin_rates", "maxmin_rates_global", "REL_TOL"]
+import math
+
+__all__ = ["maxmin_rates", "maxmin_rates_global", "maxmin_small", "route_rate", "div", "REL_TOL", "RESOLVE_MARGIN"]
 
 #: Links whose fair share is within this relative distance of the round's
 #: minimum are saturated in the same round; it absorbs rounding so that equal
 #: shares computed along different paths freeze together.
 REL_TOL = 1e-12
+#: An incremental re-solve re-solves every flow whose rate is at least the threshold times this: a
+#: relative margin keeps flows whose rate equals the threshold up to rounding (FluidCore._solve).
+RESOLVE_MARGIN = 1.0 - 1e-9
+_MARGIN = 1.0 + REL_TOL
+_INF = math.inf
 
 
 def maxmin_rates(nz_flow: np.ndarray, nz_link: np.ndarray, n_flows: int, capacity: np.ndarray,
@@ -92,6 +109,89 @@ def maxmin_rates(nz_flow: np.ndarray, nz_link: np.ndarray, n_flows: int, capacit
         if lw is not None:
             lw = lw[keep]
         fid, cnt = fid[~frozen], cnt[~frozen]
+    return rate, rounds
+
+
+def div(a: float, b: float) -> float:
+    """``a / b`` as numpy computes it with errors ignored (a positive ``a`` here)."""
+    if b == 0.0:
+        return _INF if a > 0 else (math.nan if a == 0 or a != a else -_INF)
+    return a / b
+
+
+def route_rate(caps) -> float:
+    """The max-min rate of a flow alone on its links (none crossed twice): the smallest capacity.
+
+    :func:`maxmin_rates` of that one flow: every share is its link's capacity
+    (``np.maximum(cap, 0)``) over one flow, and the smallest freezes it in the first
+    round; a flow that crosses no link gets ``inf``.
+    """
+    v = min(caps, default=_INF)
+    return v if not v < 0.0 else 0.0
+
+
+def maxmin_small(entries, cap: dict) -> tuple[list[float], int]:
+    """:func:`maxmin_rates` (no weights) in scalar floats: the same rounds, the same sums in the same order.
+
+    ``entries[i]`` lists the links flow i crosses (in entry order); ``cap`` maps
+    each link to its capacity.
+    """
+    n = len(entries)
+    if n == 1 and len(set(entries[0])) == len(entries[0]):  # one flow crossing no link twice
+        return [route_rate([cap[link] for link in entries[0]])], 1 if entries[0] else 0
+    rate = [_INF] * n
+    flows = [i for i in range(n) if entries[i]]
+    if not flows:
+        return rate, 0
+    c = {}
+    for ent in entries:
+        for link in ent:
+            if link not in c:
+                v = cap[link]
+                c[link] = v if not v < 0.0 else 0.0  # np.maximum(cap, 0.0)
+    if all(len(entries[i]) == 1 for i in flows):
+        # every flow crosses one link: maxmin_rates' one-round case
+        load: dict = {}
+        for i in flows:
+            link = entries[i][0]
+            load[link] = load.get(link, 0.0) + 1.0
+        for i in flows:
+            link = entries[i][0]
+            rate[i] = div(c[link], load[link])
+        return rate, 1
+    rounds = 0
+    while flows:  # maxmin_rates' rounds, per flow and per link in entry order
+        rounds += 1
+        load = {}
+        for i in flows:
+            for link in entries[i]:
+                load[link] = load.get(link, 0.0) + 1.0
+        share = {link: div(c[link], v) for link, v in load.items()}
+        fmin = {i: min(share[link] for link in entries[i]) for i in flows}
+        blocked = set()
+        for i in flows:
+            lim = fmin[i] * _MARGIN
+            for link in entries[i]:
+                if lim < share[link]:
+                    blocked.add(link)
+        took: dict = {}
+        hit = []
+        rest = []
+        for i in flows:
+            ent = entries[i]
+            h = [link for link in ent if link not in blocked]
+            if h:
+                rate[i] = f = fmin[i]
+                for link in ent:
+                    took[link] = took.get(link, 0.0) + f
+                hit.extend(h)
+            else:
+                rest.append(i)
+        for link, v in took.items():
+            c[link] = c[link] - v
+        for link in hit:
+            c[link] = 0.0
+        flows = rest
     return rate, rounds
 
 

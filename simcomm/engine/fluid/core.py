@@ -15,12 +15,14 @@ and is driven by two calls: :meth:`FluidCore.settle` brings the state to time
 ``resolution`` ε > 0, completions that lie within ε of the finishing flows' own
 transfer times are merged into one event at the middle of their span
 (:meth:`FluidCore.next_time`; docs/engine.md, "Event resolution").  The live
-engine (:mod:`simcomm.engine.network`) drives it from SimPy; :func:`run_isolated`
+engine (:mod:`simcomm.engine.flow.network`) drives it from SimPy; :func:`run_isolated`
 drives it alone, to price a step pattern once or to rebuild the state of a
 partly run step (see docs/engine.md, "Coalesced repeats").  While at most
-:data:`~simcomm.engine.small.MAX_LIVE` flows are live the state lives in Python
-lists instead (:mod:`simcomm.engine.small`), run by the same arithmetic bit for
-bit: numpy's per-call cost dominates events on a handful of flows.
+``max_live`` flows are live the state lives in Python lists instead
+(:mod:`simcomm.engine.fluid.small`, and :mod:`simcomm.engine.fluid.lone` while live routes are
+disjoint), run by the same arithmetic bit for bit: numpy's per-call cost dominates
+events on a handful of flows.  Which forms a core may take is its ``form``
+(:data:`FORMS`), chosen for a run by :func:`simcomm.engine.paths.choose`.
 """
 
 from __future__ import annotations
@@ -29,17 +31,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simcomm.engine.lone import LoneFlows
-from simcomm.engine.maxmin import maxmin_rates, maxmin_rates_global
-from simcomm.engine.prune import link_rank, route_matrix
-from simcomm.engine.small import MAX_LIVE, SmallFlows
+from simcomm.engine.fluid.lone import LoneFlows
+from simcomm.engine.fluid.maxmin import RESOLVE_MARGIN, maxmin_rates, maxmin_rates_global
+from simcomm.engine.fluid.prune import link_rank, route_matrix
+from simcomm.engine.fluid.small import MAX_LIVE, SmallFlows
 
-__all__ = ["FluidCore", "IsolatedState", "run_isolated", "merge_usage", "TIME_TOL"]
+__all__ = ["FluidCore", "IsolatedState", "run_isolated", "merge_usage", "TIME_TOL", "FORMS"]
 
 #: Two instants within this relative distance are the same event.  It only
 #: absorbs floating-point rounding (``t + (u - t)`` need not equal ``u``).
 TIME_TOL = 1e-12
 
+#: The forms of the core, fastest first: ``lean`` (scalar, with the lean form while live routes are
+#: disjoint), ``scalar`` (Python floats while at most ``max_live`` flows are live), ``numpy`` (arrays
+#: throughout), ``plain`` (arrays, every flow re-solved by the textbook solver: the reference).
+FORMS = ("lean", "scalar", "numpy", "plain")
 #: Flow phases.
 LATENCY, BANDWIDTH, GONE = 0, 1, 2
 #: Every this many solves, all flows are re-solved and the link loads rebuilt
@@ -75,14 +81,15 @@ class FluidCore:
 
     _FIELDS = ("rem", "t_ref", "rate", "t_bw", "t_next", "phase", "batch", "index", "e_start", "e_len")
     _refresh = _REFRESH
-    #: The scalar twin takes its lean form while live routes are disjoint (simcomm.engine.lone);
-    #: False keeps the general scalar form throughout (a reference for tests; the same floats).
-    lean = True
 
-    def __init__(self, capacity: np.ndarray, incremental: bool = True, family_of_link: np.ndarray | None = None,
-                 resolution: float = 0.0, scalar: bool = True):
+    def __init__(self, capacity: np.ndarray, form: str = "lean", family_of_link: np.ndarray | None = None,
+                 resolution: float = 0.0, max_live: int = MAX_LIVE):
+        if form not in FORMS:
+            raise ValueError(f"form: unknown {form!r}; valid choices: {', '.join(FORMS)}")
         self.capacity = np.asarray(capacity, dtype=float)
-        self.incremental = incremental  # False: the plain reference (every flow, textbook solver, every event)
+        self.form = form
+        self.max_live = max_live  # live flows up to which a scalar form holds the state
+        incremental = self.incremental = form != "plain"  # plain: every flow, textbook solver, every event
         self.resolution = float(resolution)  # 0: every completion is its own event (exact)
         self.t = 0.0
         self.rem = _EMPTY_F      # bytes left as of t_ref
@@ -97,7 +104,7 @@ class FluidCore:
         self.e_len = _EMPTY_I
         self.e_link = _EMPTY_I   # concatenated routes of all slots
         # Incremental solves work on the route matrix (non-dominated links per slot, padded with
-        # the dummy link n_links; simcomm.engine.prune), so the per-link state has one more entry.
+        # the dummy link n_links; simcomm.engine.fluid.prune), so the per-link state has one more entry.
         self.rows = np.zeros((0, 1), dtype=np.int64)
         n_links = len(self.capacity) + (1 if incremental else 0)
         self.link_load = np.zeros(n_links)                 # sum of rates of bandwidth-phase flows
@@ -119,13 +126,14 @@ class FluidCore:
         self.rounds = 0
         self.full_solves = 0
         self.merged = 0  # flows retired at a merged event, not at their own finish instant
-        # The scalar twin (simcomm.engine.small) holds the state while few flows are live;
-        # scalar=False keeps the arrays throughout (the reference the tests compare against).
-        self.use_small = bool(scalar) and incremental
+        # The scalar twin (simcomm.engine.fluid.small) holds the state while few flows are live;
+        # the numpy form keeps the arrays throughout (the reference the tests compare against).
+        self.use_small = form in ("lean", "scalar")
         self._small: SmallFlows | None = None
         self._caps: list | None = None
         self._ranks: list | None = None
         self.route_info: dict = {}  # pruning data per route, shared by the scalar twin's sessions
+        self.route_min: dict = {}  # route -> (its links, smallest capacity), shared by the lean form's sessions
 
     def _cap_list(self) -> list:
         if self._caps is None:
@@ -192,14 +200,14 @@ class FluidCore:
     def settle_next(self, now: float) -> tuple[list[tuple[int, np.ndarray]], float]:
         """:meth:`settle` at ``now``, then :meth:`next_time`: what the live network does at each event.
 
-        In the scalar twin's lean form (simcomm.engine.lone) with at most one message queued
+        In the scalar twin's lean form (simcomm.engine.fluid.lone) with at most one message queued
         this is one call into it instead of several layers; the same steps either way.
         """
         sm = self._small
         if sm is not None and sm.__class__ is LoneFlows and sm.lean and not self._born_done \
                 and self.family_of_link is None:
             pend = self._pending
-            if not pend or (len(pend) == 1 and type(pend[0][5]) is tuple and self.n_live < MAX_LIVE):
+            if not pend or (len(pend) == 1 and type(pend[0][5]) is tuple and self.n_live < self.max_live):
                 if now.__class__ is not float:
                     now = float(now)
                 # settle's tolerance (TIME_TOL * max(|now|, 1e-300)), without the calls when now > 1e-300
@@ -312,11 +320,11 @@ class FluidCore:
     def _merge(self) -> None:
         if self.use_small:
             n_new = sum(len(p[1]) for p in self._pending)
-            if self._small is None and len(self.rem) == 0 and n_new <= MAX_LIVE:
+            if self._small is None and len(self.rem) == 0 and n_new <= self.max_live:
                 # an empty network starts in scalar form
-                self._small = LoneFlows(self) if self.lean else SmallFlows(self)
+                self._small = LoneFlows(self) if self.form == "lean" else SmallFlows(self)
             if self._small is not None:
-                if self.n_live + n_new <= MAX_LIVE:
+                if self.n_live + n_new <= self.max_live:
                     added = self._small.merge(self._pending, self.t)
                     if added >= 0:
                         self._pending = []
@@ -409,7 +417,7 @@ class FluidCore:
         re-solves").  The lower bound for a new flow is the smallest
         ``capacity / flows`` on its route: a link's fair share never decreases
         while filling proceeds.  Routes are the rows of :attr:`rows` (dominated
-        links dropped, which leaves the allocation unchanged: simcomm.engine.prune).
+        links dropped, which leaves the allocation unchanged: simcomm.engine.fluid.prune).
         """
         if not self.incremental:
             self._solve_plain(now, gone)
@@ -434,7 +442,7 @@ class FluidCore:
         self.solves += 1
         live = self.phase == BANDWIDTH
         # A relative margin keeps flows whose rate equals the threshold up to rounding in the re-solve.
-        resolve = live & (self.rate >= threshold * (1.0 - 1e-9))
+        resolve = live & (self.rate >= threshold * RESOLVE_MARGIN)
         resolve[enter] = True
         if self.solves % _REFRESH == 0 or resolve.sum() == live.sum():
             resolve = live
@@ -534,15 +542,15 @@ class IsolatedState:
 
 
 def run_isolated(capacity: np.ndarray, nbytes: np.ndarray, latency: np.ndarray, route_len: np.ndarray,
-                 links: np.ndarray, until: float = np.inf, incremental: bool = True,
+                 links: np.ndarray, until: float = np.inf, form: str = "lean",
                  family_of_link: np.ndarray | None = None, resolution: float = 0.0,
-                 scalar: bool = True) -> IsolatedState:
-    """Run one batch of flows, started at time 0, alone on an empty network.
+                 max_live: int = MAX_LIVE) -> IsolatedState:
+    """Run one batch of flows, started at time 0, alone on an empty network (a core of ``form``).
 
     Stops at ``until`` (events at exactly ``until`` are applied) and reports the
     state there; with the default it runs to completion.
     """
-    core = FluidCore(capacity, incremental, family_of_link, resolution, scalar)
+    core = FluidCore(capacity, form, family_of_link, resolution, max_live)
     core.add(np.asarray(nbytes, float), np.asarray(latency, float), route_len, links)
     done = core.settle(0.0)
     while not done:

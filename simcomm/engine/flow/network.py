@@ -1,4 +1,4 @@
-"""The live network: a :class:`~simcomm.engine.fluid.FluidCore` driven by SimPy.
+"""The live network: a :class:`~simcomm.engine.fluid.core.FluidCore` driven by SimPy.
 
 Processes hand batches of flows to :meth:`LiveNetwork.add` and wait on the
 returned event, whose value is the array of finish times.  The network keeps a
@@ -9,7 +9,7 @@ per instant, not per flow).  Ties among ordinary events follow SimPy's
 (time, priority, insertion sequence) order, which is deterministic.  The late
 priority is built from SimPy's public API: a :class:`LateEvent` is triggered
 with its own ``succeed()``, which queues it through ``Environment.schedule`` at
-its delay and the late priority.
+its delay and the late priority (:mod:`simcomm.engine.events`).
 
 Reservations implement coalesced repeats: a collective whose step repeats r
 times holds the step's own links (``per_link``, the default) or the whole idle
@@ -33,40 +33,11 @@ from functools import partial
 import numpy as np
 import simpy
 
-from simcomm.engine.fluid import FluidCore
+from simcomm.engine.events import Environment, LateEvent
+from simcomm.engine.fluid.core import FluidCore
+from simcomm.engine.fluid.small import MAX_LIVE
 
 __all__ = ["Environment", "LateEvent", "LiveNetwork", "Reservation"]
-
-#: Network bookkeeping runs after ordinary (priority 1) events of the same instant.
-_LATE = simpy.events.EventPriority(simpy.events.NORMAL + 1)
-
-
-class LateEvent(simpy.Event):
-    """An event that, once triggered, fires ``delay`` seconds later after the instant's ordinary events."""
-
-    def __init__(self, env: simpy.Environment, delay: float):
-        super().__init__(env)
-        self.delay = delay
-
-    def succeed(self, value=None) -> LateEvent:
-        """Trigger it: queued at its delay and the late priority (SimPy's own ``succeed`` queues now)."""
-        if self._value is not simpy.events.PENDING:
-            raise RuntimeError(f"{self} has already been triggered")
-        self._ok = True
-        self._value = value
-        simpy.Environment.schedule(self.env, self, _LATE, self.delay)
-        return self
-
-
-class Environment(simpy.Environment):
-    """The engine's SimPy environment: the one :class:`LiveNetwork` runs on.
-
-    Late events queue themselves at the late priority (:meth:`LateEvent.succeed`; the engine
-    triggers them no other way), so this class adds nothing to SimPy's per-event path (it once
-    overrode ``schedule`` for them, a Python call and a type test on each of a run's 10^6
-    events); it marks the environments a live network was built for.
-    """
-
 
 class Reservation:
     """``count`` back-to-back repeats of a step of isolated duration ``period`` from ``t0``.
@@ -90,13 +61,13 @@ class Reservation:
 class LiveNetwork:
     """Flows and reservations on one topology's directed links."""
 
-    def __init__(self, env: Environment, capacity: np.ndarray, incremental: bool = True,
-                 family_of_link: np.ndarray | None = None, resolution: float = 0.0, scalar: bool = True,
-                 per_link: bool = True):
+    def __init__(self, env: Environment, capacity: np.ndarray, form: str = "lean",
+                 family_of_link: np.ndarray | None = None, resolution: float = 0.0, per_link: bool = True,
+                 max_live: int = MAX_LIVE):
         if not isinstance(env, Environment):
-            raise TypeError("LiveNetwork runs on simcomm.engine.network.Environment (the engine's own environment)")
+            raise TypeError("LiveNetwork runs on simcomm.engine.events.Environment (the engine's own environment)")
         self.env = env
-        self.core = FluidCore(capacity, incremental, family_of_link, resolution, scalar)
+        self.core = FluidCore(capacity, form, family_of_link, resolution, max_live)
         self.per_link = per_link
         self.reservation: Reservation | None = None  # whole-network mode's one reservation
         self._held: dict[int, Reservation] = {}  # per-link mode: reservation id -> reservation

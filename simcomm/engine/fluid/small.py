@@ -1,6 +1,6 @@
 """The fluid core's scalar twin for networks with few live flows.
 
-:class:`~simcomm.engine.fluid.FluidCore` keeps flows in numpy arrays; each of
+:class:`~simcomm.engine.fluid.core.FluidCore` keeps flows in numpy arrays; each of
 its events is a few dozen numpy calls (tens of µs) however few flows are live.
 A chain of single messages (the per-tensor parameter server: one push and one
 pull live at a time, 3 events per message) pays that cost ~10^6 times.
@@ -15,7 +15,7 @@ and every event is bit-for-bit the vectorised core's (docs/engine.md, "The
 scalar core for few flows"; tests/engine/test_engine_small.py compares them).
 
 The core switches to this form when it is empty and back to arrays when a
-merge would bring more than :data:`MAX_LIVE` live flows.
+merge would bring more than ``max_live`` live flows (default :data:`MAX_LIVE`).
 """
 
 from __future__ import annotations
@@ -25,15 +25,15 @@ from collections import Counter
 
 import numpy as np
 
-from simcomm.engine.maxmin import REL_TOL
+from simcomm.engine.fluid.maxmin import RESOLVE_MARGIN, div, maxmin_small
 
-__all__ = ["SmallFlows", "MAX_LIVE", "maxmin_small"]
+__all__ = ["SmallFlows", "MAX_LIVE"]
 
-#: Live flows above which the arrays (one numpy call per operation) beat Python loops.
+#: Live flows above which the arrays (one numpy call per operation) beat Python loops: the default of
+#: ``EngineOptions.max_live`` (a run's value reaches the core as its ``max_live``; this is read nowhere else).
 MAX_LIVE = 16
 LATENCY, BANDWIDTH = 0, 1
 _INF = math.inf
-_MARGIN = 1.0 + REL_TOL
 _SLOT_FIELDS = ("rem", "t_ref", "rate", "t_bw", "t_next", "phase", "batch", "index", "route", "row")
 
 
@@ -52,85 +52,6 @@ def split_routes(route_len, links) -> list[tuple]:
         routes.append(tuple(flat[pos:pos + k]))
         pos += k
     return routes
-
-
-def _div(a: float, b: float) -> float:
-    """``a / b`` as numpy computes it with errors ignored (a positive ``a`` here)."""
-    if b == 0.0:
-        return _INF if a > 0 else (math.nan if a == 0 or a != a else -_INF)
-    return a / b
-
-
-def maxmin_small(entries, cap: dict) -> tuple[list[float], int]:
-    """:func:`simcomm.engine.maxmin.maxmin_rates` (no weights) in scalar floats.
-
-    ``entries[i]`` lists the links flow i crosses (in entry order); ``cap`` maps
-    each link to its capacity.  Same rounds, same sums in the same order.
-    """
-    n = len(entries)
-    if n == 1 and len(entries[0]) == 1:  # one flow on one link: its capacity (np.maximum(cap, 0)) / 1.0
-        v = cap[entries[0][0]]
-        return [v if not v < 0.0 else 0.0], 1
-    if n == 1 and len(set(entries[0])) == len(entries[0]):
-        # One flow crossing no link twice: every share is its link's capacity (np.maximum(cap, 0))
-        # over 1 flow, and the smallest freezes it in the first round (what the rounds below do).
-        if not entries[0]:
-            return [_INF], 0
-        v = min(cap[link] for link in entries[0])
-        return [v if not v < 0.0 else 0.0], 1
-    rate = [_INF] * n
-    flows = [i for i in range(n) if entries[i]]
-    if not flows:
-        return rate, 0
-    c = {}
-    for ent in entries:
-        for link in ent:
-            if link not in c:
-                v = cap[link]
-                c[link] = v if not v < 0.0 else 0.0  # np.maximum(cap, 0.0)
-    if all(len(entries[i]) == 1 for i in flows):
-        load: dict = {}
-        for i in flows:
-            link = entries[i][0]
-            load[link] = load.get(link, 0.0) + 1.0
-        for i in flows:
-            link = entries[i][0]
-            rate[i] = _div(c[link], load[link])
-        return rate, 1
-    rounds = 0
-    while flows:
-        rounds += 1
-        load = {}
-        for i in flows:
-            for link in entries[i]:
-                load[link] = load.get(link, 0.0) + 1.0
-        share = {link: _div(c[link], v) for link, v in load.items()}
-        fmin = {i: min(share[link] for link in entries[i]) for i in flows}
-        blocked = set()
-        for i in flows:
-            lim = fmin[i] * _MARGIN
-            for link in entries[i]:
-                if lim < share[link]:
-                    blocked.add(link)
-        took: dict = {}
-        hit = []
-        rest = []
-        for i in flows:
-            ent = entries[i]
-            h = [link for link in ent if link not in blocked]
-            if h:
-                rate[i] = f = fmin[i]
-                for link in ent:
-                    took[link] = took.get(link, 0.0) + f
-                hit.extend(h)
-            else:
-                rest.append(i)
-        for link, v in took.items():
-            c[link] = c[link] - v
-        for link in hit:
-            c[link] = 0.0
-        flows = rest
-    return rate, rounds
 
 
 class SmallFlows:
@@ -272,34 +193,48 @@ class SmallFlows:
                 del left[b]
                 done_batches.append(b)
 
-    def step(self, now: float, tol: float, first: bool, done_batches: list) -> bool:
-        """One pass of FluidCore.settle's loop; False when nothing is due."""
-        core = self.core
+    def due(self, now: float, tol: float, first: bool) -> tuple[list, list]:
+        """``(finishing, entering)`` slots at ``now``, in slot order: FluidCore.settle's due test.
+
+        On the ``first`` pass of an instant, flows due within the resolution of their own
+        duration finish now too (counted in ``merged``, with those found late).  Shared by
+        the general scalar form and the lean one (:mod:`simcomm.engine.fluid.lone`).
+        """
         lim = now + tol
         t_next, phase = self.t_next, self.phase
+        gone: list = []
+        enter: list = []
         if first:
-            # FluidCore.settle's first pass: flows due within the resolution finish now too.
+            core = self.core
             res = core.resolution
             lo = now - tol
-            t_bw = self.t_bw
-            due = []
             early = late = 0
-            for i, t in enumerate(t_next):
+            for i, (t, ph, tb) in enumerate(zip(t_next, phase, self.t_bw)):
                 if t <= lim:
-                    due.append(i)
-                    if t < lo and phase[i] == BANDWIDTH:
-                        late += 1
-                elif phase[i] == BANDWIDTH and t - now <= res * (t - t_bw[i]):
-                    due.append(i)
+                    if ph:  # BANDWIDTH (the slots hold no GONE flow between passes)
+                        gone.append(i)
+                        if t < lo:
+                            late += 1
+                    else:
+                        enter.append(i)
+                elif ph and t - now <= res * (t - tb):
+                    gone.append(i)
                     early += 1
             if early or late:
                 core.merged += early + late
         else:
-            due = [i for i, t in enumerate(t_next) if t <= lim]
-        if not due:
+            for i, t in enumerate(t_next):
+                if t <= lim:
+                    (gone if phase[i] else enter).append(i)
+        return gone, enter
+
+    def step(self, now: float, tol: float, first: bool, done_batches: list) -> bool:
+        """One pass of FluidCore.settle's loop; False when nothing is due."""
+        gone, enter = self.due(now, tol, first)
+        if not gone and not enter:
             return False
-        gone = [i for i in due if phase[i] == BANDWIDTH]
-        enter = [i for i in due if phase[i] == LATENCY]
+        core = self.core
+        t_next, phase = self.t_next, self.phase
         if gone:
             self._record_finished(gone, now, done_batches)
             for i in gone:
@@ -356,7 +291,7 @@ class SmallFlows:
         core.solves += 1
         phase = self.phase
         live = [i for i, ph in enumerate(phase) if ph == BANDWIDTH]
-        bar = threshold * (1.0 - 1e-9)
+        bar = threshold * RESOLVE_MARGIN
         slots = [i for i in live if rate[i] >= bar or i in enter]
         full = core.solves % core._refresh == 0 or len(slots) == len(live)
         if full:
@@ -396,7 +331,7 @@ class SmallFlows:
             rem[i] = x
             t_ref[i] = now
             rate[i] = r
-            t_next[i] = now + (_div(x, r) if x > 0 else 0.0)
+            t_next[i] = now + (div(x, r) if x > 0 else 0.0)
 
     # ---- queries ---------------------------------------------------------
     def next_time(self, resolution: float) -> float:

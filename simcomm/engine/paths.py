@@ -1,0 +1,107 @@
+"""The one chooser of the engine's paths: driver, collective pricing and fluid-core form.
+
+The engine has fast paths in three layers, each exact against a reference
+path (docs/engine.md, "Engine paths").  :func:`choose` picks them, from the plan
+and the options alone, and nothing else in the engine decides which runs; its
+:class:`Paths` is recorded in every run (``Timeline.paths``, and in ``--json``
+of ``simcomm run`` as each kind's ``engine``).
+
+* **driver** (how the plan's ops are run through time):
+  ``one-pass`` (analytic without link bytes: every op's times in op order,
+  :func:`simcomm.engine.flow.analytic.longest_path`), ``direct`` (a flow run of computes and
+  messages alone, no CPU cost of communication: a heap that replays SimPy's events,
+  :func:`simcomm.engine.drive.executor._run_direct`), ``callbacks`` (SimPy's queue, streams and
+  collectives driven by callbacks, :mod:`simcomm.engine.events`), ``processes`` (one SimPy
+  process per stream and collective: the reference).
+* **pricing** (how a collective's steps are priced): ``closed-forms`` (analytic),
+  ``per-link`` (repeated steps reserve their own links), ``whole-network`` (they reserve
+  the idle network: with link usage recorded or a CPU cost of communication, or the
+  ``per_link`` reference), ``plain`` (every repeat as flows: the ``coalesce`` reference);
+  ``scaled``: a scalable step's isolated run is reused for other sizes.
+* **core** (the fluid core's most specialised form; it moves to the arrays when more than
+  ``max_live`` flows are live): ``lean`` (Python floats while live routes are disjoint,
+  :mod:`simcomm.engine.fluid.lone`), ``scalar`` (Python floats, :mod:`simcomm.engine.fluid.small`),
+  ``numpy`` (arrays throughout), ``plain`` (arrays, every flow re-solved by the textbook
+  solver at every event: the ``incremental`` reference); ``none`` for closed forms.
+
+References (``EngineOptions.reference``, :data:`REFERENCES`) each turn one fast path off;
+those marked exact in :data:`EXACT` give the same floats bit for bit, the others the same
+answer in the model (benchmarks/check_hashes.py compares both).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+__all__ = ["Paths", "choose", "REFERENCES", "EXACT"]
+
+#: Every reference path: name -> the fast path it turns off.
+REFERENCES = {
+    "one_pass": "the analytic one pass (analytic runs without link bytes go through the event loop)",
+    "direct": "the direct loop for plans of computes and messages (SimPy's queue instead)",
+    "callbacks": "callbacks driving streams and collectives (one SimPy process each instead)",
+    "keep": "collective preparations kept with the topology for later runs (prepared again each run)",
+    "per_link": "reservations of a repeated step's own links (of the whole idle network instead)",
+    "coalesce": "coalesced repeats and scaled steps (every repeat of every step as plain flows)",
+    "scaling": "reusing a scalable step's isolated run for another size (run alone again instead)",
+    "lean": "the scalar core's lean form for disjoint routes (the general scalar form instead)",
+    "scalar": "the fluid core's scalar form for few flows (numpy arrays throughout instead)",
+    "incremental": "incremental max-min re-solves and link pruning (the textbook solver at every event)",
+}
+#: References that give every float bit for bit (the others: the same model, floats to 1e-9).
+EXACT = frozenset({"one_pass", "direct", "callbacks", "keep", "lean", "scalar"})
+
+
+@dataclass(frozen=True)
+class Paths:
+    """The paths one engine run takes (see the module docstring)."""
+
+    driver: str
+    pricing: str
+    scaled: bool
+    core: str
+    keep: bool
+    max_live: int
+
+    def to_dict(self) -> dict:
+        """What a run records: driver, pricing, scaled steps and core (``keep``/``max_live`` change no float)."""
+        d = asdict(self)
+        del d["keep"], d["max_live"]
+        return d
+
+
+def choose(plan, fidelity: str, options) -> Paths:
+    """The paths a run of ``plan`` at ``fidelity`` with ``options`` (EngineOptions) takes."""
+    from simcomm.ops import Collective
+
+    ref = options.reference
+    flow = fidelity == "flow"
+    cpu = flow and options.comm_cpu > 0  # the analytic fidelity has no shared network to count bytes on
+    if not flow and not options.link_bytes and "one_pass" not in ref:
+        driver = "one-pass"
+    elif flow and not cpu and "direct" not in ref and not any(isinstance(op, Collective) for op in plan.ops):
+        driver = "direct"
+    elif "callbacks" not in ref:
+        driver = "callbacks"
+    else:
+        driver = "processes"
+    if not flow:
+        pricing, scaled, core = "closed-forms", False, "none"
+    else:
+        coalesce = "coalesce" not in ref
+        if not coalesce:
+            pricing = "plain"
+        elif "per_link" in ref or options.record_link_usage or cpu:
+            pricing = "whole-network"
+        else:
+            pricing = "per-link"
+        scaled = coalesce and "scaling" not in ref
+        if "incremental" in ref:
+            core = "plain"
+        elif "scalar" in ref:
+            core = "numpy"
+        elif "lean" in ref:
+            core = "scalar"
+        else:
+            core = "lean"
+    return Paths(driver, pricing, scaled, core, "keep" not in ref, options.max_live)
