@@ -192,9 +192,12 @@ class Resolver:
         NCCL on a network of plain Ethernet (``eth-*``) runs over TCP sockets: ``nccl`` becomes
         ``nccl-socket``, and why says so (:func:`simcomm.links.ethernet.socket_transport_reason`).
         """
+        from simcomm.stacks import get_stack
+
         name, why = self._stack_named()
-        if name == "nccl" and self.transport_switch() is not None:
-            return "nccl-socket", self.transport_switch()
+        fallback = get_stack(name).over_plain_ethernet
+        if fallback is not None and self.transport_switch() is not None:
+            return fallback, self.transport_switch()
         return name, why
 
     def _stack_named(self) -> tuple[str, str | None]:

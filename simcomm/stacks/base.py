@@ -66,6 +66,9 @@ class Stack:
     #: protocol overhead (~20%) NCCL can get an effective NVLink bandwidth of 370GB/s" on H100,
     #: nccl-tests issue 212) instead of ``intra_efficiency``.
     nccl_nvlink: bool = False
+    #: The stack this one runs as on a network of plain Ethernet (no RDMA device): NCCL's IB plugin finds no
+    #: device and NCCL falls back to its own socket transport (``ncclNetSocket``, src/transport/net_socket.cc).
+    over_plain_ethernet: str | None = None
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.cpu_per_byte) and self.cpu_per_byte >= 0):

@@ -38,7 +38,7 @@ define(Stack("ideal", 1.0, 0.0, 1.0, 0.0, None, "line rate, no per-message softw
              "Hockney alpha-beta model", collectives="mpich"))
 define(Stack("nccl", 0.96, 3e-6, 0.8, 3e-6, None, "NCCL: ~96 % of network, NVLink at NCCL's per-link rate, 80 % "
              "of PCIe, 3 us per message", "reference [M4], [NCCL-topo], [NCCL-tuning]", collectives="nccl",
-             nccl_nvlink=True))
+             nccl_nvlink=True, over_plain_ethernet="nccl-socket"))
 define(Stack("mpi-tcp", 0.4, 40e-6, 0.5, 1e-6, None, "Open MPI over TCP sockets: ~40 % of line rate, 40 us per "
              "message, coll/tuned algorithm choice",
              "reference [M5], [M6], [M7], [UCX-11020]; seed 000 used TCP over InfiniBand", collectives="openmpi"))

@@ -218,9 +218,19 @@ _add("haswell", "cpu", "Cori Haswell node, 2x E5-2698 v3: 2.36 TF fp32, 136.6 GB
      "[CORI] [HSW-uw] [HSW-bw] (fp32 = 2x DP, derived; not calibrated)", {"fp32": 2.36e12}, 136.6e9, 128 * _GIB,
      "Haswell node", launch=2e-6)
 
+_add("gb300", "gpu", "Blackwell Ultra GPU of an NVIDIA GB300 superchip: 288 GB HBM3e, 8 TB/s; dense bf16/fp8 peaks "
+     "assumed equal to GB200's", "[GB300] memory; peaks and SM count assumed as GB200's (no single-GPU bf16/fp8 "
+     "figure collected; Blackwell Ultra's gains are FP4 and attention), factors borrowed from the h100 fit",
+     {"fp32": 90e12, "tf32": 1250e12, "fp16": 2500e12, "bf16": 2500e12, **_FP8_GB200}, 8e12, 288 * _GIB,
+     "GB300 (Blackwell Ultra GPU)", fp32_math="tf32", sms=_SMS["gb200"],
+     fitted=tuple((d, _borrow(e, "nearest calibrated datacenter GPU (h100); no published GB300 row"))
+                  for d, e in _H100_FITS),
+     fitted_transformer=tuple((d, _borrow(e, "nearest calibrated datacenter GPU (h100); no GB300 capture"))
+                              for d, e in _H100_TF_FITS))
+
 #: topology device names (simcomm/topologies/devices.py, presets) -> trace device names
 CLUSTER_DEVICES = {"v100": "v100", "a100": "a100", "a100-80g": "a100-80g", "h100": "h100", "h800": "h800", "h200": "h200",
-                   "b200": "b200", "gb200": "gb200", "l40s": "l40s", "t4": "t4", "gtx-1080-ti": "1080ti",
+                   "b200": "b200", "gb200": "gb200", "gb300": "gb300", "l40s": "l40s", "t4": "t4", "gtx-1080-ti": "1080ti",
                    "1080ti": "1080ti", "haswell": "haswell"}
 
 
