@@ -206,6 +206,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     def cpu_stretched(op):
         # The rank's CPU also moved bytes while computing: owe comm_cpu per byte, and
         # keep computing until the owed time (which itself overlaps more traffic) is paid.
+        assert flow_pricer is not None  # CPU-stretched computes are built only when ranks' bytes are tracked
         b0 = flow_pricer.rank_bytes(op.rank)
         yield env.timeout(op.seconds)
         paid = 0.0
