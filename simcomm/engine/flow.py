@@ -253,7 +253,7 @@ class FlowPricer:
             return lat + (d0 - lat) * (n / n0), prof
         iso = run_isolated(self.net.core.capacity, routed.nbytes, routed.latency, routed.route_len,
                            routed.links, incremental=self.ctx.incremental, family_of_link=self.fam,
-                           resolution=self.ctx.resolution, scalar=self.ctx.scalar)
+                           resolution=self.ctx.resolution, scalar=self.ctx.scalar, shared=self.net.core)
         self.ctx.stats["isolated_runs"] += 1
         self.ctx.stats["isolated_solves"] += iso.solves
         if iso.merged:
@@ -295,7 +295,7 @@ class FlowPricer:
             t_start = now - resume
             st = run_isolated(self.net.core.capacity, routed.nbytes, routed.latency, routed.route_len,
                               routed.links, until=resume, incremental=self.ctx.incremental,
-                              resolution=self.ctx.resolution, scalar=self.ctx.scalar)
+                              resolution=self.ctx.resolution, scalar=self.ctx.scalar, shared=self.net.core)
             fin = t_start + st.finish
             if st.merged:
                 self.ctx.stats["merged_flows"] += st.merged
