@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from simcomm.errors import TopologyError
 from simcomm.topologies.base import ecmp_hash, ecmp_hash_many
+from simcomm.topologies.fat_tree import fat_tree
+from simcomm.topologies.star import star
 from simcomm.topologies.two_level import two_level
 
 
@@ -64,3 +66,25 @@ def test_a_router_returning_a_non_edge_is_an_error():
     nodes = np.array([[0, 1, -1]] * 2)  # ranks 0 and 1 of machine 0 are not adjacent with a hub
     with pytest.raises(TopologyError, match="non-edge"):
         topo._links_of_paths(nodes)
+
+
+@settings(max_examples=25, deadline=None)
+@given(hosts=st.integers(2, 300), levels=st.sampled_from([2, 3]), routing=st.sampled_from(["ecmp", "d-mod-k"]),
+       oversubscription=st.sampled_from([1.0, 2.0]), seed=st.integers(0, 100))
+def test_standalone_fat_trees_route_in_arrays_as_pair_by_pair(hosts, levels, routing, oversubscription, seed):
+    """Fat-trees whose hosts are the ranks (1 048 576-rank benchmarks) route in arrays: the same links."""
+    topo = fat_tree(hosts=hosts, levels=levels, routing=routing, oversubscription=oversubscription)
+    src, dst = _pairs(topo, 600, seed)
+    want_lens, want_links = _one_by_one(topo, src, dst)
+    topo._routes_one_by_one = None  # the array path must not fall back
+    lens, links = topo.routes(src, dst)
+    assert lens.tolist() == want_lens and links.tolist() == want_links
+
+
+def test_a_standalone_star_routes_in_arrays_as_pair_by_pair():
+    topo = star(300, "ib-edr")
+    src, dst = _pairs(topo, 600, 3)
+    want_lens, want_links = _one_by_one(topo, src, dst)
+    topo._routes_one_by_one = None
+    lens, links = topo.routes(src, dst)
+    assert lens.tolist() == want_lens and links.tolist() == want_links
