@@ -392,7 +392,7 @@ def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: boo
               on_timeline=None, record_link_usage: bool = False, comm_cpu: float = 0.0,
               resolution: float = 0.0, merged: list | None = None, jitter: float = 0.0,
               runtime: Runtime | None = None, ran: dict | None = None, rank_means: bool = False,
-              busiest: int = 0, comm_streams: dict | None = None):
+              busiest: int = 0, comm_streams: dict | None = None, progress=None):
     """Simulate each (weight, plan); returns IterationKinds.
 
     ``on_timeline(label, weight, plan, timeline, topology)`` is called for each
@@ -409,7 +409,8 @@ def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: boo
     receives, per (collective, algorithm asked), what the engine ran and how often.
     ``rank_means``: also record each kind's mean over training ranks of their finish
     times (:func:`rank_mean`; not with ``jitter``).  ``busiest``: record that many of the
-    busiest directed links of each kind, with their utilisation over the iteration.
+    busiest directed links of each kind, with their utilisation over the iteration.  ``progress(stage)``,
+    when given, is told each engine run before it starts (a command line's progress bar).
     """
     from simcomm import engine
     from simcomm import jitter as jit
@@ -429,6 +430,9 @@ def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: boo
         if jitter:
             run_plan, copies = jit.chain(plan, jit.draw(jitter, jit.ITERATIONS, plan.n_ranks, (seed, n_kind)))
         run_opts = replace(opts, traffic_weights=plan.info.traffic_weights) if plan.info.traffic_weights else opts
+        of = f" {n_kind + 1}/{len(kinds)}" if len(kinds) > 1 else ""
+        if progress is not None:
+            progress(f"{fidelity} simulation{of}: {len(run_plan.ops):,} ops on {topo.n_ranks:,} ranks")
         tl = engine.simulate(run_plan, topo, fidelity=fidelity, seed=seed, options=run_opts)
         if merged is not None:
             merged.append(int(tl.meta.get("merged_flows", 0)))
@@ -447,6 +451,8 @@ def run_plans(kinds, topo, n_train: int, fidelity: str, seed: int, analytic: boo
         lb = {k: float(v) / per for k, v in sorted(tl.link_class_bytes.items())}
         est = t if fidelity == "analytic" else None
         if analytic and fidelity != "analytic":
+            if progress is not None:
+                progress(f"closed form{of}")
             try:
                 # Only its times are needed: without link bytes the closed forms need no event loop.
                 est = iteration_time(plan, engine.simulate(plan, topo, fidelity="analytic", seed=seed,
@@ -660,14 +666,15 @@ def _ran_lines(ran: dict, runtime) -> list[str]:
 
 def simulate(scn: Scenario, *, ctx: Context | None = None, baseline: bool = True,
              analytic: bool = True, on_timeline=None, busiest_links: int = 0, topology=None,
-             trace=None) -> Result:
+             trace=None, progress=None) -> Result:
     """Simulate ``scn`` and return its Result (NotApplicable is reported in the Result).
 
     ``baseline=False`` skips the "speedup vs" run.  ``topology``/``trace``: a ready-made
     Topology or Trace for library callers (a validation case's paper cluster) instead of the
     scenario's names; everything else is the unchanged ``simcomm run`` path.  ``busiest_links``:
     how many of the busiest directed links to report.  ``on_timeline`` receives each simulated
-    kind of iteration of the chosen strategy (not of the baseline), see :func:`run_plans`.  Runs with the cyclic garbage collector paused
+    kind of iteration of the chosen strategy (not of the baseline), see :func:`run_plans`.  ``progress(stage)``
+    is told each stage (setup, plan, each engine run) as it begins, for a progress bar.  Runs with the cyclic garbage collector paused
     (:mod:`simcomm.gcpause`: plans of 10^5 ops and their runs leave no cycles).
     """
     if topology is not None or trace is not None:
@@ -675,11 +682,16 @@ def simulate(scn: Scenario, *, ctx: Context | None = None, baseline: bool = True
             raise ValueError("simulate: give a ready-made topology/trace or a ctx, not both")
         ctx = Context(scn, given_trace=trace, given_topology=topology)
     with gc_paused():
-        return _simulate(scn, ctx, baseline, analytic, on_timeline, busiest_links)
+        return _simulate(scn, ctx, baseline, analytic, on_timeline, busiest_links, progress)
 
 
 def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool, on_timeline,
-              busiest_links: int = 0) -> Result:
+              busiest_links: int = 0, progress=None) -> Result:
+    def stage(what: str) -> None:
+        if progress is not None:
+            progress(what)
+
+    stage("trace and cluster")
     ctx = ctx or Context(scn)
     strategy = make_strategy(scn.strategy, scenario_options(scn))
     trace = ctx.trace()
@@ -721,6 +733,7 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
     common = dict(strategy=scn.strategy, options=dict(scn.options), nodes=scn.nodes, gpus_per_node=gpn,
                   n_ranks=n_train, cluster=scn.cluster, model=trace.model, batch=w.batch,
                   fidelity=scn.fidelity, stack=stack_name)
+    stage(f"planning {scn.strategy} on {topo.n_ranks:,} ranks")
     try:
         plans = strategy.iterations(w, topo)
     except NotApplicable as exc:
@@ -754,7 +767,7 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
                             record_link_usage=on_timeline is not None, comm_cpu=cpu,
                             resolution=scn.resolution, merged=merged, jitter=wl.compute_jitter,
                             runtime=runtime, ran=ran, rank_means=bool(scale), busiest=busiest_links,
-                            comm_streams=type(strategy).comm_streams))
+                            comm_streams=type(strategy).comm_streams, progress=progress))
     assumed += _ran_lines(ran, runtime)
     mean, bd, lb, est = _mean(kinds)
     _check_finite(scn, mean * (w.iterations_per_epoch or 1), est, lb)  # the epoch too: iterations x mean
@@ -780,6 +793,7 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
                 base_s = mean
             else:
                 bran: dict = {}
+                stage(f"baseline {ref.describe()}: planning")
                 try:
                     bplans = ref.iterations(w, topo)
                 except NotApplicable as exc:
@@ -787,7 +801,8 @@ def _simulate(scn: Scenario, ctx: Context | None, baseline: bool, analytic: bool
                                       f"--baseline, or --baseline none") from None
                 bk = run_plans(bplans, topo, n_train, scn.fidelity, scn.seed, analytic=False,
                                comm_cpu=cpu, resolution=scn.resolution, merged=merged, jitter=wl.compute_jitter,
-                               runtime=runtime, ran=bran)
+                               runtime=runtime, ran=bran,
+                               progress=None if progress is None else (lambda what: progress(f"baseline: {what}")))
                 base_s = _mean(bk)[0] + _epoch_evaluation(strategy, ref, w, assumed)
                 base_samples = _samples(bplans, w)
                 base_desc += "".join(f"; {x}" for x in _ran_lines(bran, runtime))
