@@ -88,3 +88,30 @@ def test_a_standalone_star_routes_in_arrays_as_pair_by_pair():
     topo._routes_one_by_one = None
     lens, links = topo.routes(src, dst)
     assert lens.tolist() == want_lens and links.tolist() == want_links
+
+
+@pytest.mark.parametrize("build", [lambda: two_level(3, 4, inter="fat-tree"), lambda: fat_tree(hosts=20),
+                                   lambda: star(5, "ib-edr")])
+def test_rank_machines_and_gammas_in_one_pass_are_the_graphs(build):
+    topo = build()
+    nodes = topo.graph.nodes
+    assert [topo.machine_of(r) for r in range(topo.n_ranks)] == [nodes[n].get("machine") for n in topo.ranks]
+    assert topo.gammas().tolist() == [topo.gamma(r) for r in range(topo.n_ranks)]
+    topo.graph.nodes[topo.ranks[-1]]["gamma"] = 1e-9  # a preset setting a server's gamma is read afresh
+    assert topo.gammas()[-1] == 1e-9
+
+
+def test_validation_names_the_first_edge_with_an_unknown_link():
+    import networkx as nx
+
+    from simcomm.links.base import link_class
+    from simcomm.topologies.base import Topology
+
+    g = nx.Graph()
+    g.add_node("a", kind="rank")
+    g.add_node("b", kind="rank")
+    g.add_node("s", kind="switch")
+    g.add_edge("a", "s", link="ib-edr")
+    g.add_edge("s", "b", link="warp")
+    with pytest.raises(TopologyError, match="edge 'b'-'s' uses unknown link 'warp'; valid choices: ib-edr"):
+        Topology("t", g, {"ib-edr": link_class("ib-edr")}, ("a", "b"))
