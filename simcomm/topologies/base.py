@@ -186,18 +186,25 @@ class Topology:
     @cached_property
     def _edge_ids(self) -> dict[tuple[Hashable, Hashable], int]:
         ids: dict[tuple[Hashable, Hashable], int] = {}
-        for e, (u, v) in enumerate(self.graph.edges):
+        for e, (u, v) in enumerate(self._edge_list):
             ids[(u, v)] = 2 * e
             ids[(v, u)] = 2 * e + 1
         return ids
 
     @cached_property
+    def _edges_with_links(self) -> tuple[list[tuple[Hashable, Hashable]], list[str]]:
+        """The graph's edges in order and each one's link-class name, in one pass over the edges."""
+        edges, names = [], []
+        for u, v, name in self.graph.edges(data="link"):
+            edges.append((u, v))
+            names.append(name)
+        return edges, names
+
+    @cached_property
     def link_names(self) -> tuple[str, ...]:
         """Link-class name of each directed link id."""
-        out = []
-        for _, _, name in self.graph.edges(data="link"):
-            out += [name, name]
-        return tuple(out)
+        names = self._edges_with_links[1]
+        return tuple(name for name in names for _ in (0, 1))
 
     @cached_property
     def capacity(self) -> np.ndarray:
@@ -211,7 +218,7 @@ class Topology:
 
     @cached_property
     def _edge_list(self) -> list[tuple[Hashable, Hashable]]:
-        return list(self.graph.edges)
+        return self._edges_with_links[0]
 
     def link_endpoints(self, lid: int) -> tuple[Hashable, Hashable]:
         u, v = self._edge_list[lid // 2]  # cached: graphs are not mutated after construction
