@@ -8,7 +8,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["stdout", "stderr", "table", "print_json"]
+__all__ = ["stdout", "stderr", "table", "print_json", "StageBar"]
 
 
 def stdout() -> Console:
@@ -38,3 +38,52 @@ def table(title: str, columns: list[tuple[str, str]]) -> Table:
 def print_json(obj) -> None:
     """Machine output: sorted keys, stable float repr, newline-terminated."""
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+class StageBar:
+    """A transient progress bar on stderr naming the stage a long run is in, with the time elapsed.
+
+    Only on a terminal and only when ``enabled`` (never with ``--json``, ``--csv`` or on a pipe: nothing
+    a program reads gets a bar).  Used as a context manager; the instance is the library's
+    ``progress(stage)`` callback.  The bar pulses (a stage's length is not known in advance) and
+    appears only once the run has taken :data:`AFTER_S` seconds, so quick runs print nothing extra.
+    """
+
+    #: seconds before the bar appears
+    AFTER_S = 2.0
+
+    def __init__(self, enabled: bool = True):
+        self.console = stderr()
+        self.on = enabled and self.console.is_terminal
+        self.progress = None
+        self.task = None
+        self.stage = "starting"
+
+    def __enter__(self):
+        if self.on:
+            import threading
+
+            self._timer = threading.Timer(self.AFTER_S, self._show)
+            self._timer.daemon = True
+            self._timer.start()
+        return self
+
+    def _show(self) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                                 console=self.console, transient=True)
+        self.progress.start()
+        self.task = self.progress.add_task(self.stage, total=None)
+
+    def __call__(self, stage: str) -> None:
+        self.stage = stage
+        if self.progress is not None and self.task is not None:
+            self.progress.update(self.task, description=stage)
+
+    def __exit__(self, *exc) -> None:
+        if self.on:
+            self._timer.cancel()
+            self._timer.join()
+        if self.progress is not None:
+            self.progress.stop()

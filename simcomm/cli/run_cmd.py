@@ -15,7 +15,7 @@ from typing import Optional
 
 import typer
 
-from simcomm.cli.console import stderr, print_json, stdout, table
+from simcomm.cli.console import StageBar, stderr, print_json, stdout, table
 from simcomm.errors import ConfigError
 from simcomm.cli.scenario_flags import scenario_flags
 from simcomm.scenario import Scenario, flat_from_file, from_flat
@@ -156,7 +156,8 @@ def run_command(
         kinds.append((label, plan, tl))
         topo_box[:] = [topo]
 
-    res = simulate(scn, on_timeline=keep if timeline is not None else None)
+    with StageBar(enabled=not (as_json or as_csv)) as bar:
+        res = simulate(scn, on_timeline=keep if timeline is not None else None, progress=bar)
     if res.not_applicable:
         raise ConfigError(f"strategy {res.strategy!r} is not applicable here: {res.not_applicable}")
     if timeline is not None:

@@ -20,6 +20,7 @@ reduction time (γ) is charged.
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import ClassVar
 
 import numpy as np
@@ -63,7 +64,7 @@ def register(cls: type[NcclAlgorithm]) -> type[NcclAlgorithm]:
 
 def pack(pairs: list[tuple[int, int]], nbytes: float | list[float]) -> Flows:
     """Parallel arrays from (src, dst) pairs and one byte count (or one per pair)."""
-    src = np.fromiter((a for a, _ in pairs), dtype=np.int64, count=len(pairs))
-    dst = np.fromiter((b for _, b in pairs), dtype=np.int64, count=len(pairs))
+    flat = np.fromiter(chain.from_iterable(pairs), dtype=np.int64, count=2 * len(pairs))  # src, dst, src, ...
+    src, dst = flat[0::2].copy(), flat[1::2].copy()
     nb = np.broadcast_to(np.asarray(nbytes, dtype=float), (len(pairs),)).copy()
     return src, dst, nb

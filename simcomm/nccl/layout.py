@@ -30,7 +30,7 @@ holds what that needs, read off a :class:`~simcomm.topologies.base.Topology`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -114,21 +114,21 @@ class GroupLayout:
     def n_nodes(self) -> int:
         return len(self.nodes)
 
-    @property
+    @cached_property
     def ppn(self) -> int:
-        """Members per node (the largest node when they differ)."""
+        """Members per node (the largest node when they differ); computed once (rings() asks for every hop)."""
         return max(len(n) for n in self.nodes)
 
-    @property
+    @cached_property
     def min_ppn(self) -> int:
         """Members of the smallest node (NCCL's ``minLocalRanks``)."""
         return min(len(n) for n in self.nodes)
 
-    @property
+    @cached_property
     def uniform(self) -> bool:
         return len({len(n) for n in self.nodes}) == 1
 
-    @property
+    @cached_property
     def pxn(self) -> bool:
         """NCCL hands network traffic over NVLink to the GPU on the right rail (PXN, NCCL >= 2.12).
 

@@ -90,9 +90,11 @@ def samples_of(plans, w) -> int:
     return next((plan.info.samples for _, plan in plans if plan.info.samples), None) or w.global_batch
 
 
-def run_baseline(setup: Setup, strategy, w, samples: int, mean: float, how: RunOptions) -> Baseline | None:
+def run_baseline(setup: Setup, strategy, w, samples: int, mean: float, how: RunOptions,
+                 progress=None) -> Baseline | None:
     """Run the baseline of ``strategy`` (its own ``mean`` when the baseline is the strategy itself); None
-    with ``--baseline none``.  ``samples``: what one iteration of ``strategy`` trains."""
+    with ``--baseline none``.  ``samples``: what one iteration of ``strategy`` trains.  ``progress(stage)``:
+    told each stage as it begins (a progress bar)."""
     ref, why = baseline_choice(setup.scenario, strategy)
     if ref is None:
         return None
@@ -100,12 +102,14 @@ def run_baseline(setup: Setup, strategy, w, samples: int, mean: float, how: RunO
     base_s, base_samples, merged = mean, samples, 0
     lines: list[str] = []
     if not (ref.name == strategy.name and ref.params == strategy.params):
+        if progress is not None:
+            progress(f"{ref.describe()}: planning")
         try:
             plans = ref.iterations(w, setup.topology)
         except NotApplicable as exc:
             raise ConfigError(f"baseline: {ref.name!r} does not apply here ({exc}); choose another with "
                               f"--baseline, or --baseline none") from None
-        rec = run_plans(plans, setup.topology, setup.n_train, how)
+        rec = run_plans(plans, setup.topology, setup.n_train, how, progress=progress)
         base_s = mean_of(rec.kinds)[0] + epoch_evaluation(strategy, ref, w, lines)
         base_samples, merged = samples_of(plans, w), rec.merged_flows
         desc += "".join(f"; {x}" for x in ran_lines(rec.algorithms, setup.runtime))

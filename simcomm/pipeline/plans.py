@@ -57,11 +57,12 @@ class RunRecord:
     algorithms: dict = field(default_factory=dict)
 
 
-def run_plans(kinds, topo, n_train: int, how: RunOptions, on_timeline=None) -> RunRecord:
+def run_plans(kinds, topo, n_train: int, how: RunOptions, on_timeline=None, progress=None) -> RunRecord:
     """Simulate each (weight, plan) of ``kinds`` on ``topo`` as ``how`` says.
 
     ``on_timeline(label, weight, plan, timeline, topology)`` is called for each
-    kind as it is simulated (``simcomm run --timeline`` writes them out).
+    kind as it is simulated (``simcomm run --timeline`` writes them out).  ``progress(stage)``,
+    when given, is told each engine run before it starts (a command line's progress bar).
     """
     from simcomm import engine
     from simcomm import jitter as jit
@@ -84,6 +85,9 @@ def run_plans(kinds, topo, n_train: int, how: RunOptions, on_timeline=None) -> R
         if jitter:
             run_plan, copies = jit.chain(plan, jit.draw(jitter, jit.ITERATIONS, plan.n_ranks, (seed, n_kind)))
         run_opts = replace(opts, traffic_weights=plan.info.traffic_weights) if plan.info.traffic_weights else opts
+        of = f" {n_kind + 1}/{len(kinds)}" if len(kinds) > 1 else ""
+        if progress is not None:
+            progress(f"{fidelity} simulation{of}: {len(run_plan.ops):,} ops on {topo.n_ranks:,} ranks")
         tl = engine.simulate(run_plan, topo, fidelity=fidelity, seed=seed, options=run_opts)
         merged += int(tl.meta.get("merged_flows", 0))
         for kind, asked, what, count in tl.meta.get("algorithms", ()):
@@ -100,6 +104,8 @@ def run_plans(kinds, topo, n_train: int, how: RunOptions, on_timeline=None) -> R
         lb = {k: float(v) / per for k, v in sorted(tl.link_class_bytes.items())}
         est = t if fidelity == "analytic" else None
         if how.analytic and fidelity != "analytic":
+            if progress is not None:
+                progress(f"closed form{of}")
             try:
                 # Only its times are needed: without link bytes the closed forms need no event loop.
                 est = iteration_time(plan, engine.simulate(plan, topo, fidelity="analytic", seed=seed,

@@ -25,14 +25,16 @@ __all__ = ["simulate", "check_wire"]
 
 def simulate(scn: Scenario, *, ctx: Resolver | None = None, baseline: bool = True,
              analytic: bool = True, on_timeline=None, busiest_links: int = 0, topology=None,
-             trace=None) -> Result:
+             trace=None, progress=None) -> Result:
     """Simulate ``scn`` and return its Result (NotApplicable is reported in the Result).
 
     ``baseline=False`` skips the "speedup vs" run.  ``topology``/``trace``: a ready-made
     Topology or Trace for library callers (a validation case's paper cluster) instead of the
     scenario's names; everything else is the unchanged ``simcomm run`` path.  ``busiest_links``:
     how many of the busiest directed links to report.  ``on_timeline`` receives each simulated
-    kind of iteration of the chosen strategy (not of the baseline), see :func:`run_plans`.  Runs with the cyclic garbage collector paused
+    kind of iteration of the chosen strategy (not of the baseline), see :func:`run_plans`.  ``progress(stage)``
+    is told each stage (setup, plan, each engine run) as it begins, for a progress bar.  Runs with the cyclic
+    garbage collector paused
     (:mod:`simcomm.gcpause`: plans of 10^5 ops and their runs leave no cycles).
     """
     if topology is not None or trace is not None:
@@ -40,11 +42,16 @@ def simulate(scn: Scenario, *, ctx: Resolver | None = None, baseline: bool = Tru
             raise ValueError("simulate: give a ready-made topology/trace or a ctx, not both")
         ctx = Resolver(scn, given_trace=trace, given_topology=topology)
     with gc_paused():
-        return _simulate(scn, ctx, baseline, analytic, on_timeline, busiest_links)
+        return _simulate(scn, ctx, baseline, analytic, on_timeline, busiest_links, progress)
 
 
 def _simulate(scn: Scenario, ctx: Resolver | None, baseline: bool, analytic: bool, on_timeline,
-              busiest_links: int = 0) -> Result:
+              busiest_links: int = 0, progress=None) -> Result:
+    def stage(what: str) -> None:
+        if progress is not None:
+            progress(what)
+
+    stage("trace and cluster")
     strategy = make_strategy(scn.strategy, scenario_options(scn))
     setup = resolve_setup(scn, ctx or Resolver(scn), strategy.extra_nodes())
     trace, topo, n_train, wl = setup.trace, setup.topology, setup.n_train, scn.workload
@@ -62,6 +69,7 @@ def _simulate(scn: Scenario, ctx: Resolver | None, baseline: bool, analytic: boo
                   gpus_per_node=setup.gpus_per_node, n_ranks=n_train, cluster=scn.cluster, model=trace.model,
                   batch=w.batch, fidelity=scn.fidelity, stack=setup.stack_name,
                   network=setup.cluster.network.given())
+    stage(f"planning {scn.strategy} on {topo.n_ranks:,} ranks")
     try:
         plans = strategy.iterations(w, topo)
     except NotApplicable as exc:
@@ -92,7 +100,7 @@ def _simulate(scn: Scenario, ctx: Resolver | None, baseline: bool, analytic: boo
                      comm_cpu=cpu, resolution=scn.resolution, jitter=wl.compute_jitter,
                      rank_means=bool(setup.compute_scale), busiest=busiest_links,
                      comm_streams=type(strategy).comm_streams)
-    record = run_plans(plans, topo, n_train, how, on_timeline)
+    record = run_plans(plans, topo, n_train, how, on_timeline, progress)
     kinds = record.kinds
     assumed += ran_lines(record.algorithms, setup.runtime)
     mean, bd, lb, est = mean_of(kinds)
@@ -114,7 +122,8 @@ def _simulate(scn: Scenario, ctx: Resolver | None, baseline: bool, analytic: boo
     if baseline:
         base_how = RunOptions(scn.fidelity, scn.seed, setup.runtime, analytic=False, comm_cpu=cpu,
                               resolution=scn.resolution, jitter=wl.compute_jitter)
-        base = run_baseline(setup, strategy, w, samples, mean, base_how)
+        base = run_baseline(setup, strategy, w, samples, mean, base_how,
+                            None if progress is None else (lambda what: progress(f"baseline: {what}")))
         if base is not None:
             assumed += base.lines
             merged += base.merged_flows

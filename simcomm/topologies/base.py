@@ -174,15 +174,19 @@ class Topology:
                 raise TopologyError(f"topology {self.name!r}: placement names {n!r}, which is not a rank node")
         if len(set(self.ranks)) != len(self.ranks):
             raise TopologyError(f"topology {self.name!r}: two ranks placed on the same node")
-        for u, v, data in g.edges(data=True):
-            name = data.get("link")
-            if name not in self.links:
-                raise TopologyError(f"topology {self.name!r}: edge {u!r}-{v!r} uses unknown link "
-                                    f"{name!r}; valid choices: {', '.join(sorted(self.links))}")
-        for n, data in g.nodes(data=True):
-            if data.get("kind") not in ("rank", "nic", "switch"):
-                raise TopologyError(f"topology {self.name!r}: node {n!r} has kind {data.get('kind')!r}; "
-                                    "valid choices: nic, rank, switch")
+        # The names and kinds in use first (one pass over plain dicts: 3 million edges at 1 048 576 ranks);
+        # the loops that name the first offender run only when one is unknown.
+        if not {data.get("link") for _, nbrs in g.adjacency() for data in nbrs.values()} <= self.links.keys():
+            for u, v, data in g.edges(data=True):
+                name = data.get("link")
+                if name not in self.links:
+                    raise TopologyError(f"topology {self.name!r}: edge {u!r}-{v!r} uses unknown link "
+                                        f"{name!r}; valid choices: {', '.join(sorted(self.links))}")
+        if not {kind for _, kind in g.nodes(data="kind")} <= {"rank", "nic", "switch"}:
+            for n, data in g.nodes(data=True):
+                if data.get("kind") not in ("rank", "nic", "switch"):
+                    raise TopologyError(f"topology {self.name!r}: node {n!r} has kind {data.get('kind')!r}; "
+                                        "valid choices: nic, rank, switch")
         if g.number_of_nodes() > 1 and not nx.is_connected(g):
             parts = nx.number_connected_components(g)
             raise TopologyError(f"topology {self.name!r} is disconnected ({parts} components); "
@@ -199,18 +203,25 @@ class Topology:
     @cached_property
     def _edge_ids(self) -> dict[tuple[Hashable, Hashable], int]:
         ids: dict[tuple[Hashable, Hashable], int] = {}
-        for e, (u, v) in enumerate(self.graph.edges):
+        for e, (u, v) in enumerate(self._edge_list):
             ids[(u, v)] = 2 * e
             ids[(v, u)] = 2 * e + 1
         return ids
 
     @cached_property
+    def _edges_with_links(self) -> tuple[list[tuple[Hashable, Hashable]], list[str]]:
+        """The graph's edges in order and each one's link-class name, in one pass over the edges."""
+        edges, names = [], []
+        for u, v, name in self.graph.edges(data="link"):
+            edges.append((u, v))
+            names.append(name)
+        return edges, names
+
+    @cached_property
     def link_names(self) -> tuple[str, ...]:
         """Link-class name of each directed link id."""
-        out = []
-        for _, _, name in self.graph.edges(data="link"):
-            out += [name, name]
-        return tuple(out)
+        names = self._edges_with_links[1]
+        return tuple(name for name in names for _ in (0, 1))
 
     @cached_property
     def capacity(self) -> np.ndarray:
@@ -224,19 +235,29 @@ class Topology:
 
     @cached_property
     def _edge_list(self) -> list[tuple[Hashable, Hashable]]:
-        return list(self.graph.edges)
+        return self._edges_with_links[0]
 
     def link_endpoints(self, lid: int) -> tuple[Hashable, Hashable]:
         u, v = self._edge_list[lid // 2]  # cached: graphs are not mutated after construction
         return (u, v) if lid % 2 == 0 else (v, u)
 
+    @cached_property
+    def _machines(self) -> tuple[int | None, ...]:
+        machine = dict(self.graph.nodes(data="machine"))  # one pass over the nodes, not a view lookup per rank
+        return tuple(machine[n] for n in self.ranks)
+
     def machine_of(self, rank: int) -> int | None:
         """Physical node (server) index of ``rank``, or None if the builder has none."""
-        return self.graph.nodes[self.ranks[rank]].get("machine")
+        return self._machines[rank]
 
     def gamma(self, rank: int) -> float:
         """Seconds per byte reduced on ``rank``'s device."""
         return float(self.graph.nodes[self.ranks[rank]].get("gamma", DEFAULT_GAMMA))
+
+    def gammas(self) -> np.ndarray:
+        """:meth:`gamma` of every rank, in one pass over the nodes (read afresh: a preset may set a server's)."""
+        gamma = dict(self.graph.nodes(data="gamma", default=DEFAULT_GAMMA))
+        return np.array([float(gamma[n]) for n in self.ranks], dtype=float)
 
     # ---- routes ----------------------------------------------------------
     def path(self, a: int, b: int) -> list[Hashable]:

@@ -15,12 +15,13 @@ from collections.abc import Hashable, Sequence
 from typing import Protocol
 
 import networkx as nx
+import numpy as np
 
 from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass, link_class
-from simcomm.topologies.base import DEFAULT_GAMMA, Topology, ecmp_hash
+from simcomm.topologies.base import DEFAULT_GAMMA, Topology, ecmp_hash, ecmp_hash_many
 
-__all__ = ["Fabric", "FabricRouter", "add_link", "rank_graph", "standalone", "positive_int"]
+__all__ = ["Fabric", "FabricRouter", "add_link", "rank_graph", "standalone", "positive_int", "NodeArrays"]
 
 
 class Fabric(Protocol):
@@ -40,6 +41,25 @@ def check_ranks(total: int, what: str) -> int:
     if total > MAX_RANKS:
         raise ConfigError(f"{what} gives {total:,} ranks; simcomm simulates at most {MAX_RANKS:,}")
     return total
+
+
+class NodeArrays:
+    """Lists of node names as index arrays for one ``node_index``, worked out once.
+
+    A fabric's ``paths_many`` is called once per chunk of pairs; looking up a million host names for
+    every chunk cost as much as the routing itself.
+    """
+
+    def __init__(self, *name_lists: Sequence[Hashable]):
+        self.name_lists = name_lists
+        self._kept: tuple[dict, tuple[np.ndarray, ...]] | None = None
+
+    def of(self, idx: dict) -> tuple[np.ndarray, ...]:
+        """Each list's node indices under ``idx`` (node -> index)."""
+        if self._kept is None or self._kept[0] is not idx:
+            self._kept = (idx, tuple(np.fromiter((idx[n] for n in names), dtype=np.int64, count=len(names))
+                                     for names in self.name_lists))
+        return self._kept[1]
 
 
 def positive_int(value: object, field: str, minimum: int = 1) -> int:
@@ -73,12 +93,31 @@ class FabricRouter:
     def __init__(self, fabric: Fabric, hosts: Sequence[Hashable]):
         self.fabric = fabric
         self.index = {h: i for i, h in enumerate(hosts)}
+        self._host_of: tuple[tuple, np.ndarray] | None = None  # (ranks, rank -> host position)
 
     def path(self, topo: Topology, src: Hashable, dst: Hashable) -> list[Hashable]:
         if src == dst:
             return [src]
         i, j = self.index[src], self.index[dst]
         return self.fabric.path(i, j, ecmp_hash(i, j))
+
+    def paths_many(self, topo: Topology, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+        """:meth:`path` of many rank pairs as node index rows padded with -1 (the Router protocol).
+
+        The same paths as :meth:`path` (the ECMP key is :func:`ecmp_hash_many` of the same host pair,
+        bit for bit); a pair of one rank is the one-node path.
+        """
+        many = getattr(self.fabric, "paths_many", None)
+        if many is None:
+            return None
+        if self._host_of is None or self._host_of[0] is not topo.ranks:
+            self._host_of = (topo.ranks, np.fromiter((self.index[n] for n in topo.ranks), dtype=np.int64,
+                                                     count=len(topo.ranks)))
+        host_of = self._host_of[1]
+        i, j = host_of[a], host_of[b]
+        out = many(i, j, ecmp_hash_many(i, j), topo.node_index)
+        out[a == b, 1:] = -1  # a rank to itself: its own node, no link
+        return out
 
 
 def standalone(name: str, g: nx.Graph, links: dict[str, LinkClass], hosts: list[str],

@@ -32,7 +32,7 @@ import numpy as np
 from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
 from simcomm.topologies.base import TOPOLOGIES, DEFAULT_GAMMA, Topology
-from simcomm.topologies.fabric import add_link, positive_int, rank_graph, standalone
+from simcomm.topologies.fabric import NodeArrays, add_link, positive_int, rank_graph, standalone
 
 __all__ = ["fat_tree", "add_fat_tree", "auto_k", "FatTreeFabric", "ROUTINGS"]
 
@@ -55,6 +55,7 @@ class FatTreeFabric:
         self.hosts, self.half, self.levels = hosts, k // 2, levels
         self.edge, self.agg, self.core = edge, agg, core  # see add_fat_tree for layouts
         self.routing = routing
+        self._nodes = NodeArrays(hosts, edge, agg, core)
 
     def _key(self, j, key):
         """The equal-cost choice: the flow hash (ECMP) or the destination's digits (D-mod-K)."""
@@ -88,8 +89,7 @@ class FatTreeFabric:
         """:meth:`path` of many host pairs as node index rows (``idx``: node -> index), padded with -1."""
         h = self.half
         key = self._key(j, key)
-        host, edge, agg, core = (np.array([idx[n] for n in names], dtype=np.int64)
-                                 for names in (self.hosts, self.edge, self.agg, self.core))
+        host, edge, agg, core = self._nodes.of(idx)
         ei, ej, a = i // h, j // h, key % h
         out = np.full((len(i), self.max_nodes), -1, dtype=np.int64)
         out[:, 0], out[:, 1] = host[i], edge[ei]

@@ -26,7 +26,7 @@ import numpy as np
 
 from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
-from simcomm.topologies.fabric import add_link, positive_int
+from simcomm.topologies.fabric import NodeArrays, add_link, positive_int
 
 __all__ = ["add_rail", "RailFabric"]
 
@@ -39,6 +39,7 @@ class RailFabric:
     def __init__(self, hosts: list, rails: int, nodes_per_leaf: int, leaves: list, spines: list, routing: str):
         self.hosts, self.rails, self.per_leaf = hosts, rails, nodes_per_leaf
         self.leaves, self.spines, self.routing = leaves, spines, routing
+        self._nodes = NodeArrays(hosts, leaves, spines)
 
     def _leaf(self, i):
         node, rail = i // self.rails, i % self.rails
@@ -54,8 +55,7 @@ class RailFabric:
         return [self.hosts[i], self.leaves[li], self.spines[self._spine(j, key)], self.leaves[lj], self.hosts[j]]
 
     def paths_many(self, i: np.ndarray, j: np.ndarray, key: np.ndarray, idx: dict) -> np.ndarray:
-        host, leaf, spine = (np.array([idx[n] for n in names], dtype=np.int64)
-                             for names in (self.hosts, self.leaves, self.spines))
+        host, leaf, spine = self._nodes.of(idx)
         li, lj = self._leaf(i), self._leaf(j)
         out = np.full((len(i), self.max_nodes), -1, dtype=np.int64)
         out[:, 0], out[:, 1] = host[i], leaf[li]

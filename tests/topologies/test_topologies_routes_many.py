@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from simcomm.errors import TopologyError
 from simcomm.topologies.base import ecmp_hash, ecmp_hash_many
+from simcomm.topologies.fat_tree import fat_tree
+from simcomm.topologies.star import star
 from simcomm.topologies.two_level import two_level
 
 
@@ -64,3 +66,52 @@ def test_a_router_returning_a_non_edge_is_an_error():
     nodes = np.array([[0, 1, -1]] * 2)  # ranks 0 and 1 of machine 0 are not adjacent with a hub
     with pytest.raises(TopologyError, match="non-edge"):
         topo._links_of_paths(nodes)
+
+
+@settings(max_examples=25, deadline=None)
+@given(hosts=st.integers(2, 300), levels=st.sampled_from([2, 3]), routing=st.sampled_from(["ecmp", "d-mod-k"]),
+       oversubscription=st.sampled_from([1.0, 2.0]), seed=st.integers(0, 100))
+def test_standalone_fat_trees_route_in_arrays_as_pair_by_pair(hosts, levels, routing, oversubscription, seed):
+    """Fat-trees whose hosts are the ranks (1 048 576-rank benchmarks) route in arrays: the same links."""
+    topo = fat_tree(hosts=hosts, levels=levels, routing=routing, oversubscription=oversubscription)
+    src, dst = _pairs(topo, 600, seed)
+    want_lens, want_links = _one_by_one(topo, src, dst)
+    topo._routes_one_by_one = None  # the array path must not fall back
+    lens, links = topo.routes(src, dst)
+    assert lens.tolist() == want_lens and links.tolist() == want_links
+
+
+def test_a_standalone_star_routes_in_arrays_as_pair_by_pair():
+    topo = star(300, "ib-edr")
+    src, dst = _pairs(topo, 600, 3)
+    want_lens, want_links = _one_by_one(topo, src, dst)
+    topo._routes_one_by_one = None
+    lens, links = topo.routes(src, dst)
+    assert lens.tolist() == want_lens and links.tolist() == want_links
+
+
+@pytest.mark.parametrize("build", [lambda: two_level(3, 4, inter="fat-tree"), lambda: fat_tree(hosts=20),
+                                   lambda: star(5, "ib-edr")])
+def test_rank_machines_and_gammas_in_one_pass_are_the_graphs(build):
+    topo = build()
+    nodes = topo.graph.nodes
+    assert [topo.machine_of(r) for r in range(topo.n_ranks)] == [nodes[n].get("machine") for n in topo.ranks]
+    assert topo.gammas().tolist() == [topo.gamma(r) for r in range(topo.n_ranks)]
+    topo.graph.nodes[topo.ranks[-1]]["gamma"] = 1e-9  # a preset setting a server's gamma is read afresh
+    assert topo.gammas()[-1] == 1e-9
+
+
+def test_validation_names_the_first_edge_with_an_unknown_link():
+    import networkx as nx
+
+    from simcomm.links.base import link_class
+    from simcomm.topologies.base import Topology
+
+    g = nx.Graph()
+    g.add_node("a", kind="rank")
+    g.add_node("b", kind="rank")
+    g.add_node("s", kind="switch")
+    g.add_edge("a", "s", link="ib-edr")
+    g.add_edge("s", "b", link="warp")
+    with pytest.raises(TopologyError, match="edge 'b'-'s' uses unknown link 'warp'; valid choices: ib-edr"):
+        Topology("t", g, {"ib-edr": link_class("ib-edr")}, ("a", "b"))

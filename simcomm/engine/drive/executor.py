@@ -64,7 +64,7 @@ class Context:
         self.record_usage = record_usage
         self.topology = topology
         self.ppn = ppn
-        self.gamma = np.array([topology.gamma(r) for r in range(topology.n_ranks)], dtype=float)
+        self.gamma = topology.gammas()
         # Machine of each rank; a rank without one is alone on its own (negative) id.
         self.machine = np.array([(-1 - r) if (m := topology.machine_of(r)) is None else m
                                  for r in range(topology.n_ranks)], dtype=np.int64)

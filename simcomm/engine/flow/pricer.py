@@ -256,7 +256,7 @@ class FlowPricer:
             return lat + (d0 - lat) * (n / n0), prof
         iso = run_isolated(self.net.core.capacity, routed.nbytes, routed.latency, routed.route_len,
                            routed.links, form=self.form, family_of_link=self.fam,
-                           resolution=self.ctx.resolution, max_live=self.max_live)
+                           resolution=self.ctx.resolution, max_live=self.max_live, shared=self.net.core)
         self.ctx.stats["isolated_runs"] += 1
         self.ctx.stats["isolated_solves"] += iso.solves
         if iso.merged:
@@ -298,7 +298,7 @@ class FlowPricer:
             t_start = now - resume
             st = run_isolated(self.net.core.capacity, routed.nbytes, routed.latency, routed.route_len,
                               routed.links, until=resume, form=self.form,
-                              resolution=self.ctx.resolution, max_live=self.max_live)
+                              resolution=self.ctx.resolution, max_live=self.max_live, shared=self.net.core)
             fin = t_start + st.finish
             if st.merged:
                 self.ctx.stats["merged_flows"] += st.merged

@@ -32,8 +32,11 @@ class Tree(NcclAlgorithm):
         trees = dtree_parents(n_nodes) if n_nodes > 1 else ([-1], [-1])
         share = nbytes / channels
         pairs = []
+        by_nic: dict[int, list] = {}  # channels c and c + nics share their NIC, hence their chains
         for c in range(channels):
-            chains = [chain(layout, node, c % nics) for node in layout.nodes]
+            chains = by_nic.get(c % nics)
+            if chains is None:
+                chains = by_nic[c % nics] = [chain(layout, node, c % nics) for node in layout.nodes]
             for ch in chains:
                 for a, b in zip(ch, ch[1:]):
                     pairs += [(b, a), (a, b)]  # up toward the head, down from it
