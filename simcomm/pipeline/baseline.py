@@ -101,7 +101,7 @@ def run_baseline(setup: Setup, strategy, w, samples: int, mean: float, how: RunO
     lines: list[str] = []
     if not (ref.name == strategy.name and ref.params == strategy.params):
         try:
-            plans = ref.iterations(w, setup.topology)
+            plans = [(weight, setup.runtime.exchanges(plan)) for weight, plan in ref.iterations(w, setup.topology)]
         except NotApplicable as exc:
             raise ConfigError(f"baseline: {ref.name!r} does not apply here ({exc}); choose another with "
                               f"--baseline, or --baseline none") from None
