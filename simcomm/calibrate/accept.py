@@ -135,10 +135,6 @@ def _self_check(rec: dict) -> list[str]:
         rows = check_record(rec)
     except CalibrationError:  # e.g. a cluster above check's bounds: nothing to compare against
         return []
-    # gloo's all-gather on 2 ranks is a symmetric exchange on one TCP pair, posted send-first,
-    # which gloo serialises (docs/calibration.md, "gloo serialises a symmetric exchange"): it ran
-    # 1.5x the one-way time on every 2-host run, a known gap of the model, not of the link fit
-    rows = [r for r in rows if not (r.case == "allgather" and r.ranks == 2)]
     if not rows:
         return []
     s = summary(rows)

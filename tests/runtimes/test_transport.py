@@ -157,3 +157,29 @@ def test_exchange_bounds(nbytes, bandwidth, latency):
     slow = gloo_exchange(nbytes, nbytes, bandwidth, latency)
     assert fast <= slow <= 2 * fast + 1e-15
     assert mpi_tcp_exchange(nbytes, nbytes, bandwidth, latency) <= slow + 2 * latency + 1e-15
+
+
+# ---- gloo's all-gather: send-first half blocks; on 2 ranks one pair ------------------------------------
+
+@pytest.mark.parametrize("fidelity", ["flow", "analytic"])
+def test_gloo_allgather_on_two_ranks_runs_the_pair_in_turn(fidelity):
+    """2 ranks gather 2 MB (1 MB each): halves of 0.5 MB, rank 1's two then rank 0's, overlapping by one:
+    three steps of α + 0.5 ms = 1.503 ms, where the ring's one step of α + 1 ms is 1.001 ms."""
+    b = PlanBuilder(2)
+    b.collective("allgather", [0, 1], 2 * MB, algorithm="auto")
+    gloo = get_runtime("gloo")
+    tl = engine.simulate(b.build(), full_mesh(2, LINK), fidelity=fidelity, options=EngineOptions(runtime=gloo))
+    assert tl.makespan == pytest.approx(3 * (A + 0.5 * MB / B), rel=1e-9)
+    ring = engine.simulate(b.build(), full_mesh(2, LINK), fidelity=fidelity,
+                           options=EngineOptions(runtime=get_runtime("mpich")))
+    assert ring.makespan == pytest.approx(A + MB / B, rel=1e-9)
+
+
+def test_gloo_allgather_beyond_two_ranks_is_the_ring():
+    from simcomm.collectives.base import ALGORITHMS
+
+    gloo, ring = ALGORITHMS.get("allgather/gloo"), ALGORITHMS.get("allgather/ring")
+    for p in (3, 4, 8):
+        assert gloo.cost(p, 8 * MB, A, 1 / B).total == ring.cost(p, 8 * MB, A, 1 / B).total
+    # p = 2: 3α + 3n/4·β = 3 us + 1.5 ms for n = 2 MB
+    assert gloo.cost(2, 2 * MB, A, 1 / B).total == pytest.approx(3e-6 + 1.5e-3, rel=1e-12)
