@@ -15,6 +15,9 @@ Warned (one ``warning:`` line each on stderr, and kept in the record's ``warning
 * the rounds did not settle: their fitted bandwidths spread more than the spec's limit,
   or fewer than two rounds could be fitted on their own;
 * the stream probe disagrees with the ping-pong fit by more than :data:`STREAM_TOLERANCE`;
+* the ping-pong sizes show a token bucket (the fit's ``burst``): said, with the rate read
+  from the sizes above it; refused instead when that rate and the bulk stream disagree
+  (too few sizes above the burst), naming the sizes to run;
 * under ``--emulate``, the link sustains less than :data:`SHAPED_SHORTFALL` of its shaped
   goodput: the host forwards the emulated network in software and cannot keep up
   (CPU, or a token bucket smaller than the timer granularity), so the cluster is not
@@ -24,8 +27,7 @@ Warned (one ``warning:`` line each on stderr, and kept in the record's ``warning
 
 Refused too, unless ``--allow-misfit`` (then warned): the fitted link predicts the run's
 own collectives more than :data:`SELF_CHECK_LIMIT` off (median) or any one of them more
-than :data:`SELF_CHECK_WORST` off, i.e. what ``--check`` would show, less gloo's 2-rank
-all-gather (a known gap of the model).  The worst-case limit is there because on 2 hosts
+than :data:`SELF_CHECK_WORST` off, i.e. what ``--check`` would show.  The worst-case limit is there because on 2 hosts
 at 1 Gb/s with 1 500-byte frames the rings ran 2x slower than the one-way cases: a median
 of 9 %, but all-reduce at -55 %; such a link file would make every prediction from it wrong.
 """
@@ -72,6 +74,27 @@ def _line_rates(rec: dict, line_rate: float | None) -> dict[str, tuple[float, st
     return out
 
 
+def _bucket_line(cls: str, f: Fit, burst: float, stream: float | None) -> str:
+    """Say the token bucket the fit found; refuse when its sizes and the bulk stream disagree on the rate."""
+    above = sum(1 for n in f.sizes if n > burst)
+    # --sizes A..B steps x4 from 1 KB: the first such size at least 32 bursts (the estimate is low
+    # when a size inside the burst bent the line), so several sizes lie well above it
+    bigger = 1024
+    while bigger < 32 * burst:
+        bigger *= 4
+    if stream and abs(f.bandwidth / stream - 1) > STREAM_TOLERANCE:
+        raise CalibrationError(
+            f"ping-pong {cls}: messages up to about {burst / 1024:.0f} KB pass at memory speed (a token-bucket "
+            f"burst); the {above} sizes above it give {f.bandwidth / 1e6:.4g} MB/s but a bulk stream got "
+            f"{stream / 1e6:.4g} MB/s, so too few sizes lie above the burst to read the shaped rate; re-run with "
+            f"--sizes 1KB..{bigger >> 20}MB")
+    agree = f" (a bulk stream got {stream / 1e6:.4g} MB/s)" if stream else ""
+    return (f"ping-pong {cls}: a token-bucket burst of about {burst / 1024:.0f} KB: messages up to it pass at "
+            f"memory speed, so the link is the sustained rate of the {above} sizes above it, "
+            f"{f.bandwidth / 1e6:.4g} MB/s{agree}; a collective's first {burst / 1024:.0f} KB after an idle "
+            f"gap runs faster than that")
+
+
 def accept(rec: dict, fits: dict[str, Fit], *, line_rate: float | None = None,
            load: tuple[float, float] | None = None, allow_misfit: bool = False) -> list[str]:
     """Refuse what must not be written; return the warnings (also stored in ``rec['warnings']``).
@@ -100,6 +123,9 @@ def accept(rec: dict, fits: dict[str, Fit], *, line_rate: float | None = None,
                          f"stability is unknown; written is the fit of the per-size medians, "
                          f"{f.bandwidth / 1e6:.4g} MB/s; re-run on a quiet machine")
         stream = (d.get("stream") or {}).get("goodput_Bps")
+        burst = f.params.get("burst")
+        if burst:
+            warns.append(_bucket_line(cls, f, float(burst), stream))
         if stream and cls != "cross" and abs(f.bandwidth / stream - 1) > STREAM_TOLERANCE:
             warns.append(f"ping-pong {cls}: fitted {f.bandwidth / 1e6:.4g} MB/s but a bulk stream got "
                          f"{stream / 1e6:.4g} MB/s ({f.bandwidth / stream - 1:+.0%}); the sweep is not "

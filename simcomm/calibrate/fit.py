@@ -36,7 +36,8 @@ from simcomm.errors import ConfigError
 
 __all__ = ["CalibrationError", "Fit", "fit_alpha_beta", "fit_bandwidth", "fit_linear", "fit_gamma",
            "check_monotone", "check_quality", "check_line_rate", "theil_sen", "spread",
-           "MIN_SIZES", "DIP_TOLERANCE", "MIN_R2", "MAX_BIG_ERROR"]
+           "MIN_SIZES", "DIP_TOLERANCE", "MIN_R2", "MAX_BIG_ERROR", "MIN_BURST",
+           "BUCKET_LINE_ERROR"]
 
 #: fewest distinct message sizes a fit accepts (two points always fit a line exactly)
 MIN_SIZES = 3
@@ -48,6 +49,11 @@ MIN_R2 = 0.98
 #: largest median |relative error| a fit may leave at the bandwidth-dominated points (those
 #: that decide β); latency-dominated points are bent by bursts and wake-ups and only reported
 MAX_BIG_ERROR = 0.10
+#: smallest token-bucket burst (bytes) a ping-pong fit models as one: below it, the messages that beat
+#: the sustained rate are set aside as before (the 20 KB and 64 KB buckets of the emulator fit that way)
+MIN_BURST = 128 * 1024
+#: how far (relative) any size above a token-bucket burst may lie off the line through them
+BUCKET_LINE_ERROR = 0.10
 
 
 class CalibrationError(ConfigError):
@@ -231,6 +237,9 @@ def fit_alpha_beta(sizes: Sequence[float], times: Sequence[float], name: str = "
         big = big & ~burst
         slope, _ = theil_sen(n[big], t[big])
         burst = t < n * slope
+    bucket = _bucket(n, t, big, slope, name)
+    if bucket is not None:
+        return bucket
     small = ~big & ~burst
     if np.any(small):
         alpha = float(np.min(t[small] - n[small] * slope))
@@ -247,6 +256,56 @@ def fit_alpha_beta(sizes: Sequence[float], times: Sequence[float], name: str = "
     fit = Fit(name, {"alpha": alpha, "beta": float(slope)}, tuple(map(float, n)), tuple(map(float, t)),
               tuple(map(float, pred)), _r2(t, pred))
     check_quality(fit, tuple(bool(b) for b in big & ~burst))
+    return fit
+
+
+def _bucket(n: np.ndarray, t: np.ndarray, big: np.ndarray, slope: float, name: str) -> Fit | None:
+    """A token bucket's sweep, ``t = α + max(0, n - b)·β``, or None when the sizes show no bucket.
+
+    A bucket of ``b`` bytes passes a message up to ``b`` at memory speed and the rest at
+    the shaped rate, refilling between ping-pongs; so the large sizes lie on a line of the
+    right slope whose intercept ``α - b·β`` is below zero, and the small ones at about α.
+    Seen when the line through the large sizes, extended to n = 0, is below the smallest
+    size's time by more than :data:`MIN_BURST` bytes' worth; then β is the Theil-Sen slope
+    of the sizes above the burst (at least 2 on one line, else refused with the sizes to
+    run), α the smallest time, ``b = (α - c)/β``, and the fit carries ``burst`` (bytes).
+    """
+    if not slope > 0 or np.count_nonzero(big) < 2:
+        return None
+    intercept = float(np.median(t[big] - n[big] * slope))
+    alpha = float(np.min(t))
+    burst = (alpha - intercept) / slope
+    if burst < MIN_BURST:
+        return None
+    # The sizes above the burst: the largest set, smallest size first, whose own line puts the
+    # burst below its smallest size and explains each of its sizes within BUCKET_LINE_ERROR.
+    for k in range(len(n) - 1):
+        above = n >= n[k]
+        slope, intercept = theil_sen(n[above], t[above])
+        if not slope > 0:
+            continue
+        burst = (alpha - intercept) / slope
+        line = intercept + n[above] * slope
+        if 0 < burst < n[k] and np.max(np.abs(line / t[above] - 1)) <= BUCKET_LINE_ERROR:
+            break
+    else:
+        want = 1024
+        while want < 32 * burst:  # a size of --sizes' x4 steps from 1 KB, well above the burst
+            want *= 4
+        raise CalibrationError(
+            f"{name}: messages up to about {burst / 1024:.0f} KB pass at memory speed (a token-bucket burst) "
+            f"and the sizes above it do not lie on one line, so the shaped rate cannot be read from them; "
+            f"re-run with larger sizes (--sizes 1KB..{want >> 20}MB)")
+    # A bucket only ever speeds a message up: the sweep still rises with size, and no size inside
+    # the burst is slower than the sustained line (else the bend is noise or a broken run, not a bucket).
+    inside = ~above
+    if np.any(np.diff(t) < -DIP_TOLERANCE * t[:-1]) or \
+            np.any(t[inside] > (1 + MAX_BIG_ERROR) * (alpha + n[inside] * slope)):
+        return None
+    pred = alpha + np.maximum(n - burst, 0.0) * slope
+    fit = Fit(name, {"alpha": alpha, "beta": float(slope), "burst": float(burst)}, tuple(map(float, n)),
+              tuple(map(float, t)), tuple(map(float, pred)), _r2(t, pred))
+    check_quality(fit, tuple(bool(b) for b in above))
     return fit
 
 

@@ -1,0 +1,106 @@
+"""A token-bucket shaper: small ping-pongs pass at memory speed, the link is the rate above the burst.
+
+Synthetic sweeps (no timing, no root): a message of ``n`` bytes through a bucket of ``b`` bytes
+refilled between ping-pongs takes ``α + min(n, b)/M + max(0, n - b)/R`` (M the memory speed,
+R the shaped rate), which is what `tc tbf burst b` does to a ping-pong.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from simcomm.calibrate import launch
+from simcomm.calibrate.accept import accept
+from simcomm.calibrate.fit import MIN_BURST, CalibrationError, fit_alpha_beta
+from simcomm.cli.app import main
+
+#: simcomm calibrate's default sizes, 1 KB .. 4 MB in x4 steps
+SIZES = [1024 * 4 ** k for k in range(7)]
+ALPHA, MEMORY = 50e-6, 2e9
+
+
+def sweep(rate: float, burst: float, sizes=SIZES) -> list[float]:
+    return [ALPHA + min(n, burst) / MEMORY + max(0.0, n - burst) / rate for n in sizes]
+
+
+@pytest.mark.parametrize("rate", [12.5e6, 125e6])  # 100 Mb/s and 1 Gb/s
+def test_a_512kb_bucket_is_fitted_from_the_sizes_above_it(rate):
+    # before: R^2 0.957 / 0.963 and refused.  Now: 1 MB and 4 MB lie above the burst on a line of
+    # slope exactly 1/R (the burst's memory-speed part is the same in both): the rate exactly
+    f = fit_alpha_beta(SIZES, sweep(rate, 512 * 1024))
+    assert f.bandwidth == pytest.approx(rate, rel=1e-9)
+    # the burst read back: (α_min - c)/β with c = α + b/M - b/R: b(1 - R/M) + 1 KB·R/M
+    # (491 584 B at 1 Gb/s, 521 018 B at 100 Mb/s: within 6.3 % of 512 KiB)
+    assert f.params["burst"] == pytest.approx(512 * 1024 * (1 - rate / MEMORY) + 1024 * rate / MEMORY, rel=1e-9)
+    assert f.alpha == pytest.approx(ALPHA + 1024 / MEMORY, rel=1e-12)  # the smallest time
+    assert f.r2 > 0.999
+
+
+@pytest.mark.parametrize("burst", [0.0, 20e3, 64 * 1024])
+def test_no_bucket_or_a_small_one_fits_as_before(burst):
+    f = fit_alpha_beta(SIZES, sweep(12.5e6, burst))
+    assert f.bandwidth == pytest.approx(12.5e6, rel=1e-9)
+    assert "burst" not in f.params and 64 * 1024 < MIN_BURST
+
+
+def test_a_sweep_bent_the_other_way_is_no_bucket():
+    # small messages SLOWER than the line (host wake-ups), not faster: the ordinary fit decides
+    times = [ALPHA + n / 12.5e6 for n in SIZES]
+    times[0] *= 3
+    assert "burst" not in fit_alpha_beta(SIZES, times).params
+
+
+def _record(times, stream=None, rate=None) -> dict:
+    inter = {"sizes": list(SIZES), "times": list(times)}
+    if stream:
+        inter["stream"] = {"goodput_Bps": stream}
+    rec = {"version": 1, "backend": "gloo", "world": 2, "nodes": ["a", "b"], "p2p": {"inter": inter},
+           "collectives": []}
+    if rate:
+        rec["cluster"] = {"hosts": 2, "topology": "star", "rate_Bps": rate, "mtu": 9000}
+    return rec
+
+
+def test_the_bucket_is_said_in_one_warning_line():
+    rec = _record(sweep(12.5e6, 512 * 1024), stream=12.4e6)
+    fits = {"inter": fit_alpha_beta(SIZES, rec["p2p"]["inter"]["times"], name="ping-pong inter")}
+    warns = accept(rec, fits)
+    burst = fits["inter"].params["burst"]
+    assert warns == [f"ping-pong inter: a token-bucket burst of about {burst / 1024:.0f} KB: messages up to it pass "
+                     "at memory speed, so the link is the sustained rate of the 2 sizes above it, 12.5 MB/s (a bulk "
+                     f"stream got 12.4 MB/s); a collective's first {burst / 1024:.0f} KB after an idle gap runs "
+                     "faster than that"]
+
+
+def test_too_few_sizes_above_the_bucket_is_refused_with_what_to_run():
+    # sizes up to 1 MB only: one size above a 512 KiB burst; the line through 256 KB and 1 MB
+    # (256 KB inside the burst, which the fit puts at 254 KB) says 18.7 MB/s where the bulk
+    # stream got the shaped 12.5: refused, asking for sizes up to 16 MB (32 bursts, x4 steps)
+    sizes = SIZES[:-1]
+    times = sweep(12.5e6, 512 * 1024, sizes)
+    f = fit_alpha_beta(sizes, times, name="ping-pong inter")
+    assert f.bandwidth == pytest.approx(18.69e6, rel=1e-3) and "burst" in f.params
+    rec = _record(times, stream=12.5e6)
+    rec["p2p"]["inter"]["sizes"] = list(sizes)
+    with pytest.raises(CalibrationError, match=r"^ping-pong inter: messages up to about 254 KB pass at memory speed "
+                       r"\(a token-bucket burst\); the 2 sizes above it give 18.69 MB/s but a bulk stream got "
+                       r"12.5 MB/s, so too few sizes lie above the burst to read the shaped rate; re-run with "
+                       r"--sizes 1KB..16MB$"):
+        accept(rec, {"inter": f})
+
+
+def test_the_cli_writes_the_link_of_a_bucket_with_its_warning(monkeypatch, tmp_path, capsys):
+    rec = _record(sweep(125e6, 512 * 1024), stream=124e6)
+    monkeypatch.setattr(launch, "launch_local", lambda spec, ranks, **kw: json.loads(json.dumps(rec)))
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.1, 0.0, 0.0))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    code = main(["calibrate", "--ranks", "2", "--out", str(tmp_path / "links.toml")])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert err.count("warning: ping-pong inter: a token-bucket burst of about") == 1
+    assert "125 MB/s" in out
+    saved = json.loads((tmp_path / "links.json").read_text())
+    assert saved["fits"]["inter"]["params"]["burst"] == pytest.approx(491584, rel=1e-9)
