@@ -95,6 +95,16 @@ def _bucket_line(cls: str, f: Fit, burst: float, stream: float | None) -> str:
             f"gap runs faster than that")
 
 
+def _next_try(warns: list[str]) -> str:
+    """What to run instead of a refused self-check, from what the run's warnings found."""
+    if any(w.startswith("emulated link:") for w in warns):
+        return ("the emulated network could not carry its shaped rate on this machine: try --mtu 9000, a larger "
+                "--burst, or a lower --rate")
+    if any(w.startswith("the machine was busy") for w in warns):
+        return "the machine was busy: re-run when the load average is below the CPU count"
+    return "compare the cases with `simcomm calibrate --check` on the record"
+
+
 def accept(rec: dict, fits: dict[str, Fit], *, line_rate: float | None = None,
            load: tuple[float, float] | None = None, allow_misfit: bool = False) -> list[str]:
     """Refuse what must not be written; return the warnings (also stored in ``rec['warnings']``).
@@ -145,7 +155,7 @@ def accept(rec: dict, fits: dict[str, Fit], *, line_rate: float | None = None,
     misfit = _self_check(rec)
     if misfit and not allow_misfit:
         rec["warnings"] = warns + misfit
-        raise CalibrationError(misfit[0] + "; refused (--allow-misfit writes it anyway)")
+        raise CalibrationError(misfit[0] + "; refused (--allow-misfit writes it anyway); " + _next_try(warns))
     warns += misfit
     rec["warnings"] = warns
     return warns
