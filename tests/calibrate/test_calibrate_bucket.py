@@ -129,3 +129,22 @@ def test_recorded_512kb_buckets_give_the_shaped_goodput(rate, mtu):
     want = shaped_goodput(parse_bandwidth(rate), mtu)
     assert abs(f.bandwidth / want - 1) < 0.01  # -0.0 %, -0.9 %, -0.4 %
     assert 460e3 < f.params["burst"] < 512e3  # 512 000 B shaped; the 1 KB time and memory speed shave it
+
+
+def test_behind_a_bucket_the_2_rank_allgather_leaves_the_self_check(monkeypatch, tmp_path, capsys):
+    """gloo runs a 2-rank all-gather's directions in turn (3 half-block steps: ~60 ms for 1 MB at
+    12.5 MB/s), but behind a 512 KB bucket the first rank's halves pass at memory speed and it took
+    41 ms, the ring's time (recorded: 41.3 ms).  Without a bucket that is a misfit (refused); with
+    one it is left out of the self-check, which the bucket's warning explains."""
+    colls = [{"kind": "allgather", "ranks": 2, "nbytes": 1000000, "time": 41e-3}]
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.1, 0.0, 0.0))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    for times, code_want in ((sweep(12.5e6, 0.0), 2), (sweep(12.5e6, 512 * 1024), 0)):
+        rec = _record(times, stream=12.5e6)
+        rec["collectives"] = colls
+        monkeypatch.setattr(launch, "launch_local", lambda spec, ranks, r=rec, **kw: json.loads(json.dumps(r)))
+        code = main(["calibrate", "--ranks", "2", "--out", str(tmp_path / "links.toml")])
+        err = capsys.readouterr().err
+        assert code == code_want, err
+        if code == 2:
+            assert "predicts this run's own collectives" in err and "allgather" in err
