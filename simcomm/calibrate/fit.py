@@ -37,7 +37,7 @@ from simcomm.errors import ConfigError
 __all__ = ["CalibrationError", "Fit", "fit_alpha_beta", "fit_bandwidth", "fit_linear", "fit_gamma",
            "check_monotone", "check_quality", "check_line_rate", "theil_sen", "spread",
            "MIN_SIZES", "DIP_TOLERANCE", "MIN_R2", "MAX_BIG_ERROR", "MIN_BURST",
-           "BUCKET_LINE_ERROR"]
+           "BUCKET_LINE_ERROR", "BUCKET_SHARE"]
 
 #: fewest distinct message sizes a fit accepts (two points always fit a line exactly)
 MIN_SIZES = 3
@@ -52,6 +52,9 @@ MAX_BIG_ERROR = 0.10
 #: smallest token-bucket burst (bytes) a ping-pong fit models as one: below it, the messages that beat
 #: the sustained rate are set aside as before (the 20 KB and 64 KB buckets of the emulator fit that way)
 MIN_BURST = 128 * 1024
+#: a burst at least this share of the second-largest size is read as a bucket even when the sustained
+#: fit passes (a 512 KB bucket under 1 KB .. 4 MB: 0.47; 1 % noise on the two largest sizes: a few %)
+BUCKET_SHARE = 0.25
 #: how far (relative) any size above a token-bucket burst may lie off the line through them
 BUCKET_LINE_ERROR = 0.10
 
@@ -216,8 +219,9 @@ def fit_alpha_beta(sizes: Sequence[float], times: Sequence[float], name: str = "
     so the fastest excess is the link's.  A message faster than the sustained
     rate (``t < n·β``: a token-bucket burst) decides neither; if every small
     message was one, α is their smallest time (latency alone).  Then
-    :func:`check_quality`; a sweep it refuses whose large sizes show a token bucket of
-    :data:`MIN_BURST` or more is fitted above the burst instead (:func:`_bucket`).
+    :func:`check_quality`.  A sweep whose two largest sizes show a token bucket of
+    :data:`BUCKET_SHARE` of the second-largest size, or of :data:`MIN_BURST` when the
+    sustained fit is refused, is fitted above the burst instead (:func:`_bucket`).
     """
     n_all, t_all = _points(sizes, times, name)
     n = np.unique(n_all)
@@ -238,10 +242,15 @@ def fit_alpha_beta(sizes: Sequence[float], times: Sequence[float], name: str = "
         big = big & ~burst
         slope, _ = theil_sen(n[big], t[big])
         burst = t < n * slope
+    # Small ping-pongs that passed a token bucket bend the line: read the link above the burst, first
+    # when the burst is plain (a quarter of the second-largest size or more: 1 % noise on the two
+    # largest sizes fakes a few %), then when the sustained fit is refused.
+    bucket = _bucket(n, t, name, share=BUCKET_SHARE)
+    if bucket is not None:
+        return bucket
     try:
         return _sustained(n, t, big, burst, slope, name)
     except CalibrationError:
-        # small ping-pongs that passed a token bucket bend the line: read the link above the burst
         bucket = _bucket(n, t, name)
         if bucket is None:
             raise
@@ -269,7 +278,7 @@ def _sustained(n: np.ndarray, t: np.ndarray, big: np.ndarray, burst: np.ndarray,
     return fit
 
 
-def _bucket(n: np.ndarray, t: np.ndarray, name: str) -> Fit | None:
+def _bucket(n: np.ndarray, t: np.ndarray, name: str, share: float = 0.0) -> Fit | None:
     """A token bucket's sweep, ``t = α + max(0, n - b)·β``, or None when the sizes show no bucket.
 
     A bucket of ``b`` bytes passes a message up to ``b`` at memory speed and the rest at
@@ -289,7 +298,7 @@ def _bucket(n: np.ndarray, t: np.ndarray, name: str) -> Fit | None:
     intercept = float(t[-1] - n[-1] * slope)
     alpha = float(np.min(t))
     burst = (alpha - intercept) / slope
-    if burst < MIN_BURST:
+    if burst < max(MIN_BURST, share * n[-2]):
         return None
     # The sizes above the burst: the largest set, smallest size first, whose own line puts the
     # burst below its smallest size and explains each of its sizes within BUCKET_LINE_ERROR.
