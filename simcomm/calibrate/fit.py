@@ -206,7 +206,8 @@ def _r2(t: np.ndarray, pred: np.ndarray) -> float:
     return 1.0 - float(np.sum((t - pred) ** 2)) / ss_tot if ss_tot > 0 else 1.0
 
 
-def fit_alpha_beta(sizes: Sequence[float], times: Sequence[float], name: str = "link") -> Fit:
+def fit_alpha_beta(sizes: Sequence[float], times: Sequence[float], name: str = "link", *,
+                   bucket: bool = True) -> Fit:
     """Fit one-way point-to-point times to ``t = α + n·β``, robustly.
 
     Repeats of a size (several entries with the same ``n``) are reduced to
@@ -221,7 +222,9 @@ def fit_alpha_beta(sizes: Sequence[float], times: Sequence[float], name: str = "
     message was one, α is their smallest time (latency alone).  Then
     :func:`check_quality`.  A sweep whose two largest sizes show a token bucket of
     :data:`BUCKET_SHARE` of the second-largest size, or of :data:`MIN_BURST` when the
-    sustained fit is refused, is fitted above the burst instead (:func:`_bucket`).
+    sustained fit is refused, is fitted above the burst instead (:func:`_bucket`); not with
+    ``bucket=False`` (a loopback or shared-memory class: no shaper, and its largest sizes
+    slow down when they leave the cache, which bends the line the same way).
     """
     n_all, t_all = _points(sizes, times, name)
     n = np.unique(n_all)
@@ -245,16 +248,16 @@ def fit_alpha_beta(sizes: Sequence[float], times: Sequence[float], name: str = "
     # Small ping-pongs that passed a token bucket bend the line: read the link above the burst, first
     # when the burst is plain (a quarter of the second-largest size or more: 1 % noise on the two
     # largest sizes fakes a few %), then when the sustained fit is refused.
-    bucket = _bucket(n, t, name, share=BUCKET_SHARE)
-    if bucket is not None:
-        return bucket
+    found = _bucket(n, t, name, share=BUCKET_SHARE) if bucket else None
+    if found is not None:
+        return found
     try:
         return _sustained(n, t, big, burst, slope, name)
     except CalibrationError:
-        bucket = _bucket(n, t, name)
-        if bucket is None:
+        found = _bucket(n, t, name) if bucket else None
+        if found is None:
             raise
-        return bucket
+        return found
 
 
 def _sustained(n: np.ndarray, t: np.ndarray, big: np.ndarray, burst: np.ndarray, slope: float, name: str) -> Fit:
