@@ -134,8 +134,10 @@ def fit_record(rec: dict) -> tuple[dict[str, Fit], list[LinkEstimate]]:
     links = []
     for cls, d in sorted(rec.get("p2p", {}).items()):
         # cross-leaf: only the trunk's rate is new (its latency is the inter one plus two bridges)
-        fitter = fit_bandwidth if cls == "cross" else fit_alpha_beta
-        f = fitter(d["sizes"], d["times"], name=f"ping-pong {cls}")
+        if cls == "cross":
+            f = fit_bandwidth(d["sizes"], d["times"], name=f"ping-pong {cls}")
+        else:  # a token bucket shapes a network, never a host's loopback
+            f = fit_alpha_beta(d["sizes"], d["times"], name=f"ping-pong {cls}", bucket=cls != "intra")
         fits[cls] = f
         # gloo between nodes is TCP over Ethernet; within a node it is loopback TCP (no preset family)
         family = "ethernet" if cls in ("inter", "cross") and rec.get("backend") == "gloo" else "custom"

@@ -15,7 +15,8 @@ exactly α.  Trunks add bandwidth limits but no latency (the fit has no way
 to split α between hops it never isolated).
 
 Each case is the plan gloo really runs (see docs/calibration.md): all-reduce
-is ``allreduce/ring``, all-gather ``allgather/ring``, broadcast
+is ``allreduce/ring``, all-gather ``allgather/gloo`` (the ring, but on 2 ranks the pair's
+two directions in turn: gloo posts send-first), broadcast
 ``broadcast/gloo`` (all sends of a rank posted at once), PS push / pull are
 concurrent point-to-point transfers into / out of rank 0.  The engine's
 max-min fair flow model prices the contention on every link.

@@ -44,7 +44,7 @@ __all__ = ["select", "resolve", "algorithms_for", "THRESHOLDS", "RULES"]
 RULES: dict[str, str | None] = {"mpich": None, "openmpi": "4.1", "openmpi-3.1": "3.1", "gloo": None}
 #: what gloo runs (torch's ProcessGroupGloo: gloo/allreduce.cc and allgather ring by default,
 #: gloo/broadcast.cc's binomial, linear gather/scatter, pairwise all-to-all); MPICH's choice otherwise
-GLOO = {"allreduce": "ring", "allgather": "ring", "broadcast": "gloo", "gather": "linear", "scatter": "linear",
+GLOO = {"allreduce": "ring", "allgather": "gloo", "broadcast": "gloo", "gather": "linear", "scatter": "linear",
         "alltoall": "pairwise"}
 
 #: MPICH default CVAR values, in bytes.

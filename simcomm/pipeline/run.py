@@ -71,7 +71,8 @@ def _simulate(scn: Scenario, ctx: Resolver | None, baseline: bool, analytic: boo
                   network=setup.cluster.network.given())
     stage(f"planning {scn.strategy} on {topo.n_ranks:,} ranks")
     try:
-        plans = strategy.iterations(w, topo)
+        # as the stack's transport carries point-to-point messages (gloo: a pair exchange in turn)
+        plans = [(weight, setup.runtime.exchanges(plan)) for weight, plan in strategy.iterations(w, topo)]
     except NotApplicable as exc:
         if batch_note is not None:
             notes.insert(batch_note, f"per-rank batch {w.batch} (the trace's)")

@@ -11,7 +11,9 @@ few more, here, so that no caller branches on a runtime's name:
 * ``grouped_p2p``: point-to-point messages of a send/receive benchmark run as one
   grouped collective (NCCL's ``ncclGroupStart``/``ncclSend``/``ncclRecv`` path) rather than as
   plain transfers;
-* :meth:`Runtime.assumed`: the defaults behind its numbers for one collective kind.
+* :meth:`Runtime.assumed`: the defaults behind its numbers for one collective kind;
+* :meth:`Runtime.exchanges`: the plan as its transport carries point-to-point messages (gloo
+  serialises a pair exchange posted send-first, :mod:`simcomm.runtimes.transport`).
 
 A stack names its runtime (:attr:`simcomm.stacks.Stack.collectives`);
 :func:`get_runtime` turns the name into the registered object.
@@ -19,7 +21,7 @@ A stack names its runtime (:attr:`simcomm.stacks.Stack.collectives`);
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from simcomm.collectives.runtime import CollectiveRuntime
 from simcomm.registry import Registry
@@ -45,6 +47,10 @@ class Runtime(CollectiveRuntime, Protocol):
 
     def with_gpus_per_thread(self, gpus: int) -> Runtime:
         """This runtime with ``gpus`` GPUs driven by one host thread (nccl-tests' ``-g``)."""
+        ...
+
+    def exchanges(self, plan: Any) -> Any:
+        """The plan as this runtime's transport carries its point-to-point messages (simcomm.runtimes.transport)."""
         ...
 
     def assumed(self, kind: str) -> tuple[str, ...]:

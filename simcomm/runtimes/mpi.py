@@ -31,6 +31,10 @@ class MpiRuntime(CatalogueRuntime):
     """A catalogue runtime with its words: ``how`` names whose rules choose ``auto``."""
 
     how: str = "MPICH's rules"
+    #: how the caller posts a pair exchange on a transport that serialises a send-first one (gloo's
+    #: pair connection, :func:`simcomm.runtimes.transport.serialise_send_first`); None: MPI's protocols
+    #: carry both directions at once (:func:`simcomm.runtimes.transport.mpi_tcp_exchange`)
+    posting: str | None = None
 
     @property
     def settings(self) -> tuple[str, ...]:
@@ -52,6 +56,14 @@ class MpiRuntime(CatalogueRuntime):
     def assumed(self, kind: str) -> tuple[str, ...]:
         return ()
 
+    def exchanges(self, plan):
+        """The plan as this transport carries its point-to-point messages (gloo: a send-first pair in turn)."""
+        if self.posting != "send-first":
+            return plan
+        from simcomm.runtimes.transport import serialise_send_first
+
+        return serialise_send_first(plan)
+
 
 def _define(runtime: MpiRuntime, summary: str, reference: str) -> None:
     RUNTIMES.add(runtime.name, runtime, summary=summary, reference=reference)
@@ -64,6 +76,6 @@ _define(MpiRuntime("openmpi", "Open MPI's coll/tuned rules"), "Open MPI 4.1's co
 _define(MpiRuntime("openmpi-3.1", "Open MPI 3.1's coll/tuned rules"),
         "Open MPI 3.1's coll/tuned fixed decision rules",
         "Open MPI v3.1 ompi/mca/coll/tuned/coll_tuned_decision_fixed.c")
-_define(MpiRuntime("gloo", "gloo's fixed algorithms"), "what torch's ProcessGroupGloo runs: ring all-reduce and "
+_define(MpiRuntime("gloo", "gloo's fixed algorithms", posting="send-first"), "what torch's ProcessGroupGloo runs: ring all-reduce and "
         "all-gather, binomial broadcast, linear gather and scatter", "gloo/allreduce.cc, gloo/broadcast.cc; "
         "torch/csrc/distributed/c10d/ProcessGroupGloo.cpp")

@@ -70,6 +70,9 @@ class NcclRuntime:
         prepared = prepare_nccl(op, topology, self)
         return prepared if prepared is not None else PLAIN.prepare(op, topology, ppn)
 
+    def exchanges(self, plan):
+        return plan  # ncclSend/ncclRecv of a pair run at once, each on its own channel's connection
+
     def assumed(self, kind: str) -> tuple[str, ...]:
         from simcomm.nccl.execution import LAUNCH_PER_GPU_S
         from simcomm.nccl.tuning import VERSION

@@ -128,12 +128,30 @@ def test_a_fit_that_misses_its_own_collectives_is_refused_unless_allowed(monkeyp
     assert code == 2 and err.count("\n") == 1
     assert err.startswith("error: the fitted link predicts this run's own collectives ")
     assert "worst -50%, allreduce 4000000 B" in err and "--allow-misfit" in err
+    # and what to run instead: on a quiet machine with no other warning, the check that shows the cases
+    assert err.endswith("refused (--allow-misfit writes it anyway); compare the cases with `simcomm calibrate "
+                        f"--check` on the record; no link file written, the measurements are in "
+                        f"{tmp_path / 'links.refused.json'}\n")
     assert not (tmp_path / "links.toml").exists()
     kept = json.loads((tmp_path / "links.refused.json").read_text())
     assert kept["self_check"]["cases"] == 2 and kept["refused"]
     code, _, err = run_cli(monkeypatch, tmp_path, capsys, record(collectives=colls), "--allow-misfit")
     assert code == 0 and err.startswith("warning: the fitted link predicts this run's own collectives ")
     assert json.loads((tmp_path / "links.json").read_text())["self_check"]["cases"] == 2
+
+
+def test_a_refused_self_check_names_the_next_thing_to_try(monkeypatch, tmp_path, capsys):
+    colls = [{"kind": "allreduce", "ranks": 2, "nbytes": 4000000, "time": 82e-3}]
+    # a busy machine (load 3.5 on 2 CPUs): re-run when it is quieter
+    code, _, err = run_cli(monkeypatch, tmp_path, capsys, record(collectives=colls), load=(3.5, 3.9))
+    assert code == 2 and "refused (--allow-misfit writes it anyway); the machine was busy: re-run when the load " \
+                          "average is below the CPU count; no link file written" in err
+    # an emulated link that ran below its shaped rate: the emulator's remedies
+    rec = record(collectives=colls, cluster={"hosts": 2, "topology": "star", "rate_Bps": 200e6, "mtu": 1500})
+    rec["p2p"]["inter"]["stream"] = {"goodput_Bps": 100e6}
+    code, _, err = run_cli(monkeypatch, tmp_path, capsys, rec)
+    assert code == 2 and "refused (--allow-misfit writes it anyway); the emulated network could not carry its " \
+                          "shaped rate on this machine: try --mtu 9000, a larger --burst, or a lower --rate" in err
 
 
 def test_a_clean_run_writes_no_warning(monkeypatch, tmp_path, capsys):
