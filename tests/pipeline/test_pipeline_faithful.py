@@ -78,7 +78,7 @@ def test_no_baseline_and_another_baseline(cli):
     (["--strategy", "allreduce", "--nodes", "4", "--precision", "fp9"], "precision: 'fp9' is not valid"),
     # fp8 on a GPU without FP8 tensor cores (the default cluster's V100s)
     (["--strategy", "allreduce", "--nodes", "4", "--precision", "fp8"], "precision: fp8 needs FP8 tensor cores; "
-     "device 'v100' (V100) has none; devices with them: b200, gb200, h100, h200, h800, l40s"),
+     "device 'v100' (V100) has none; devices with them: b200, gb200, gb300, h100, h200, h800, l40s"),
     (["--strategy", "megatron", "--cluster", "dgx-a100-hdr", "--nodes", "1", "--model", "megatron-3.6b",
       "--precision", "fp8", "--opt", "tp=4"], "device 'a100-80g' (A100 80GB) has none"),
     (["--strategy", "megatron", "--cluster", "dgx-h100-ndr", "--nodes", "1", "--model", "megatron-3.6b",

@@ -192,7 +192,7 @@ def test_fp8_faster_than_bf16_but_less_than_twice_on_h100():
 
 
 @pytest.mark.parametrize("device, dtype, needle", [
-    ("a100-80g", "fp8", "device 'a100-80g' (A100 80GB) has none; devices with them: b200, gb200, h100, h200, h800, l40s"),
+    ("a100-80g", "fp8", "device 'a100-80g' (A100 80GB) has none; devices with them: b200, gb200, gb300, h100, h200, h800, l40s"),
     ("v100", "fp8", "device 'v100' (V100) has none"),
     ("h100", "mxfp8", "needs MXFP8 (Blackwell) tensor cores; device 'h100' (H100) has none; devices with them: "
                       "b200, gb200"),

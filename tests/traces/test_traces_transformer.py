@@ -197,7 +197,7 @@ def test_trace_layers_by_hand_on_a_compute_bound_toy():
 
 def test_fp8_is_refused_without_fp8_tensor_cores():
     # FP8's pricing by hand: tests/traces/test_gemm_fp8.py
-    with pytest.raises(ConfigError, match="device 'a100' .* has none; devices with them: b200, gb200, h100, h200, h800, l40s"):
+    with pytest.raises(ConfigError, match="device 'a100' .* has none; devices with them: b200, gb200, gb300, h100, h200, h800, l40s"):
         transformer_trace("gpt3-175b", "a100", 1, "fp8")
 
 
