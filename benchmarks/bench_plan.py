@@ -72,7 +72,7 @@ def main(argv=None) -> int:
         with open(a.compare) as fh:
             want = fh.read().splitlines()
         if want != lines:
-            bad = next((i for i, (x, y) in enumerate(zip(want, lines)) if x != y), min(len(want), len(lines)))
+            bad = next((i for i, (x, y) in enumerate(zip(want, lines, strict=False)) if x != y), min(len(want), len(lines)))
             print(f"DIFFERENT at row {bad}: {len(want)} rows before, {len(lines)} now", file=sys.stderr)
             return 1
         print(f"same: {len(lines)} rows identical")

@@ -387,11 +387,11 @@ def check_reference(case: Case, ref: Reference, base: Outcome, base_calls: int) 
     if other.digest == base.digest:
         return True, reached, "bit for bit"
     if ref.exact:
-        bad = [i for i, (x, y) in enumerate(zip(base.runs, other.runs)) if x != y]
+        bad = [i for i, (x, y) in enumerate(zip(base.runs, other.runs, strict=False)) if x != y]
         return False, reached, f"DIFFERS (engine runs {bad or 'count'})"
     worst = math.inf if len(other.timelines) != len(base.timelines) else max(
         max(_rel(x.start, y.start), _rel(x.end, y.end), _rel(x.makespan, y.makespan))
-        for x, y in zip(base.timelines, other.timelines))
+        for x, y in zip(base.timelines, other.timelines, strict=False))
     merges = case.flat.get("fidelity") != "analytic" and case.flat.get("resolution") != 0.0  # (default 1 %)
     if merges:
         return True, reached, f"times within {worst:.2g} (not checked: at resolution > 0 other completions merge)"
@@ -443,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = select(args.only)
     if args.list:
         for c in chosen:
-            extra = (" busiest_links=%d" % c.busiest if c.busiest else "") + (" link_usage" if c.usage else "")
+            extra = (f" busiest_links={c.busiest}" if c.busiest else "") + (" link_usage" if c.usage else "")
             print(f"{c.name}: " + " ".join(f"{k}={v}" for k, v in c.flat.items()) + extra)
         print(f"{len(chosen)} scenarios")
         return 0

@@ -285,10 +285,10 @@ def against_measured(kind: str, topology, runtime, measured: Measured, *, root: 
     n = topology.n_ranks
     check_measured(kind, measured, n)
     runs = [r.size > 0 or kind in P2P_COLLECTIVES for r in measured.rows]  # count 0: only p2p reaches NCCL
-    predicted = iter(bench(kind, topology, runtime, [float(r.size) for r, ok in zip(measured.rows, runs) if ok],
+    predicted = iter(bench(kind, topology, runtime, [float(r.size) for r, ok in zip(measured.rows, runs, strict=False) if ok],
                            dtype=measured.rows[0].type, root=root, fidelity=fidelity,
                            gpus_per_thread=gpus_per_thread, progress=progress))
     factor = busbw_factor(kind, n)
     return [Comparison(r.size, r.count, r.time_us, r.size / r.time_us / 1e3 * factor if r.time_us > 0 else 0.0,
                        next(predicted) if ok else None, r.unsettled)
-            for r, ok in zip(measured.rows, runs)]
+            for r, ok in zip(measured.rows, runs, strict=False)]

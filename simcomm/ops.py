@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Union
 
 from simcomm.errors import ConfigError, PlanError
 
@@ -90,7 +89,7 @@ class Transfer:
         return (self.src, self.dst)
 
 
-Op = Union[Compute, Collective, Transfer]
+Op = Compute | Collective | Transfer
 
 
 @dataclass(frozen=True)

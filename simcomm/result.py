@@ -50,7 +50,7 @@ class Breakdown:
         return Breakdown(*(k * v for v in asdict(self).values()))
 
     def plus(self, other: Breakdown) -> Breakdown:
-        return Breakdown(*(a + b for a, b in zip(asdict(self).values(), asdict(other).values())))
+        return Breakdown(*(a + b for a, b in zip(asdict(self).values(), asdict(other).values(), strict=False)))
 
 
 @dataclass(frozen=True)

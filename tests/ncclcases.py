@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from simcomm.stacks import apply_stack, get_stack
 from simcomm.topologies.two_level import two_level
 

@@ -8,8 +8,8 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from plancases import built_ops
+
 from simcomm.llm import estimate
 from simcomm.llm import search as plan
 from simcomm.llm.layout import Layout
@@ -91,7 +91,7 @@ def test_memory_filter_refuses_and_reports_the_smallest():
     # recomputation never needs more memory than none (full: each block's input, plus the rest of the one
     # block being recomputed, which reuses that input)
     by = {(x.tp, x.pp, x.dp, x.schedule, x.virtual, x.zero, x.microbatch, x.sequence_parallel, x.recompute): m
-          for x, m in zip(lays, mems)}
+          for x, m in zip(lays, mems, strict=False)}
     for k, m in by.items():
         if k[-1] == "none":
             assert by[k[:-1] + ("selective",)] <= m and by[k[:-1] + ("full",)] <= m

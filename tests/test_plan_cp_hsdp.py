@@ -9,14 +9,14 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from plancases import built_ops
-from simcomm.memory.fit import Budget
-from simcomm.memory import layout as memory_layout
+
 from simcomm.llm import estimate
 from simcomm.llm import search as plan
-from simcomm.llm.layout import Layout
 from simcomm.llm.compute import kv_block_bytes
+from simcomm.llm.layout import Layout
+from simcomm.memory import layout as memory_layout
+from simcomm.memory.fit import Budget
 from simcomm.traces.zoo.transformer import TransformerConfig, transformer_config
 
 TINY = TransformerConfig("tiny", layers=4, hidden=16, ffn=64, heads=4, kv_heads=4, vocab=32, seq=8, tied=True)

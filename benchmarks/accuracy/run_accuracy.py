@@ -110,7 +110,7 @@ def render_e2e(rows: list[dict]) -> str:
         separated += all((a["predicted"] < b["predicted"]) == (a["measured"].mean_s < b["measured"].mean_s)
                          for a in rs for b in rs if a is not b
                          and not _overlap(a.get("spread", (0, 0)), b.get("spread", (1, 1))))
-        close = [f"{a['strategy']} / {b['strategy']}" for a, b in zip(rs, rs[1:])
+        close = [f"{a['strategy']} / {b['strategy']}" for a, b in zip(rs, rs[1:], strict=False)
                  if _overlap(a.get("spread", (0, 0)), b.get("spread", (1, 1)))]
         lines.append(f"| {topo} | {mbit} Mb/s | {' < '.join(meas)} | {' < '.join(pred)} | "
                      f"{'yes' if meas == pred else 'no'} | {', '.join(close) or '-'} |")

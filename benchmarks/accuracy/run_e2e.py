@@ -39,6 +39,7 @@ from e2e import (
     predict_e2e,
     trace_compute_s,
 )
+
 from simcomm.calibrate.emulate import EmulatedCluster
 from simcomm.calibrate.fit import CalibrationError
 from simcomm.calibrate.launch import fit_record

@@ -59,10 +59,10 @@ def factory():
 
 
 def cmd_capture(args) -> None:
+    import torch
+
     from simcomm.traces.capture import CaptureConfig, capture_trace
     from simcomm.traces.io import save_trace
-
-    import torch
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     custom = bool(args.layers or args.shrink)

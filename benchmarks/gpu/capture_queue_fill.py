@@ -50,8 +50,8 @@ def main() -> None:
         step = unhooked(model, batch)
         res[model] = {"batch": batch, "layer_sum_s": t.layer_sum_s, "hooked_iteration_s": t.iteration_s,
                       "unhooked_step_s": step}
-        print(model, batch, "layer sum %.2f ms, hooked iteration %.2f ms, unhooked step %.2f ms"
-              % (t.layer_sum_s * 1e3, t.iteration_s * 1e3, step * 1e3), flush=True)
+        print(model, batch, f"layer sum {t.layer_sum_s * 1e3:.2f} ms, hooked iteration {t.iteration_s * 1e3:.2f} ms, "
+              f"unhooked step {step * 1e3:.2f} ms", flush=True)
     (out / "queue_fill_results.json").write_text(json.dumps(res, indent=1))
 
 

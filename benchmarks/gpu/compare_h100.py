@@ -35,7 +35,7 @@ CASES = [
 def _pearson(xs, ys) -> float:
     n = len(xs)
     mx, my = sum(xs) / n, sum(ys) / n
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=False))
     sxx = sum((x - mx) ** 2 for x in xs)
     syy = sum((y - my) ** 2 for y in ys)
     return sxy / math.sqrt(sxx * syy) if sxx and syy else float("nan")
@@ -81,13 +81,13 @@ def main(folder: str = "benchmarks/gpu/h100-2026-11-26") -> int:
         print(f"  per-layer fwd+bwd: Pearson r {_pearson(c, r):.3f}, "
               f"on logs {_pearson([math.log(v) for v in c], [math.log(v) for v in r]):.3f}")
         by_type = defaultdict(lambda: [0.0, 0.0, 0])
-        for x, cv, rv in zip(common, c, r):
+        for x, cv, rv in zip(common, c, r, strict=False):
             by_type[x.module_type][0] += cv
             by_type[x.module_type][1] += rv
             by_type[x.module_type][2] += 1
         for t, (cv, rv, n) in sorted(by_type.items(), key=lambda kv: -kv[1][0]):
             print(f"  {t:20s} n={n:3d} captured {ms(cv):>7s} ms roofline {ms(rv):>7s} ms  ratio {rv / cv:.2f}")
-        misses = sorted(zip(common, c, r), key=lambda t: -abs(t[2] - t[1]))[:5]
+        misses = sorted(zip(common, c, r, strict=False), key=lambda t: -abs(t[2] - t[1]))[:5]
         for x, cv, rv in misses:
             print(f"  miss {x.name:28s} {x.module_type:12s} captured {cv * 1e6:8.0f} us roofline {rv * 1e6:8.0f} us "
                   f"({rv / cv - 1:+.0%})")

@@ -79,7 +79,7 @@ def main() -> None:
         if fp8 and m % 16 == 0 and n % 16 == 0 and k % 16 == 0:
             a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn)
             one = torch.ones((), device=dev, dtype=torch.float32)
-            t8 = time_it(lambda a8=a8, b8=b8: torch._scaled_mm(a8, b8.t(), scale_a=one, scale_b=one,
+            t8 = time_it(lambda a8=a8, b8=b8, one=one: torch._scaled_mm(a8, b8.t(), scale_a=one, scale_b=one,
                                                                out_dtype=torch.bfloat16), reps)
             rows.append({"label": label, "m": m, "n": n, "k": k, "dtype": "fp8", "s": t8,
                          "tflops": flops / t8 / 1e12})

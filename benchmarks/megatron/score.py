@@ -68,10 +68,7 @@ def layout_kind(tp: int, pp: int, virtual: int = 1, sp_selective: bool = False, 
         return "MoE/EP" + (" + PP interleaved" if virtual > 1 else " + PP" if pp > 1 else "")
     if zero >= 3 and tp == pp == 1:
         return "ZeRO-3, no model parallelism"
-    if pp > 1:
-        kind = "TP+PP interleaved" if virtual > 1 else "TP+PP (1F1B)"
-    else:
-        kind = "TP" if tp > 1 else "DP only"
+    kind = ("TP+PP interleaved" if virtual > 1 else "TP+PP (1F1B)") if pp > 1 else "TP" if tp > 1 else "DP only"
     return kind + (" + SP/selective" if sp_selective else "")
 
 
@@ -229,7 +226,7 @@ def build_trace(row: Row, compute_eff: float, roofline: str = "gemm"):
     if roofline == "max":
         flash = replace(cfg, attention="flash").layer_specs()
         specs = [replace(s, mem_elems=f.mem_elems) if s.module_type == "TransformerAttention" else s
-                 for s, f in zip(specs, flash)]
+                 for s, f in zip(specs, flash, strict=False)]
         layers = synth_layers(specs, [row.microbatch], dev, DTYPE, "adam", additive=False)
     elif roofline == "additive":  # the scalar-efficiency additive roofline (before the GEMM model)
         layers = synth_layers(specs, [row.microbatch], dev, DTYPE, "adam", additive=True)

@@ -18,9 +18,10 @@ from __future__ import annotations
 import statistics
 import sys
 import tempfile
-import tomllib
 from collections import defaultdict
 from pathlib import Path
+
+import tomllib
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -73,10 +74,10 @@ def _median_error(run: dict, model: dict, links: Path | None) -> float | None:
 
 def calibrate(run: dict, model: dict, out: Path) -> str | None:
     """Fit the calibration run through the CLI's own code path; None, or the refusal line."""
-    from simcomm.calibrate.nccl_tests import fit_network
-    from simcomm.calibrate.linkfile import LinkEstimate, write_link_file
     from simcomm.calibrate.fit import Fit
+    from simcomm.calibrate.linkfile import LinkEstimate, write_link_file
     from simcomm.calibrate.nccl_cluster import read_tables
+    from simcomm.calibrate.nccl_tests import fit_network
     from simcomm.errors import ConfigError
 
     text = out.with_suffix(".txt")
@@ -138,10 +139,10 @@ def main() -> int:
     print("|---|---|---|---|---|")
     befores, afters = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        for key, ids in _platforms(models).items():
+        for _key, ids in _platforms(models).items():
             # the first run (by id) a calibration accepts; the refusals of those before it are shown
             refused = None
-            for i, cal in enumerate(ids[:-1]):
+            for i, cal in enumerate(ids[:-1]):  # noqa: B007 (i says, after the loop, which run calibrated)
                 links = Path(tmp) / f"{cal}.toml"
                 refused = calibrate(RUNS[cal], models[cal], links)
                 if refused is None:

@@ -25,8 +25,9 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 # a row whose in-place and out-of-place times (the same operation, measured back to back) differ by more
 # than UNSETTLED x is unsettled: the source itself does not say what the time is, so it is shown, not counted
@@ -87,7 +88,7 @@ def score_run(run: dict, model: dict) -> dict:
     inplace = data.get("inplace_time_us") or [None] * len(rows)
     counts = data.get("count") or [None] * len(rows)
     out = []
-    for size, count, meas, pred, other in zip(data["size"], counts, data["time_us"], rows, inplace):
+    for size, count, meas, pred, other in zip(data["size"], counts, data["time_us"], rows, inplace, strict=False):
         if meas and meas > 0:
             shaky = unsettled(meas, other)
             no_op = (count == 0 or size == 0) and kind not in P2P_COLLECTIVES
@@ -284,7 +285,7 @@ def fit_fill(run: dict, model: dict) -> tuple[float, list[float]]:
     finally:
         execution.nvls_tree_fill_loops = keep
     fs = [(a["measured_us"] - a["predicted_us"]) / (b["predicted_us"] - a["predicted_us"])
-          for a, b in zip(at0, at1) if "NVLSTree" in a["algorithm"] and not a["unsettled"]
+          for a, b in zip(at0, at1, strict=False) if "NVLSTree" in a["algorithm"] and not a["unsettled"]
           and b["predicted_us"] > a["predicted_us"]]
     return _median(fs), fs
 

@@ -17,16 +17,16 @@ cluster of that size.
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
-import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
 from simcomm.calibrate.fit import CalibrationError
-from simcomm.calibrate.predict import CASES, closed_form, cluster_topology, predict
 from simcomm.calibrate.launch import fit_record
+from simcomm.calibrate.predict import CASES, closed_form, cluster_topology, predict
 
 __all__ = ["CheckRow", "load_record", "validate_record", "topology_for", "check_record", "summary",
            "MAX_HOSTS", "MAX_RANKS", "MAX_POINTS", "MAX_CASES"]

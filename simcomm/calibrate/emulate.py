@@ -37,6 +37,7 @@ the body raises.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -147,10 +148,8 @@ class EmulatedCluster:
         for p in self._procs:
             if p.poll() is None:
                 p.kill()
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):  # kill is never ignored in practice
                 p.wait(timeout=10)
-            except subprocess.TimeoutExpired:  # pragma: no cover - kill never ignored in practice
-                pass
         self._procs.clear()
         errors = []
         for ns in reversed(self._created):

@@ -95,11 +95,11 @@ class Fit:
 
     @property
     def residuals(self) -> tuple[float, ...]:
-        return tuple(t - p for t, p in zip(self.times, self.predicted))
+        return tuple(t - p for t, p in zip(self.times, self.predicted, strict=False))
 
     @property
     def rel_errors(self) -> tuple[float, ...]:
-        return tuple((p - t) / t for t, p in zip(self.times, self.predicted))
+        return tuple((p - t) / t for t, p in zip(self.times, self.predicted, strict=False))
 
     @property
     def max_rel_error(self) -> float:
@@ -169,7 +169,7 @@ def fit_linear(columns: dict[str, np.ndarray], times: Sequence[float], sizes: Se
     x0 = np.linalg.lstsq(Xs * w[:, None], np.ones_like(t), rcond=None)[0]
     sol = least_squares(lambda x: (Xs @ x) * w - 1.0, x0, method="lm", xtol=1e-15, ftol=1e-15, gtol=1e-15)
     x = sol.x / scale
-    params = {k: float(v) for k, v in zip(keys, x)}
+    params = {k: float(v) for k, v in zip(keys, x, strict=False)}
     for k, v in params.items():
         if strict and not v > 0:
             raise CalibrationError(
@@ -263,7 +263,7 @@ def fit_alpha_beta(sizes: Sequence[float], times: Sequence[float], name: str = "
 def _sustained(n: np.ndarray, t: np.ndarray, big: np.ndarray, burst: np.ndarray, slope: float, name: str) -> Fit:
     """α from the latency-dominated sizes beside the slope of the bandwidth-dominated ones; checked."""
     small = ~big & ~burst
-    if np.any(small):
+    if np.any(small):  # noqa: SIM108 (each branch says which sizes the latency comes from)
         alpha = float(np.min(t[small] - n[small] * slope))
     else:
         # Every small message fit a burst: n*beta at the sustained rate over-counts them, and

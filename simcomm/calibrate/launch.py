@@ -12,8 +12,8 @@ be killed by its pid.
 from __future__ import annotations
 
 import json
-import signal
 import os
+import signal
 import socket
 import subprocess
 import sys

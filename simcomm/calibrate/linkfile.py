@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from simcomm.fileio import write_text
 from simcomm.calibrate.fit import CalibrationError, Fit
+from simcomm.fileio import write_text
 
 __all__ = ["LinkEstimate", "render_link_toml", "write_link_file", "write_json_atomic", "atomic_write"]
 

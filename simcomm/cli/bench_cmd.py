@@ -6,17 +6,16 @@ import csv
 import io
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from simcomm.cli.scenario_flags import scenario_flags
-from simcomm.topologies.nvlink import nvlink_notes
 from simcomm.cli.console import print_json, stderr
+from simcomm.cli.scenario_flags import scenario_flags
 from simcomm.errors import ConfigError
 from simcomm.nccl.measured import BANDS as SUITE_BANDS
 from simcomm.nccl.measured import UNSETTLED
+from simcomm.topologies.nvlink import nvlink_notes
 
 __all__ = ["bench_command", "render_rows", "render_comparison", "comparison_dict", "error_summary"]
 
@@ -96,38 +95,38 @@ def bench_command(
                                                "alltoall or sendrecv (or allreduce, ...)."),
     cluster: str = typer.Option("dgx-h100-ndr", "--cluster", help="Cluster preset or file."),
     nodes: int = typer.Option(1, "--nodes", "-n", help="Number of nodes."),
-    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", "-g"),
-    sizes: Optional[str] = typer.Option(None, "--sizes", help="8B..8GB (doubling), 1KB..1GBx4, or 8,1MB,1GB "
+    gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", "-g"),
+    sizes: str | None = typer.Option(None, "--sizes", help="8B..8GB (doubling), 1KB..1GBx4, or 8,1MB,1GB "
                                                              "[default: 8B..1GB]; GB = 1e9 B, GiB and nccl-tests' "
                                                              "G = 2^30 B (8..8G)."),
-    minbytes: Optional[str] = typer.Option(None, "--minbytes", "-b", help="nccl-tests' -b: smallest size (8, 1K, "
+    minbytes: str | None = typer.Option(None, "--minbytes", "-b", help="nccl-tests' -b: smallest size (8, 1K, "
                                                                           "32M; K, M, G are powers of 1024) "
                                                                           "[default: 32M]."),
-    maxbytes: Optional[str] = typer.Option(None, "--maxbytes", "-e", help="nccl-tests' -e: largest size "
+    maxbytes: str | None = typer.Option(None, "--maxbytes", "-e", help="nccl-tests' -e: largest size "
                                                                           "[default: 32M]."),
-    stepfactor: Optional[int] = typer.Option(None, "--stepfactor", "-f", help="nccl-tests' -f: multiply each size "
+    stepfactor: int | None = typer.Option(None, "--stepfactor", "-f", help="nccl-tests' -f: multiply each size "
                                                                               "by this [default: 1: add -i]."),
-    stepbytes: Optional[str] = typer.Option(None, "--stepbytes", "-i", help="nccl-tests' -i: add this to each "
+    stepbytes: str | None = typer.Option(None, "--stepbytes", "-i", help="nccl-tests' -i: add this to each "
                                                                             "size when -f is 1 [default: 1M]."),
-    measured: Optional[str] = typer.Option(None, "--measured",
+    measured: str | None = typer.Option(None, "--measured",
                                            help="an nccl-tests output (all_reduce_perf's table, or a whole log; - "
                                                 "reads standard input): predict its sizes and type and print "
                                                 "each row's error."),
-    dtype: Optional[str] = typer.Option(None, "--dtype", help="nccl-tests' type: float, half, bfloat16, "
+    dtype: str | None = typer.Option(None, "--dtype", help="nccl-tests' type: float, half, bfloat16, "
                                                                 "double, int8, int32, int64, uint8, uint32, "
                                                                 "uint64, fp8_e4m3, fp8_e5m2 [default: float, or "
                                                                 "the --measured file's]."),
     root: int = typer.Option(0, "--root", help="Root rank of broadcast and reduce."),
-    stack: Optional[str] = typer.Option(None, "--stack", help="Transport stack (default: the cluster's)."),
-    collectives: Optional[str] = typer.Option(None, "--collectives", help="nccl, openmpi, mpich or gloo."),
-    nccl_algo: Optional[str] = typer.Option(None, "--nccl-algo", help="Like NCCL_ALGO."),
-    nccl_proto: Optional[str] = typer.Option(None, "--nccl-proto", help="Like NCCL_PROTO."),
+    stack: str | None = typer.Option(None, "--stack", help="Transport stack (default: the cluster's)."),
+    collectives: str | None = typer.Option(None, "--collectives", help="nccl, openmpi, mpich or gloo."),
+    nccl_algo: str | None = typer.Option(None, "--nccl-algo", help="Like NCCL_ALGO."),
+    nccl_proto: str | None = typer.Option(None, "--nccl-proto", help="Like NCCL_PROTO."),
     fidelity: str = typer.Option("flow", "--fidelity", help="flow or analytic."),
-    gpus_per_thread: Optional[int] = typer.Option(None, "--gpus-per-thread",
+    gpus_per_thread: int | None = typer.Option(None, "--gpus-per-thread",
                                                   help="GPUs one host thread drives, like nccl-tests' -g (each NCCL "
                                                        "call launches on them one after another) [default: 1, or "
                                                        "the --measured file's nGpus]."),
-    png: Optional[Path] = typer.Option(None, "--png", help="Write a plot here: busbw against size, coloured by "
+    png: Path | None = typer.Option(None, "--png", help="Write a plot here: busbw against size, coloured by "
                                                            "the algorithm that ran (and the measurement, with "
                                                            "--measured)."),
     as_json: bool = typer.Option(False, "--json"),
@@ -136,8 +135,16 @@ def bench_command(
     flags: dict | None = None,
 ) -> None:
     """Predict an nccl-tests size sweep: time, algbw, busbw and the algorithm chosen at each size."""
-    from simcomm.bench import (against_measured, bench, canonical, check_measured, describe_sizes, nccl_tests_sweep,
-                               parse_sizes, whole_elements)
+    from simcomm.bench import (
+        against_measured,
+        bench,
+        canonical,
+        check_measured,
+        describe_sizes,
+        nccl_tests_sweep,
+        parse_sizes,
+        whole_elements,
+    )
     from simcomm.scenario import FIDELITIES, from_flat
     from simcomm.scenario.setup import Resolver
 

@@ -29,9 +29,8 @@ def calibrate_from_nccl_tests(specs: list[str], flat: dict, out: Path, as_json: 
     from simcomm.calibrate.linkfile import LinkEstimate, write_json_atomic, write_link_file
     from simcomm.calibrate.nccl_cluster import ClusterPredictor, read_tables
     from simcomm.calibrate.nccl_tests import fit_network
-    from simcomm.scenario import from_flat
-
     from simcomm.outpath import check_output_path
+    from simcomm.scenario import from_flat
 
     out = check_output_path(out, "--out")  # a missing folder or a full disk, before any simulation
     tables = read_tables(specs)
@@ -47,7 +46,7 @@ def calibrate_from_nccl_tests(specs: list[str], flat: dict, out: Path, as_json: 
     header = (f"fitted by simcomm calibrate --nccl-tests from {len(tables)} table(s) on {flat.get('cluster')}: "
               f"goodput per NIC {fit.goodput * 8 / 1e9:.4g} Gb/s (line rate {fit.line_rate * 8 / 1e9:.4g}), spread "
               f"{_spread(fit)} over {fit.rows_goodput} rows; latency {fit.alpha * 1e6:.4g} us "
-              + ("(fitted on %d rows)" % fit.rows_alpha if fit.alpha_fitted else "(the preset's: no rows <= 64 KiB)")
+              + (f"(fitted on {fit.rows_alpha} rows)" if fit.alpha_fitted else "(the preset's: no rows <= 64 KiB)")
               + f"\nuse it: --links {out} (it replaces the NICs' host links of the cluster you name)")
     record = {"source": "nccl-tests", "files": [t.path for t in tables], "scenario": {k: v for k, v in flat.items()
                                                                                      if v is not None},

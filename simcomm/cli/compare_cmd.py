@@ -13,7 +13,6 @@ import csv
 import io
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -22,8 +21,8 @@ from simcomm.cli.console import print_json, stderr, stdout, table
 from simcomm.cli.run_cmd import build_scenario
 from simcomm.cli.scenario_flags import scenario_flags
 from simcomm.compare import baseline_of, common_assumptions, exposed_rows, ranked, run_compare, verdict
-from simcomm.scenario.resolve import file_cluster
 from simcomm.errors import ConfigError
+from simcomm.scenario.resolve import file_cluster
 from simcomm.units import format_time
 
 __all__ = ["compare_command", "parse_nodes", "parse_strategies", "run_compare"]
@@ -88,9 +87,8 @@ def _options_owner(names: list[str], opts: list[str] | None) -> str | None:
         return None
     from simcomm.cli.run_cmd import parse_opts
     from simcomm.compare import split_variant
-    from simcomm.strategies.base import STRATEGIES, option_names
-
     from simcomm.scenario import KEY
+    from simcomm.strategies.base import STRATEGIES, option_names
 
     keys = {k for k in parse_opts(opts) if k not in KEY}  # --opt nccl_algo=... is a stack setting, not an option
     if not keys:
@@ -104,16 +102,16 @@ def _options_owner(names: list[str], opts: list[str] | None) -> str | None:
 
 @scenario_flags(skip=("strategy", "nodes"))
 def compare_command(
-    scenario: Optional[Path] = typer.Argument(None, help="Scenario TOML file (flags override it)."),
+    scenario: Path | None = typer.Argument(None, help="Scenario TOML file (flags override it)."),
     strategies: str = typer.Option("all", "--strategies", help="all, or a comma-separated list; a variant is "
                                    "NAME:key=value,... (e.g. megatron:tp=8,pp=2 megatron:tp=4,pp=4)."),
-    nodes: Optional[str] = typer.Option(None, "--nodes", help="Comma-separated node counts (default 4,8,16; a "
+    nodes: str | None = typer.Option(None, "--nodes", help="Comma-separated node counts (default 4,8,16; a "
                                         "topology file's own size)."),
-    png: Optional[Path] = typer.Option(None, "--png", help="Write the comparison plot here."),
+    png: Path | None = typer.Option(None, "--png", help="Write the comparison plot here."),
     as_json: bool = typer.Option(False, "--json"),
     as_csv: bool = typer.Option(False, "--csv"),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
-    opt: Optional[list[str]] = typer.Option(None, "--opt", help="Strategy option key=value (repeatable), for the "
+    opt: list[str] | None = typer.Option(None, "--opt", help="Strategy option key=value (repeatable), for the "
                                             "strategies that have it."),
     flags: dict | None = None,
 ) -> None:

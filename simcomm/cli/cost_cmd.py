@@ -9,7 +9,6 @@ fastest marked, or ``--json``.  Units are parsed here, once.
 from __future__ import annotations
 
 import math
-
 from pathlib import Path
 
 import typer

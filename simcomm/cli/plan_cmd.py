@@ -13,7 +13,6 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -144,12 +143,12 @@ def plan_command(
     model: str = typer.Option(..., "--model", help="Zoo transformer (simcomm list models)."),
     cluster: str = typer.Option("dgx-a100-hdr", "--cluster", help="Cluster preset or file."),
     nodes: int = typer.Option(1, "--nodes", "-n", help="Number of nodes."),
-    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", "-g"),
+    gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", "-g"),
     global_batch: int = typer.Option(..., "--global-batch", help="Sequences per training step."),
     precision: str = typer.Option("bf16", "--precision", help="Precisions searched: bf16, amp-bf16, fp16, "
                                   "amp-fp16, fp32, fp8, fp8-tensorwise, mxfp8 (comma-separated), or auto (bf16, and fp8 / mxfp8 where "
                                   "the GPU has FP8 tensor cores)."),
-    attention: Optional[str] = typer.Option(None, "--attention", help="flash (FlashAttention, the default) or "
+    attention: str | None = typer.Option(None, "--attention", help="flash (FlashAttention, the default) or "
                                             "unfused (Megatron-LM 2021-22: full s×s core, scores through HBM)."),
     top: int = typer.Option(10, "--top", help="Rows to print."),
     simulate_k: int = typer.Option(20, "--simulate", help="Simulate the best K layouts by estimate and rank by "
@@ -159,7 +158,7 @@ def plan_command(
                                 help="Simulate a layout only if its plan has at most this many ops (time)."),
     sim_ops: int = typer.Option(1_000_000, "--sim-ops", help="Stop simulating once the simulated plans would pass "
                                 "this many ops in all (time; the first layout is always simulated)."),
-    max_tp: Optional[int] = typer.Option(None, "--max-tp", help="Largest tensor-parallel size (default: GPUs "
+    max_tp: int | None = typer.Option(None, "--max-tp", help="Largest tensor-parallel size (default: GPUs "
                                                                  "per node)."),
     max_microbatch: int = typer.Option(16, "--max-microbatch", help="Largest micro-batch searched."),
     zero: str = typer.Option("0,1,2,3", "--zero", help="ZeRO stages searched."),
@@ -172,7 +171,7 @@ def plan_command(
                                                                   "ZeRO-3 (auto: the in-node group; none)."),
     ep: str = typer.Option("auto", "--ep", help="Expert-parallel sizes searched for MoE models (auto: every one "
                                                 "dividing the experts and the replicas)."),
-    png: Optional[Path] = typer.Option(None, "--png", help="Write the Pareto plot (step time vs GPUs) here."),
+    png: Path | None = typer.Option(None, "--png", help="Write the Pareto plot (step time vs GPUs) here."),
     as_json: bool = typer.Option(False, "--json"),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
     flags: dict | None = None,

@@ -11,13 +11,12 @@ import csv
 import io
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 
-from simcomm.cli.console import StageBar, stderr, print_json, stdout, table
-from simcomm.errors import ConfigError
+from simcomm.cli.console import StageBar, print_json, stderr, stdout, table
 from simcomm.cli.scenario_flags import scenario_flags
+from simcomm.errors import ConfigError
 from simcomm.scenario import Scenario, flat_from_file, from_flat
 from simcomm.units import format_size, format_time
 
@@ -38,7 +37,7 @@ def parse_opts(opts: list[str] | None) -> dict:
     return out
 
 
-def build_scenario(scenario: Optional[Path] = None, flags: dict | None = None, *, opts=None, typed=None,
+def build_scenario(scenario: Path | None = None, flags: dict | None = None, *, opts=None, typed=None,
                    **more) -> Scenario:
     """A Scenario from an optional TOML file with flat flag values on top (the one resolver).
 
@@ -119,18 +118,18 @@ def render_result(res, console) -> None:
 
 @scenario_flags()
 def run_command(
-    scenario: Optional[Path] = typer.Argument(None, help="Scenario TOML file (flags override it)."),
-    opt: Optional[list[str]] = typer.Option(None, "--opt", help="Strategy option key=value (repeatable)."),
-    k_prime: Optional[int] = typer.Option(None, "--k-prime", help="node-based: iterations between exchanges."),
-    servers: Optional[int] = typer.Option(None, "--servers", help="ps: number of servers."),
-    placement: Optional[str] = typer.Option(None, "--placement", help="ps: own or colocated."),
-    algorithm: Optional[str] = typer.Option(None, "--algorithm", help="all-reduce algorithm or auto."),
-    overlap: Optional[str] = typer.Option(None, "--overlap", help="none, backward or backward+forward."),
-    drop_ratio: Optional[float] = typer.Option(None, "--drop-ratio", help="ps-layer-drop: fraction dropped."),
+    scenario: Path | None = typer.Argument(None, help="Scenario TOML file (flags override it)."),
+    opt: list[str] | None = typer.Option(None, "--opt", help="Strategy option key=value (repeatable)."),
+    k_prime: int | None = typer.Option(None, "--k-prime", help="node-based: iterations between exchanges."),
+    servers: int | None = typer.Option(None, "--servers", help="ps: number of servers."),
+    placement: str | None = typer.Option(None, "--placement", help="ps: own or colocated."),
+    algorithm: str | None = typer.Option(None, "--algorithm", help="all-reduce algorithm or auto."),
+    overlap: str | None = typer.Option(None, "--overlap", help="none, backward or backward+forward."),
+    drop_ratio: float | None = typer.Option(None, "--drop-ratio", help="ps-layer-drop: fraction dropped."),
     no_baseline: bool = typer.Option(False, "--no-baseline", help="Same as --baseline none."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable JSON."),
     as_csv: bool = typer.Option(False, "--csv", help="CSV: one row per iteration kind and the mean."),
-    timeline: Optional[Path] = typer.Option(None, "--timeline",
+    timeline: Path | None = typer.Option(None, "--timeline",
                                             help="Write a Perfetto/Chrome trace-event JSON of the iteration(s)."),
     flags: dict | None = None,
 ) -> None:

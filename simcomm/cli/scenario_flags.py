@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Optional
 
 import typer
 
@@ -35,11 +34,11 @@ def _option(key: Key) -> inspect.Parameter:
     if key.kind == "bool":
         decl = f"{key.flag}/{_OFF.get(key.name, '--no-' + key.name.replace('_', '-'))}"
         default = typer.Option(None, decl, help=flag_help(key))
-        annotation = Optional[bool]
+        annotation = bool | None
     else:
         decls = [key.flag] + ([key.short] if key.short else [])
         default = typer.Option(None, *decls, help=flag_help(key))
-        annotation = Optional[str]
+        annotation = str | None
     return inspect.Parameter(key.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
 
 

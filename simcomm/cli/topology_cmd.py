@@ -96,7 +96,7 @@ def route(target: str = _TARGET, src: int = typer.Argument(..., help="Source ran
         if not 0 <= r < topo.n_ranks:
             raise ConfigError(f"{name}: rank {r} is out of range 0..{topo.n_ranks - 1}")
     path = topo.path(src, dst)
-    hops = [(u, v, topo.graph.edges[u, v]["link"]) for u, v in zip(path, path[1:])]
+    hops = [(u, v, topo.graph.edges[u, v]["link"]) for u, v in zip(path, path[1:], strict=False)]
     lat = sum(topo.links[n].latency for _, _, n in hops)
     bott = min((topo.links[n].bandwidth for _, _, n in hops), default=float("inf"))
     if as_json:

@@ -7,13 +7,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from simcomm.fileio import write_text
 from simcomm.cli.console import print_json, stderr, stdout, table
+from simcomm.fileio import write_text
 
 __all__ = ["validate_command", "write_atomic"]
 
@@ -38,9 +37,9 @@ def _print(results, console) -> None:
 
 
 def validate_command(
-    case: Optional[list[str]] = typer.Option(None, "--case", help="Case name (repeatable; default: all)."),
+    case: list[str] | None = typer.Option(None, "--case", help="Case name (repeatable; default: all)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable JSON."),
-    write: Optional[Path] = typer.Option(None, "--write", help="Regenerate a markdown file (docs/validation.md)."),
+    write: Path | None = typer.Option(None, "--write", help="Regenerate a markdown file (docs/validation.md)."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
 ) -> None:
     """Reproduce the seed papers' numbers: predicted vs reported, error and verdict per row."""

@@ -6,8 +6,17 @@ message size and group size as MPICH does, or as Open MPI's ``coll/tuned``
 does (``rules="openmpi"``, :mod:`simcomm.collectives.auto_openmpi`).
 """
 
-from simcomm.collectives.base import (ALGORITHMS, COLLECTIVES, Algorithm, CostTerms, Step, default_ppn,
-                                      ideal_time, register, register_variant)
+from simcomm.collectives.base import (
+                                      ALGORITHMS,
+                                      COLLECTIVES,
+                                      Algorithm,
+                                      CostTerms,
+                                      Step,
+                                      default_ppn,
+                                      ideal_time,
+                                      register,
+                                      register_variant,
+)
 
 # Every algorithm module registers itself (@register); the package scans itself, so a new
 # algorithm is one module.  Catalogue order is module-name order.

@@ -24,7 +24,7 @@ def exchange(real: np.ndarray, masks, sizes, reduce: bool) -> list[Step]:
     """
     j = np.arange(len(real), dtype=np.int64)
     out = []
-    for m, sz in zip(masks, sizes):
+    for m, sz in zip(masks, sizes, strict=False):
         nb = np.broadcast_to(np.asarray(sz, dtype=float), j.shape)
         out.append(Step.make(real[j], real[j ^ m], nb, nb if reduce else 0.0))
     return out

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from simcomm.collectives._pipeline import kary_parents, tree_bcast_cost, tree_bcast_steps
 from simcomm.collectives._patterns import lg
+from simcomm.collectives._pipeline import kary_parents, tree_bcast_cost, tree_bcast_steps
 from simcomm.collectives.base import Algorithm, register
 
 

@@ -28,8 +28,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from simcomm.collectives._pipeline import kary_parents, tree_bcast_cost, tree_bcast_steps
 from simcomm.collectives._patterns import lg
+from simcomm.collectives._pipeline import kary_parents, tree_bcast_cost, tree_bcast_steps
 from simcomm.collectives.base import Algorithm, CostTerms, Step, register, register_variant
 
 

@@ -3,8 +3,8 @@
 Importing the package registers every model in :data:`COST_MODELS`.
 """
 
-from simcomm.cost_models.base import COST_MODELS, CostModel, LinkParams
 from simcomm.cost_models import hockney, loggp  # noqa: E402,F401  (imported to register)
+from simcomm.cost_models.base import COST_MODELS, CostModel, LinkParams
 from simcomm.cost_models.hockney import HOCKNEY, Hockney  # noqa: E402
 from simcomm.cost_models.loggp import LOGGP, LogGP, LogGPParams  # noqa: E402
 

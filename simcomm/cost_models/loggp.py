@@ -66,7 +66,7 @@ class LogGP(CostModel):
             if len(s) == 0:
                 continue
             same = (s.src // ppn) == (s.dst // ppn)
-            pick = lambda attr: np.where(same, getattr(i, attr), getattr(e, attr))  # noqa: E731
+            pick = lambda attr, same=same: np.where(same, getattr(i, attr), getattr(e, attr))  # noqa: E731
             k = np.bincount(s.src, minlength=p)[s.src]
             t_lat = (k - 1) * pick("g") + pick("L") + 2 * pick("o")
             t_bw = np.maximum(s.nbytes - 1.0, 0.0) * pick("G")

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import os
 import stat
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
+
+import tomllib
 
 from simcomm.errors import ConfigError
 from simcomm.links.base import LINKS, LinkClass

@@ -75,7 +75,7 @@ def layer_costs(w, lay, ulysses: bool = False, moe=None, memo: dict | None = Non
     sp = lay.sequence_parallel and tp > 1
     expert_shard = lay.expert_tp * ep
     out_costs = []
-    for layer, lw in zip(tr.layers, w.layers):
+    for layer, lw in zip(tr.layers, w.layers, strict=False):
         kind = layer_kind(lw.name)
         f, bk = _layer_times(tr, layer, mb, tp, cp, memo)  # GEMMs at the rank's shapes
         if kind == "moe" and moe is not None:  # routed experts stretched by their load and grouped-GEMM tiles

@@ -14,7 +14,6 @@ multiply-add) per sequence of ``seq`` tokens, forward.
 from __future__ import annotations
 
 import functools
-
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 

@@ -26,10 +26,9 @@ from dataclasses import dataclass, replace
 
 from simcomm.errors import ConfigError
 from simcomm.llm.estimate import Estimate
+from simcomm.llm.layout import Layout, batch_problem, cp_problem, divisors, ep_problem, split_problem, stages_problem, tp_problem
 from simcomm.memory import layout as memory_layout
 from simcomm.memory.fit import Budget, check
-from simcomm.llm.layout import (Layout, batch_problem, cp_problem, divisors, ep_problem, split_problem,
-                                stages_problem, tp_problem)
 
 __all__ = ["Space", "Row", "search", "search_precisions", "memory_dtype", "auto_cps", "valid_cps", "node_shard_group",
            "enumerate_layouts", "batch_skipped",
@@ -419,7 +418,7 @@ def search_precisions(cfg, base: dict, nodes: int, global_batch: int, space: Spa
                       progress, strict)
     founds = [search(cfg, {**base, "precision": p}, nodes, global_batch, space, p, progress, strict)
               for p in precisions]
-    rows = [replace(r, precision=p) for f, p in zip(founds, precisions) for r in f.rows]
+    rows = [replace(r, precision=p) for f, p in zip(founds, precisions, strict=False) for r in f.rows]
     first = founds[0]
     return Found(rank_by_estimate(rows), sum(f.enumerated for f in founds), sum(f.fit for f in founds),
                  first.device, first.gpus, first.context, first.scenario)

@@ -36,8 +36,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from simcomm.errors import ConfigError
-from simcomm.memory.activations import (RECOMPUTE, SCHEDULES, embedding_bytes, head_bytes, in_flight,
-                                        layer_bytes)
+from simcomm.memory.activations import RECOMPUTE, SCHEDULES, embedding_bytes, head_bytes, in_flight, layer_bytes
 from simcomm.memory.fit import CONTEXT_BYTES, Budget, Peak, check
 from simcomm.memory.state import split as _split
 from simcomm.memory.state import state_bytes_per_param, zero_state_bytes
@@ -255,7 +254,7 @@ def estimate_stages(model, *, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1
         blocks = stage_blocks(cfg.layers, pp, k, virtual_stages, stage_layers)
         # expert state has its own data-parallel group of dp·cp / ep ranks
         state = [a + b for a, b in zip(zero_state_bytes(dense, shards, zero, dtype, optimizer),
-                                       zero_state_bytes(expert, dp * cp // ep, zero, dtype, optimizer))]
+                                       zero_state_bytes(expert, dp * cp // ep, zero, dtype, optimizer), strict=False)]
         # a block's bytes depend on its index only through its kind (MoE or not): priced once per kind and summed
         # per kind (exact either way; plan asks this of every stage of tens of thousands of layouts)
         kinds = {cfg.is_moe(i): i for i in reversed(blocks)}  # each kind's first block

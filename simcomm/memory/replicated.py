@@ -109,7 +109,7 @@ def _layers(source):
         spec = None  # a modified model: do not borrow the zoo's internals
     if spec:  # the trace's own parameters and shapes, the zoo's knowledge of what backward keeps
         layers = [(x.module_type, x.params, x.output_shape, s.saved_elems, s.mask_elems, s.input_kept, s.input_shape)
-                  for x, s in zip(source.layers, spec.layers)]
+                  for x, s in zip(source.layers, spec.layers, strict=False)]
     else:
         layers = [(x.module_type, x.params, x.output_shape, 0.0, 0.0, False, x.input_shape) for x in source.layers]
     in_shape = spec.input_shape if spec else source.layers[0].input_shape

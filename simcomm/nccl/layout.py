@@ -246,7 +246,7 @@ def intra_cycles(topology, members: tuple[int, ...]) -> tuple[tuple[int, ...], .
         found = _hamiltonian(len(names), tuple(sorted((k, v) for k, v in cap.items() if v > 0)))
         if found is None:
             break
-        for a, b in zip(found, found[1:] + found[:1]):
+        for a, b in zip(found, found[1:] + found[:1], strict=False):
             cap[a, b] -= 1
             cap[b, a] -= 1
         cycles += [found, (found[0],) + tuple(reversed(found[1:]))]
@@ -322,7 +322,7 @@ def _layout(topology, ranks: tuple[int, ...]) -> GroupLayout:
     node_of = np.zeros(len(ranks), dtype=np.int64)
     for k, idx in enumerate(by_node.values()):
         glob = tuple(ranks[i] for i in idx)
-        pos = {r: i for i, r in zip(idx, glob)}
+        pos = {r: i for i, r in zip(idx, glob, strict=False)}
         found = tuple(tuple(pos[r] for r in order) for order in intra_cycles(topology, glob))
         nodes.append(found[0])
         cycles.append(found)

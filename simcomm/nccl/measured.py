@@ -82,7 +82,7 @@ _COLUMNS = {"all_reduce": ("op", -1), "reduce_scatter": ("op", -1), "sendrecv": 
             "all_gather": ("none", -1), "alltoall": ("none", -1), "broadcast": ("none", 0)}
 
 
-def what_rows_say(measured: "Measured") -> tuple[tuple[str, ...], int | None, str]:
+def what_rows_say(measured: Measured) -> tuple[tuple[str, ...], int | None, str]:
     """(nccl-tests tests the rows can come from, ranks the sizes imply or None, what the rows say in words).
 
     Read from the columns alone: a reduction prints its redop (``sum``), the others ``none``; broadcast and

@@ -24,8 +24,14 @@ from simcomm.collectives.base import Step
 from simcomm.collectives.runtime import Prepared
 from simcomm.errors import ConfigError
 from simcomm.nccl.base import NCCL_ALGORITHMS
-from simcomm.nccl.execution import (execution_efficiency, host_bidirectional_stretch, launch_s, p2p_batches,
-                                    p2p_message_latency_us, proxy_wait_us)
+from simcomm.nccl.execution import (
+    execution_efficiency,
+    host_bidirectional_stretch,
+    launch_s,
+    p2p_batches,
+    p2p_message_latency_us,
+    proxy_wait_us,
+)
 from simcomm.nccl.layout import group_layout
 from simcomm.nccl.tuning import ALGOS as TUNED
 from simcomm.nccl.tuning import protocols_enabled, select
@@ -80,10 +86,10 @@ def prepare_nccl(op, topology, runtime) -> Prepared | None:
     forced = asked if asked != "auto" else runtime.nccl_algo
     if forced is not None and op.kind in P2P_KINDS:
         forced = None  # NCCL_ALGO does not apply to point-to-point collectives
-    if forced is not None and asked == "auto":
-        # NCCL_ALGO names only algorithms this collective does not have (Tree for all-gather): NCCL's choice
-        if not any(op.kind in NCCL_ALGORITHMS.get(a).collectives for a in forced.split(",")):
-            forced = None
+    # NCCL_ALGO names only algorithms this collective does not have (Tree for all-gather): NCCL's choice
+    if forced is not None and asked == "auto" and not any(op.kind in NCCL_ALGORITHMS.get(a).collectives
+                                                          for a in forced.split(",")):
+        forced = None
     algo, mt = choose(op.kind, layout, op.nbytes, forced, runtime.nccl_proto)
     src, dst, nb = NCCL_ALGORITHMS.get(algo).flows(op.kind, layout, op.nbytes, op.root)
     payload = nb

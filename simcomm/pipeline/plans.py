@@ -66,7 +66,6 @@ def run_plans(kinds, topo, n_train: int, how: RunOptions, on_timeline=None, prog
     """
     from simcomm import engine
     from simcomm import jitter as jit
-
     from simcomm.engine.options import EngineOptions
 
     fidelity, seed, runtime, jitter = how.fidelity, how.seed, how.runtime, how.jitter

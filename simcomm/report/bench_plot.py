@@ -29,7 +29,7 @@ def size_label(nbytes: float) -> str:
 def algorithm_runs(sizes: list[float], algorithms: list[str]) -> list[tuple[str, float, float]]:
     """Contiguous stretches of one algorithm: ``(algorithm, first size, last size)`` in size order."""
     out: list[tuple[str, float, float]] = []
-    for size, algo in sorted(zip(sizes, algorithms)):
+    for size, algo in sorted(zip(sizes, algorithms, strict=False)):
         if out and out[-1][0] == algo:
             out[-1] = (algo, out[-1][1], size)
         else:
@@ -76,7 +76,7 @@ def plot_bench(predicted: list[dict], path: str | Path, title: str = "",
                     color="black", markerfacecolor="white", markersize=6,
                     label="measured, unsettled (in-place disagrees)", zorder=4)
     runs = algorithm_runs([p["size"] for p in pred], [p["algorithm"] for p in pred])
-    for (_, _, last), (_, first, _) in zip(runs, runs[1:]):  # where NCCL's choice switches
+    for (_, _, last), (_, first, _) in zip(runs, runs[1:], strict=False):  # where NCCL's choice switches
         ax.axvline((last * first) ** 0.5, color="0.7", linestyle=":", linewidth=1, zorder=0)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")

@@ -126,7 +126,7 @@ def layout(topo: Topology) -> tuple[dict, int]:
             for n in rows[y]:
                 if pod_of(n) is not None:
                     centre[pod_of(n)].append(bary(n))
-            def group_centre(n):
+            def group_centre(n, centre=centre, bary=bary):
                 pod = pod_of(n)
                 return bary(n) if pod is None else sum(centre[pod]) / len(centre[pod])
             order = sorted(rows[y], key=lambda n: (group_centre(n), bary(n), str(n)))
@@ -164,7 +164,7 @@ def _nodes(ax, g, pos) -> None:
     for kind, marker in (("rank", "o"), ("nic", "s"), ("switch", "D")):
         pts = [pos[n] for n, k in g.nodes(data="kind") if k == kind and n in pos]
         if pts:
-            ax.scatter(*zip(*pts), marker=marker, s=18, label=kind, zorder=3)
+            ax.scatter(*zip(*pts, strict=False), marker=marker, s=18, label=kind, zorder=3)
 
 
 def torus_coordinates(topo: Topology) -> dict | None:
@@ -260,7 +260,7 @@ def _draw_dragonfly(ax, topo: Topology, groups: dict[int, list]) -> None:
     pos: dict = {}
     heading: dict = {}  # direction a node's hosts fan out in: away from its group's centre
     ng = len(groups)
-    for gi, (gid, routers) in enumerate(groups.items()):
+    for gi, routers in enumerate(groups.values()):
         ga = 2 * math.pi * gi / ng
         cx, cy = math.cos(ga), math.sin(ga)
         for ri, r in enumerate(routers):
@@ -294,7 +294,7 @@ def _draw_dragonfly(ax, topo: Topology, groups: dict[int, list]) -> None:
     for kind, marker in (("rank", "o"), ("nic", "s"), ("switch", "D")):
         pts = [pos[n] for n, k in g.nodes(data="kind") if k == kind and n in pos]
         if pts:
-            ax.scatter(*zip(*pts), marker=marker, s=18, label=kind, zorder=3)
+            ax.scatter(*zip(*pts, strict=False), marker=marker, s=18, label=kind, zorder=3)
     for gi, gid in enumerate(groups):
         ga = 2 * math.pi * gi / ng
         ax.text(1.5 * math.cos(ga), 1.5 * math.sin(ga), f"group {gid}", ha="center", va="center", fontsize=8)

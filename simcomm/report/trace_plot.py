@@ -26,7 +26,7 @@ def plot_trace(trace: Trace, path: str | os.PathLike) -> Path:
     fig, ax = plt.subplots(figsize=(max(6.0, min(24.0, 0.12 * n)), 4.0), dpi=100)
     ax.bar(xs, fwd, label="forward", color="#4c72b0")
     ax.bar(xs, bwd, bottom=fwd, label="backward", color="#dd8452")
-    ax.bar(xs, upd, bottom=[a + b for a, b in zip(fwd, bwd)], label="update", color="#55a868")
+    ax.bar(xs, upd, bottom=[a + b for a, b in zip(fwd, bwd, strict=False)], label="update", color="#55a868")
     ax.set_xlabel("layer (execution order)")
     ax.set_ylabel("time (ms)")
     ax.set_title(f"{trace.model} on {trace.device}, {trace.method}, batch {trace.batch}")

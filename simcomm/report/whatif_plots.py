@@ -124,7 +124,7 @@ def _breakdown_figure(sweep, rows) -> bytes:
     for key, label, color in _PARTS:
         vals = [(r.get(key) or 0.0) * 1e3 for r in sel]
         ax.bar([p - 0.18 for p in pos], vals, width=0.36, bottom=bottom, color=color, label=label)
-        bottom = [b + v for b, v in zip(bottom, vals)]
+        bottom = [b + v for b, v in zip(bottom, vals, strict=False)]
     ax.bar([p + 0.2 for p in pos], [(r.get("comm_hidden_s") or 0.0) * 1e3 for r in sel], width=0.2,
            color="white", edgecolor="tab:red", hatch="///", label="hidden comm (overlaps compute)")
     ax.set_xticks(pos, _config_labels(sweep, sel), rotation=45, ha="right", fontsize=7)
@@ -154,8 +154,8 @@ def _util_figure(sweep, rows) -> bytes:
 
 def _topology_png(sweep, rows) -> bytes | None:
     """Draw the cluster of the first OK row at the smallest node count (readable), or None."""
-    from simcomm.report.topology_plot import draw_topology
     from simcomm.pipeline import build_cluster
+    from simcomm.report.topology_plot import draw_topology
     from simcomm.whatif.params import check_point, to_scenario
     from simcomm.whatif.results import input_columns
 

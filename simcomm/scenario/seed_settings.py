@@ -70,7 +70,7 @@ SETTINGS: dict[str, SeedSetting] = {
         reported={(m, n): v for m, vals in {"resnet18-cifar": (1.0, 4.97, 15.12, 5.62, 1.55),
                                             "resnet50-cifar": (1.0, 5.77, 17.99, 11.02, 6.11),
                                             "resnet101-cifar": (1.0, 7.24, 21.47, 12.93, 7.15)}.items()
-                  for n, v in zip((4, 8, 12, 16, 20), vals)}),
+                  for n, v in zip((4, 8, 12, 16, 20), vals, strict=False)}),
     "ceta-ciemat": SeedSetting(
         source="seed 000 Table VII", what="ImageNet-1K, ResNet-18/34 and ShuffleNetV2, R = 16 on M = 4, K' = 50",
         strategies=("node-based", "allreduce"), nodes=(4,), gpus_per_node=4,

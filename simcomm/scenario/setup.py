@@ -21,10 +21,10 @@ from simcomm.errors import ConfigError
 from simcomm.runtimes import Runtime, get_runtime
 from simcomm.scenario.resolve import node_scales
 from simcomm.scenario.spec import NetworkSpec, Scenario
+from simcomm.scenario.trace import load_trace_for
 from simcomm.stacks import apply_stack, get_stack
 from simcomm.topologies.nvlink import nvlink_notes
 from simcomm.topologies.overrides import OVERRIDE_FIELDS, NetworkOverrides
-from simcomm.scenario.trace import load_trace_for
 
 if TYPE_CHECKING:
     from simcomm.stacks.base import Stack

@@ -218,7 +218,7 @@ def model_segments(workload, segments: int) -> tuple[list[tuple[int, ...]], str]
             out: list[list[int]] = []
             prev = object()
             seen_block = False
-            for i, k in zip(layers, keys):
+            for i, k in zip(layers, keys, strict=False):
                 # stem and head: runs of block-less layers form one segment each
                 tag = k if k is not None else ("head" if seen_block else "stem")
                 seen_block = seen_block or k is not None

@@ -24,8 +24,7 @@ from dataclasses import dataclass
 from simcomm.errors import ConfigError
 from simcomm.ops import PlanBuilder
 from simcomm.strategies.base import Strategy, register
-from simcomm.strategies.common import OVERLAPS, check_algorithm, check_choice, emit_backward, \
-    emit_forward_backward, emit_update
+from simcomm.strategies.common import OVERLAPS, check_algorithm, check_choice, emit_backward, emit_forward_backward, emit_update
 
 
 @dataclass(frozen=True)

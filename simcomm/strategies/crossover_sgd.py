@@ -37,8 +37,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simcomm.ops import PlanBuilder
-from simcomm.strategies._gossip import SEGMENT_MODES, check_int, check_interval, emit_segment_gossip, \
-    fair_peer_table, gossip_iterations, segment_bytes
+from simcomm.strategies._gossip import (
+    SEGMENT_MODES,
+    check_int,
+    check_interval,
+    emit_segment_gossip,
+    fair_peer_table,
+    gossip_iterations,
+    segment_bytes,
+)
 from simcomm.strategies.base import NotApplicable, Strategy, register
 from simcomm.strategies.common import check_choice, emit_forward_backward, emit_update
 

@@ -27,8 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simcomm.ops import PlanBuilder
-from simcomm.strategies._gossip import check_int, check_interval, emit_segment_gossip, gossip_iterations, \
-    ring_neighbours, segment_bytes
+from simcomm.strategies._gossip import check_int, check_interval, emit_segment_gossip, gossip_iterations, ring_neighbours, segment_bytes
 from simcomm.strategies.base import NotApplicable, Strategy, register
 from simcomm.strategies.common import check_choice
 from simcomm.strategies.sgp import emit_after_step, emit_peer_exchange

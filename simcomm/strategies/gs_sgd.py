@@ -42,8 +42,16 @@ from dataclasses import dataclass
 from simcomm.errors import ConfigError
 from simcomm.ops import PlanBuilder
 from simcomm.strategies._gossip import check_int
-from simcomm.strategies._sparse import SparseParams, emit_compute_phase, emit_tree_broadcast, emit_tree_reduce, \
-    emit_updates, n_elements, rate, top_k
+from simcomm.strategies._sparse import (
+    SparseParams,
+    emit_compute_phase,
+    emit_tree_broadcast,
+    emit_tree_reduce,
+    emit_updates,
+    n_elements,
+    rate,
+    top_k,
+)
 from simcomm.strategies.base import NotApplicable, Strategy, register
 
 #: Count-Sketch guarantee: every coordinate within ±ε‖g‖₂ with probability ≥ 1 - δ (assumed values)

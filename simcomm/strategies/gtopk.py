@@ -26,8 +26,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simcomm.ops import PlanBuilder
-from simcomm.strategies._sparse import SparseParams, emit_compute_phase, emit_tree_broadcast, emit_updates, \
-    entry_bytes, n_elements, rate, top_k, tree_rounds
+from simcomm.strategies._sparse import (
+    SparseParams,
+    emit_compute_phase,
+    emit_tree_broadcast,
+    emit_updates,
+    entry_bytes,
+    n_elements,
+    rate,
+    top_k,
+    tree_rounds,
+)
 from simcomm.strategies.base import NotApplicable, Strategy, register
 from simcomm.strategies.common import check_choice
 

@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from simcomm.errors import ConfigError
 from simcomm.ops import PlanBuilder
 from simcomm.strategies.base import NotApplicable, Strategy, register
-from simcomm.strategies.common import check_algorithm, check_choice, emit_forward_backward, emit_update, \
-    local_groups, machine_groups
+from simcomm.strategies.common import check_algorithm, check_choice, emit_forward_backward, emit_update, local_groups, machine_groups
 
 
 @dataclass(frozen=True)

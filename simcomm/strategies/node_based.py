@@ -64,8 +64,7 @@ from dataclasses import dataclass, replace
 from simcomm.errors import ConfigError
 from simcomm.ops import PlanBuilder
 from simcomm.strategies.base import Strategy, register
-from simcomm.strategies.common import check_algorithm, check_choice, emit_forward_backward, emit_update, \
-    machine_groups
+from simcomm.strategies.common import check_algorithm, check_choice, emit_forward_backward, emit_update, machine_groups
 
 #: exchange rules: Alg. 2 as the seed-code-facts simulator rule reads it, and footnote 1's count
 EXCHANGE_RULES = ("alg2", "footnote")

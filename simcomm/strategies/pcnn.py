@@ -158,10 +158,7 @@ def plan_pcnn(w, topology, p: PCNNParams, overlap: bool):
                           f"activations alltoall[{u}]")
         ops = []
         for r in ranks:
-            if overlap:
-                after = [ag[u]] if u in ag else []
-            else:
-                after = all_ag if u == 0 else []
+            after = ([ag[u]] if u in ag else []) if overlap else all_ag if u == 0 else []
             if u == 0 and r in load:
                 after = after + [load[r]]
             ops.append(comp(r, fwd_s[u], after, f"forward[{u}]"))

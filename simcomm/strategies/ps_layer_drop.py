@@ -51,7 +51,7 @@ def threshold(values: list[float], sizes: list[float], ratio: float) -> float:
     """Seed 004 Alg. 1: the representative value at which ``ratio`` of elements are dropped (-1: none)."""
     total = sum(sizes)
     dropped = 0.0
-    for v, n in sorted(zip(values, sizes)):
+    for v, n in sorted(zip(values, sizes, strict=False)):
         dropped += n
         if dropped > total * ratio:
             return v

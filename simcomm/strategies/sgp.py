@@ -37,8 +37,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simcomm.ops import PlanBuilder
-from simcomm.strategies._gossip import aws_exp_offsets, base3_offsets, check_int, check_interval, \
-    emit_segment_gossip, exp_graph_exponents, floor_log, gossip_iterations, push_sum_bytes, segment_bytes
+from simcomm.strategies._gossip import (
+    aws_exp_offsets,
+    base3_offsets,
+    check_int,
+    check_interval,
+    emit_segment_gossip,
+    exp_graph_exponents,
+    floor_log,
+    gossip_iterations,
+    push_sum_bytes,
+    segment_bytes,
+)
 from simcomm.strategies.base import NotApplicable, Strategy, register
 from simcomm.strategies.common import check_choice, emit_forward_backward, emit_update
 

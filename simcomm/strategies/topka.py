@@ -14,8 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simcomm.ops import PlanBuilder
-from simcomm.strategies._sparse import SparseParams, emit_compute_phase, emit_updates, entry_bytes, n_elements, \
-    rate, top_k
+from simcomm.strategies._sparse import SparseParams, emit_compute_phase, emit_updates, entry_bytes, n_elements, rate, top_k
 from simcomm.strategies.base import NotApplicable, Strategy, register
 
 

@@ -154,7 +154,7 @@ class Grid:
         if not self.axes:
             return iter(())
         keys = self.keys
-        return (dict(zip(keys, combo)) for combo in itertools.product(*(v for _, v in self.axes)))
+        return (dict(zip(keys, combo, strict=False)) for combo in itertools.product(*(v for _, v in self.axes)))
 
     def check_nonempty(self) -> Grid:
         if len(self) == 0:

@@ -28,9 +28,9 @@ from typing import Protocol
 import networkx as nx
 import numpy as np
 
-from simcomm.registry import Registry
 from simcomm.errors import TopologyError
 from simcomm.links.base import LinkClass
+from simcomm.registry import Registry
 from simcomm.topologies.overrides import NetworkOverrides
 
 __all__ = ["TOPOLOGIES", "Topology", "Recipe", "Router", "ShortestPathRouter", "ecmp_hash", "ecmp_hash_many",
@@ -272,7 +272,7 @@ class Topology:
             nodes = self.path(a, b)
             ids = self._edge_ids
             try:
-                r = tuple(ids[(u, v)] for u, v in zip(nodes, nodes[1:]))
+                r = tuple(ids[(u, v)] for u, v in zip(nodes, nodes[1:], strict=False))
             except KeyError as exc:
                 raise TopologyError(f"topology {self.name!r}: router returned a non-edge {exc}") from None
             self._routes[key] = r
@@ -299,7 +299,7 @@ class Topology:
         return np.concatenate(lens), np.concatenate(links)
 
     def _routes_one_by_one(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        routes = [self.route(a, b) for a, b in zip(src.tolist(), dst.tolist())]
+        routes = [self.route(a, b) for a, b in zip(src.tolist(), dst.tolist(), strict=False)]
         route_len = np.fromiter(map(len, routes), dtype=np.int64, count=len(routes))
         return route_len, np.fromiter(chain.from_iterable(routes), dtype=np.int64, count=int(route_len.sum()))
 

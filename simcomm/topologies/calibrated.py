@@ -55,7 +55,7 @@ def _host_edges(topo: Topology) -> list[tuple]:
 
 def _route_edges(topo: Topology, a: int, b: int) -> list[tuple]:
     path = list(topo.path(a, b))  # node names, rank a to rank b
-    return list(zip(path, path[1:]))
+    return list(zip(path, path[1:], strict=False))
 
 
 def with_calibrated_links(topo: Topology, classes: dict[str, LinkClass], source: str) -> tuple[Topology, list[str]]:

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import os
 import stat
-import tomllib
 from pathlib import Path
 from xml.etree.ElementTree import ParseError
 
 import networkx as nx
+import tomllib
 
 from simcomm.errors import ConfigError, TopologyError, UnknownNameError
 from simcomm.links.base import LINKS, LinkClass, link_class

@@ -19,7 +19,7 @@ import math
 import networkx as nx
 
 from simcomm.links.base import LinkClass
-from simcomm.topologies.base import TOPOLOGIES, DEFAULT_GAMMA, Topology
+from simcomm.topologies.base import DEFAULT_GAMMA, TOPOLOGIES, Topology
 from simcomm.topologies.fabric import add_link, positive_int, rank_graph, standalone
 
 __all__ = ["dragonfly", "add_dragonfly", "DragonflyFabric"]

@@ -31,7 +31,7 @@ import numpy as np
 
 from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
-from simcomm.topologies.base import TOPOLOGIES, DEFAULT_GAMMA, Topology
+from simcomm.topologies.base import DEFAULT_GAMMA, TOPOLOGIES, Topology
 from simcomm.topologies.fabric import NodeArrays, add_link, positive_int, rank_graph, standalone
 
 __all__ = ["fat_tree", "add_fat_tree", "auto_k", "FatTreeFabric", "ROUTINGS"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import networkx as nx
 
 from simcomm.links.base import LinkClass, link_class
-from simcomm.topologies.base import TOPOLOGIES, DEFAULT_GAMMA, Topology
+from simcomm.topologies.base import DEFAULT_GAMMA, TOPOLOGIES, Topology
 
 __all__ = ["full_mesh"]
 

@@ -148,7 +148,7 @@ def add_host_intra(g: nx.Graph, links: dict, m: int, names: list, kind: str, in_
     socket_of = [i * k // s for i in range(s)]
     g.add_edges_from(((names[l], switches[switch_of[l]]) for l in range(n)), link=gpu_lc.name)
     g.add_edges_from(((switches[i], cpus[socket_of[i]]) for i in range(s)), link=up_lc.name)
-    g.add_edges_from(zip(cpus, mems), link=mem_lc.name)
+    g.add_edges_from(zip(cpus, mems, strict=False), link=mem_lc.name)
     if k > 1:
         sock_lc = add_link(links, host.socket_link)
         g.add_edges_from(((cpus[a], cpus[b]) for a in range(k) for b in range(a + 1, k)), link=sock_lc.name)

@@ -148,7 +148,7 @@ def apply_network(base: Topology, over: NetworkOverrides, cluster: str) -> Topol
     topo = two_level(**{**args, **_network_args(over, args)})  # type: ignore[arg-type]
     topo.meta.update({k: v for k, v in base.meta.items() if k not in recipe.meta_keys})
     nodes = topo.graph.nodes
-    for mine, theirs in zip(topo.ranks, base.ranks):  # the same ranks, node-major: a server's own device
+    for mine, theirs in zip(topo.ranks, base.ranks, strict=False):  # the same ranks, node-major: a server's own device
         if "gamma" in base.graph.nodes[theirs]:
             nodes[mine]["gamma"] = base.graph.nodes[theirs]["gamma"]
     topo.network = over

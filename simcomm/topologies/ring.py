@@ -8,7 +8,7 @@ positive direction.
 from __future__ import annotations
 
 from simcomm.links.base import LinkClass
-from simcomm.topologies.base import TOPOLOGIES, DEFAULT_GAMMA, Topology
+from simcomm.topologies.base import DEFAULT_GAMMA, TOPOLOGIES, Topology
 from simcomm.topologies.fabric import positive_int
 from simcomm.topologies.torus import torus
 

@@ -81,9 +81,9 @@ def attach_servers(topo: Topology, need: int) -> Topology:
             tag += "'"
         names = [tag] + [f"{tag}/{n}" for n in path[1:-1]]
         g.add_node(tag, kind="rank", machine=new_m + k, gamma=device_gamma("haswell", 1))
-        for src, copy in zip(path[1:-1], names[1:]):
+        for src, copy in zip(path[1:-1], names[1:], strict=False):
             g.add_node(copy, kind=g0.nodes[src]["kind"], machine=new_m + k)
-        for a, b2, (u, v) in zip(names, names[1:] + [hit], zip(path, path[1:])):
+        for a, b2, (u, v) in zip(names, names[1:] + [hit], zip(path, path[1:], strict=False), strict=False):
             g.add_edge(a, b2, link=g0.edges[u, v]["link"])
         servers.append(len(ranks))
         ranks.append(tag)

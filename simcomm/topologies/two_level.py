@@ -42,17 +42,26 @@ from collections.abc import Sequence
 import networkx as nx
 import numpy as np
 
-from simcomm.registry import Registry
 from simcomm.errors import ConfigError, UnknownNameError
 from simcomm.links.base import LinkClass, link_class
-from simcomm.topologies.base import TOPOLOGIES, DEFAULT_GAMMA, Recipe, Topology, ecmp_hash, ecmp_hash_many
+from simcomm.registry import Registry
+from simcomm.topologies.base import DEFAULT_GAMMA, TOPOLOGIES, Recipe, Topology, ecmp_hash, ecmp_hash_many
 from simcomm.topologies.devices import device_gamma
 from simcomm.topologies.dragonfly import add_dragonfly
 from simcomm.topologies.fabric import add_link, check_ranks, positive_int
 from simcomm.topologies.fat_tree import add_fat_tree
+from simcomm.topologies.intranode import (
+    DEFAULT_INTRA_LINK,
+    HOST_INTRA,
+    INTRA,
+    HostIntra,
+    HostPath,
+    HubIntra,
+    MeshIntra,
+    add_host_intra,
+    nic_by_switch,
+)
 from simcomm.topologies.nvlink import check_split, domain_of_machines
-from simcomm.topologies.intranode import (DEFAULT_INTRA_LINK, HOST_INTRA, INTRA, HostIntra, HostPath, HubIntra,
-                                          MeshIntra, add_host_intra, nic_by_switch)
 from simcomm.topologies.planes import add_planes
 from simcomm.topologies.rail import add_rail
 from simcomm.topologies.star import add_star

@@ -497,7 +497,7 @@ def _capture(torch, cfg, dev, model, in_shape, flops_by_name, loads, progress, s
                     **({"cuda": str(torch.version.cuda)} if cuda else {})},
         backward_order=() if ready == tuple(reversed(range(len(layers)))) else ready,
         meta={"iteration_iqr_s": _iqr(iters), "iterations_s": iters,
-              "layer_sums_s": [sum(f) + sum(b) + s for (f, b), s in zip(rows, steps)], "optimizer_step_s": step_mid,
+              "layer_sums_s": [sum(f) + sum(b) + s for (f, b), s in zip(rows, steps, strict=False)], "optimizer_step_s": step_mid,
               "iteration_median_s": statistics.median(iters), "kept_iterations": list(keep), "optimizer": cfg.optimizer,
               "threads": torch.get_num_threads(), "rank": int(os.environ.get("RANK", "0")),
               "input_shape": list(in_shape),

@@ -21,8 +21,8 @@ import os
 import stat
 from pathlib import Path
 
-from simcomm.fileio import write_text
 from simcomm.errors import TraceFormatError
+from simcomm.fileio import write_text
 from simcomm.traces.schema import CAPTURE_METHODS, SCHEMA_VERSION, Layer, Trace
 
 __all__ = ["FORMAT", "DTYPES", "DTYPE_BYTES", "TRACE_MAX_BYTES", "load_trace", "save_trace", "trace_to_dict",

@@ -94,7 +94,7 @@ _PARAM_FREE = frozenset("""
     ReflectionPad3d ReplicationPad1d ReplicationPad2d ReplicationPad3d CircularPad1d CircularPad2d
     CircularPad3d CosineSimilarity PairwiseDistance MSELoss L1Loss CrossEntropyLoss NLLLoss BCELoss
     BCEWithLogitsLoss SmoothL1Loss HuberLoss KLDivLoss
-""".split())
+""".split())  # noqa: SIM905 (a word list reads better as text than as 100 quoted strings)
 
 
 def _fail(source: str, msg: str) -> TraceFormatError:
@@ -431,7 +431,7 @@ def _from_module(spec: str, keys: list[str], types: list[str], shape_params: lis
                               "(with every module called)?")
     taken = defaultdict(int)
     names, params = [], []
-    for key, kind, recorded in zip(keys, types, shape_params):
+    for key, kind, recorded in zip(keys, types, shape_params, strict=False):
         name, n = by_type[kind][taken[kind]]
         taken[kind] += 1
         if recorded is not None and recorded != n:
@@ -486,7 +486,7 @@ def import_profile(path: str, model: str | None = None, batch: int = 1, dtype: s
             how += (f" ({total - sum(params)} of its {total} parameters are not in any profiled leaf module: "
                     "unused modules or parameters held by non-leaf modules)")
     else:
-        params = [n if n is not None else (0 if t in _PARAM_FREE else None) for n, t in zip(prof["params"], types)]
+        params = [n if n is not None else (0 if t in _PARAM_FREE else None) for n, t in zip(prof["params"], types, strict=False)]
         unknown = [names[i] for i, n in enumerate(params) if n is None]
         how = "from the profile's recorded input shapes (weights and biases of linear, convolution, norm and " \
               "embedding ops)"
@@ -501,7 +501,7 @@ def import_profile(path: str, model: str | None = None, batch: int = 1, dtype: s
                    f"the rest {how}")
             params = [n or 0 for n in params]
     layers = []
-    for i, (name, kind) in enumerate(zip(names, types)):
+    for i, (name, kind) in enumerate(zip(names, types, strict=False)):
         s = specs[i] if specs else None
         layers.append(Layer(name=s.name if s else name, module_type=kind, params=params[i],
                             grad_bytes=params[i] * DTYPE_BYTES[dtype], forward_s=fwd[i], backward_s=bwd[i],

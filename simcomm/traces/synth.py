@@ -45,12 +45,12 @@ from dataclasses import replace
 
 import simcomm
 from simcomm.errors import ConfigError
-from simcomm.traces.zoo.transformer import TRANSFORMERS, TransformerConfig, check_attention
 from simcomm.traces.devices import DeviceSpec, get_device
 from simcomm.traces.io import DTYPE_BYTES, DTYPES
 from simcomm.traces.schema import Layer, Trace
 from simcomm.traces.transformer_cost import Fp8, LeafPricing, leaf_seconds
 from simcomm.traces.zoo import MODELS, LayerSpec, model_spec
+from simcomm.traces.zoo.transformer import TRANSFORMERS, TransformerConfig, check_attention
 
 __all__ = ["OPTIMIZER_WORDS", "FP8_DTYPES", "check_attention_for", "check_fp8", "roofline_time", "synth_layers",
            "synth_trace", "transformer_layers"]

@@ -7,8 +7,8 @@ the committed docs/validation.md (byte-identical for the same code).
 
 from __future__ import annotations
 
-from simcomm.validation.base import CASES, CaseResult, Row
 from simcomm.validation import seed000, seed001, seed002, seed003, seed004  # noqa: F401, E402  (registration)
+from simcomm.validation.base import CASES, CaseResult, Row
 from simcomm.validation.render import render_markdown, with_other_sections
 
 __all__ = ["CASES", "CaseResult", "Row", "run_cases", "render_markdown", "case_names", "with_other_sections"]

@@ -74,7 +74,7 @@ BOUND_WHY = ("a factor 4 either way around torchvision's own pipeline measured i
 
 def reported() -> dict[str, Reported]:
     out = {f"t3.{m}.{n}": Reported(f"{m} {n} nodes", v, "%", "Table III")
-           for m, vals in TABLE3.items() for n, v in zip(NODES, vals)}
+           for m, vals in TABLE3.items() for n, v in zip(NODES, vals, strict=False)}
     out.update({f"t7.{m}": Reported(m, v, "%", "Table VII") for m, v in TABLE7.items()})
     return out
 
@@ -164,7 +164,7 @@ def _table3(base: Baseline, traces: dict) -> tuple[list[Row], tuple, str, dict, 
     c, fit, line = _fit("t3", base, CAL3, traces["resnet18"], 8, BATCH["t3"]["resnet18"])
     rows, pred = [], {}
     for m in CIFAR_MODELS:
-        for n, rep in zip(NODES, TABLE3[m]):
+        for n, rep in zip(NODES, TABLE3[m], strict=False):
             key = f"t3.{m}.{n}"
             pred[(m, n)] = gain_pct("t3", traces[m], n, BATCH["t3"][m] * c, BATCH["t3"][m])
             rows.append(Row(f"Table III {m}, {n} nodes: speedup", rep, pred[(m, n)], "%",

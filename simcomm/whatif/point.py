@@ -28,8 +28,8 @@ import math
 from collections import defaultdict
 
 from simcomm.pipeline import simulate
-from simcomm.scenario.setup import Resolver
 from simcomm.scenario import node_scales
+from simcomm.scenario.setup import Resolver
 from simcomm.whatif.params import check_point, to_scenario
 
 __all__ = ["evaluate"]

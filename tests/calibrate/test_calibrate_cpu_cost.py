@@ -1,8 +1,8 @@
 """The stream probe's CPU cost of communication: measured from the records, used by the stack."""
 
 import pytest
-
 from e2e import E2ESpec, measure
+
 from simcomm.errors import ConfigError
 from simcomm.pipeline import simulate
 from simcomm.scenario import Scenario, StackSpec

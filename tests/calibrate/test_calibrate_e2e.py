@@ -5,7 +5,6 @@ The first tests are pure (no torch, no root); the smoke test runs real gloo trai
 """
 
 import pytest
-
 from e2e import (
     E2ESpec,
     compute_scale,
@@ -15,6 +14,7 @@ from e2e import (
     trace_compute_s,
 )
 from e2e_worker import is_exchange
+
 from simcomm.calibrate.emulate import emulation_available, list_namespaces
 from simcomm.errors import ConfigError
 from simcomm.strategies.node_based import exchanges_per_epoch
@@ -117,7 +117,7 @@ def test_sgp_worker_posts_its_receive_before_its_send(i, peer):
     assert me.step(i) == f"gossip (peer +2^{i - 1})"
     assert dist.posted == [("recv", (0 - peer) % 4), ("send", peer)]
     # the inbox was never filled (the fake moves no bytes), but the step and the mix still ran
-    assert any(not torch.equal(p, q) for p, q in zip(me.params, before))
+    assert any(not torch.equal(p, q) for p, q in zip(me.params, before, strict=False))
 
 
 skip_no_emu = pytest.mark.skipif(emulation_available() is not None, reason=str(emulation_available()))
@@ -128,6 +128,7 @@ skip_no_emu = pytest.mark.skipif(emulation_available() is not None, reason=str(e
 @pytest.mark.slow
 def test_e2e_smoke_allreduce_on_two_hosts():
     from e2e import launch_e2e
+
     from simcomm.calibrate.emulate import EmulatedCluster
     from simcomm.traces.capture import CaptureConfig, capture_trace
 

@@ -73,7 +73,7 @@ def test_ranks_on_one_host_talk_for_free():
 
 def test_ack_share_is_derived_from_frame_sizes():
     # one 66-byte delayed ACK per two 1514-byte data frames
-    assert ACK_SHARE == pytest.approx(1514 / 1547, rel=1e-15)
+    assert pytest.approx(1514 / 1547, rel=1e-15) == ACK_SHARE
 
 
 def test_unknown_case_is_one_line():

@@ -17,11 +17,8 @@ import sys
 import numpy as np
 import pytest
 
-from simcomm.collectives import (ALGORITHMS, COLLECTIVES, RULES, algorithms_for, ideal_time, openmpi_decision,
-                                 resolve, select)
-from simcomm.collectives import auto_openmpi
-from simcomm.collectives._pipeline import (in_order_bintree_parents, kary_parents, kmtree_parents,
-                                           max_nonzero_digits, segments)
+from simcomm.collectives import ALGORITHMS, COLLECTIVES, RULES, algorithms_for, auto_openmpi, ideal_time, openmpi_decision, resolve, select
+from simcomm.collectives._pipeline import in_order_bintree_parents, kary_parents, kmtree_parents, max_nonzero_digits, segments
 from simcomm.collectives.broadcast_scatter_recursive_doubling_ompi import allgather_plan
 from simcomm.cost_models import COST_MODELS
 from simcomm.errors import ConfigError
@@ -128,7 +125,7 @@ def _spec_rows(collective):
         words = body.split()
         algs, cuts = words[0::2], [int(w) for w in words[1::2]]
         hi = None if head == "else" else int(head[2:])
-        rows.append((lo, hi, list(zip(algs, cuts + [None]))))
+        rows.append((lo, hi, list(zip(algs, cuts + [None], strict=False))))
         lo = hi
     return rows
 
@@ -451,7 +448,7 @@ def test_collectives_openmpi_pin_broadcasts():
     # then 1 <-> 2 swap halves and the root sends half 1 to rank 3: 3(α + 500β)
     assert _cost("broadcast/split-binary-tree", 4, 1000.0) == (3.0, 1500.0, 0.0)
     last = A("broadcast/split-binary-tree").steps(4, 1000.0)[-1]
-    assert sorted(zip(last.src.tolist(), last.dst.tolist())) == [(0, 3), (1, 2), (2, 1)]
+    assert sorted(zip(last.src.tolist(), last.dst.tolist(), strict=False)) == [(0, 3), (1, 2), (2, 1)]
     # Open MPI scatter + recursive doubling, p=5, n=500 (b=100): scatter 3 rounds, 4 blocks;
     # exchanges at m=1,2,4 carry 1, 2, 4 blocks; m=4 leaves a=1 block for ranks 1..3: halving at rh=2, 1
     # -> 3 + 3 + 2 = 8 α, 4 + 7 + 2 = 13 blocks
@@ -463,7 +460,7 @@ def test_collectives_openmpi_pin_broadcasts():
 def test_collectives_openmpi_scatter_allgather_delivers_every_block():
     for p in range(2, 130):
         held = np.ones(p)
-        for src, dst, blocks in allgather_plan(p):
+        for _src, dst, blocks in allgather_plan(p):
             np.add.at(held, dst, blocks)
         assert (held == p).all(), p
 
@@ -547,7 +544,7 @@ def test_collectives_openmpi_costs_monotone_in_size():
         for model in ("hockney", "loggp"):
             for p in (2, 3, 5, 8, 13):
                 t = [COST_MODELS.get(model).price(e.obj, p, n, net, gamma=1e-10).total for n in sizes]
-                assert all(b >= a * (1 - 1e-12) for a, b in zip(t, t[1:])), (e.name, model, p)
+                assert all(b >= a * (1 - 1e-12) for a, b in zip(t, t[1:], strict=False)), (e.name, model, p)
 
 
 def test_collectives_openmpi_variants_pickle():

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from timelines import check
 
 from simcomm.engine import EngineOptions, simulate
 from simcomm.engine.paths import EXACT, REFERENCES, choose
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
 from simcomm.topologies.fat_tree import fat_tree
-from timelines import check
 
 LINK = LinkClass("paths-link", 1e9, 1e-6, "custom")
 TOPO = fat_tree(4, link=LINK, levels=2, oversubscription=2)

@@ -51,7 +51,7 @@ def test_pruned_rates_equal_the_textbook_solver_on_full_routes(case):
     np.testing.assert_allclose(got, ref, rtol=1e-12)
     # Every flow keeps at least one link, and pruned links are never the tightest of a route.
     assert (rows != len(caps)).any(axis=1).all()
-    for r, row in zip(routes, rows):
+    for r, row in zip(routes, rows, strict=False):
         assert caps[row[row < len(caps)]].min() == caps[r].min()
 
 
@@ -95,7 +95,7 @@ def test_route_matrix_keeps_exactly_the_undominated_links(case, give_rank):
     rows = route_matrix(caps, *flat(routes), link_rank(caps) if give_rank else None)
     dropped = _dominated_by_definition(caps, routes)
     assert rows.dtype == np.int64 and rows.shape[0] == len(routes)
-    for r, row in zip(routes, rows):
+    for r, row in zip(routes, rows, strict=False):
         assert row[row < len(caps)].tolist() == [x for x in r if x not in dropped]
 
 

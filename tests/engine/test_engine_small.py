@@ -70,7 +70,7 @@ def test_isolated_runs_are_bit_identical(case, sizes, lats, resolution, stop):
     assert same(a.finish, b.finish) and same(a.rem, b.rem) and same(a.t_bw, b.t_bw)
     assert a.solves == b.solves and a.merged == b.merged and a.at == b.at
     assert len(a.usage) == len(b.usage)
-    for (ta, fa), (tb, fb) in zip(a.usage, b.usage):
+    for (ta, fa), (tb, fb) in zip(a.usage, b.usage, strict=False):
         assert same(ta, tb) and same(fa, fb)
 
 
@@ -184,14 +184,14 @@ def _state(core):
     and the load and flow count of every link on those rows."""
     if core._small is not None:
         sm = core._small
-        flows = list(zip(sm.rem, sm.rate, sm.t_ref, sm.t_next, sm.phase, sm.row))
+        flows = list(zip(sm.rem, sm.rate, sm.t_ref, sm.t_next, sm.phase, sm.row, strict=False))
         load = {link: (sm.load.get(link, 0.0), sm.nflows.get(link, 0)) for row in sm.row for link in row}
     else:
         live = np.flatnonzero(core.phase != 2)
         n_links = len(core.capacity)
         rows = [tuple(x for x in core.rows[i].tolist() if x != n_links) for i in live]
         flows = list(zip(core.rem[live].tolist(), core.rate[live].tolist(), core.t_ref[live].tolist(),
-                         core.t_next[live].tolist(), core.phase[live].tolist(), rows))
+                         core.t_next[live].tolist(), core.phase[live].tolist(), rows, strict=False))
         load = {link: (float(core.link_load[link]), int(core.link_count[link])) for row in rows for link in row}
     # A latency-phase flow's t_ref is the merge instant in either form but is never read.
     return [f[:2] + (f[2] if f[4] == 1 else None,) + f[3:] for f in flows], load

@@ -6,16 +6,16 @@ callback; collectives that wait for computes; zero-length work) and on a folded 
 layout, where the tensor-parallel ranks' streams hold nothing but collectives."""
 
 import pytest
+import timelines
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from timelines import check
 
 from simcomm.engine import simulate
 from simcomm.errors import PlanError
 from simcomm.links.base import LinkClass
-from simcomm.ops import CommPlan, Collective, Compute, PlanBuilder
+from simcomm.ops import Collective, CommPlan, Compute, PlanBuilder
 from simcomm.topologies.fat_tree import fat_tree
-import timelines
-from timelines import check
 
 LINK = LinkClass("callback-link", 1e9, 1e-6, "custom")
 TOPO = fat_tree(4, link=LINK, levels=2, oversubscription=2)
@@ -43,7 +43,7 @@ def mixed_plans(draw):
             ids.append(b.compute(draw(st.integers(0, n - 1)), secs, after=after))
         elif what == 1:
             src = draw(st.integers(0, n - 1))
-            dst = draw(st.integers(0, n - 1).filter(lambda d: d != src))
+            dst = draw(st.integers(0, n - 1).filter(lambda d, src=src: d != src))
             ids.append(b.transfer(src, dst, size, after=after, stream="pp"))
         elif what == 2:  # the group's own stream: collectives alone on every member but the first
             kind = draw(st.sampled_from(["allreduce", "allgather", "reduce_scatter"]))
@@ -88,8 +88,8 @@ def test_a_collective_that_cannot_run_is_the_same_error():
 
 
 def test_folded_megatron_layout_runs_exactly_as_processes():
-    from simcomm.pipeline import Context, make_strategy
     from simcomm.engine import EngineOptions
+    from simcomm.pipeline import Context, make_strategy
     from simcomm.runtimes import NcclRuntime
     from simcomm.scenario import from_flat
     from simcomm.workload import build_workload

@@ -5,8 +5,11 @@ dependencies, zero-length computes, messages that start and end at the same inst
 the parameter server's own plan."""
 
 import pytest
+import timelines
+from flowcases import fifo_server_plan
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from timelines import check
 
 import simcomm.engine.drive.executor as executor
 from simcomm.engine import simulate
@@ -16,9 +19,6 @@ from simcomm.ops import CommPlan, Compute, PlanBuilder
 from simcomm.pipeline import simulate as run_scenario
 from simcomm.scenario import Scenario
 from simcomm.topologies.fat_tree import fat_tree
-import timelines
-from flowcases import fifo_server_plan
-from timelines import check
 
 LINK = LinkClass("speed-link", 1e9, 1e-6, "custom")
 TOPO = fat_tree(4, link=LINK, levels=2, oversubscription=2)
@@ -42,7 +42,7 @@ def message_plans(draw):
             ids.append(b.compute(draw(st.integers(0, n - 1)), secs, after=after, stream=stream))
         else:
             src = draw(st.integers(0, n - 1))
-            dst = draw(st.integers(0, n - 1).filter(lambda d: d != src))
+            dst = draw(st.integers(0, n - 1).filter(lambda d, src=src: d != src))
             size = draw(st.sampled_from([1e3, 4e3, 1e4]) | st.floats(1.0, 5e4))
             ids.append(b.transfer(src, dst, size, after=after, stream=stream))
     return b.build()

@@ -40,7 +40,7 @@ def _drive(cores, arrivals, *, messages: bool = False, combined: bool = False, a
                     else:
                         c.add(np.array([size]), np.array([t + lat]), np.array([len(route)]), np.array(route))
                 k += 1
-        for c, o in zip(cores, out):
+        for c, o in zip(cores, out, strict=False):
             if combined:
                 done, nt = c.settle_next(t)
                 o.append(([(b, f.tobytes()) for b, f in done], nt))
@@ -115,7 +115,7 @@ def test_a_fifo_chain_on_disjoint_routes_stays_lean_and_ends_at_the_hand_compute
     core = FluidCore(caps)
     t = 0.0
     push_end = pull_end = 0.0
-    for k in range(20):
+    for _k in range(20):
         core.add_message(4.0, t + 0.5, (0, 2))     # 0.5 + 4 / 2 = 2.5 s
         core.add_message(2.0, t + 0.5, (1, 3))     # 0.5 + 2 / 1 = 2.5 s
         done, nxt = core.settle_next(t)

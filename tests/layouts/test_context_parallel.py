@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simcomm.memory import layout as memory_layout
 from simcomm.errors import ConfigError
-from simcomm.ops import Compute
 from simcomm.llm.placement import Placement
+from simcomm.memory import layout as memory_layout
+from simcomm.ops import Compute
 
 
 @pytest.mark.parametrize("cp, mb, m", [(2, 1, 1), (4, 1, 2), (4, 2, 1)])

@@ -13,8 +13,8 @@ from collections import Counter
 
 import pytest
 
-from simcomm.memory import layout as memory_layout
 from simcomm.errors import ConfigError
+from simcomm.memory import layout as memory_layout
 
 
 def _bytes(plan, lay):

@@ -37,7 +37,7 @@ def test_both_unit_systems_in_sizes():
 ])
 def test_sizes_rounded_down_to_whole_elements(kind, sizes, ranks, expected):
     out, notes = whole_elements(kind, sizes, "float", ranks)
-    assert out == expected and len(notes) == sum(a != b for a, b in zip(sizes, expected))
+    assert out == expected and len(notes) == sum(a != b for a, b in zip(sizes, expected, strict=False))
 
 
 def test_a_size_below_one_element_is_refused():

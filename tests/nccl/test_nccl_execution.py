@@ -100,8 +100,8 @@ def test_nvls_tree_fill_is_the_first_loops_trip_through_the_kernels_stages():
     #   F = 246.1867 x ((2 + 3/8) / 370.8 + 2 / (8 x 48)) - 1 = 246.1867 x (0.0064051 + 0.0052083) - 1 = 1.85907
     assert mt.alg_bw == pytest.approx(461.6 * 16 / 30, rel=1e-12)
     F = nvls_tree_fill_loops(lay, mt)
-    assert F == pytest.approx(461.6 * 16 / 30 * (2.375 / 370.8 + 2 / 384) - 1, rel=1e-12)
-    assert F == pytest.approx(1.85907, abs=1e-5)
+    assert pytest.approx(461.6 * 16 / 30 * (2.375 / 370.8 + 2 / 384) - 1, rel=1e-12) == F
+    assert pytest.approx(1.85907, abs=1e-5) == F
     # 8 MiB is exactly one 8 MiB loop: n / (n + F n); 2 MiB is part of a 4 MiB loop: the same
     assert nvls_tree_fill(lay, 8 << 20, F) == pytest.approx(1 / (1 + F), rel=1e-12)
     assert nvls_tree_fill(lay, 2 << 20, F) == pytest.approx(1 / (1 + F), rel=1e-12)
@@ -120,8 +120,8 @@ def test_nvls_tree_fill_is_the_first_loops_trip_through_the_kernels_stages():
     one = layout(h100(1))
     mt1 = tuning.model("nvls", "simple", "allreduce", one, 1 << 30)
     F1 = nvls_tree_fill_loops(one, mt1)
-    assert F1 == pytest.approx(272.0 * 2.125 / 370.8 - 1, rel=1e-12)
-    assert F1 == pytest.approx(0.558792, abs=1e-6)
+    assert pytest.approx(272.0 * 2.125 / 370.8 - 1, rel=1e-12) == F1
+    assert pytest.approx(0.558792, abs=1e-6) == F1
     assert nvls_loop_bytes(one, 1 << 30) == 16 << 20
     assert execution_efficiency(mt1, "allreduce", one, 1 << 30) == pytest.approx(64 / (64 + F1), rel=1e-12)
     # below 1 GiB the chunk is 64 KiB (8 MiB loops), below 64 MiB 32 KiB, below 8 MiB 16 KiB (2 MiB loops)

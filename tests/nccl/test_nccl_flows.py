@@ -45,7 +45,7 @@ def test_eight_channel_ring_uses_all_eight_nics():
     n = float(GiB)
     prep, load = loads(topo, "allreduce", n, nccl_algo="ring", nccl_proto="simple")
     nic_links = [lid for lid in range(len(topo.capacity))
-                 if "nic" in str(topo.link_endpoints(lid)[0]) and "sw0" == topo.link_endpoints(lid)[1]]
+                 if "nic" in str(topo.link_endpoints(lid)[0]) and topo.link_endpoints(lid)[1] == "sw0"]
     # Every NIC carries one channel each way, all equally.
     assert len(nic_links) == 16 and np.ptp(load[nic_links]) == 0 and load[nic_links[0]] > 0
     # Each of the 8 channels carries n/8; a ring hop moves 2(p-1)/p of it: 2 x 15/16 x n/8 per NIC and direction,

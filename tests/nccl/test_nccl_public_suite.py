@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "benchmarks" / "nccl"
@@ -37,7 +37,7 @@ def test_every_row_is_as_printed(path):
     # nccl-tests prints algbw = size / time (GB/s, time in us) rounded to 2 decimals: a mistyped digit shows
     d = tomllib.loads(path.read_text(encoding="utf-8"))["data"]
     assert len(d["size"]) == len(d["time_us"]) == len(d["algbw"]) > 0
-    for size, t, algbw in zip(d["size"], d["time_us"], d["algbw"]):
+    for size, t, algbw in zip(d["size"], d["time_us"], d["algbw"], strict=False):
         if t > 0 and size > 0:
             assert math.isclose(size / t / 1e3, algbw, rel_tol=0.02, abs_tol=0.011), (size, t, algbw)
 
@@ -199,7 +199,7 @@ def test_bench_measured_on_a_suite_run_gives_the_suite_s_errors(rid):
     d = run["data"]
     inplace = d.get("inplace_time_us") or d["time_us"]
     text = "\n".join(f"{s} {c} {d['type']} {d.get('redop', 'sum')} -1 {t} 0 0 0 {i} 0 0 0"
-                     for s, c, t, i in zip(d["size"], d["count"], d["time_us"], inplace))
+                     for s, c, t, i in zip(d["size"], d["count"], d["time_us"], inplace, strict=False))
     topo, runtime = score.build(models[rid])
     got = against_measured(score.KIND[run["collective"]], topo, runtime, parse_measured(text),
                            gpus_per_thread=int(models[rid].get("gpus_per_thread", 1)))

@@ -8,8 +8,7 @@ import pytest
 
 from simcomm.errors import ConfigError
 from simcomm.pipeline import simulate
-from simcomm.scenario import NO_BASELINE, BaselineSpec, Scenario, StackSpec, WorkloadSpec, load_scenario, \
-    parse_baseline
+from simcomm.scenario import NO_BASELINE, BaselineSpec, Scenario, StackSpec, WorkloadSpec, load_scenario, parse_baseline
 from simcomm.traces.synth import synth_trace
 from simcomm.workload import build_workload
 

@@ -13,7 +13,6 @@ from simcomm.traces.io import save_trace
 from simcomm.traces.schema import Layer, Trace
 
 
-
 def _toy_trace(tmp_path) -> str:
     layers = tuple(Layer(f"l{i}", "Conv2d", 1_000_000, 4_000_000, 2e-3, 4e-3, 2e-4, (3, 224, 224), (64, 56, 56))
                    for i in range(4))

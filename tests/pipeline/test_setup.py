@@ -26,7 +26,7 @@ def test_a_setup_is_typed_frozen_and_says_its_choices():
     starts = ("trace: ", "8 GPU(s) per node (dgx-a100-hdr preset)", "transport stack nccl: ", "dataset size 1281167",
               "precision bf16: ")
     assert len(setup.notes) == len(starts)
-    assert all(line.startswith(s) for line, s in zip(setup.notes, starts)), setup.notes
+    assert all(line.startswith(s) for line, s in zip(setup.notes, starts, strict=False)), setup.notes
 
 
 def test_a_parameter_server_setup_counts_training_ranks_only():

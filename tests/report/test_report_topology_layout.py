@@ -32,7 +32,7 @@ def test_a_star_keeps_every_node():
 
 def test_dragonfly_is_drawn_as_groups(tmp_path):
     """A dragonfly's routers are found by group (not laid out as one line of switches) and the PNG is written."""
-    from simcomm.report.topology_plot import draw_topology, dragonfly_groups
+    from simcomm.report.topology_plot import dragonfly_groups, draw_topology
     from simcomm.topologies import dragonfly
 
     topo = dragonfly(4, 3, 2)

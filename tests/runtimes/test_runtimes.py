@@ -62,7 +62,7 @@ def test_nccl_runs_a_named_textbook_algorithm_from_the_catalogue():
     op = Collective(0, "allreduce", tuple(range(8)), 1e6, "rabenseifner")
     nccl, plain = get_runtime("nccl").prepare(op, topo, None), PLAIN.prepare(op, topo, None)
     assert (nccl.algorithm, nccl.ppn, nccl.label, len(nccl.steps)) == (plain.algorithm, 1, "rabenseifner", 6)
-    assert all((a.src == b.src).all() and (a.nbytes == b.nbytes).all() for a, b in zip(nccl.steps, plain.steps))
+    assert all((a.src == b.src).all() and (a.nbytes == b.nbytes).all() for a, b in zip(nccl.steps, plain.steps, strict=False))
     auto = get_runtime("nccl").prepare(Collective(0, "allreduce", tuple(range(8)), 1e6), topo, None)
     assert auto.label.startswith("NCCL ") and auto.closed_form is not None
 
@@ -125,7 +125,7 @@ def test_a_runtime_without_the_protocol_is_one_error_line():
 
 
 def test_no_runtime_named_is_mpich():
-    assert PLAIN == CatalogueRuntime("mpich") and isinstance(get_runtime("mpich"), MpiRuntime)
+    assert CatalogueRuntime("mpich") == PLAIN and isinstance(get_runtime("mpich"), MpiRuntime)
     b = PlanBuilder(4)
     b.collective("allreduce", range(4), 1e6)
     topo = full_mesh(4, LINK)
@@ -174,9 +174,8 @@ def _name_checks(root: Path) -> list[str]:
                 sides += [e for c in node.comparators if isinstance(c, (ast.Tuple, ast.List, ast.Set)) for e in c.elts]
                 if any(isinstance(c, ast.Constant) and c.value in names for c in sides):
                     out.append(f"{rel}:{node.lineno}")
-            elif isinstance(node, ast.Dict):
-                if sum(isinstance(k, ast.Constant) and k.value in names for k in node.keys) >= 2:
-                    out.append(f"{rel}:{node.lineno}")
+            elif isinstance(node, ast.Dict) and sum(isinstance(k, ast.Constant) and k.value in names for k in node.keys) >= 2:
+                out.append(f"{rel}:{node.lineno}")
     return out
 
 

@@ -16,8 +16,15 @@ from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
 from simcomm.runtimes import get_runtime
-from simcomm.runtimes.transport import (MPICH_CH3_TCP, OPEN_MPI_TCP, NcclSocketTransport, gloo_exchange,
-                                        mpi_tcp_exchange, nccl_socket_defaults, serialise_send_first)
+from simcomm.runtimes.transport import (
+    MPICH_CH3_TCP,
+    OPEN_MPI_TCP,
+    NcclSocketTransport,
+    gloo_exchange,
+    mpi_tcp_exchange,
+    nccl_socket_defaults,
+    serialise_send_first,
+)
 from simcomm.topologies.full_mesh import full_mesh
 
 B, A = 1e9, 1e-6

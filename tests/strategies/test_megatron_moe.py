@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simcomm.ops import Collective, Compute
 from simcomm.llm.placement import Placement
+from simcomm.ops import Collective, Compute
 from simcomm.strategies.megatron.moe import tile_efficiency
 from tests.strategies.test_strategies_megatron import TF, plan_of, tiny
 

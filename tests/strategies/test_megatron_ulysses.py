@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from simcomm import engine
 from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
+from simcomm.llm.compute import attention_shares
 from simcomm.ops import Collective, Compute
 from simcomm.strategies import STRATEGIES
 from simcomm.strategies.base import make_params
-from simcomm.llm.compute import attention_shares
 from simcomm.strategies.megatron import MegatronParams
 from simcomm.topologies.full_mesh import full_mesh
 from simcomm.traces.schema import Layer, Trace

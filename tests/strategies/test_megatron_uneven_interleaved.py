@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from simcomm.memory import layout as memory_layout
 from simcomm.errors import ConfigError
+from simcomm.memory import layout as memory_layout
 from simcomm.ops import Compute
 from simcomm.strategies.megatron import MegatronParams, stage_layers, virtual_stage_layers
 from tests.strategies.test_strategies_megatron import TB, TF, plan_of, run, tiny

@@ -13,15 +13,15 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simcomm import engine
+from simcomm.links.base import LinkClass
 from simcomm.ops import Collective, Compute, Transfer
 from simcomm.strategies import STRATEGIES
-from simcomm.strategies._gossip import aws_exp_offsets, base3_offsets, exp_graph_exponents, fair_peer_table, \
-    floor_log, select_sources
+from simcomm.strategies._gossip import aws_exp_offsets, base3_offsets, exp_graph_exponents, fair_peer_table, floor_log, select_sources
 from simcomm.strategies.base import make_params
-from simcomm.links.base import LinkClass
 from simcomm.topologies.full_mesh import full_mesh
 
 LINK = LinkClass("b-link", 1e9, 1e-6, "infiniband")  # the same link as conftest's mesh fixture
@@ -319,10 +319,7 @@ def test_aws_modes_move_one_model_per_rank(n, it, name):
     layers = tuple(Layer(f"l{i}", "Conv2d", 1_000_000, 4_000_000, 1e-3, 2e-3, 1e-4) for i in range(4))
     w = build_workload(Trace("toy", 8, "float32", "test", "gpu", "synthetic", layers, 0.0124), n, bucket_mb=0)
     topo = full_mesh(n, LINK)
-    if name == "sgp":
-        plan = strat(name).plan_iteration(w, topo, it)
-    else:
-        plan = strat(name, mode="blocking", seed=it).plan(w, topo)
+    plan = strat(name).plan_iteration(w, topo, it) if name == "sgp" else strat(name, mode="blocking", seed=it).plan(w, topo)
     sent, recv = Counter(), Counter()
     for t in transfers(plan):
         sent[t.src] += t.nbytes

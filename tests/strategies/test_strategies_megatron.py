@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-
 from dataclasses import replace
 
 import pytest
@@ -19,9 +18,9 @@ from hypothesis import strategies as st
 from simcomm import engine
 from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
+from simcomm.llm.placement import Placement, schedule, structure
 from simcomm.ops import Collective, Compute, Transfer
 from simcomm.strategies import STRATEGIES, NotApplicable
-from simcomm.llm.placement import Placement, schedule, structure
 from simcomm.strategies.base import make_params
 from simcomm.topologies.full_mesh import full_mesh
 from simcomm.traces.io import save_trace

@@ -131,7 +131,7 @@ def test_ps_incast_shows_on_server_link(toy):
     pushes = sorted((op for op in plan.ops if isinstance(op, Transfer) and op.label.startswith("push")),
                     key=lambda op: tl.start[op.id])
     assert len(pushes) == 16 and all(op.dst == 4 and op.nbytes == MB4 for op in pushes)
-    for a, b in zip(pushes, pushes[1:]):
+    for a, b in zip(pushes, pushes[1:], strict=False):
         assert tl.start[b.id] >= tl.end[a.id] - 1e-12  # one message at a time
     assert tl.end[pushes[-1].id] - tl.start[pushes[0].id] >= 16 * alone
     an = engine.simulate(plan, topo, fidelity="analytic")  # the closed form carries the incast too

@@ -17,7 +17,6 @@ from simcomm.strategies import STRATEGIES, NotApplicable
 from simcomm.topologies.full_mesh import full_mesh
 from simcomm.workload import build_workload
 
-
 NAMES = STRATEGIES.names()
 
 

@@ -14,7 +14,7 @@ CALIB = ('[links.calib-inter]\nbandwidth = "100 MB/s"\nlatency = "50 us"\nfamily
 
 def _route(topo, a, b):
     path = list(topo.path(a, b))
-    return [topo.links[topo.graph.edges[u, v]["link"]] for u, v in zip(path, path[1:])]
+    return [topo.links[topo.graph.edges[u, v]["link"]] for u, v in zip(path, path[1:], strict=False)]
 
 
 @pytest.mark.parametrize("stack", ["ideal", "mpi-tcp", "nccl", "gloo"])

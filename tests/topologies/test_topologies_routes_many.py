@@ -20,7 +20,7 @@ from simcomm.topologies.two_level import two_level
 @given(st.lists(st.tuples(st.integers(0, 2**20), st.integers(0, 2**20), st.integers(0, 2**20)),
                 min_size=1, max_size=50))
 def test_hash_many_is_the_scalar_hash_bit_for_bit(keys):
-    cols = [np.array(c) for c in zip(*keys)]
+    cols = [np.array(c) for c in zip(*keys, strict=False)]
     assert ecmp_hash_many(*cols).tolist() == [ecmp_hash(*k) for k in keys]
 
 
@@ -33,7 +33,7 @@ def _pairs(topo, n, seed):
 
 
 def _one_by_one(topo, src, dst):
-    routes = [topo.route(a, b) for a, b in zip(src.tolist(), dst.tolist())]
+    routes = [topo.route(a, b) for a, b in zip(src.tolist(), dst.tolist(), strict=False)]
     return [len(r) for r in routes], [x for r in routes for x in r]
 
 

@@ -7,8 +7,6 @@ import pytest
 from simcomm.cli.app import main
 
 
-
-
 @pytest.mark.parametrize("args,name", [
     (["topology", "show", "ceta-ciemat"], "show_ceta_ciemat.txt"),
     (["topology", "show", "dgx-a100-hdr", "--nodes", "4"], "show_dgx_a100_4.txt"),

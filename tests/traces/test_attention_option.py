@@ -12,12 +12,19 @@ from dataclasses import replace
 import pytest
 
 from simcomm.errors import ConfigError
-from simcomm.scenario import KEY, from_flat, load_scenario, to_flat
 from simcomm.llm.compute import attention_shares, core_share
+from simcomm.scenario import KEY, from_flat, load_scenario, to_flat
 from simcomm.traces.devices import get_device
 from simcomm.traces.synth import synth_layers, synth_trace
-from simcomm.traces.zoo.transformer import (ATTENTIONS, SCORE_ELEMS, TRANSFORMERS, TransformerConfig,
-                                            attention_kind, transformer_meta, transformer_trace)
+from simcomm.traces.zoo.transformer import (
+    ATTENTIONS,
+    SCORE_ELEMS,
+    TRANSFORMERS,
+    TransformerConfig,
+    attention_kind,
+    transformer_meta,
+    transformer_trace,
+)
 
 # s = 4 tokens, h = 8, 2 heads of 4 (q = kv = 8), GPT-style (biases, LayerNorm)
 TINY = TransformerConfig("tiny", layers=1, hidden=8, ffn=32, heads=2, kv_heads=2, vocab=16, seq=4, tied=True,
@@ -79,7 +86,7 @@ def test_synth_trace_default_is_flash_and_unfused_moves_only_attention():
     flash = synth_trace("gpt2-small", "a100", 2, "bf16", "adam", attention="flash")
     unfused = synth_trace("gpt2-small", "a100", 2, "bf16", "adam", attention="unfused")
     assert none == flash and none.meta == flash.meta
-    for a, b in zip(flash.layers, unfused.layers):
+    for a, b in zip(flash.layers, unfused.layers, strict=False):
         if a.module_type == "TransformerAttention":
             assert b.forward_s > a.forward_s and b.backward_s > a.backward_s and b.update_s == a.update_s
             assert b.flops == a.flops + 2 * 2 * 1024 * 1024 * 768  # batch 2 x the other half of 4 s^2 h

@@ -8,10 +8,17 @@ from pathlib import Path
 import pytest
 
 from simcomm.errors import ConfigError, UnknownNameError
-from simcomm.traces import BUNDLED, MODELS, DEVICES, device_for_cluster, get_device, load_bundled, trace_for
+from simcomm.traces import BUNDLED, DEVICES, MODELS, device_for_cluster, get_device, load_bundled, trace_for
 from simcomm.traces.bundled import ROOFLINE_SET, regenerate_roofline
-from simcomm.traces.calibration import (evaluate, fit_all, fit_row, load_memory_statements, load_published,
-                                        predict_throughput, transfer_check)
+from simcomm.traces.calibration import (
+    evaluate,
+    fit_all,
+    fit_row,
+    load_memory_statements,
+    load_published,
+    predict_throughput,
+    transfer_check,
+)
 from simcomm.traces.synth import synth_trace
 
 ROWS = load_published()

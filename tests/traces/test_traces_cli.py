@@ -10,8 +10,6 @@ from simcomm.cli.app import main
 from simcomm.traces.io import load_trace
 
 
-
-
 def test_show_bundled_golden(capsys, golden):
     assert main(["trace", "show", "resnet20-cifar-v100-roofline"]) == 0
     golden("traces/show_resnet20_cifar_v100.txt", capsys.readouterr().out)

@@ -9,7 +9,7 @@ from simcomm.traces.kineto import import_profile
 
 def _profile(step_us, fwd_us, bwd_us):
     events = []
-    for k, (s, f, b) in enumerate(zip(step_us, fwd_us, bwd_us)):
+    for k, (s, f, b) in enumerate(zip(step_us, fwd_us, bwd_us, strict=False)):
         t = 10_000 * k
         events.append({"ph": "X", "name": f"ProfilerStep#{k}", "cat": "user_annotation", "ts": t, "dur": s, "tid": 1})
         events.append({"ph": "X", "name": "nn.Module: Linear_0", "cat": "python_function", "ts": t + 1, "dur": f,

@@ -138,7 +138,8 @@ def test_check_output_path_read_only_directory(tmp_path):
 @pytest.fixture
 def no_work(monkeypatch):
     """Make every trace-producing call fail loudly: an output error must come before any of them."""
-    from simcomm.traces import capture, synth, kineto as kin
+    from simcomm.traces import capture, synth
+    from simcomm.traces import kineto as kin
 
     def boom(*a, **k):
         raise AssertionError("work started before the output path was checked")

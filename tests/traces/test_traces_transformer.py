@@ -9,8 +9,14 @@ from simcomm.traces.devices import DeviceSpec
 from simcomm.traces.synth import synth_trace
 from simcomm.traces.zoo import MODELS, model_spec
 from simcomm.traces.zoo.spec import SpecOps
-from simcomm.traces.zoo.transformer import (META_KEYS, TRANSFORMERS, TransformerConfig, transformer_config,
-                                            transformer_meta, transformer_trace)
+from simcomm.traces.zoo.transformer import (
+    META_KEYS,
+    TRANSFORMERS,
+    TransformerConfig,
+    transformer_config,
+    transformer_meta,
+    transformer_trace,
+)
 
 # Exact counts published to the parameter (Hugging Face num_parameters() of the released checkpoints).
 EXACT = {"gpt2-small": 124_439_808, "gpt2-medium": 354_823_168, "gpt2-large": 774_030_080,

@@ -29,10 +29,10 @@ import simpy
 
 from simcomm.collectives.runtime import PLAIN
 from simcomm.engine.events import Driver, Environment, run_events, started
+from simcomm.engine.options import FIDELITIES, EngineOptions, Pricer
 from simcomm.engine.paths import Paths, choose
 from simcomm.engine.timeline import Timeline
 from simcomm.errors import ConfigError, PlanError, SimcommError
-from simcomm.engine.options import FIDELITIES, EngineOptions, Pricer
 from simcomm.ops import Collective, CommPlan, Compute, Transfer
 from simcomm.topologies.base import Topology
 
@@ -293,7 +293,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
         from simcomm.engine.fluid.core import merge_usage
 
         stats["link_usage"] = merge_usage(pricer.usage, ctx.families)
-    link_bytes = {f: float(b) for f, b in zip(ctx.families, ctx.family_bytes)} if ctx.link_bytes else {}
+    link_bytes = {f: float(b) for f, b in zip(ctx.families, ctx.family_bytes, strict=False)} if ctx.link_bytes else {}
     if ctx.per_link is not None:
         # busiest = longest time at full rate (bytes / capacity): a fast link carrying more can be idler
         busy = ctx.per_link / topology.capacity

@@ -40,8 +40,8 @@ from dataclasses import replace
 import numpy as np
 
 from simcomm.collectives.base import Step
-from simcomm.engine.fluid.core import run_isolated
 from simcomm.engine.flow.network import LiveNetwork
+from simcomm.engine.fluid.core import run_isolated
 from simcomm.engine.schedule import RoutedStep, route_step
 
 __all__ = ["FlowPricer"]

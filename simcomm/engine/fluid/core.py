@@ -319,7 +319,7 @@ class FluidCore:
     def _retire(self, gone: np.ndarray, now: float, done_batches: list[int]) -> None:
         # The finished flows grouped by batch, batches taken in id order.
         per: dict[int, list[int]] = {}
-        for b, i in zip(self.batch[gone].tolist(), self.index[gone].tolist()):
+        for b, i in zip(self.batch[gone].tolist(), self.index[gone].tolist(), strict=False):
             per.setdefault(b, []).append(i)
         for b in sorted(per):
             self._finish[b][per[b]] = now
@@ -607,4 +607,4 @@ def merge_usage(blocks, families: tuple[str, ...]) -> list[tuple[float, str, flo
     t, f = t[last], f[last]
     changed = np.vstack((np.ones((1, f.shape[1]), dtype=bool), f[1:] != f[:-1]))
     rows, cols = np.nonzero(changed)  # row-major: by time, then family
-    return [(float(t[i]), families[j], float(f[i, j])) for i, j in zip(rows.tolist(), cols.tolist())]
+    return [(float(t[i]), families[j], float(f[i, j])) for i, j in zip(rows.tolist(), cols.tolist(), strict=False)]

@@ -84,7 +84,7 @@ class LoneFlows(SmallFlows):
     def load(self) -> dict:
         if not self.lean:
             return self._load
-        return {x: 0.0 + r for r, ph, row in zip(self.rate, self.phase, self.row) if ph == BANDWIDTH for x in row}
+        return {x: 0.0 + r for r, ph, row in zip(self.rate, self.phase, self.row, strict=False) if ph == BANDWIDTH for x in row}
 
     @load.setter
     def load(self, value: dict) -> None:
@@ -94,7 +94,7 @@ class LoneFlows(SmallFlows):
     def nflows(self) -> dict:
         if not self.lean:
             return self._nflows
-        return {x: 1 for ph, row in zip(self.phase, self.row) if ph == BANDWIDTH for x in row}
+        return {x: 1 for ph, row in zip(self.phase, self.row, strict=False) if ph == BANDWIDTH for x in row}
 
     @nflows.setter
     def nflows(self, value: dict) -> None:
@@ -282,7 +282,7 @@ class LoneFlows(SmallFlows):
             return t_min
         top = None  # the group's latest finish
         lat = None  # the earliest bandwidth-phase start
-        for t, tb, ph in zip(t_next, self.t_bw, self.phase):
+        for t, tb, ph in zip(t_next, self.t_bw, self.phase, strict=False):
             if ph == BANDWIDTH:
                 if t - t_min <= resolution * (t - tb) and (top is None or t > top):
                     top = t

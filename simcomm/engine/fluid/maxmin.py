@@ -33,9 +33,9 @@ which no other flow has a larger rate (its bottleneck).
 
 from __future__ import annotations
 
-import numpy as np
-
 import math
+
+import numpy as np
 
 __all__ = ["maxmin_rates", "maxmin_rates_global", "maxmin_small", "route_rate", "div", "REL_TOL", "RESOLVE_MARGIN"]
 

@@ -209,7 +209,7 @@ class SmallFlows:
             res = core.resolution
             lo = now - tol
             early = late = 0
-            for i, (t, ph, tb) in enumerate(zip(t_next, phase, self.t_bw)):
+            for i, (t, ph, tb) in enumerate(zip(t_next, phase, self.t_bw, strict=False)):
                 if t <= lim:
                     if ph:  # BANDWIDTH (the slots hold no GONE flow between passes)
                         gone.append(i)
@@ -308,7 +308,7 @@ class SmallFlows:
             residual = cap
         else:
             old = {}
-            for i, e in zip(slots, entries):
+            for i, e in zip(slots, entries, strict=False):
                 r = rate[i]
                 for link in e:
                     old[link] = old.get(link, 0.0) + r
@@ -316,7 +316,7 @@ class SmallFlows:
         rates, rounds = maxmin_small(entries, residual)
         core.rounds += rounds
         new: dict = {}
-        for r, e in zip(rates, entries):
+        for r, e in zip(rates, entries, strict=False):
             for link in e:
                 new[link] = new.get(link, 0.0) + r
         if full:
@@ -326,7 +326,7 @@ class SmallFlows:
             for link, v in new.items():
                 load[link] = load.get(link, 0.0) - old[link] + v
         rem, t_ref, t_next = self.rem, self.t_ref, self.t_next
-        for i, r in zip(slots, rates):
+        for i, r in zip(slots, rates, strict=False):
             x = rem[i] - rate[i] * (now - t_ref[i])
             rem[i] = x
             t_ref[i] = now
@@ -339,12 +339,12 @@ class SmallFlows:
         t_min = min(t_next)
         if resolution <= 0:
             return t_min
-        group = [t for t, tb, ph in zip(t_next, self.t_bw, self.phase)
+        group = [t for t, tb, ph in zip(t_next, self.t_bw, self.phase, strict=False)
                  if ph == BANDWIDTH and t - t_min <= resolution * (t - tb)]
         if not group:
             return t_min
         t_e = 0.5 * (t_min + max(group))
-        lat = [t for t, ph in zip(t_next, self.phase) if ph == LATENCY]
+        lat = [t for t, ph in zip(t_next, self.phase, strict=False) if ph == LATENCY]
         if lat:
             t_e = min(t_e, min(lat))
         return t_e
@@ -360,7 +360,7 @@ class SmallFlows:
         return np.array(fam)
 
     def bytes_left(self, bid: int, index: int, at: float) -> float:
-        for i, (b, j) in enumerate(zip(self.batch, self.index)):
+        for i, (b, j) in enumerate(zip(self.batch, self.index, strict=False)):
             if b == bid and j == index:
                 if self.phase[i] == BANDWIDTH:
                     return max(float(self.rem[i] - self.rate[i] * (at - self.t_ref[i])), 0.0)
@@ -369,7 +369,7 @@ class SmallFlows:
 
     def snapshot(self, at: float):
         rem = [x - (r * (at - tr) if ph == BANDWIDTH else 0.0)
-               for x, r, tr, ph in zip(self.rem, self.rate, self.t_ref, self.phase)]
+               for x, r, tr, ph in zip(self.rem, self.rate, self.t_ref, self.phase, strict=False)]
         return (np.array(self.index, dtype=np.int64), np.maximum(np.array(rem, dtype=float), 0.0),
                 np.array(self.t_bw, dtype=float), np.array([ph == BANDWIDTH for ph in self.phase], dtype=bool))
 

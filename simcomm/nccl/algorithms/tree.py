@@ -38,7 +38,7 @@ class Tree(NcclAlgorithm):
             if chains is None:
                 chains = by_nic[c % nics] = [chain(layout, node, c % nics) for node in layout.nodes]
             for ch in chains:
-                for a, b in zip(ch, ch[1:]):
+                for a, b in zip(ch, ch[1:], strict=False):
                     pairs += [(b, a), (a, b)]  # up toward the head, down from it
             for child, parent in tree_edges(trees[(c // nics) % 2]):
                 head_c, head_p = chains[child][0], chains[parent][0]

@@ -64,8 +64,17 @@ Ulysses attention) and ``data`` (data parallelism, ZeRO/FSDP/HSDP, tied embeddin
 
 
 from simcomm.strategies.megatron.params import CP_KINDS, RECOMPUTE, REPLICAS, MegatronParams
-from simcomm.strategies.megatron.sizing import (FOLD_ABOVE, BatchSizes, batch_sizes, fold_computes, layout_of,
-                                                live_replicas, resolve_layout, stage_layers, virtual_stage_layers)
+from simcomm.strategies.megatron.sizing import (
+                                                FOLD_ABOVE,
+                                                BatchSizes,
+                                                batch_sizes,
+                                                fold_computes,
+                                                layout_of,
+                                                live_replicas,
+                                                resolve_layout,
+                                                stage_layers,
+                                                virtual_stage_layers,
+)
 from simcomm.strategies.megatron.strategy import Megatron
 
 __all__ = ["CP_KINDS", "FOLD_ABOVE", "RECOMPUTE", "REPLICAS", "BatchSizes", "Megatron", "MegatronParams",

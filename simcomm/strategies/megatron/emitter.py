@@ -8,10 +8,10 @@ pipeline task and the plan; the communication around a layer (:mod:`.comm`), con
 
 from __future__ import annotations
 
-from simcomm.ops import PlanBuilder
-from simcomm.precision import DTYPE_BYTES
 from simcomm.llm.compute import kv_block_bytes, layer_costs, ulysses_bytes
 from simcomm.llm.placement import Placement, chunks, schedule
+from simcomm.ops import PlanBuilder
+from simcomm.precision import DTYPE_BYTES
 from simcomm.strategies.megatron.comm import LayerComm
 from simcomm.strategies.megatron.context import ContextParallel
 from simcomm.strategies.megatron.data import DataParallel

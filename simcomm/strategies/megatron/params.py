@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass
 
 from simcomm.errors import ConfigError
-from simcomm.memory.activations import RECOMPUTE
 from simcomm.llm.placement import ORDERS, SCHEDULES
+from simcomm.memory.activations import RECOMPUTE
 from simcomm.strategies.common import check_choice
 
 #: context parallelism: ``ring`` (TransformerEngine's p2p ring attention), ``ulysses`` (DeepSpeed-Ulysses
@@ -54,10 +54,9 @@ def _check_schedule(p) -> None:
                                  "one bucket)"))
     if p.gather_unit is not None:
         check_choice("gather_unit", p.gather_unit, UNITS)
-    if p.reshard_after_forward is not None:
-        if reshard_policy(p.reshard_after_forward) not in RESHARD:
-            raise ConfigError(f"reshard-after-forward: {p.reshard_after_forward!r} is not valid; valid choices: "
-                              f"true, false, {', '.join(RESHARD)}")
+    if p.reshard_after_forward is not None and reshard_policy(p.reshard_after_forward) not in RESHARD:
+        raise ConfigError(f"reshard-after-forward: {p.reshard_after_forward!r} is not valid; valid choices: "
+                          f"true, false, {', '.join(RESHARD)}")
     if p.reduce_stream is not None:
         check_choice("reduce_stream", p.reduce_stream, REDUCE_STREAMS)
 

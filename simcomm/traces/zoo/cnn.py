@@ -60,7 +60,7 @@ def resnet(ops, x, depth: int, classes: int, cifar_stem: bool):
     if not cifar_stem:
         x = ops.maxpool("maxpool", x, 3, 2, 1)
         shape = (64, 56, 56)
-    for stage, (planes, n) in enumerate(zip((64, 128, 256, 512), counts), start=1):
+    for stage, (planes, n) in enumerate(zip((64, 128, 256, 512), counts, strict=False), start=1):
         for i in range(n):
             stride = 2 if stage > 1 and i == 0 else 1
             x, shape = _block(ops, x, f"layer{stage}.{i}", planes, stride, kind, shape)
@@ -151,7 +151,7 @@ def shufflenet_v2(ops, x, classes: int = 1000):
     x = ops.act("conv1.2", x)
     x = ops.maxpool("maxpool", x, 3, 2, 1)
     inp = 24
-    for stage, (n, oup) in enumerate(zip((4, 8, 4), (116, 232, 464)), start=2):
+    for stage, (n, oup) in enumerate(zip((4, 8, 4), (116, 232, 464), strict=False), start=2):
         for i in range(n):
             x = _shuffle_unit(ops, x, f"stage{stage}.{i}", inp, oup, 2 if i == 0 else 1)
             inp = oup
