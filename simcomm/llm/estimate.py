@@ -173,7 +173,8 @@ class Pricer:
             for t in range(tp):
                 r = place.cp_groups(t, 0)[0]
                 ring += [(r[i], r[(i + 1) % cp]) for i in range(cp)]
-        return {"tp": _Groups((place.tp_group(0, 0),)), "dp": _Groups(x for x in dp if len(x) > 1),
+        lanes = _Groups(place.tp_group(0, d) for d in range(lay.dp * cp))
+        return {"tp": _Groups((place.tp_group(0, 0),)), "tp_all": lanes, "dp": _Groups(x for x in dp if len(x) > 1),
                 "hsdp": _Groups(x for x in hsdp if len(x) > 1), "ring": _Groups(ring)}
 
     def ring(self, lay: Layout, idx) -> float:
@@ -203,30 +204,100 @@ class Pricer:
             total += fwd * (2 if lay.recompute == "full" else 1) + (cp - 1) * max(0.0, t1 - c.backward_s / cp) + t1
         return total
 
-    def bucket_tail(self, lay: Layout, idx, costs, dp_groups) -> tuple[float, float]:
+    def bucket_tail(self, lay: Layout, idx, costs, dp_groups, tp_time=None) -> tuple[float, float]:
         """Exposed seconds of ZeRO-0/1/2's gradient reduction after the last micro-batch's backward, as the
         emitter's ``DataParallel._reduce_grads`` runs it: the workload's buckets (restricted to the stage's
         layers), each reduced on the one data-parallel stream as soon as its last gradient is ready, in order;
-        ZeRO-1/2 then all-gather the updated parameters bucket by bucket after the optimizer step.  Returns
-        (exposed seconds, the share of the last backward during which the stream is busy)."""
+        ZeRO-1/2 then all-gather the updated parameters bucket by bucket after the optimizer step.
+
+        ``tp_time(j, where, bucket_bytes, since)``: (alone, beside) seconds of the tensor-parallel collectives
+        of layer ``j``'s backward (``where``: ``bwd-pre`` or ``bwd-post``, the emitter's positions) on their
+        own and started ``since`` seconds after a bucket of ``bucket_bytes`` began (0 bytes: none running); None
+        for no TP.  They sit on the compute's path, so they move when later buckets are ready; the emitter
+        starts a layer's TP collective and the bucket its gradient completes at the same instant (both wait
+        only for the layer's backward compute), so the two cross the links side by side.  Returns (exposed
+        seconds, the seconds the TP collectives take beyond their time alone)."""
         if not dp_groups:
             return 0.0, 0.0
         kind = "allreduce" if lay.zero == 0 else "reduce_scatter"
         full = lay.recompute == "full"
-        ready, t = {}, 0.0
-        for j in reversed(idx):  # the backward, last layer first
-            t += costs[j].backward_s + (costs[j].forward_s if full else 0.0)
-            ready[j] = t
-        stream, gathers, busy = 0.0, 0.0, 0.0
         reduce, gather = self.at(kind, dp_groups), self.at("allgather", dp_groups)
-        for bucket in self._buckets(tuple(idx)):
-            nbytes = sum(costs[j].grad_bytes for j in bucket)
-            start = max(stream, max(ready[j] for j in bucket))
-            stream = start + reduce(nbytes)
-            busy += max(0.0, min(stream, t) - min(start, t))
-            if lay.zero in (1, 2):
-                gathers += gather(nbytes)
-        return max(0.0, stream - t) + gathers, busy / t if t > 0 else 0.0
+        buckets = self._buckets(tuple(idx))
+        last: dict[int, list[list[int]]] = {}  # layer -> the buckets its gradient completes (the workload's bucket order)
+        for bucket in buckets:
+            last.setdefault(min(bucket, key=idx.index), []).append(bucket)
+        stream, gathers, extra, t = 0.0, 0.0, 0.0, 0.0
+        running: list[tuple[float, float, float]] = []  # (start, end, bytes) of each bucket, in stream order
+
+        def tp_at(j: int, where: str) -> tuple[float, float]:  # (alone, beside the bucket on the links)
+            if tp_time is None:
+                return 0.0, 0.0
+            on = [x for x in running if x[0] <= t < x[1]]
+            return tp_time(j, where, on[-1][2] if on else 0.0, t - on[-1][0] if on else 0.0)
+
+        for j in reversed(idx):  # the backward, last layer first
+            alone, more = tp_at(j, "bwd-pre")
+            t += more + costs[j].backward_s + (costs[j].forward_s if full else 0.0)
+            extra += more - alone
+            for bucket in last.get(j, ()):  # in order, each once the stream is free and its gradients ready
+                nbytes = sum(costs[k].grad_bytes for k in bucket)
+                start = max(stream, t)
+                stream = start + reduce(nbytes)
+                running.append((start, stream, nbytes))
+                if lay.zero in (1, 2):
+                    gathers += gather(nbytes)
+            alone, post = tp_at(j, "bwd-post")
+            t += post
+            extra += post - alone
+        return max(0.0, stream - t) + gathers, extra
+
+    def _tp_beside_buckets(self, lay: Layout, grp: dict, costs, shared: bool):
+        """``bucket_tail``'s ``tp_time`` for ``lay``: the emitter's backward TP collectives of a layer
+        (``megatron/comm.py`` ``_comm_of``: after the compute the conjugate of its input op, an all-reduce, or
+        a reduce-scatter under sequence parallelism, for attn, mlp and head; before it, under sequence
+        parallelism, the all-gather conjugate to the output's reduce-scatter, for attn, mlp and embed), alone
+        and, where they share links with the buckets (``shared``), beside one (:meth:`side_by_side`)."""
+        sp = lay.sequence_parallel
+        dp_kind = "allreduce" if lay.zero == 0 else "reduce_scatter"
+        lanes, dp_groups = grp["tp_all"], grp["dp"]
+
+        def seconds(j: int, where: str, bucket: float, since: float) -> tuple[float, float]:
+            c = costs[j]
+            if where == "bwd-post" and c.kind in ("attn", "mlp", "head"):
+                kind = "reduce_scatter" if sp else "allreduce"
+            elif where == "bwd-pre" and sp and c.kind in ("attn", "mlp", "embed"):
+                kind = "allgather"
+            else:
+                return 0.0, 0.0
+            alone = self.price(kind, grp["tp"], c.tp_bytes)
+            if not shared or bucket <= 0:
+                return alone, alone
+            return alone, max(alone, self.side_by_side(kind, lanes, c.tp_bytes, dp_kind, dp_groups, bucket, since))
+        return seconds
+
+    def side_by_side(self, tp_kind: str, tp_groups: tuple, tp_bytes: float, dp_kind: str, dp_groups: tuple,
+                     dp_bytes: float, since: float = 0.0) -> float:
+        """Seconds of a TP ``tp_kind`` over every TP group of the stage while the data-parallel ``dp_kind`` of
+        ``dp_bytes`` runs over every DP group, both started together on their own streams: the flow model's
+        max-min share of the NVLink ports they cross (the analytic model prices each alone).  A two-collective
+        flow simulation, cached per sizes."""
+        since = round(since, 6)  # to the microsecond: the price is cached per start offset
+        key = ("pair", tp_kind, tp_groups, round(tp_bytes), dp_kind, dp_groups, round(dp_bytes), since)
+        if key not in self._prices:
+            from simcomm import engine
+            from simcomm.engine.options import EngineOptions
+            from simcomm.ops import PlanBuilder
+
+            b = PlanBuilder(self.topo.n_ranks)
+            ids = [b.collective(tp_kind, g, tp_bytes, label="plan-price", stream="tp",
+                                after=[b.compute(r, since, label="plan-price") for r in g] if since > 0 else ())
+                   for g in tp_groups]
+            for g in dp_groups:
+                b.collective(dp_kind, g, dp_bytes, label="plan-price", stream="dp")
+            tl = engine.simulate(b.build(kind="price"), self.topo, fidelity="flow", seed=0,
+                                 options=EngineOptions(runtime=self.runtime, link_bytes=False))
+            self._prices[key] = float(max(tl.end[i] for i in ids)) - since
+        return self._prices[key]
 
     def _shares_links(self, lay: Layout, grp) -> bool:
         """Whether the tensor-parallel collectives and the data-parallel reductions cross the same in-node links:
@@ -322,14 +393,11 @@ class Pricer:
                         extra += 2 * (busy_f * 2 + busy_b * (4 if lay.recompute == "full" else 2)) * nblocks * ar
                     self._dp_memo[key] = (tail, extra, 0.0)
                 else:
-                    exposed, busy = self.bucket_tail(lay, idx, costs, dp_groups)
-                    self._dp_memo[key] = (exposed, 0.0, busy)
-            dp_t, per_mb_extra, busy = self._dp_memo[key]
-            if busy and self._shares_links(lay, grp):
-                # the last backward's TP collectives share NVLink with the gradient buckets reduced meanwhile
-                # (the DP ring's in-node hops): while both run each gets about half (max-min), so the TP time
-                # in the busy share of that backward is paid twice
-                dp_t += busy * nblocks * (4 if lay.recompute == "full" else 2) * ar
+                    tp_time = (self._tp_beside_buckets(lay, grp, costs, self._shares_links(lay, grp))
+                               if tp > 1 and not self._moe_trace else None)
+                    exposed, slower = self.bucket_tail(lay, idx, costs, dp_groups, tp_time)
+                    self._dp_memo[key] = (exposed + slower, 0.0, 0.0)
+            dp_t, per_mb_extra, _ = self._dp_memo[key]
             shard = (hs if hs is not None else lay.replicas) if lay.zero else 1  # the strategy's optimizer shard
             upd = sum(costs[j].update_s for j in idx) / shard
             ring = self.ring(lay, idx)

@@ -59,11 +59,7 @@ def simulated(request):
 
 
 #: searches whose ranking misses the target today, and why (strict: the test fails once they pass)
-KNOWN_MISSES = {
-    "gpt3-1.3b, 2 nodes": "tau 0.786 since NCCL's proxy waits (73819c6) moved near-tied tp 1 layouts: the estimate "
-                          "is 2.2-2.6 % fast on the tp 2 and pp 2 layouts (TP/DP contention on NVLink approximated); "
-                          "issue 24 stays open on it",
-}
+KNOWN_MISSES: dict[str, str] = {}
 
 
 def test_the_estimates_order_of_the_top_20_agrees_with_the_simulations(simulated, request):
