@@ -25,6 +25,10 @@ from simcomm.strategies.megatron.sizing import FOLD_ABOVE, fold_computes
 
 __all__ = ["Estimate", "Pricer", "plan_ops"]
 
+#: starts a bucket's span is probed at for its NVLink window (Pricer._window_end): a window narrower than
+#: span / WINDOW_PROBES can be missed (the TP collectives beside it then priced alone)
+WINDOW_PROBES = 16
+
 
 @dataclass(frozen=True)
 class Estimate:
@@ -277,17 +281,54 @@ class Pricer:
 
     def side_by_side(self, tp_kind: str, tp_groups: tuple, tp_bytes: float, dp_kind: str, dp_groups: tuple,
                      dp_bytes: float, since: float = 0.0) -> float:
-        """Seconds of a TP ``tp_kind`` over every TP group of the stage while the data-parallel ``dp_kind`` of
-        ``dp_bytes`` runs over every DP group, both started together on their own streams: the flow model's
-        max-min share of the NVLink ports they cross (the analytic model prices each alone).  A two-collective
-        flow simulation, cached per sizes."""
+        """Seconds of a TP ``tp_kind`` over every TP group of the stage started ``since`` seconds after the
+        data-parallel ``dp_kind`` of ``dp_bytes`` began over every DP group, each on its own stream: the flow
+        model's max-min share of the NVLink ports they both cross (the analytic model prices each alone).
+
+        In the flow model the bucket's in-node ring hops load NVLink in one window early in the bucket (its
+        NVLink flows run ahead of the slower inter-node ones and finish first); a TP collective started after
+        the window runs alone.  The window's end is found once per pair of sizes by pricing starts one alone
+        TP time (at least 1/WINDOW_PROBES of the bucket's
+        time) apart until they run alone again (:meth:`_window_end`); starts inside it are priced to the
+        microsecond by a two-collective flow simulation (:meth:`_pair`), cached."""
+        alone = self.price(tp_kind, tp_groups[:1], tp_bytes)
+        pair = (tp_kind, tp_groups, round(tp_bytes), dp_kind, dp_groups, round(dp_bytes))
+        if since >= self._window_end(pair, alone):
+            return alone
+        # inside the window: linear between the probes either side (the TP collective's end is flat in the
+        # window's interior: it waits for the bucket's NVLink flows whatever its start)
+        step = self._window_step(pair, alone)
+        k = int(since / step)
+        lo, hi = self._pair(pair, k * step), self._pair(pair, (k + 1) * step)
+        return max(alone, lo + (hi - lo) * (since / step - k))
+
+    def _window_step(self, pair: tuple, alone: float) -> float:
+        return max(alone, self.price(pair[3], pair[4], pair[5]) / WINDOW_PROBES)
+
+    def _window_end(self, pair: tuple, alone: float) -> float:
+        key = ("window", pair)
+        if key not in self._prices:
+            span = self.price(pair[3], pair[4], pair[5])  # the bucket alone: no window past its end
+            step = self._window_step(pair, alone)
+            end, since, after = 0.0, 0.0, 0
+            while since < span and after < 2:
+                if self._pair(pair, since) > alone * (1 + 1e-9):
+                    end, after = since + step, 0
+                elif end:
+                    after += 1
+                since += step
+            self._prices[key] = end
+        return self._prices[key]
+
+    def _pair(self, pair: tuple, since: float) -> float:
         since = round(since, 6)  # to the microsecond: the price is cached per start offset
-        key = ("pair", tp_kind, tp_groups, round(tp_bytes), dp_kind, dp_groups, round(dp_bytes), since)
+        key = ("pair", pair, since)
         if key not in self._prices:
             from simcomm import engine
             from simcomm.engine.options import EngineOptions
             from simcomm.ops import PlanBuilder
 
+            tp_kind, tp_groups, tp_bytes, dp_kind, dp_groups, dp_bytes = pair
             b = PlanBuilder(self.topo.n_ranks)
             ids = [b.collective(tp_kind, g, tp_bytes, label="plan-price", stream="tp",
                                 after=[b.compute(r, since, label="plan-price") for r in g] if since > 0 else ())
