@@ -1,9 +1,11 @@
 """The issue's what-if renders a self-contained HTML report; headless Chromium screenshots it."""
 
 import base64
+import os
 import re
 import shutil
 import subprocess
+import tempfile
 
 import pytest
 
@@ -42,6 +44,13 @@ def test_whatif_html_renders_in_headless_chromium(report, tmp_path):
            "--disable-background-networking", "--disable-component-update", "--disable-sync",
            f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1400,3000",
            (report / "report.html").as_uri()]
-    subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+    # Chromium puts its process-singleton socket in TMPDIR and aborts when that path exceeds a Unix socket's
+    # 108 bytes (process_singleton_posix.cc: "Socket path too long"): a long TMPDIR (the test command must pass
+    # under one) is replaced, for chromium only, by a short private directory.
+    short = tempfile.mkdtemp(prefix="cr", dir="/tmp" if os.access("/tmp", os.W_OK) else None)
+    try:
+        subprocess.run(cmd, check=True, capture_output=True, timeout=120, env={**os.environ, "TMPDIR": short})
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
     data = shot.read_bytes()
     assert data.startswith(PNG) and len(data) > 50_000  # a blank page compresses to a few KB
