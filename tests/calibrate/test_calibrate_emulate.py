@@ -85,7 +85,8 @@ def test_calibration_recovers_the_shaped_rate(mbit):
     to 4 % (the robust fit takes the Theil-Sen slope of the large sizes, which cancels the
     per-message ramp that made 256 KB-1 MB ping-pongs 1.5-3.8 % slow; measured
     -0.8...+0.9 % on 2026-11-26 at load 2).  Above: 2 %, the stream's own timer noise
-    (+0.7 % seen at 100 Mb/s, where the bucket's first burst shortens t_K).  The stream is
+    (+0.7 % seen at 100 Mb/s, where the bucket's first burst shortens t_K), over the higher of the stream and
+    the shaped rate (a busy CPU can slow the stream more than the ping-pongs).  The stream is
     held to the shaped goodput (rate x 1448/1514) from above only (2 %): an emulated link can only
     lose rate to the CPU, never gain it, and on a busy machine it does lose some.
     """
@@ -103,8 +104,13 @@ def test_calibration_recovers_the_shaped_rate(mbit):
     # The stream can only lose rate to the CPU, never gain it: above, its timer noise (2 %); below, whatever
     # this machine's load takes from the emulator itself (-4.7 % at 200 Mb/s under two busy loops on the 2
     # cores), which tests the emulator, not the fit: the fit is held to this same run's stream just below.
-    assert 0.5 <= stream / shaped_goodput(mbit * 1e6 / 8) <= 1.02
-    assert -0.04 <= fit.bandwidth / stream - 1 <= 0.02
+    shaped = shaped_goodput(mbit * 1e6 / 8)
+    assert 0.5 <= stream / shaped <= 1.02
+    # The link's true rate lies between this run's stream (which can only lose rate to a busy CPU) and the shaped
+    # goodput: the fit may be up to 4 % under the stream (a ping-pong's host delays only add time) and at most
+    # the stream's 2 % timer noise over the higher of the two (under two busy loops the stream lost 5.5 % at
+    # 200 Mb/s while the ping-pongs lost 2.3 %: the fit was 3.4 % over the stream, 2.3 % under the shaped rate).
+    assert stream * 0.96 <= fit.bandwidth <= max(stream, shaped) * 1.02
     times = d["samples"][0]  # the 1 KB one-way times of every round
     # alpha is the fit's intercept, clamped at 0 (fit.py), and never above a measured 1 KB time's worst.
     # No tighter band: at 100 Mb/s a 1 KB message is ~82 us of serialisation, more than the fastest 1 KB
