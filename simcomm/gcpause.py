@@ -5,7 +5,7 @@ allocates millions of short-lived objects (SimPy events, small arrays).  Each
 allocation burst makes the generational collector run, and its older
 generations traverse every live op and pending event again and again: about
 30 % of a flow run of blocking SGP on ResNet-50 at 1 024 GPUs
-(docs/performance.md).  Neither plans nor runs leave reference cycles behind
+(docs/engine.md, "How the speed was reached (history)").  Neither plans nor runs leave reference cycles behind
 (what they free, reference counting frees), so nothing is lost by collecting
 once afterwards instead.  Collection is only paused, never forced; the
 previous state is restored on exit, also on error, and nested pauses keep it

@@ -31,7 +31,7 @@ class Fabric(Protocol):
 
 
 #: the most ranks one topology may hold: past this the rank arrays and routing tables alone would take
-#: gigabytes (16 384 ranks take about 450 MB, docs/performance.md), so a larger cluster is refused
+#: gigabytes (they grow with the ranks and the routes asked for), so a larger cluster is refused
 #: before any work instead of exhausting memory
 MAX_RANKS = 262_144
 

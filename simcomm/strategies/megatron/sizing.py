@@ -2,7 +2,7 @@
 
 :func:`resolve_layout` makes every divisibility check (one ``error:`` line naming the mismatch);
 :func:`live_replicas` decides how many data-parallel replicas the plan simulates in full
-(``replicas``, docs/performance.md "Large-model layouts").
+(``replicas``, docs/engine.md "Replica and lane folding (megatron plans)").
 """
 
 from __future__ import annotations
@@ -213,7 +213,7 @@ def fold_computes(n_ranks: int, microbatches: int, n_layers: int, pp: int, recom
 
 
 def live_replicas(p: MegatronParams, lay: Placement, w, microbatches: int) -> int:
-    """How many data-parallel replicas the plan simulates in full (``replicas``; docs/performance.md, "Large-model layouts").
+    """How many data-parallel replicas the plan simulates in full (``replicas``; docs/engine.md, "Replica and lane folding").
 
     Replicas run the same ops, so on a symmetric cluster one stands for all: the rest
     appear only in the data-parallel collectives (their full groups).  Expert-parallel
