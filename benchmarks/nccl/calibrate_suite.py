@@ -33,7 +33,8 @@ def nccl_tests_text(run: dict) -> str:
     """A run's rows laid out as nccl-tests prints them, with one '# Rank' line per rank and the test's name."""
     hw, data = run["hardware"], run["data"]
     ranks = hw["gpus_per_node"] * hw["nodes"]
-    lines = [f"# Collective test starting: {run['collective']}_perf", "#"]
+    lines = [f"# Collective test starting: {run['collective']}_perf",
+             f"# nThread 1 nGpus {int(MODELS[run['id']].get('gpus_per_thread', 1))} (the run's -g, models.toml)", "#"]
     lines += [f"#  Rank {r:2d} Group  0 Pid {1000 + r:6d} on node-{r // hw['gpus_per_node']} device "
               f"{r % hw['gpus_per_node']}" for r in range(ranks)]
     inplace = data.get("inplace_time_us") or []
@@ -76,7 +77,7 @@ def calibrate(run: dict, model: dict, out: Path) -> str | None:
     """Fit the calibration run through the CLI's own code path; None, or the refusal line."""
     from simcomm.calibrate.fit import Fit
     from simcomm.calibrate.linkfile import LinkEstimate, write_link_file
-    from simcomm.calibrate.nccl_cluster import read_tables
+    from simcomm.calibrate.nccl_cluster import ClusterPredictor, read_tables
     from simcomm.calibrate.nccl_tests import fit_network
     from simcomm.errors import ConfigError
 
@@ -84,7 +85,9 @@ def calibrate(run: dict, model: dict, out: Path) -> str | None:
     text.write_text(nccl_tests_text(run), encoding="utf-8")
     try:
         tables = read_tables([str(text)])
-        predictor = SuitePredictor(model, tables)
+        topo, runtime = build(model)  # the suite's own model of the run's cluster (models.toml)
+        gpn = int(model["gpus_per_node"])
+        predictor = ClusterPredictor(tables, {topo.n_ranks // gpn: (topo, topo)}, gpn, runtime)
         fit = fit_network(predictor, predictor.measured("big"), predictor.measured("small"),
                           line_rate=predictor.nic.bandwidth, preset_alpha=predictor.preset_alpha)
     except ConfigError as e:
@@ -94,47 +97,12 @@ def calibrate(run: dict, model: dict, out: Path) -> str | None:
     return None
 
 
-class SuitePredictor:
-    """ClusterPredictor's interface over the suite's own cluster model (models.toml) of one run."""
-
-    def __init__(self, model: dict, tables):
-        from simcomm.calibrate.nccl_cluster import _nic_class, _route_latency
-
-        self.model, self.tables = model, tables
-        self.raw, self.runtime = build(model)
-        self.nic, self.preset_alpha = _nic_class(self.raw), _route_latency(self.raw)
-        self.network = tables
-
-    def rows(self, which):
-        from simcomm.calibrate.nccl_tests import BIG, SMALL
-
-        keep = (lambda s: s >= BIG) if which == "big" else (lambda s: s <= SMALL)
-        return [(t, s, m) for t in self.tables for s, m in zip(t.sizes, t.times_s, strict=True) if keep(s)]
-
-    def measured(self, which):
-        return [m for _, _, m in self.rows(which)]
-
-    def __call__(self, goodput, alpha, which):
-        from simcomm.bench import bench
-        from simcomm.links.base import LinkClass
-        from simcomm.topologies.calibrated import with_calibrated_links
-
-        trial = LinkClass("calib-inter", goodput, alpha, self.nic.family, "trial", "suite", True)
-        topo, _ = with_calibrated_links(self.raw, {"calib-inter": trial}, "suite")
-        out = []
-        for t in self.tables:
-            sizes = [s for table, s, _ in self.rows(which) if table is t]
-            rows = bench(t.kind, topo, self.runtime, sizes, dtype=t.dtype,
-                         gpus_per_thread=int(self.model.get("gpus_per_thread", 1)))
-            out += [r.time_us * 1e-6 for r in rows]
-        return out
-
-
+MODELS = tomllib.loads((HERE / "models.toml").read_text(encoding="utf-8"))
 RUNS = {p.stem: tomllib.loads(p.read_text(encoding="utf-8")) for p in sorted((HERE / "runs").glob("*.toml"))}
 
 
 def main() -> int:
-    models = tomllib.loads((HERE / "models.toml").read_text(encoding="utf-8"))
+    models = MODELS
     print("| platform (calibration run) | fit | predicted run | before | after |")
     print("|---|---|---|---|---|")
     befores, afters = [], []

@@ -74,24 +74,16 @@ def read_tables(specs: list[str]) -> list[Table]:
 
 
 class ClusterPredictor:
-    """Predicts every table's big or small rows on the user's cluster with a trial ``calib-inter`` class."""
+    """Predicts every table's big or small rows on a cluster with a trial ``calib-inter`` class.
 
-    def __init__(self, scenario, tables: list[Table]):
-        from simcomm.pipeline import Context
+    ``clusters``: node count -> (raw, stack-applied) topology of each table's size; :meth:`from_scenario`
+    builds them as every command does (``benchmarks/nccl/calibrate_suite.py`` passes the suite's own models).
+    """
 
-        self.tables, self.context = tables, Context(scenario)
-        gpn = scenario.gpus_per_node or self.context.cluster(scenario.nodes, 0)[0].n_ranks // max(1, scenario.nodes)
-        self.clusters, self.gpus_per_node = {}, gpn
-        for t in tables:
-            if t.ranks % gpn:
-                raise CalibrationError(f"--nccl-tests: {t.path} ran on {t.ranks} ranks, not a whole number of "
-                                       f"{gpn}-GPU nodes: set --gpus-per-node to the measured machine's")
-            nodes = t.ranks // gpn
-            if nodes not in self.clusters:
-                self.clusters[nodes] = self.context.cluster(nodes, 0)
-        self.runtime = self.context.runtime()
+    def __init__(self, tables: list[Table], clusters: dict, gpus_per_node: int, runtime):
+        self.tables, self.clusters, self.gpus_per_node, self.runtime = tables, clusters, gpus_per_node, runtime
         # only tables across nodes see the network
-        self.network = [t for t in tables if t.ranks // gpn > 1]
+        self.network = [t for t in tables if t.ranks // gpus_per_node > 1]
         if not self.network:
             raise CalibrationError("--nccl-tests: every table ran on one node, so its rates are NVLink's or PCIe's, "
                                    "which datasheets give; calibrate from an nccl-tests run across 2+ nodes")
@@ -99,9 +91,25 @@ class ClusterPredictor:
         self.nic = _nic_class(raw)
         self.preset_alpha = _route_latency(raw)
 
+    @classmethod
+    def from_scenario(cls, scenario, tables: list[Table]) -> ClusterPredictor:
+        """The clusters of each table's node count built from ``scenario`` as ``simcomm bench`` builds them."""
+        from simcomm.pipeline import Context
+
+        context = Context(scenario)
+        gpn = scenario.gpus_per_node or context.cluster(scenario.nodes, 0)[0].n_ranks // max(1, scenario.nodes)
+        clusters = {}
+        for t in tables:
+            if t.ranks % gpn:
+                raise CalibrationError(f"--nccl-tests: {t.path} ran on {t.ranks} ranks, not a whole number of "
+                                       f"{gpn}-GPU nodes: set --gpus-per-node to the measured machine's")
+            clusters.setdefault(t.ranks // gpn, context.cluster(t.ranks // gpn, 0))
+        return cls(tables, clusters, gpn, context.runtime())
+
     def rows(self, which: str) -> list[tuple[Table, float, float]]:
-        keep = (lambda s: s >= BIG) if which == "big" else (lambda s: s <= SMALL)
-        return [(t, s, m) for t in self.network for s, m in zip(t.sizes, t.times_s, strict=True) if keep(s)]
+        """(table, size, measured seconds) of the network tables' rows of at least BIG ("big") or at most SMALL."""
+        return [(t, s, m) for t in self.network for s, m in zip(t.sizes, t.times_s, strict=True)
+                if (s >= BIG if which == "big" else s <= SMALL)]
 
     def measured(self, which: str) -> list[float]:
         return [m for _, _, m in self.rows(which)]
@@ -116,8 +124,9 @@ class ClusterPredictor:
 
     def __call__(self, goodput: float, alpha: float, which: str) -> list[float]:
         out = []
+        rows = self.rows(which)
         for t in self.network:
-            sizes = [s for s, _m in zip(t.sizes, t.times_s, strict=True) if (s >= BIG if which == "big" else s <= SMALL)]
+            sizes = [s for table, s, _ in rows if table is t]
             if not sizes:
                 continue
             nodes = t.ranks // self.gpus_per_node
@@ -130,9 +139,9 @@ class ClusterPredictor:
 
 def _nic_class(raw):
     """The link class of the cluster's host links (what ``calib-inter`` replaces): its line rate and family."""
-    from simcomm.topologies.calibrated import _host_edges
+    from simcomm.topologies.calibrated import host_edges
 
-    edges = _host_edges(raw)
+    edges = host_edges(raw)
     if not edges:
         raise CalibrationError("--nccl-tests: the cluster has no link between a machine and a network switch to "
                                "calibrate (one node, or a direct network)")

@@ -37,6 +37,7 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from simcomm.calibrate.fit import CalibrationError
 
@@ -86,7 +87,7 @@ class NetworkFit:
 
 def _cross(xs: Sequence[float], ys: Sequence[float], target: float, log_x: bool) -> float | None:
     """The x where the piecewise (log-)linear curve ``ys(xs)`` meets ``target``; None when it never does."""
-    for (x0, y0), (x1, y1) in zip(zip(xs, ys, strict=True), zip(xs[1:], ys[1:], strict=True), strict=False):
+    for (x0, y0), (x1, y1) in pairwise(zip(xs, ys, strict=True)):
         lo, hi = min(y0, y1), max(y0, y1)
         if not lo <= target <= hi:
             continue

@@ -34,7 +34,7 @@ def calibrate_from_nccl_tests(specs: list[str], flat: dict, out: Path, as_json: 
 
     out = check_output_path(out, "--out")  # a missing folder or a full disk, before any simulation
     tables = read_tables(specs)
-    predictor = ClusterPredictor(from_flat({k: v for k, v in flat.items() if v is not None}), tables)
+    predictor = ClusterPredictor.from_scenario(from_flat({k: v for k, v in flat.items() if v is not None}), tables)
     big, small = predictor.measured("big"), predictor.measured("small")
     fit = fit_network(predictor, big, small, line_rate=predictor.nic.bandwidth, preset_alpha=predictor.preset_alpha)
     after = predictor(fit.goodput, fit.alpha, "big")

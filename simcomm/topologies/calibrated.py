@@ -30,7 +30,7 @@ from simcomm.links.base import INTRANODE_FAMILIES as INTRANODE
 from simcomm.links.base import LinkClass
 from simcomm.topologies.base import Topology
 
-__all__ = ["with_calibrated_links"]
+__all__ = ["with_calibrated_links", "host_edges"]
 
 
 
@@ -38,7 +38,7 @@ def _machine(g, n):
     return g.nodes[n].get("machine")
 
 
-def _host_edges(topo: Topology) -> list[tuple]:
+def host_edges(topo: Topology) -> list[tuple]:
     """Edges joining a machine's rank or NIC to a network switch (the first network hop)."""
     g = topo.graph
     out = []
@@ -90,7 +90,7 @@ def with_calibrated_links(topo: Topology, classes: dict[str, LinkClass], source:
         other = next((r for r in range(1, topo.n_ranks) if machines[r] != machines[0]), None)
         if other is None:
             raise ConfigError(f"links: {source!r} has calib-inter but the cluster has one machine")
-        hosts = set(map(frozenset, _host_edges(topo)))
+        hosts = set(map(frozenset, host_edges(topo)))
         route = _route_edges(topo, 0, other)
         on_host = [e for e in route if frozenset(e) in hosts]
         if not on_host:
@@ -103,7 +103,7 @@ def with_calibrated_links(topo: Topology, classes: dict[str, LinkClass], source:
                          f"other hops ({rest * 1e6:.4g} us); host links get latency 0")
         lc = LinkClass("calib-inter", fit.bandwidth, max(0.0, per_hop), fit.family, fit.summary, source, True)
         links[lc.name] = lc
-        for u, v in _host_edges(topo):
+        for u, v in host_edges(topo):
             g.edges[u, v]["link"] = lc.name
         notes.append(f"links: {source}: calib-inter ({fit.bandwidth / 1e6:.4g} MB/s, {fit.latency * 1e6:.4g} us end "
                      f"to end) on every host link, {max(0.0, per_hop) * 1e6:.4g} us per hop so that a route between "

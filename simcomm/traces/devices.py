@@ -222,7 +222,7 @@ _add("gb300", "gpu", "Blackwell Ultra GPU of an NVIDIA GB300 superchip: 288 GB H
      "assumed equal to GB200's", "[GB300] memory; peaks and SM count assumed as GB200's (no single-GPU bf16/fp8 "
      "figure collected; Blackwell Ultra's gains are FP4 and attention), factors borrowed from the h100 fit",
      {"fp32": 90e12, "tf32": 1250e12, "fp16": 2500e12, "bf16": 2500e12, **_FP8_GB200}, 8e12, 288 * _GIB,
-     "GB300 (Blackwell Ultra GPU)", fp32_math="tf32", sms=_SMS["gb200"],
+     "GB300 (Blackwell Ultra; GB200's peaks assumed)", fp32_math="tf32", sms=_SMS["gb200"],
      fitted=tuple((d, _borrow(e, "nearest calibrated datacenter GPU (h100); no published GB300 row"))
                   for d, e in _H100_FITS),
      fitted_transformer=tuple((d, _borrow(e, "nearest calibrated datacenter GPU (h100); no GB300 capture"))

@@ -58,14 +58,8 @@ def simulated(request):
     return request.param, sim
 
 
-#: searches whose ranking misses the target today, and why (strict: the test fails once they pass)
-KNOWN_MISSES: dict[str, str] = {}
-
-
-def test_the_estimates_order_of_the_top_20_agrees_with_the_simulations(simulated, request):
+def test_the_estimates_order_of_the_top_20_agrees_with_the_simulations(simulated):
     name, rows = simulated
-    if name in KNOWN_MISSES:
-        request.applymarker(pytest.mark.xfail(reason=KNOWN_MISSES[name], strict=True))
     assert len(rows) == 20
     tau = kendall_tau_b([r.estimate.step for r in rows], [r.step_s for r in rows])
     assert tau >= 0.8, f"{name}: Kendall tau {tau:.3f}"
