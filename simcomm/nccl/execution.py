@@ -25,6 +25,13 @@ small and middle sizes, and simcomm applies them when the choice runs
   ``K t + (K - H) h``.  Large buffers use full slices and lose a few per cent;
   megabyte buffers, split into kilobyte slices over many channels, lose more.
 
+* **LL's trips** (:mod:`simcomm.nccl.trips`).  LL moves a step as trips of one 8-byte word per thread
+  (``LLGenericOp``, ``src/device/prims_ll.h``), forwarded line by line between GPUs, so a step's first trip
+  rides on the hop latency the model counts; across nodes the proxy sends a step only once all its lines are
+  written (``sendProxyProgress``, ``src/transport/net.cc``), so nothing is hidden there.  The launched
+  threads are NCCL's (halved for small buffers, ``topoGetAlgoInfo``) and a channel's later trips run at
+  their rate.  A ring of 8 A100 is flat from 8 B to 32 KiB, as measured.
+
 * **NVLS's and NVLS-Tree's pipeline fill** (:func:`nvls_tree_fill`).  Their
   all-reduce kernels hand each loop of ``channels x heads x chunk`` bytes from
   warp group to warp group (scatter, switch reduction and network send, the
@@ -78,6 +85,7 @@ import math
 import numpy as np
 
 from simcomm.nccl.layout import GroupLayout, nvlink_bw
+from simcomm.nccl.trips import launched_threads, ll_trip_share, threshold
 from simcomm.nccl.tuning import BASE_LAT, HW_LAT, NET_OVERHEAD, ModelTime, graphs, nvls_heads, runtime_channels
 
 KiB, MiB = 1024, 1 << 20
@@ -340,8 +348,7 @@ def channels_used(algo: str, proto: str, kind: str, layout: GroupLayout, nbytes:
     full = _full_channels(algo, layout)
     if algo in ("nvls", "nvls-tree", "collnet-direct", "collnet-chain"):
         return full, full
-    threshold = {"ll": 8.0 * (layout.n_ranks if algo == "ring" else 1), "ll128": 8.0, "simple": 64.0}[proto]
-    per_channel = _threads(algo, proto, layout) * threshold
+    per_channel = _threads(algo, proto, layout) * threshold(algo, proto, layout.n_ranks)
     nc = full
     while nc >= 2 and nbytes < nc * per_channel:
         nc -= 1
@@ -480,4 +487,9 @@ def execution_efficiency(mt: ModelTime, kind: str, layout: GroupLayout, nbytes: 
     move = s / per_channel if per_channel > 0 else 0.0
     extra = max(0.0, slices - steps) * handshake  # (K - H) h
     pipe = slices * move / (slices * move + extra) if slices * move > 0 else 1.0
+    if mt.proto == "ll":  # a step's first trip rides on its hop latency, on GPU-to-GPU hops (simcomm.nccl.trips)
+        hidden = (steps - network_steps("ring", kind, layout) if mt.algo == "ring" else int(layout.n_nodes == 1))
+        most = _threads(mt.algo, mt.proto, layout)
+        threads = launched_threads(most, used, threshold(mt.algo, mt.proto, p), nbytes)
+        pipe /= ll_trip_share(share * nbytes / used, hidden, s, threads, most)
     return (used / full) * pipe

@@ -1,0 +1,76 @@
+"""LL's trips (simcomm.nccl.trips): a step's first trip rides on its hop latency inside a node, not across one."""
+
+from __future__ import annotations
+
+import pytest
+from ncclcases import a100, h100
+
+from simcomm.nccl import tuning
+from simcomm.nccl.execution import channels_used, execution_efficiency, slice_bytes
+from simcomm.nccl.layout import group_layout
+from simcomm.nccl.prepare import prepare_nccl
+from simcomm.nccl.trips import launched_threads, ll_trip_share, threshold
+from simcomm.ops import Collective
+from simcomm.runtimes import NcclRuntime
+
+
+def layout(topo):
+    return group_layout(topo, tuple(range(topo.n_ranks)))
+
+
+def test_threads_halve_as_topoGetAlgoInfo_does():
+    # Ring/LL on 8 ranks: 8 B x 8 = 64 B per thread; one channel left; 512 halves while bytes < 1 x nt x 64
+    per = threshold("ring", "ll", 8)
+    assert per == 64.0 and threshold("tree", "ll", 8) == 8.0 and threshold("ring", "simple", 8) == 64.0
+    assert launched_threads(512, 1, per, 8.0) == 64        # 512 -> 256 -> 128 -> 64; 64 % 128 != 0 stops it
+    assert launched_threads(512, 1, per, 16384.0) == 256   # 16 Ki < 32 Ki halves; 16 Ki < 16 Ki does not
+    assert launched_threads(512, 1, per, 32768.0) == 512
+    assert launched_threads(640, 1, 8.0, 8.0) == 320       # 640 = 5 x 128 halves once; 320 % 128 != 0 stops it
+    assert launched_threads(640, 1, 8.0, 4000.0) == 320 and launched_threads(640, 1, 8.0, 5120.0) == 640
+
+
+def test_trip_share_by_hand():
+    # a ring step of 2 KiB on 4 hidden steps of 6, 12 KiB per link: 8 KiB hidden, a third left, full threads
+    assert ll_trip_share(12288.0, 4, 2048.0, 512, 512) == pytest.approx(1 / 3)
+    # the same on 256 threads: a trip carries 2 KiB, still the whole slice; the rest at half the rate
+    assert ll_trip_share(12288.0, 4, 2048.0, 256, 512) == pytest.approx(2 / 3)
+    # slices of 8 KiB, 64 threads (512 B a trip): 4 x 512 B hidden of 12 KiB, at 1/8 of the rate
+    assert ll_trip_share(12288.0, 4, 8192.0, 64, 512) == pytest.approx((12288 - 2048) / 12288 * 8)
+    # nothing hidden (every step crosses the network): the threads' rate only
+    assert ll_trip_share(12288.0, 0, 2048.0, 512, 512) == 1.0
+    assert ll_trip_share(0.0, 4, 2048.0, 512, 512) == 1.0
+
+
+def test_ring_ll_on_one_node_is_flat_while_a_trip_carries_each_step():
+    # 8 A100 up to 32 KiB: one channel, each step's slice (bytes / 8) within one trip of the launched threads:
+    # the call costs NCCL's latency and the launch, whatever its size (the public 8 x A100 run: 32.0-32.5 us
+    # from 64 B to 32 KiB)
+    topo = a100(1)
+    rt = NcclRuntime()
+    lat = {n: prepare_nccl(Collective(0, "allreduce", tuple(range(8)), n), topo, rt).closed_form
+           for n in (8.0, 1024.0, 16384.0, 32768.0)}
+    lay = layout(topo)
+    mt = tuning.model("ring", "ll", "allreduce", lay, 8.0)
+    want = (mt.latency_us + 1.825) * 1e-6
+    for n, t in lat.items():
+        assert t == pytest.approx(want, rel=1e-4), n
+    # 1 MiB: all 24 channels, 4 KiB trips, slices of 1 Mi / 24 / 8 = 5461 B: 14 of 2 x 7/8 x 1 Mi / 24 hidden
+    n = float(1 << 20)
+    used, full = channels_used("ring", "ll", "allreduce", lay, n)
+    s = slice_bytes("ring", "ll", "allreduce", lay, n, used)
+    link = 2 * 7 / 8 * n / used
+    assert (used, full) == (24, 24)
+    mt = tuning.model("ring", "ll", "allreduce", lay, n)
+    assert execution_efficiency(mt, "allreduce", lay, n) == pytest.approx(1.0 / ((link - 14 * 4096) / link))
+    assert s > 4096
+
+
+def test_across_nodes_nothing_is_hidden():
+    # 2 x 8 H100, Tree/LL: the chunk crosses the network up and down (stored and forwarded whole by the proxy):
+    # no trip hidden; 8 B launches one channel of 512 -> 64 threads (8 B < 1 x nt x 8 B), so the bandwidth
+    # time is 512 / 64 = 8 times one full channel's
+    lay = layout(h100(2))
+    mt = tuning.model("tree", "ll", "allreduce", lay, 8.0)
+    used, full = channels_used("tree", "ll", "allreduce", lay, 8.0)
+    assert used == 1
+    assert execution_efficiency(mt, "allreduce", lay, 8.0) == pytest.approx(used / full / 8)
