@@ -263,8 +263,41 @@ def render(results: list[dict]) -> str:
         lines.append(f"| {r['id']}{tag} | {r['collective']} | {r['ranks']} | {len(r['rows'])} | "
                      + " | ".join("-" if m is None else f"{100 * m:+.0f} %" for m in med)
                      + f" | {r['shown'][:40]} | {last} | {_algo_check(r)} |")
-    lines += ["", "Signed medians per band (predicted minus measured over measured).", END]
+    lines += ["", "Signed medians per band (predicted minus measured over measured).", ""]
+    lines += render_residuals(results)
+    lines.append(END)
     return "\n".join(lines) + "\n"
+
+
+#: a counted run whose median |error| over its rows of at least 1 MB exceeds this needs an entry in residuals.toml
+RESIDUAL_OVER = 0.15
+
+
+def big_median(r: dict) -> tuple[int, float | None, float | None]:
+    """(rows, median |error|, median signed error) of a run's counted rows of at least 1 MB."""
+    rows = [x["error"] for x in r["rows"] if x["counted"] and x["size"] >= 1e6]
+    return len(rows), _median([abs(e) for e in rows]), _median(rows)
+
+
+def needs_residual(results: list[dict]) -> list[dict]:
+    """Counted runs whose >= 1 MB median |error| exceeds RESIDUAL_OVER: each must say why (residuals.toml)."""
+    return [r for r in results if not r["anomalous"] and not r["calibration"]
+            and (m := big_median(r)[1]) is not None and m > RESIDUAL_OVER]
+
+
+def render_residuals(results: list[dict]) -> list[str]:
+    """The residuals table: every counted run over RESIDUAL_OVER at >= 1 MB, its median and why."""
+    why = tomllib.loads((HERE / "residuals.toml").read_text(encoding="utf-8"))
+    lines = [f"Residuals at >= 1 MB: every counted run whose median |error| over its rows of at least 1 MB exceeds "
+             f"{100 * RESIDUAL_OVER:g} %, with the mechanism behind the miss as far as it is known "
+             "(`benchmarks/nccl/residuals.toml`, written after scoring; it feeds no prediction).", "",
+             "| run | class | rows | median signed | mechanism | status |", "|---|---|---:|---:|---|---|"]
+    for r in needs_residual(results):
+        n, _, signed = big_median(r)
+        entry = why.get(r["id"], {})
+        lines.append(f"| {r['id']} | {r['class']} | {n} | {100 * signed:+.0f} % | "
+                     f"{entry.get('mechanism', 'MISSING')} | {entry.get('status', 'MISSING')} |")
+    return lines
 
 
 def fit_fill(run: dict, model: dict) -> tuple[float, list[float]]:

@@ -88,6 +88,27 @@ def test_docs_accuracy_gpu_section_is_the_rendered_suite():
     assert text in doc, "docs/accuracy.md is stale: python benchmarks/nccl/score.py --write docs/accuracy.md"
 
 
+def test_every_run_missing_at_a_megabyte_says_why_and_no_other_does():
+    # issue 25: every platform's residual at >= 1 MB explained. residuals.toml holds one entry (mechanism, status)
+    # per counted run whose median |error| over its rows of at least 1 MB exceeds 15 %, and no stale entry: a run
+    # that comes within 15 % loses its entry, a run that leaves gains one.
+    score = _score()
+    models = tomllib.loads((SUITE / "models.toml").read_text(encoding="utf-8"))
+    results = [score.score_run(run, models[run["id"]])
+               for run in (tomllib.loads(p.read_text(encoding="utf-8")) for p in RUNS)]
+    why = tomllib.loads((SUITE / "residuals.toml").read_text(encoding="utf-8"))
+    over = {r["id"] for r in score.needs_residual(results)}
+    assert over == set(why), (f"residuals.toml lacks {sorted(over - set(why))}, has stale {sorted(set(why) - over)}")
+    for rid, entry in why.items():
+        assert set(entry) == {"mechanism", "status"} and all(v.strip() for v in entry.values()), rid
+    # the rule can fail: a run within 15 % needs nothing, one over it does
+    fake = {"id": "x", "anomalous": False, "calibration": False, "rows": [
+        {"size": 2e6, "error": e, "counted": True} for e in (0.1, -0.2, 0.3)]}
+    assert score.needs_residual([fake]) == [fake]
+    fake["rows"][2]["error"] = 0.12
+    assert score.needs_residual([fake]) == []
+
+
 def test_the_calibration_run_is_held_out_of_every_score():
     from simcomm.nccl.execution import CALIBRATION_RUN, HELD_OUT_RUNS
 
