@@ -87,15 +87,21 @@ def with_calibrated_links(topo: Topology, classes: dict[str, LinkClass], source:
                      "machine; measured, so the stack does not scale it")
     if "calib-inter" in classes:
         fit = classes["calib-inter"]
-        other = next((r for r in range(1, topo.n_ranks) if machines[r] != machines[0]), None)
-        if other is None:
+        others = [r for r in range(1, topo.n_ranks) if machines[r] != machines[0]]
+        if not others:
             raise ConfigError(f"links: {source!r} has calib-inter but the cluster has one machine")
         hosts = set(map(frozenset, host_edges(topo)))
-        route = _route_edges(topo, 0, other)
-        on_host = [e for e in route if frozenset(e) in hosts]
+        # the first machine whose route from rank 0 leaves through a NIC: machines sharing an NVLink domain
+        # (GB200 NVL72 trays of one rack) reach each other over NVLink, without a host link to calibrate
+        route, on_host = [], []
+        for r in others:
+            route = _route_edges(topo, 0, r)
+            on_host = [e for e in route if frozenset(e) in hosts]
+            if on_host:
+                break
         if not on_host:
-            raise ConfigError(f"links: cluster {topo.name!r} has no host-to-switch link on the route between "
-                              "machines to put calib-inter on")
+            raise ConfigError(f"links: cluster {topo.name!r} has no host-to-switch link on any route between "
+                              "machines to put calib-inter on (its machines share one NVLink domain)")
         rest = sum(links[g.edges[e]["link"]].latency for e in route if frozenset(e) not in hosts)
         per_hop = (fit.latency - rest) / len(on_host)
         if per_hop < 0:

@@ -31,6 +31,22 @@ def test_route_between_machines_adds_up_to_the_fit(tmp_path, stack):
     assert any(line.startswith("links: ") for line in ctx.calibration_notes(2, 0))
 
 
+def test_trays_sharing_an_nvlink_domain_keep_it_and_racks_get_the_fit(tmp_path):
+    # GB200 NVL72, two racks of 18 trays: tray 0 reaches tray 1 over the rack's NVLink switches (no host link to
+    # calibrate), so calib-inter goes on the NIC links of the route to the other rack, which adds up to the fit
+    f = tmp_path / "calib.toml"
+    f.write_text('[links.calib-inter]\nbandwidth = "10 GB/s"\nlatency = "20 us"\nfamily = "infiniband"\n'
+                 'summary = "fit"\n')
+    ctx = Context(from_flat({"cluster": "gb200-nvl72", "nodes": 36, "gpus_per_node": 4, "links": str(f),
+                             "stack": "nccl"}))
+    raw, eff = ctx.cluster(144, 0)
+    assert "calib-inter" not in [h.name for h in _route(eff, 0, 4)]  # tray 0 -> tray 1: NVLink only
+    across = _route(eff, 0, 72)  # rack 0 -> rack 1
+    assert [h.name for h in across].count("calib-inter") == 2
+    assert sum(h.latency for h in across) == pytest.approx(20e-6, abs=1e-12)
+    assert min(h.bandwidth for h in across) == 10e9
+
+
 def test_intra_class_goes_inside_a_machine(tmp_path):
     f = tmp_path / "calib.toml"
     f.write_text(CALIB)
