@@ -29,8 +29,8 @@ small and middle sizes, and simcomm applies them when the choice runs
   (``LLGenericOp``, ``src/device/prims_ll.h``), forwarded line by line between GPUs, so a step's first trip
   rides on the hop latency the model counts; across nodes the proxy sends a step only once all its lines are
   written (``sendProxyProgress``, ``src/transport/net.cc``), so nothing is hidden there.  The launched
-  threads are NCCL's (halved for small buffers, ``topoGetAlgoInfo``) and a channel's later trips run at
-  their rate.  A ring of 8 A100 is flat from 8 B to 32 KiB, as measured.
+  threads are NCCL's (a ring's halved for small buffers, to at least 3 warps; a tree's always 640:
+  ``topoGetAlgoInfo``) and a channel's later trips run at their rate.  A ring of 8 A100 is flat from 8 B to 32 KiB, as measured.
 
 * **NVLS's and NVLS-Tree's pipeline fill** (:func:`nvls_tree_fill`).  Their
   all-reduce kernels hand each loop of ``channels x heads x chunk`` bytes from
@@ -490,6 +490,6 @@ def execution_efficiency(mt: ModelTime, kind: str, layout: GroupLayout, nbytes: 
     if mt.proto == "ll":  # a step's first trip rides on its hop latency, on GPU-to-GPU hops (simcomm.nccl.trips)
         hidden = (steps - network_steps("ring", kind, layout) if mt.algo == "ring" else int(layout.n_nodes == 1))
         most = _threads(mt.algo, mt.proto, layout)
-        threads = launched_threads(most, used, threshold(mt.algo, mt.proto, p), nbytes)
-        pipe /= ll_trip_share(share * nbytes / used, hidden, s, threads, most)
+        threads = launched_threads(mt.algo, most, used, threshold(mt.algo, mt.proto, p), nbytes)
+        pipe /= ll_trip_share(share * nbytes / used, hidden, s, threads, max(most, threads))
     return (used / full) * pipe

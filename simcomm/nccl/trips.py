@@ -7,8 +7,9 @@ line of that offset (``readLL``: data and flag in one store), reduces, and store
 arrives, so on GPU-to-GPU hops the first trip of a step rides on the hop latency NCCL's table charges per
 step (``hwLat``, ``src/graph/tuning.cc``); only the trips after it add time.  NCCL sizes the launch for that:
 ``topoGetAlgoInfo`` (``src/enqueue.cc``) drops channels while ``bytes < channels x threads x threshold``
-(LL: 8 B per thread, times the ranks for a ring: one line per thread per step), then halves the threads
-while the same holds and they stay a multiple of 128.
+(LL: 8 B per thread, times the ranks for a ring: one line per thread per step), then halves a ring's
+threads while the same holds and they stay a multiple of 128 (at least 3 warps); a tree always runs
+NCCL_MAX_NTHREADS (640).
 
 A network hop does not forward line by line: the sending proxy hands a step to the NIC only once every line
 of it carries the step's flag (``sendProxyProgress``, ``src/transport/net.cc``: ``if (f1[0] != flag ||
@@ -19,14 +20,15 @@ nodes its chunk crosses the network on the way up and down).
 What this module gives :mod:`simcomm.nccl.execution`: the threads NCCL launches, and the share of a
 channel's bandwidth time left once each hidden step's first trip is taken off.  The trips after the first
 run at the channel's rate for its threads (one line per thread per trip: a channel of ``t`` threads carries
-``t / maxThreads`` of a full one's rate).  LL only: LL128 and Simple synchronise per step (LL128's warp
-barrier and, through a proxy, its fence and tail; Simple's fence and flag), which
-:func:`simcomm.nccl.execution.execution_efficiency` charges as a handshake.
+``t / T`` of the rate it has with the ``T`` threads NCCL launches for a large buffer).  LL only: LL128 and
+Simple synchronise per step (LL128's warp barrier and, through a proxy, its fence and tail; Simple's fence
+and flag), which :func:`simcomm.nccl.execution.execution_efficiency` charges as a handshake.
 """
 
 from __future__ import annotations
 
-__all__ = ["LL_WORD", "THREAD_THRESHOLD", "launched_threads", "ll_trip_share"]
+__all__ = ["LL_WORD", "THREAD_THRESHOLD", "MAX_NTHREADS", "MIN_THREADS", "launched_threads", "ll_trip_share",
+           "threshold"]
 
 #: data bytes one thread carries per LL trip: one uint64_t word of an ncclLLFifoLine (src/device/prims_ll.h)
 LL_WORD = 8
@@ -40,16 +42,25 @@ def threshold(algo: str, proto: str, n_ranks: int) -> float:
     return THREAD_THRESHOLD[proto] * (n_ranks if algo == "ring" and proto == "ll" else 1)
 
 
-def launched_threads(max_threads: int, channels: int, per_thread: float, nbytes: float) -> int:
-    """Threads per channel NCCL launches: ``max_threads`` halved while ``bytes < channels x threads x threshold``.
+#: NCCL_MAX_NTHREADS (src/include/device.h): the threads a Tree kernel always runs
+MAX_NTHREADS = 640
+#: the fewest threads topoGetAlgoInfo launches: 3 warps
+MIN_THREADS = 3 * 32
 
-    ``topoGetAlgoInfo`` (src/enqueue.cc, NCCL 2.19-2.30), after trimming the channels: ``while (nBytes < nc *
-    nt * threadThreshold) { if (nt % 128 == 0) nt /= 2; else break; }`` (512 -> 256 -> 128 -> 64).
+
+def launched_threads(algo: str, max_threads: int, channels: int, per_thread: float, nbytes: float) -> int:
+    """Threads per channel NCCL launches for Ring or Tree (``topoGetAlgoInfo``, src/enqueue.cc, NCCL 2.19-2.30).
+
+    After trimming the channels: ``while (nBytes < nc * nt * threadThreshold) { if (nt % 128 == 0) nt /= 2;
+    else break; }`` (512 -> 256 -> 128 -> 64), then at least 3 warps (``nt/WARP_SIZE < 3 ? 3*WARP_SIZE``), and
+    ``if (algorithm == NCCL_ALGO_TREE) nt = NCCL_MAX_NTHREADS`` ("Tree now uses all threads always").
     """
+    if algo == "tree":
+        return MAX_NTHREADS
     nt = max_threads
     while nt % 128 == 0 and nbytes < channels * nt * per_thread:
         nt //= 2
-    return nt
+    return max(nt, MIN_THREADS)
 
 
 def ll_trip_share(link_bytes: float, hidden_steps: int, slice_bytes: float, threads: int, max_threads: int) -> float:
@@ -57,7 +68,7 @@ def ll_trip_share(link_bytes: float, hidden_steps: int, slice_bytes: float, thre
 
     ``link_bytes``: bytes one link of the channel carries; ``hidden_steps``: its steps whose first trip rides
     on the hop latency (GPU-to-GPU hops of the first loop); ``slice_bytes``: one step's chunk; ``threads``:
-    launched (:func:`launched_threads`) out of ``max_threads``.  Returns ``(link - hidden) / link x
+    launched (:func:`launched_threads`) out of ``max_threads`` (those of a large buffer).  Returns ``(link - hidden) / link x
     max_threads / threads`` with ``hidden = hidden_steps x min(chunk, threads x 8 B)``; a step that fits one
     trip costs only its latency, so the bandwidth time may reach (almost) nothing.
     """

@@ -19,14 +19,17 @@ def layout(topo):
 
 
 def test_threads_halve_as_topoGetAlgoInfo_does():
-    # Ring/LL on 8 ranks: 8 B x 8 = 64 B per thread; one channel left; 512 halves while bytes < 1 x nt x 64
+    # Ring/LL on 8 ranks: 8 B x 8 = 64 B per thread; one channel left; 512 halves while bytes < 1 x nt x 64, to
+    # no fewer than 3 warps; a tree always runs NCCL_MAX_NTHREADS
     per = threshold("ring", "ll", 8)
     assert per == 64.0 and threshold("tree", "ll", 8) == 8.0 and threshold("ring", "simple", 8) == 64.0
-    assert launched_threads(512, 1, per, 8.0) == 64        # 512 -> 256 -> 128 -> 64; 64 % 128 != 0 stops it
-    assert launched_threads(512, 1, per, 16384.0) == 256   # 16 Ki < 32 Ki halves; 16 Ki < 16 Ki does not
-    assert launched_threads(512, 1, per, 32768.0) == 512
-    assert launched_threads(640, 1, 8.0, 8.0) == 320       # 640 = 5 x 128 halves once; 320 % 128 != 0 stops it
-    assert launched_threads(640, 1, 8.0, 4000.0) == 320 and launched_threads(640, 1, 8.0, 5120.0) == 640
+    assert launched_threads("ring", 512, 1, per, 8.0) == 96        # 512 -> 256 -> 128 -> 64, raised to 3 warps
+    assert launched_threads("ring", 512, 1, per, 8192.0) == 128    # 8 Ki < 16 Ki halves to 128; 8 Ki < 8 Ki no
+    assert launched_threads("ring", 512, 1, per, 16384.0) == 256   # 16 Ki < 32 Ki halves; 16 Ki < 16 Ki does not
+    assert launched_threads("ring", 512, 1, per, 32768.0) == 512
+    assert launched_threads("ring", 640, 1, 8.0, 8.0) == 320       # 640 = 5 x 128 halves once; 320 % 128 stops
+    assert launched_threads("ring", 640, 2, 8.0, 10240.0) == 640   # 2 channels x 640 x 8 B = 10 KiB: no halving
+    assert launched_threads("tree", 512, 1, 8.0, 8.0) == 640       # "Tree now uses all threads always"
 
 
 def test_trip_share_by_hand():
@@ -67,10 +70,19 @@ def test_ring_ll_on_one_node_is_flat_while_a_trip_carries_each_step():
 
 def test_across_nodes_nothing_is_hidden():
     # 2 x 8 H100, Tree/LL: the chunk crosses the network up and down (stored and forwarded whole by the proxy):
-    # no trip hidden; 8 B launches one channel of 512 -> 64 threads (8 B < 1 x nt x 8 B), so the bandwidth
-    # time is 512 / 64 = 8 times one full channel's
+    # no trip hidden; the tree runs its 640 threads at any size, so the channels alone set the share
     lay = layout(h100(2))
-    mt = tuning.model("tree", "ll", "allreduce", lay, 8.0)
-    used, full = channels_used("tree", "ll", "allreduce", lay, 8.0)
+    for n in (8.0, 4096.0, 32768.0):
+        mt = tuning.model("tree", "ll", "allreduce", lay, n)
+        used, full = channels_used("tree", "ll", "allreduce", lay, n)
+        assert execution_efficiency(mt, "allreduce", lay, n) == pytest.approx(used / full), n
+
+
+def test_a_one_node_tree_hides_its_chunks_first_trip():
+    # 8 H100, Tree/LL forced: one chain inside the node, line by line; 640 threads carry 5 KiB a trip, so a
+    # 4 KiB buffer on one channel (4 Ki < 2 x 512 x 8 B) rides wholly on the chain's hop latencies
+    lay = layout(h100(1))
+    mt = tuning.model("tree", "ll", "allreduce", lay, 4096.0)
+    used, full = channels_used("tree", "ll", "allreduce", lay, 4096.0)
     assert used == 1
-    assert execution_efficiency(mt, "allreduce", lay, 8.0) == pytest.approx(used / full / 8)
+    assert execution_efficiency(mt, "allreduce", lay, 4096.0) == pytest.approx(used / full / 1e-6)
