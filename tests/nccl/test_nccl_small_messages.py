@@ -114,3 +114,21 @@ def test_each_algorithms_small_size_latency_pinned_by_hand(nodes, algo, proto, l
 
     prep = _ops(hopper_box(8, nodes=nodes), "allreduce", 64.0, nccl_algo=algo, nccl_proto=proto)
     assert prep.latency[0] == pytest.approx(latency_us * 1e-6 + LAUNCH_PER_GPU_S, rel=1e-12)
+
+
+@pytest.mark.parametrize(("algo", "want_us"), [
+    # Tree/LL: baseLat 6.8 + 2 x (7 NVLink hops x 0.6 + 1 network level x 5.0) = 25.2; the proxy: one channel,
+    # its send and receive, 1 x netOverhead (1 us, Intel) at each of 2 network steps = 2; one launch 1.825
+    ("tree", 25.2 + 2.0 + 1.825),
+    # Ring/LL: 6.6 + 28 steps inside nodes x max(0.6, netOverhead 1.0) + 2 network steps x 2.7 = 40.0; proxy 2 x 1
+    ("ring", 40.0 + 2.0 + 1.825),
+    # NVLS-Tree: NVLink 25 + 2 x log2(2) x 20.9 = 66.8, NCCL's table price for its fixed channels; no proxy term
+    ("nvls-tree", 66.8 + 1.825),
+])
+def test_an_8_byte_all_reduce_costs_its_steps_by_hand(algo, want_us):
+    # 2 x 8 H100: 8 B leaves nothing for bandwidth (< 0.02 us on any algorithm), so the time is the execution
+    # model's latency terms alone, added as above
+    topo = hopper_box(8, nodes=2)
+    prepared = _ops(topo, "allreduce", 8.0, nccl_algo=algo)
+    assert prepared.closed_form * 1e6 == pytest.approx(want_us, abs=0.02)
+    assert (prepared.label.split()[1].split("/")[0].lower().replace("nvlstree", "nvls-tree")) == algo
