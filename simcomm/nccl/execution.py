@@ -461,7 +461,7 @@ def nvls_tree_fill(layout: GroupLayout, nbytes: float, loops: float, loop_bytes=
 
 
 def execution_efficiency(mt: ModelTime, kind: str, layout: GroupLayout, nbytes: float) -> float:
-    """Share of the model's bandwidth this buffer achieves: channels launched x slice pipeline (<= 1)."""
+    """Share of the model's bandwidth this buffer achieves: channels launched x slice pipeline x LL trips (<= 1)."""
     if mt.algo == "p2p" or nbytes <= 0:
         return 1.0
     used, full = channels_used(mt.algo, mt.proto, kind, layout, nbytes)
@@ -492,4 +492,7 @@ def execution_efficiency(mt: ModelTime, kind: str, layout: GroupLayout, nbytes: 
         most = _threads(mt.algo, mt.proto, layout)
         threads = launched_threads(mt.algo, most, used, threshold(mt.algo, mt.proto, p), nbytes)
         pipe /= ll_trip_share(share * nbytes / used, hidden, s, threads, max(most, threads))
+        # ... but never past NCCL's own bandwidth: the model's busBw is every channel's at full threads, the
+        # most LL moves (docs/nccl.md); hidden trips take the per-channel time off, not the GPU's throughput
+        return min(1.0, (used / full) * pipe)
     return (used / full) * pipe
