@@ -132,3 +132,15 @@ def test_an_8_byte_all_reduce_costs_its_steps_by_hand(algo, want_us):
     prepared = _ops(topo, "allreduce", 8.0, nccl_algo=algo)
     assert prepared.closed_form * 1e6 == pytest.approx(want_us, abs=0.02)
     assert (prepared.label.split()[1].split("/")[0].lower().replace("nvlstree", "nvls-tree")) == algo
+
+
+def test_nvls_and_collnet_small_calls_cost_ncclss_table_by_hand():
+    # NVLS on one 8 x H100 node: the NVLink NVLS latency 25 us (its fill and bandwidth < 0.02 us at 8 B) + launch
+    one = _ops(hopper_box(8), "allreduce", 8.0, nccl_algo="nvls")
+    assert one.closed_form * 1e6 == pytest.approx(25.0 + 1.825, abs=0.02)
+    # CollNet Direct over SHARP on 2 x 8: 2 x (1 NVLink hop x 3.7 + 7 x 0.4) + the network's 31 = 44.0, + launch
+    topo = hopper_box(8, nodes=2)
+    topo.meta["sharp"] = True
+    direct = _ops(topo, "allreduce", 8.0, nccl_algo="collnet-direct")
+    assert "CollNetDirect" in direct.label
+    assert direct.closed_form * 1e6 == pytest.approx(44.0 + 1.825, abs=0.02)
