@@ -91,6 +91,11 @@ def _simulate(scn: Scenario, ctx: Resolver | None, baseline: bool, analytic: boo
         where = " (the closed form omits it)" if scn.fidelity == "flow" else " (flow fidelity only: not applied)"
         assumed.append(f"host CPU cost of communication {cpu * 1e9:.3g} ns per byte sent or received, "
                        f"charged to the compute it overlaps{where}")
+    red = setup.stack.reduce_per_byte
+    if red is not None:
+        assumed.append(f"collectives reduce on the host CPU at {red * 1e9:.3g} ns per byte per rank (--stack-reduce, "
+                       "else the host probe of the calibration record beside --links; gloo/allreduce.cc: opts.reduce "
+                       "per reduce-scatter segment)")
     if wl.compute_jitter:
         from simcomm.jitter import ITERATIONS
 

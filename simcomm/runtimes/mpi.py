@@ -44,6 +44,10 @@ class MpiRuntime(CatalogueRuntime):
     def grouped_p2p(self) -> bool:
         return False  # MPI_Sendrecv: plain messages
 
+    @property
+    def reduces_on_host(self) -> bool:
+        return True  # MPI_Op / gloo's opts.reduce run on the calling CPU thread over host buffers
+
     def configured(self, **settings: str | None) -> MpiRuntime:
         given = sorted(k for k, v in settings.items() if v is not None)
         if given:

@@ -50,6 +50,10 @@ class NcclRuntime:
     def grouped_p2p(self) -> bool:
         return True  # nccl-tests' sendrecv_perf: grouped ncclSend/ncclRecv, NCCL's point-to-point path
 
+    @property
+    def reduces_on_host(self) -> bool:
+        return False  # NCCL's kernels reduce on the GPU
+
     def configured(self, **settings: str | None) -> NcclRuntime:
         unknown = sorted(set(settings) - set(self.settings))
         if unknown:
