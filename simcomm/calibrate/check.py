@@ -181,7 +181,8 @@ def validate_record(rec: dict, where: str = "record") -> None:
         _pos(c.get("time"), where, f"{f}.time")
 
 
-def topology_for(rec: dict, alpha: float, bandwidth: float, trunk_bandwidth: float | None = None):
+def topology_for(rec: dict, alpha: float, bandwidth: float, trunk_bandwidth: float | None = None,
+                 loopback: tuple[float, float] | None = None):
     """The recorded cluster as a simcomm Topology carrying the fitted link (see predict.py).
 
     ``trunk_bandwidth`` is the cross-leaf ping-pong's fitted goodput where the
@@ -204,7 +205,7 @@ def topology_for(rec: dict, alpha: float, bandwidth: float, trunk_bandwidth: flo
     from simcomm.runtimes.host import HostRates
 
     return cluster_topology(rank_host, leaf_of, alpha, bandwidth, ratio, name=f"{cl.get('topology', 'star')}",
-                            host=HostRates.from_record(rec, "the record's host probe"))
+                            host=HostRates.from_record(rec, "the record's host probe"), loopback=loopback)
 
 
 def check_record(rec: dict) -> list[CheckRow]:
@@ -212,7 +213,9 @@ def check_record(rec: dict) -> list[CheckRow]:
     fits, _ = fit_record(rec)
     f = fits.get("inter") or fits.get("intra") or fits["cross"]
     cross = fits.get("cross") if "inter" in fits else None
-    topo = topology_for(rec, f.alpha, f.bandwidth, cross.bandwidth if cross else None)
+    intra = fits.get("intra")
+    topo = topology_for(rec, f.alpha, f.bandwidth, cross.bandwidth if cross else None,
+                        (intra.alpha, intra.bandwidth) if intra else None)
     rows = []
     mtu = int((rec.get("cluster") or {}).get("mtu", 1500))
     for c in rec["collectives"]:

@@ -63,11 +63,14 @@ ACK_SHARE = ack_share(1500)
 
 
 def cluster_topology(rank_host: tuple[int, ...], leaf_of: tuple[int, ...], alpha: float, bandwidth: float,
-                     trunk_ratio: float = 1.0, name: str = "emulated", host: HostRates | None = None) -> Topology:
+                     trunk_ratio: float = 1.0, name: str = "emulated", host: HostRates | None = None,
+                     loopback: tuple[float, float] | None = None) -> Topology:
     """Hosts (``leaf_of[h]`` = leaf of host h) on a star or two-tier fabric, ranks placed by ``rank_host``.
 
     ``host``: the record's measured CPU rates (reduction and loopback copies cost what the host
-    does); None keeps same-host traffic and reductions free.
+    does); None keeps same-host traffic and reductions free.  ``loopback``: the same-host ping-pong's
+    fitted (alpha, bandwidth), which prices same-host traffic where the record measured it (half the
+    alpha on each of the two rank-host hops).
     """
     if bandwidth <= 0 or alpha < 0:
         raise ConfigError(f"link: bandwidth {bandwidth!r} must be > 0 and alpha {alpha!r} >= 0")
@@ -77,6 +80,8 @@ def cluster_topology(rank_host: tuple[int, ...], leaf_of: tuple[int, ...], alpha
         loop = LinkClass("loopback", loopback_rate(host), 0.0, "shm", "same-host TCP loopback: two copies per byte "
                          "at the host's measured copy rate")
         gamma = host_gamma(host)
+    if loopback is not None:
+        loop = LinkClass("loopback", loopback[1], loopback[0] / 2.0, "shm", "same-host TCP loopback, calibrated")
     links = {"loopback": loop, "calib-inter": host_lc}
     g = nx.Graph()
     leaves = sorted(set(leaf_of))

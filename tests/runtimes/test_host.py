@@ -109,3 +109,11 @@ def test_a_scenario_on_a_cpu_stack_reduces_at_the_host_rate_and_says_so(tmp_path
                    network=NetworkSpec(links=str(links)))
     got = simulate(scn, baseline=False, analytic=False)
     assert any("reduce on the host CPU at 10 ns per byte" in line for line in got.assumed)
+
+
+def test_same_host_traffic_takes_the_loopback_fit_where_the_record_has_one():
+    """The intra ping-pong's fit (alpha 20 us, 2 GB/s) prices same-host traffic: two rank-host hops of 10 us;
+    a 2-rank all-reduce of 2 MB: 2 x (20 us + 0.5 ms) + 1 MB reduced at 1 ns/B = 2.04 ms."""
+    topo = cluster_topology((0, 0), (0,), 1e-6, 1e8, host=HOST, loopback=(20e-6, 2e9))
+    assert predict("allreduce", 2, 2 * MB, topo) == pytest.approx(2 * (20e-6 + 0.5e-3) + 1e-3, rel=1e-9)
+    assert predict("p2p", 2, 2 * MB, topo) == pytest.approx(20e-6 + 1e-3, rel=1e-9)
