@@ -72,7 +72,7 @@ def _simulate(scn: Scenario, ctx: Resolver | None, baseline: bool, analytic: boo
     stage(f"planning {scn.strategy} on {topo.n_ranks:,} ranks")
     try:
         # as the stack's transport carries point-to-point messages (gloo: a pair exchange in turn)
-        plans = [(weight, setup.runtime.exchanges(plan)) for weight, plan in strategy.iterations(w, topo)]
+        plans = [(weight, setup.runtime.exchanges(plan, topo)) for weight, plan in strategy.iterations(w, topo)]
     except NotApplicable as exc:
         if batch_note is not None:
             notes.insert(batch_note, f"per-rank batch {w.batch} (the trace's)")

@@ -54,8 +54,12 @@ class Runtime(CollectiveRuntime, Protocol):
         """This runtime with ``gpus`` GPUs driven by one host thread (nccl-tests' ``-g``)."""
         ...
 
-    def exchanges(self, plan: Any) -> Any:
+    def exchanges(self, plan: Any, topology: Any = None) -> Any:
         """The plan as this runtime's transport carries its point-to-point messages (simcomm.runtimes.transport)."""
+        ...
+
+    def with_tcp(self, protocol: str | None) -> Runtime:
+        """This runtime over a stack's TCP protocol between machines (MPI's eager/rendezvous; None: as it is)."""
         ...
 
     def assumed(self, kind: str) -> tuple[str, ...]:

@@ -74,8 +74,11 @@ class NcclRuntime:
         prepared = prepare_nccl(op, topology, self)
         return prepared if prepared is not None else PLAIN.prepare(op, topology, ppn)
 
-    def exchanges(self, plan):
+    def exchanges(self, plan, topology=None):
         return plan  # ncclSend/ncclRecv of a pair run at once, each on its own channel's connection
+
+    def with_tcp(self, protocol: str | None) -> NcclRuntime:
+        return self  # NCCL's socket transport is the stack's (nccl-socket), not an MPI protocol
 
     def assumed(self, kind: str) -> tuple[str, ...]:
         from simcomm.nccl.execution import LAUNCH_PER_GPU_S

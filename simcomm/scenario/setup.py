@@ -242,7 +242,8 @@ class Resolver:
             # NCCL_ALGO/NCCL_PROTO mean nothing to MPI or gloo: refuse rather than ignore them
             raise ConfigError(f"stack.{which}: applies to NCCL's collectives only; this run uses {runtime.name}'s "
                               f"(stack {self.stack().name}); use --stack nccl or drop --{which.replace('_', '-')}")
-        return runtime.configured(**{k: v for k, v in given.items() if k in runtime.settings})
+        return runtime.configured(**{k: v for k, v in given.items() if k in runtime.settings}).with_tcp(
+            self.stack().tcp_protocol)
 
     def calibration_notes(self, nodes: int, extra: int) -> tuple[str, ...]:
         """How the calibrated link file (``links``) was put on this cluster (empty without one)."""

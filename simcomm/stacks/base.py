@@ -73,6 +73,10 @@ class Stack:
     #: host: ``opts.reduce`` in gloo/allreduce.cc, simcomm.runtimes.host); it replaces every rank's device
     #: γ.  None: the device's γ (a measured host rate comes from ``simcomm calibrate``'s record).
     reduce_per_byte: float | None = None
+    #: The MPI point-to-point protocol between machines (a key of
+    #: :data:`simcomm.runtimes.transport.MPI_TCP_PROTOCOLS`: ``ob1-tcp`` is Open MPI's ob1 over btl_tcp, eager up
+    #: to 64 KiB, rendezvous above); None: one latency per message.
+    tcp_protocol: str | None = None
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.cpu_per_byte) and self.cpu_per_byte >= 0):
