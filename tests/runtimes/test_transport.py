@@ -261,3 +261,18 @@ def test_mpi_tcp_ring_allreduce_pays_a_handshake_per_step(fidelity):
     assert plain.makespan == pytest.approx(6 * (1e-6 + 1e-3), rel=1e-9)
     with pytest.raises(ConfigError, match="^tcp protocol 'udp' is not valid; valid choices: ob1-tcp, ch3-tcp$"):
         get_runtime("openmpi").with_tcp("udp")
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_nccl_socket_pair_exchange_through_the_engine(symmetric):
+    """NCCL over sockets carries the two directions of a pair at once (a connection per direction, its own
+    sockets): 1 MB one way or each way is α + n/B = 1.001 ms, which is the socket closed form's answer with
+    AWS's 2 x 8 sockets, 40 us per request and no per-stream cap (two 512 KiB requests pipelined: their
+    80 us of requests hide behind 1 ms of wire)."""
+    nccl = get_runtime("nccl")
+    topo = full_mesh(2, LINK)
+    got = engine.simulate(nccl.exchanges(_pair_plan(MB, symmetric), topo), topo, fidelity="flow",
+                          options=EngineOptions(runtime=nccl))
+    aws = nccl_socket_defaults("0x1d0f", per_message=40e-6)
+    assert got.makespan == pytest.approx(1e-6 + 1e-3, rel=1e-9)
+    assert aws.exchange(MB, B, A) == pytest.approx(got.makespan, rel=1e-9)
