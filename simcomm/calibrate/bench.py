@@ -17,6 +17,8 @@ What one run measures, every rank taking part in every collective:
   ``rounds`` rounds; the record keeps every round's bandwidth and whether it
   settled, and the per-size time is the median over rounds of each round's
   best repeat;
+* the host probe: every rank at once adds and copies 16 MiB buffers, the rates a
+  CPU collective reduces and copies at (``host``; :mod:`simcomm.runtimes.host`);
 * ``allreduce`` (sum, float32), ``allgather`` (``nbytes`` = gathered total),
   ``broadcast`` from rank 0;
 * parameter-server ``ps_push`` (every other rank sends ``nbytes`` to rank 0 at
@@ -60,6 +62,8 @@ class BenchSpec:
     stable: float = 0.03
     stream_bytes: int = 1048576
     stream_count: int = 4
+    #: measure the host's reduction and copy rates (CPU collectives' cost, simcomm.runtimes.host)
+    host_probe: bool = True
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -69,7 +73,7 @@ class BenchSpec:
         return cls(tuple(d["p2p_sizes"]), tuple(d["coll_sizes"]), int(d["repeats"]), int(d["warmup"]),
                    tuple(d["collectives"]), dict(d.get("meta", {})), int(d.get("rounds", 1)),
                    float(d.get("stable", 0.03)), int(d.get("stream_bytes", 1048576)),
-                   int(d.get("stream_count", 4)))
+                   int(d.get("stream_count", 4)), bool(d.get("host_probe", True)))
 
 
 def node_name() -> str:
@@ -245,6 +249,43 @@ def _collective(kind: str, nbytes: int, spec: BenchSpec) -> list[float]:
     return _timed(op, spec.repeats, spec.warmup)
 
 
+def _host_probe(nbytes: int = 16 << 20, repeats: int = 5) -> dict:
+    """What this host's CPU does for a CPU collective, every rank probing at once (simcomm.runtimes.host).
+
+    ``reduce``: one thread's ``a += b`` over two float32 buffers of ``nbytes``
+    (gloo's ``sum``: two reads and a write per element), bytes of ``a`` per second;
+    ``copy``: ``a.copy_(b)`` (the memory copy a TCP send or receive makes).  Every
+    rank runs it at the same time after a barrier, so ranks sharing a host's cores
+    and memory are in the number; the best of ``repeats`` per rank, then the
+    median over ranks (rank 0 keeps it).  Buffers of 16 MiB leave the caches.
+    """
+    import torch
+    import torch.distributed as dist
+
+    a = torch.ones(max(1, nbytes // 4), dtype=torch.float32)
+    b = torch.ones_like(a)
+    size = a.numel() * 4
+
+    def best(op) -> float:
+        op()  # warm the pages
+        times = []
+        for _ in range(repeats):
+            dist.barrier()
+            t0 = time.perf_counter()
+            op()
+            times.append(time.perf_counter() - t0)
+        return size / max(min(times), 1e-9)
+
+    rates = torch.tensor([best(lambda: a.add_(b)), best(lambda: a.copy_(b))], dtype=torch.float64)
+    world = dist.get_world_size()
+    every = [torch.zeros_like(rates) for _ in range(world)]
+    dist.all_gather(every, rates)
+    return {"bytes": size, "repeats": repeats, "ranks_at_once": world,
+            "reduce_Bps": statistics.median(float(r[0]) for r in every),
+            "copy_Bps": statistics.median(float(r[1]) for r in every),
+            "per_rank": [[float(x) for x in r] for r in every]}
+
+
 def _pairs(nodes: list[str], leaves: list | None = None) -> dict[str, int]:
     """Peers of rank 0 for the intra-node, inter-node and (if leaves are known) cross-leaf ping-pong."""
     out = {}
@@ -274,6 +315,8 @@ def run_benchmarks(spec: BenchSpec) -> dict | None:
                  "spec": spec.to_json(), "p2p": {}, "collectives": []}
     for cls, peer in _pairs(nodes, leaves).items():
         rec["p2p"][cls] = _p2p_class(peer, spec)
+    if spec.host_probe:
+        rec["host"] = _host_probe()
     if world >= 2:
         for kind in spec.collectives:
             for n in spec.coll_sizes:

@@ -145,6 +145,12 @@ def validate_record(rec: dict, where: str = "record") -> None:
                 if int(n[1:]) >= max(hosts, len(order)):
                     raise _bad(where, f"nodes[{i}]", f"host {n!r:.40} is outside the cluster's "
                                                      f"{max(hosts, len(order))} hosts")
+    host = rec.get("host")
+    if host is not None:
+        if not isinstance(host, dict):
+            raise _bad(where, "host", "must be an object with reduce_Bps and copy_Bps")
+        for k in ("reduce_Bps", "copy_Bps"):
+            _pos(host.get(k), where, f"host.{k}")
     p2p = rec.get("p2p")
     if not isinstance(p2p, dict) or not p2p:
         raise _bad(where, "p2p", "must be an object with at least one of " + ", ".join(P2P_CLASSES))
@@ -175,7 +181,8 @@ def validate_record(rec: dict, where: str = "record") -> None:
         _pos(c.get("time"), where, f"{f}.time")
 
 
-def topology_for(rec: dict, alpha: float, bandwidth: float, trunk_bandwidth: float | None = None):
+def topology_for(rec: dict, alpha: float, bandwidth: float, trunk_bandwidth: float | None = None,
+                 loopback: tuple[float, float] | None = None):
     """The recorded cluster as a simcomm Topology carrying the fitted link (see predict.py).
 
     ``trunk_bandwidth`` is the cross-leaf ping-pong's fitted goodput where the
@@ -195,7 +202,10 @@ def topology_for(rec: dict, alpha: float, bandwidth: float, trunk_bandwidth: flo
     if all(isinstance(n, str) and n[:1] == "h" and n[1:].isdigit() for n in order):
         rank_host = tuple(int(n[1:]) for n in nodes)
     leaf_of = tuple(h // per_leaf for h in range(max(hosts, max(rank_host) + 1)))
-    return cluster_topology(rank_host, leaf_of, alpha, bandwidth, ratio, name=f"{cl.get('topology', 'star')}")
+    from simcomm.runtimes.host import HostRates
+
+    return cluster_topology(rank_host, leaf_of, alpha, bandwidth, ratio, name=f"{cl.get('topology', 'star')}",
+                            host=HostRates.from_record(rec, "the record's host probe"), loopback=loopback)
 
 
 def check_record(rec: dict) -> list[CheckRow]:
@@ -203,7 +213,9 @@ def check_record(rec: dict) -> list[CheckRow]:
     fits, _ = fit_record(rec)
     f = fits.get("inter") or fits.get("intra") or fits["cross"]
     cross = fits.get("cross") if "inter" in fits else None
-    topo = topology_for(rec, f.alpha, f.bandwidth, cross.bandwidth if cross else None)
+    intra = fits.get("intra")
+    topo = topology_for(rec, f.alpha, f.bandwidth, cross.bandwidth if cross else None,
+                        (intra.alpha, intra.bandwidth) if intra else None)
     rows = []
     mtu = int((rec.get("cluster") or {}).get("mtu", 1500))
     for c in rec["collectives"]:

@@ -4,7 +4,10 @@ The cluster a record was measured on becomes a :class:`~simcomm.topologies.Topol
 
 * every host is a node-local switch ``h<i>`` (its NIC) with its ranks hanging
   off it by a ``loopback`` link (100 GB/s, no latency: far above any link we
-  emulate, so same-host traffic is free);
+  emulate, so same-host traffic is free), or, where the record measured the
+  host (``host``: :mod:`simcomm.runtimes.host`), at half its copy rate (the
+  sender's and the receiver's copy both run on the host), with every rank
+  reducing at the host's measured rate (γ = 1 / reduce rate; 0 without it);
 * ``star``: every host joins one switch by the calibrated link class;
   ``two-tier``: hosts join their leaf switch, leaves join a spine by trunks
   at the recorded trunk/host rate ratio.
@@ -30,6 +33,7 @@ from simcomm.collectives.auto import GLOO
 from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
+from simcomm.runtimes.host import HostRates, host_gamma, loopback_rate
 from simcomm.topologies.base import Topology
 
 __all__ = ["CASES", "GLOO_ALGORITHMS", "ACK_SHARE", "ack_share", "cluster_topology", "case_plan", "predict",
@@ -59,12 +63,26 @@ ACK_SHARE = ack_share(1500)
 
 
 def cluster_topology(rank_host: tuple[int, ...], leaf_of: tuple[int, ...], alpha: float, bandwidth: float,
-                     trunk_ratio: float = 1.0, name: str = "emulated") -> Topology:
-    """Hosts (``leaf_of[h]`` = leaf of host h) on a star or two-tier fabric, ranks placed by ``rank_host``."""
+                     trunk_ratio: float = 1.0, name: str = "emulated", host: HostRates | None = None,
+                     loopback: tuple[float, float] | None = None) -> Topology:
+    """Hosts (``leaf_of[h]`` = leaf of host h) on a star or two-tier fabric, ranks placed by ``rank_host``.
+
+    ``host``: the record's measured CPU rates (reduction and loopback copies cost what the host
+    does); None keeps same-host traffic and reductions free.  ``loopback``: the same-host ping-pong's
+    fitted (alpha, bandwidth), which prices same-host traffic where the record measured it (half the
+    alpha on each of the two rank-host hops).
+    """
     if bandwidth <= 0 or alpha < 0:
         raise ConfigError(f"link: bandwidth {bandwidth!r} must be > 0 and alpha {alpha!r} >= 0")
     host_lc = LinkClass("calib-inter", bandwidth, alpha / 2.0, "ethernet", "calibrated host link")
-    links = {"loopback": LOOPBACK, "calib-inter": host_lc}
+    loop, gamma = LOOPBACK, 0.0
+    if host is not None:
+        loop = LinkClass("loopback", loopback_rate(host), 0.0, "shm", "same-host TCP loopback: two copies per byte "
+                         "at the host's measured copy rate")
+        gamma = host_gamma(host)
+    if loopback is not None:
+        loop = LinkClass("loopback", loopback[1], loopback[0] / 2.0, "shm", "same-host TCP loopback, calibrated")
+    links = {"loopback": loop, "calib-inter": host_lc}
     g = nx.Graph()
     leaves = sorted(set(leaf_of))
     two_tier = len(leaves) > 1
@@ -81,7 +99,7 @@ def cluster_topology(rank_host: tuple[int, ...], leaf_of: tuple[int, ...], alpha
         g.add_edge(f"h{h}", f"leaf{j}", link="calib-inter")
     ranks = []
     for r, h in enumerate(rank_host):
-        g.add_node(f"r{r}", kind="rank", machine=h, gamma=0.0)
+        g.add_node(f"r{r}", kind="rank", machine=h, gamma=gamma)
         g.add_edge(f"r{r}", f"h{h}", link="loopback")
         ranks.append(f"r{r}")
     # every route is unique on a tree, so shortest paths are the real ones

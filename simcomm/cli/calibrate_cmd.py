@@ -196,6 +196,18 @@ def _emulator_options(emulate: int, topology: str, leaves: int, trunk_rate: str 
     return kw
 
 
+def host_header(rec: dict) -> str:
+    """The record's host probe as link-file comment lines (empty without one): what CPU collectives cost here."""
+    from simcomm.runtimes.host import HostRates
+
+    host = HostRates.from_record(rec)
+    if host is None:
+        return ""
+    return (f"\nhost: reduce {host.reduce_rate / 1e9:.4g} GB/s, copy {host.copy_rate / 1e9:.4g} GB/s per rank, "
+            f"every rank at once\nCPU stacks (gloo, mpi-tcp) read it from the record beside this file "
+            f"(--stack-reduce {1e9 / host.reduce_rate:.4g}ns)")
+
+
 def finish(rec: dict, out: Path, *, line_rate: float | None = None, as_json: bool = False,
            allow_misfit: bool = False) -> None:
     """Fit, refuse or warn (accept.py), then write the record and the link file, or nothing."""
@@ -218,7 +230,7 @@ def finish(rec: dict, out: Path, *, line_rate: float | None = None, as_json: boo
     record = write_json_atomic(out.with_suffix(".json"), rec)
     try:
         write_link_file(out, links, header=f"backend {rec['backend']}, {rec['world']} ranks on "
-                                           f"{len(set(rec['nodes']))} node(s)")
+                                           f"{len(set(rec['nodes']))} node(s)" + host_header(rec))
     except BaseException:
         record.unlink(missing_ok=True)  # no record without its link file
         raise

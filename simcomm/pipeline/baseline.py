@@ -105,7 +105,7 @@ def run_baseline(setup: Setup, strategy, w, samples: int, mean: float, how: RunO
         if progress is not None:
             progress(f"{ref.describe()}: planning")
         try:
-            plans = [(weight, setup.runtime.exchanges(plan)) for weight, plan in ref.iterations(w, setup.topology)]
+            plans = [(weight, setup.runtime.exchanges(plan, setup.topology)) for weight, plan in ref.iterations(w, setup.topology)]
         except NotApplicable as exc:
             raise ConfigError(f"baseline: {ref.name!r} does not apply here ({exc}); choose another with "
                               f"--baseline, or --baseline none") from None

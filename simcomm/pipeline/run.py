@@ -72,7 +72,7 @@ def _simulate(scn: Scenario, ctx: Resolver | None, baseline: bool, analytic: boo
     stage(f"planning {scn.strategy} on {topo.n_ranks:,} ranks")
     try:
         # as the stack's transport carries point-to-point messages (gloo: a pair exchange in turn)
-        plans = [(weight, setup.runtime.exchanges(plan)) for weight, plan in strategy.iterations(w, topo)]
+        plans = [(weight, setup.runtime.exchanges(plan, topo)) for weight, plan in strategy.iterations(w, topo)]
     except NotApplicable as exc:
         if batch_note is not None:
             notes.insert(batch_note, f"per-rank batch {w.batch} (the trace's)")
@@ -91,6 +91,11 @@ def _simulate(scn: Scenario, ctx: Resolver | None, baseline: bool, analytic: boo
         where = " (the closed form omits it)" if scn.fidelity == "flow" else " (flow fidelity only: not applied)"
         assumed.append(f"host CPU cost of communication {cpu * 1e9:.3g} ns per byte sent or received, "
                        f"charged to the compute it overlaps{where}")
+    red = setup.stack.reduce_per_byte
+    if red is not None:
+        assumed.append(f"collectives reduce on the host CPU at {red * 1e9:.3g} ns per byte per rank (--stack-reduce, "
+                       "else the host probe of the calibration record beside --links; gloo/allreduce.cc: opts.reduce "
+                       "per reduce-scatter segment)")
     if wl.compute_jitter:
         from simcomm.jitter import ITERATIONS
 

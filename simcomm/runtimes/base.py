@@ -13,7 +13,9 @@ few more, here, so that no caller branches on a runtime's name:
   plain transfers;
 * :meth:`Runtime.assumed`: the defaults behind its numbers for one collective kind;
 * :meth:`Runtime.exchanges`: the plan as its transport carries point-to-point messages (gloo
-  serialises a pair exchange posted send-first, :mod:`simcomm.runtimes.transport`).
+  serialises a pair exchange posted send-first, :mod:`simcomm.runtimes.transport`);
+* ``reduces_on_host``: its collectives reduce in host memory on the CPU (gloo, MPI), so a
+  measured host rate replaces the device's (:mod:`simcomm.runtimes.host`).
 
 A stack names its runtime (:attr:`simcomm.stacks.Stack.collectives`);
 :func:`get_runtime` turns the name into the registered object.
@@ -41,6 +43,9 @@ class Runtime(CollectiveRuntime, Protocol):
     @property
     def grouped_p2p(self) -> bool: ...
 
+    @property
+    def reduces_on_host(self) -> bool: ...
+
     def configured(self, **settings: str | None) -> Runtime:
         """This runtime with ``settings`` (keys of :attr:`settings`; None leaves one as it is)."""
         ...
@@ -49,8 +54,12 @@ class Runtime(CollectiveRuntime, Protocol):
         """This runtime with ``gpus`` GPUs driven by one host thread (nccl-tests' ``-g``)."""
         ...
 
-    def exchanges(self, plan: Any) -> Any:
+    def exchanges(self, plan: Any, topology: Any = None) -> Any:
         """The plan as this runtime's transport carries its point-to-point messages (simcomm.runtimes.transport)."""
+        ...
+
+    def with_tcp(self, protocol: str | None) -> Runtime:
+        """This runtime over a stack's TCP protocol between machines (MPI's eager/rendezvous; None: as it is)."""
         ...
 
     def assumed(self, kind: str) -> tuple[str, ...]:

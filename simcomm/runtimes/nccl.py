@@ -50,6 +50,10 @@ class NcclRuntime:
     def grouped_p2p(self) -> bool:
         return True  # nccl-tests' sendrecv_perf: grouped ncclSend/ncclRecv, NCCL's point-to-point path
 
+    @property
+    def reduces_on_host(self) -> bool:
+        return False  # NCCL's kernels reduce on the GPU
+
     def configured(self, **settings: str | None) -> NcclRuntime:
         unknown = sorted(set(settings) - set(self.settings))
         if unknown:
@@ -70,8 +74,11 @@ class NcclRuntime:
         prepared = prepare_nccl(op, topology, self)
         return prepared if prepared is not None else PLAIN.prepare(op, topology, ppn)
 
-    def exchanges(self, plan):
+    def exchanges(self, plan, topology=None):
         return plan  # ncclSend/ncclRecv of a pair run at once, each on its own channel's connection
+
+    def with_tcp(self, protocol: str | None) -> NcclRuntime:
+        return self  # NCCL's socket transport is the stack's (nccl-socket), not an MPI protocol
 
     def assumed(self, kind: str) -> tuple[str, ...]:
         from simcomm.nccl.execution import LAUNCH_PER_GPU_S

@@ -59,11 +59,13 @@ import math
 from collections import defaultdict, deque
 from dataclasses import dataclass, replace
 
+from simcomm.collectives.base import Algorithm, CostTerms, Step
 from simcomm.errors import ConfigError
 from simcomm.ops import CommPlan, Transfer
 
 __all__ = ["gloo_exchange", "mpi_tcp_exchange", "MpiTcpProtocol", "OPEN_MPI_TCP", "MPICH_CH3_TCP",
-           "NcclSocketTransport", "nccl_socket_defaults", "serialise_send_first", "POSTINGS"]
+           "MPI_TCP_PROTOCOLS", "NcclSocketTransport", "nccl_socket_defaults", "serialise_send_first", "POSTINGS",
+           "rendezvous_plan", "rendezvous_steps", "WithHandshakes"]
 
 #: how a caller posts the two halves of an exchange on one pair
 POSTINGS = ("send-first", "recv-first")
@@ -226,3 +228,103 @@ def serialise_send_first(plan: CommPlan) -> CommPlan:
             "posted send-first on the pair's one TCP connection, the second waits for the first "
             "(gloo/transport/tcp/pair.cc)")
     return CommPlan(plan.n_ranks, ops, meta=plan.meta, info=plan.info.with_assumed(line))
+
+
+#: MPI TCP protocols by the name a stack gives (:attr:`simcomm.stacks.Stack.tcp_protocol`)
+MPI_TCP_PROTOCOLS = {"ob1-tcp": OPEN_MPI_TCP, "ch3-tcp": MPICH_CH3_TCP}
+
+
+def rendezvous_plan(plan: CommPlan, protocol: MpiTcpProtocol, crosses) -> CommPlan:
+    """MPI over TCP's rendezvous as a plan: a message above the eager limit is RTS, ACK, then the data.
+
+    Every transfer of more than ``protocol.eager_limit`` bytes between two
+    machines (``crosses(src, dst)``; same-machine messages go through shared
+    memory, Open MPI's ``vader``) gets two zero-byte messages before it: the
+    request (RTS, the first fragment's match header) on the sender's stream,
+    then the receiver's ACK on a stream of its own (the progress engine answers
+    at once, whatever the receiver's other sends), and the data waits for the
+    ACK: ``3α + n/B`` one way, and a symmetric exchange the same (both run at
+    once).  The first fragment's eager bytes travel with the data here (the
+    same bytes, the same wire).  Op ids are renumbered; the plan's period and
+    per-rank periods follow.  A plan with no such message is returned as it is.
+    """
+    big = [op.id for op in plan.ops if isinstance(op, Transfer) and op.nbytes > protocol.eager_limit
+           and crosses(op.src, op.dst)]
+    if not big:
+        return plan
+    first = set(big)
+    new_id: dict[int, int] = {}
+    ops: list = []
+    for op in plan.ops:
+        deps = tuple(new_id[d] for d in op.deps)
+        if op.id in first and isinstance(op, Transfer):
+            rts = Transfer(len(ops), op.src, op.dst, 0.0, deps, f"{op.label} RTS".strip(), op.stream, op.category)
+            ack = Transfer(len(ops) + 1, op.dst, op.src, 0.0, (rts.id,), f"{op.label} ACK".strip(),
+                           f"rndv-ack{op.id}", op.category)
+            ops += [rts, ack]
+            deps = (ack.id,)
+        new_id[op.id] = len(ops)
+        ops.append(replace(op, id=len(ops), deps=deps))
+    info = plan.info
+    period = None if info.period is None else (new_id[info.period[0]], new_id[info.period[1]])
+    ranks = None if info.period_ranks is None else {r: (new_id[a], new_id[b]) for r, (a, b) in
+                                                    info.period_ranks.items()}
+    line = (f"{protocol.name}: {len(big)} message(s) above the {protocol.eager_limit // 1024} KiB eager limit "
+            f"per plan go by rendezvous (request, ACK, then the data: 3 latencies; {protocol.reference})")
+    return CommPlan(plan.n_ranks, tuple(ops), meta=plan.meta,
+                    info=replace(info, period=period, period_ranks=ranks).with_assumed(line))
+
+
+def rendezvous_steps(steps, ranks, topology, protocol: MpiTcpProtocol) -> tuple[tuple, int]:
+    """A collective's steps with MPI over TCP's handshakes, and how many rounds pay one.
+
+    Before every step whose messages between machines exceed the eager limit,
+    two zero-byte steps: the requests (RTS) of those messages, then the ACKs
+    back, each repeated as often as the step (a repeated step is that many
+    rounds, each with its own handshake; the rounds run one after another, so
+    the handshakes may run first).  Returns the steps and the handshake rounds.
+    """
+    import numpy as np
+
+    machine = np.array([-1 if (m := topology.machine_of(int(r))) is None else m for r in ranks], dtype=np.int64)
+    out: list = []
+    rounds = 0
+    for s in steps:
+        sel = (s.nbytes > protocol.eager_limit) & (machine[s.src] != machine[s.dst])
+        if sel.any():
+            out.append(Step.make(s.src[sel], s.dst[sel], 0.0, repeat=s.repeat))
+            out.append(Step.make(s.dst[sel], s.src[sel], 0.0, repeat=s.repeat))
+            rounds += s.repeat
+        out.append(s)
+    return tuple(out), rounds
+
+
+class WithHandshakes(Algorithm):
+    """A catalogue algorithm whose closed form pays MPI over TCP's rendezvous: two more latencies per round.
+
+    ``rounds``: the handshake rounds :func:`rendezvous_steps` found for this op, each
+    costing two one-way latencies (the request and the ACK) at the network's α.
+    """
+
+    def __init__(self, inner: Algorithm, rounds: int) -> None:
+        self.inner, self.rounds = inner, int(rounds)
+        self.collective = inner.collective  # type: ignore[misc]
+        self.name = inner.name  # type: ignore[misc]
+        self.hierarchical = inner.hierarchical  # type: ignore[misc]
+        self.rooted = inner.rooted  # type: ignore[misc]
+
+    @property
+    def key(self) -> str:
+        return f"{self.inner.key}+rendezvous{self.rounds}"
+
+    def supports(self, p: int, ppn: int = 1) -> bool:
+        return self.inner.supports(p, ppn)
+
+    def steps(self, p: int, nbytes: float, root: int = 0, *, ppn: int = 1) -> list[Step]:
+        return self.inner.steps(p, nbytes, root, ppn=ppn)
+
+    def cost(self, p: int, nbytes: float, alpha: float, beta: float, gamma: float = 0.0, *,
+             ppn: int = 1, alpha_inter: float | None = None, beta_inter: float | None = None) -> CostTerms:
+        t = self.inner.cost(p, nbytes, alpha, beta, gamma, ppn=ppn, alpha_inter=alpha_inter, beta_inter=beta_inter)
+        hop = alpha if alpha_inter is None else alpha_inter
+        return CostTerms(t.latency + 2 * self.rounds * hop, t.bandwidth, t.reduction)

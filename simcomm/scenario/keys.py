@@ -138,6 +138,9 @@ KEYS: tuple[Key, ...] = (
        hi=1, toml=("stack.overhead",)),
     _k("stack_cpu", "stack", "cpu_per_byte", "time", "host CPU time per byte sent or received, charged to the "
        "compute it overlaps, e.g. 25ns", unit="s/B", lo=0, hi=1e-3, toml=("stack.cpu_per_byte",)),
+    _k("stack_reduce", "stack", "reduce_per_byte", "time", "host CPU time per byte a CPU collective (gloo, MPI "
+       "on host memory) reduces, e.g. 0.4ns; default: the device's (simcomm calibrate measures it)", unit="s/B",
+       lo=0, hi=1e-3, toml=("stack.reduce_per_byte",)),
     _k("collectives", "stack", "collectives", "str", "how auto picks collective algorithms: nccl, openmpi, "
        "openmpi-3.1, mpich, gloo (default: the stack's)"),
     _k("nccl_algo", "stack", "nccl_algo", "str", "like NCCL_ALGO: ring, tree, nvls, nvls-tree, collnet-direct, "

@@ -46,7 +46,7 @@ _ATTR = {"model": "shape"}
 #: section.key spellings -> flat key
 _SPELLING = {**{f"{k.section}.{k.attr}": k.name for k in KEYS if k.section},
              **{t: k.name for k in KEYS for t in k.toml}}
-_IN_SECONDS = {t for k in KEYS for t in k.toml if t.endswith(("_s", "cpu_per_byte"))}
+_IN_SECONDS = {t for k in KEYS for t in k.toml if t.endswith(("_s", "cpu_per_byte", "reduce_per_byte"))}
 
 
 def read_scenario_toml(path: str | Path) -> dict:

@@ -218,8 +218,20 @@ class Resolver:
     def stack(self):
         """The scenario's transport stack with its overrides."""
         spec = self.scenario.stack
-        return get_stack(self.stack_choice()[0]).with_overrides(spec.efficiency, spec.overhead, spec.cpu_per_byte,
-                                                               spec.collectives)
+        stack = get_stack(self.stack_choice()[0]).with_overrides(spec.efficiency, spec.overhead, spec.cpu_per_byte,
+                                                                spec.collectives, spec.reduce_per_byte)
+        links = self.scenario.network.links
+        on_host = get_runtime(stack.collectives).reduces_on_host
+        if spec.reduce_per_byte is None and on_host and links:
+            from simcomm.runtimes.host import host_gamma, recorded_host
+
+            host = recorded_host(links)  # the calibration's host probe: every CPU stack reduces at its rate
+            if host is not None:
+                stack = stack.with_overrides(reduce_per_byte=host_gamma(host))
+        if spec.reduce_per_byte is not None and not on_host:
+            raise ConfigError(f"stack.reduce_per_byte: applies to collectives in host memory (gloo, MPI); stack "
+                              f"{stack.name} reduces on the GPU; use --stack gloo or mpi-tcp, or drop --stack-reduce")
+        return stack
 
     def runtime(self) -> Runtime:
         """How the engine runs collectives on this stack (its rules and NCCL overrides)."""
@@ -230,7 +242,8 @@ class Resolver:
             # NCCL_ALGO/NCCL_PROTO mean nothing to MPI or gloo: refuse rather than ignore them
             raise ConfigError(f"stack.{which}: applies to NCCL's collectives only; this run uses {runtime.name}'s "
                               f"(stack {self.stack().name}); use --stack nccl or drop --{which.replace('_', '-')}")
-        return runtime.configured(**{k: v for k, v in given.items() if k in runtime.settings})
+        return runtime.configured(**{k: v for k, v in given.items() if k in runtime.settings}).with_tcp(
+            self.stack().tcp_protocol)
 
     def calibration_notes(self, nodes: int, extra: int) -> tuple[str, ...]:
         """How the calibrated link file (``links``) was put on this cluster (empty without one)."""

@@ -176,6 +176,7 @@ class StackSpec:
     efficiency: float | None = None
     overhead: float | None = None
     cpu_per_byte: float | None = None  # host CPU s/byte charged to overlapping compute (None: the stack's)
+    reduce_per_byte: float | None = None  # host CPU s/byte a CPU collective reduces (None: the device's gamma)
     collectives: str | None = None  # None: the stack's own rules (nccl -> nccl, mpi-tcp -> openmpi, ...)
     nccl_algo: str | None = None  # like NCCL_ALGO: force one NCCL algorithm (nccl rules only)
     nccl_proto: str | None = None  # like NCCL_PROTO: force one protocol
@@ -190,6 +191,8 @@ class StackSpec:
                               f"{', '.join(COLLECTIVE_RULES)}")
         _need(self.cpu_per_byte is None or (_is_num(self.cpu_per_byte) and self.cpu_per_byte >= 0),
               "stack.cpu_per_byte", self.cpu_per_byte, "a non-negative number of seconds per byte")
+        _need(self.reduce_per_byte is None or (_is_num(self.reduce_per_byte) and self.reduce_per_byte >= 0),
+              "stack.reduce_per_byte", self.reduce_per_byte, "a non-negative number of seconds per byte")
         _need(self.efficiency is None or (_is_num(self.efficiency) and 0 < self.efficiency <= 1),
               "stack.efficiency", self.efficiency, "a fraction in (0, 1]")
         _need(self.overhead is None or (_is_num(self.overhead) and self.overhead >= 0), "stack.overhead",

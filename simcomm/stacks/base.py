@@ -69,10 +69,21 @@ class Stack:
     #: The stack this one runs as on a network of plain Ethernet (no RDMA device): NCCL's IB plugin finds no
     #: device and NCCL falls back to its own socket transport (``ncclNetSocket``, src/transport/net_socket.cc).
     over_plain_ethernet: str | None = None
+    #: Seconds per byte one rank's CPU reduces in a collective that runs in host memory (gloo, MPI on the
+    #: host: ``opts.reduce`` in gloo/allreduce.cc, simcomm.runtimes.host); it replaces every rank's device
+    #: γ.  None: the device's γ (a measured host rate comes from ``simcomm calibrate``'s record).
+    reduce_per_byte: float | None = None
+    #: The MPI point-to-point protocol between machines (a key of
+    #: :data:`simcomm.runtimes.transport.MPI_TCP_PROTOCOLS`: ``ob1-tcp`` is Open MPI's ob1 over btl_tcp, eager up
+    #: to 64 KiB, rendezvous above); None: one latency per message.
+    tcp_protocol: str | None = None
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.cpu_per_byte) and self.cpu_per_byte >= 0):
             raise ConfigError(f"stack {self.name!r}: cpu-per-byte {self.cpu_per_byte!r} must be >= 0 seconds")
+        if self.reduce_per_byte is not None and not (math.isfinite(self.reduce_per_byte)
+                                                     and self.reduce_per_byte >= 0):
+            raise ConfigError(f"stack {self.name!r}: reduce-per-byte {self.reduce_per_byte!r} must be >= 0 seconds")
         for field in ("efficiency", "intra_efficiency"):
             v = getattr(self, field)
             if not (math.isfinite(v) and 0 < v <= 1):
@@ -88,10 +99,13 @@ class Stack:
                               f"choices: {', '.join(COLLECTIVE_RULES)}")
 
     def with_overrides(self, efficiency: float | None = None, overhead: float | None = None,
-                       cpu_per_byte: float | None = None, collectives: str | None = None) -> Stack:
-        """The ``--stack-efficiency`` / ``--stack-overhead`` overrides (network links), ``cpu_per_byte``
-        and the collective rules."""
+                       cpu_per_byte: float | None = None, collectives: str | None = None,
+                       reduce_per_byte: float | None = None) -> Stack:
+        """The ``--stack-efficiency`` / ``--stack-overhead`` overrides (network links), ``cpu_per_byte``,
+        the collective rules and the host's reduction cost."""
         out = self
+        if reduce_per_byte is not None:
+            out = replace(out, reduce_per_byte=float(reduce_per_byte))
         if collectives is not None:
             out = replace(out, collectives=collectives)
         if cpu_per_byte is not None:
@@ -172,9 +186,12 @@ def apply_stack(topology, stack: Stack):
     from simcomm.topologies.base import Topology
 
     if stack.efficiency == 1 and stack.intra_efficiency == 1 and not stack.overhead \
-            and not stack.intra_overhead and stack.cap is None:
+            and not stack.intra_overhead and stack.cap is None and stack.reduce_per_byte is None:
         return topology
     g = topology.graph.copy()
+    if stack.reduce_per_byte is not None:  # the collectives reduce on the host's CPU, not on the device
+        for r in topology.ranks:
+            g.nodes[r]["gamma"] = stack.reduce_per_byte
     links: dict[str, LinkClass] = {}
     raw: dict[str, float] = dict(topology.meta.get("link_raw", {}))
     arch = 0

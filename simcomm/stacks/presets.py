@@ -24,6 +24,8 @@
   follow Open MPI's coll/tuned fixed rules (seeds 000, 001 and 004 ran Open
   MPI); ``gloo`` runs gloo's ring all-reduce/all-gather and its broadcast
   (calibrate/predict.py); ``ideal`` keeps MPICH's textbook choice.
+* MPI over TCP (``mpi-tcp``, ``cpu-ps``): Open MPI's ob1 over btl_tcp between machines: eager up to
+  64 KiB, rendezvous above (request, ACK, data: three latencies; simcomm/runtimes/transport.py).
 * ``cpu-ps``: a CPU parameter server over MPI/TCP as in seed 004: 94 % of
   line rate, capped at 0.42 GB/s per link (seed 004 Table 1: 1 Gb/s moved
   4 × 102 MB per direction in 3.457 s = 0.118 GB/s ≈ 94 % of 0.125 GB/s; at
@@ -41,12 +43,13 @@ define(Stack("nccl", 0.96, 3e-6, 0.8, 3e-6, None, "NCCL: ~96 % of network, NVLin
              nccl_nvlink=True, over_plain_ethernet="nccl-socket"))
 define(Stack("mpi-tcp", 0.4, 40e-6, 0.5, 1e-6, None, "Open MPI over TCP sockets: ~40 % of line rate, 40 us per "
              "message, coll/tuned algorithm choice",
-             "reference [M5], [M6], [M7], [UCX-11020]; seed 000 used TCP over InfiniBand", collectives="openmpi"))
+             "reference [M5], [M6], [M7], [UCX-11020]; seed 000 used TCP over InfiniBand", collectives="openmpi",
+             tcp_protocol="ob1-tcp"))
 define(Stack("gloo", 0.5, 40e-6, 0.3, 5e-6, None, "gloo over TCP: ~50 % of line rate, 40 us per message",
              "reference [M5], [M6], [M7]; intranode efficiency assumed", collectives="gloo"))
 define(Stack("cpu-ps", 0.94, 40e-6, 0.5, 1e-6, 0.42e9,
              "CPU parameter server over MPI/TCP: 94 % of line rate capped at 0.42 GB/s per link",
-             "seed 004 Table 1 [derived]", collectives="openmpi"))
+             "seed 004 Table 1 [derived]", collectives="openmpi", tcp_protocol="ob1-tcp"))
 define(Stack("nccl-socket", 0.45, 40e-6, 0.8, 3e-6, None,
              "NCCL over TCP sockets (no RDMA): ~45 % of line rate, 40 us per network message",
              "reference [M5] (100 Gb/s TCP: 4-6 GB/s busbw), [M6] (<= 60 % of 32 Gb/s), [M7] (8 B broadcast "

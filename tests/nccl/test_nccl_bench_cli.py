@@ -104,4 +104,5 @@ def test_bench_says_what_its_nccl_numbers_assume(cli):
     assert len(nccl) == 2 and "2.30" in nccl[0] and nccl[1].startswith("kernel launch 1.825 us")
     p2p = assumed(["alltoall", "--cluster", "dgx-h100-ndr"])
     assert len(p2p) == 3 and "NCCL has no p2p latency model" in p2p[2]
-    assert assumed(["all_reduce", "--cluster", "dgx-h100-ndr", "--stack", "mpi-tcp"]) == []
+    mpi = assumed(["all_reduce", "--cluster", "dgx-h100-ndr", "--stack", "mpi-tcp"])
+    assert len(mpi) == 1 and "rendezvous" in mpi[0] and "64 KiB" in mpi[0]

@@ -190,3 +190,89 @@ def test_gloo_allgather_beyond_two_ranks_is_the_ring():
         assert gloo.cost(p, 8 * MB, A, 1 / B).total == ring.cost(p, 8 * MB, A, 1 / B).total
     # p = 2: 3α + 3n/4·β = 3 us + 1.5 ms for n = 2 MB
     assert gloo.cost(2, 2 * MB, A, 1 / B).total == pytest.approx(3e-6 + 1.5e-3, rel=1e-12)
+
+
+# ---- MPI over TCP through the engine: the rendezvous as the runtime prepares it -----------------------
+
+def _pair_plan(nbytes: float, symmetric: bool):
+    b = PlanBuilder(2)
+    b.transfer(0, 1, nbytes, label="to 1", stream="s0")
+    if symmetric:
+        b.transfer(1, 0, nbytes, label="to 0", stream="s1")
+    return b.build()
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_mpi_tcp_pair_exchange_through_the_engine(symmetric):
+    """2 ranks on 2 machines, B = 1 GB/s, α = 1 µs: 1 MB is rendezvous (RTS, ACK, data): 3 µs + 1 ms, one way
+    or both ways at once; 64 KiB is eager: 1 µs + 65.536 µs; the same without the TCP protocol: 1 µs + 1 ms."""
+    rt = get_runtime("openmpi").with_tcp("ob1-tcp")
+    topo = full_mesh(2, LINK)
+    opts = EngineOptions(runtime=rt)
+    big = engine.simulate(rt.exchanges(_pair_plan(MB, symmetric), topo), topo, fidelity="flow", options=opts)
+    assert big.makespan == pytest.approx(3e-6 + 1e-3, rel=1e-9)
+    assert big.makespan == pytest.approx(mpi_tcp_exchange(MB, MB if symmetric else 0, B, A), rel=1e-9)
+    eager = engine.simulate(rt.exchanges(_pair_plan(65536, symmetric), topo), topo, fidelity="flow", options=opts)
+    assert eager.makespan == pytest.approx(1e-6 + 65.536e-6, rel=1e-9)
+    plain = get_runtime("openmpi")
+    same = engine.simulate(plain.exchanges(_pair_plan(MB, symmetric), topo), topo, fidelity="flow",
+                           options=EngineOptions(runtime=plain))
+    assert same.makespan == pytest.approx(1e-6 + 1e-3, rel=1e-9)
+
+
+def test_rendezvous_plan_renumbers_and_keeps_the_period():
+    from dataclasses import replace as dc_replace
+
+    from simcomm.runtimes.transport import rendezvous_plan
+
+    b = PlanBuilder(2)
+    a = b.compute(0, 1e-3)
+    t = b.transfer(0, 1, MB, after=[a])
+    c = b.compute(1, 1e-3, after=[t])
+    plan = b.build()
+    plan = dc_replace(plan, info=dc_replace(plan.info, period=(a, c)))
+    out = rendezvous_plan(plan, OPEN_MPI_TCP, lambda x, y: True)
+    out.validate()
+    assert len(out.ops) == 5 and out.info.period == (0, 4)
+    rts, ack, data = out.ops[1:4]
+    assert (rts.src, rts.dst, rts.nbytes, rts.deps) == (0, 1, 0.0, (0,))
+    assert (ack.src, ack.dst, ack.nbytes, ack.deps) == (1, 0, 0.0, (1,))
+    assert (data.nbytes, data.deps) == (MB, (2,)) and out.ops[4].deps == (3,)
+    assert any("rendezvous" in line for line in out.info.assumed)
+    # nothing crosses machines, or nothing is above the eager limit: the same plan
+    assert rendezvous_plan(plan, OPEN_MPI_TCP, lambda x, y: False) is plan
+    small = PlanBuilder(2)
+    small.transfer(0, 1, 65536)
+    p = small.build()
+    assert rendezvous_plan(p, OPEN_MPI_TCP, lambda x, y: True) is p
+
+
+@pytest.mark.parametrize("fidelity", ["flow", "analytic"])
+def test_mpi_tcp_ring_allreduce_pays_a_handshake_per_step(fidelity):
+    """4 ranks on 4 machines, ring all-reduce of 4 MB: 6 steps of 1 MB, each rendezvous: 6 (3α + 1 ms);
+    the same ring without the TCP protocol: 6 (α + 1 ms)."""
+    topo = full_mesh(4, LINK)
+    b = PlanBuilder(4)
+    b.collective("allreduce", range(4), 4 * MB, algorithm="ring")
+    tcp = get_runtime("openmpi").with_tcp("ob1-tcp")
+    got = engine.simulate(b.build(), topo, fidelity=fidelity, options=EngineOptions(runtime=tcp))
+    assert got.makespan == pytest.approx(6 * (3e-6 + 1e-3), rel=1e-9)
+    plain = engine.simulate(b.build(), topo, fidelity=fidelity, options=EngineOptions(runtime=get_runtime("openmpi")))
+    assert plain.makespan == pytest.approx(6 * (1e-6 + 1e-3), rel=1e-9)
+    with pytest.raises(ConfigError, match="^tcp protocol 'udp' is not valid; valid choices: ob1-tcp, ch3-tcp$"):
+        get_runtime("openmpi").with_tcp("udp")
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_nccl_socket_pair_exchange_through_the_engine(symmetric):
+    """NCCL over sockets carries the two directions of a pair at once (a connection per direction, its own
+    sockets): 1 MB one way or each way is α + n/B = 1.001 ms, which is the socket closed form's answer with
+    AWS's 2 x 8 sockets, 40 us per request and no per-stream cap (two 512 KiB requests pipelined: their
+    80 us of requests hide behind 1 ms of wire)."""
+    nccl = get_runtime("nccl")
+    topo = full_mesh(2, LINK)
+    got = engine.simulate(nccl.exchanges(_pair_plan(MB, symmetric), topo), topo, fidelity="flow",
+                          options=EngineOptions(runtime=nccl))
+    aws = nccl_socket_defaults("0x1d0f", per_message=40e-6)
+    assert got.makespan == pytest.approx(1e-6 + 1e-3, rel=1e-9)
+    assert aws.exchange(MB, B, A) == pytest.approx(got.makespan, rel=1e-9)
