@@ -89,3 +89,34 @@ def test_megatron_moe_layer_is_the_local_leaf():
         got = expert_layer_times(t, layer, 1, sharding)
         assert got == pytest.approx(want, rel=1e-12)
     assert expert_layer_times(t, layer, 1, Sharding(ep=4))[0] < layer.forward_s
+
+
+def test_strategy_and_estimate_price_the_same_local_experts():
+    """Mixtral 8x7B cut to 2 layers on one DGX H100 node, ep 8 (one expert per rank), micro-batch 1: the
+    strategy's MoE compute op, the estimate's layer cost and expert_layer_times at ep 8 are one number, below
+    the ep 1 layer (which reads all eight experts' weights)."""
+    from simcomm.llm import estimate
+    from simcomm.llm.layout import Layout
+    from simcomm.ops import Compute
+    from simcomm.pipeline import Context
+    from simcomm.pipeline.run import make_strategy, scenario_options
+    from simcomm.scenario import from_flat
+    from simcomm.workload import build_workload
+
+    flat = {"strategy": "megatron", "model": "mixtral-8x7b", "layers": 2, "cluster": "dgx-h100-ndr", "nodes": 1,
+            "precision": "bf16", "batch": 1, "experts_parallel": 8, "global_batch": 8, "microbatch": 1,
+            "memory": "off"}
+    scn = from_flat(flat)
+    ctx = Context(scn)
+    trace = ctx.trace()
+    _, topo = ctx.cluster(1, 0)
+    w = build_workload(trace, 8, batch=1)
+    j, layer = next((i, x) for i, x in enumerate(trace.layers) if x.module_type == "TransformerMoE")
+    local = expert_layer_times(trace, layer, 1, Sharding(ep=8))
+    assert local is not None and local[0] < layer.forward_s and local[1] < layer.backward_s
+    pricer = estimate.Pricer(w, topo, ctx.runtime(), 8)
+    cost = pricer.costs(Layout(1, 1, 8, ep=8, zero=0))[j]
+    assert (cost.forward_s, cost.backward_s) == local
+    plan = next(iter(make_strategy(scn.strategy, scenario_options(scn)).iterations(w, topo)))[1]
+    ops = [o.seconds for o in plan.ops if isinstance(o, Compute) and o.label.startswith(f"F {layer.name}")]
+    assert ops and set(ops) == {local[0]}
