@@ -722,20 +722,16 @@ MISS_WHY = {
         "the flattening of DeepSpeed 0.3's ZeRO-3 is not reproduced (section 'ZeRO-3 strong scaling' below): "
         "same mechanism as the 530B rows."),
     "megatron-readme/mixtral-8x7b": (
-        "simcomm's compute alone (2.93 s of the 3.69 s iteration: the roofline trace of Mixtral on the H100 with "
-        "the factor fitted on a dense 1.7B capture, each expert's grouped GEMM at the traced dense GEMM's "
-        "tile-quantised rate) takes as long as the whole published iteration (2.90 s), and the all-to-all "
-        "dispatch (0.55 s, not overlapped in Megatron-core 0.9) and the bubble come on top. One mechanism found "
-        "and not changed here (it is the compute model's, not this page's): the MoE leaf's roofline memory term "
-        "reads all eight experts' weights (1.41e9 parameters, 2.8 GB per layer per micro-batch) and the "
-        "strategy divides the leaf's time by tp and cp but not by ep (strategies/megatron/costs.py), so under ep 8 "
-        "each rank is charged for the seven experts it does not hold: about 0.40 s of its 2.93 s compute "
-        "(simcomm.traces.transformer_cost.leaf_seconds with and without those weights, 3.2 ms per layer and "
-        "micro-batch, 128 per rank); without it the row would be about -12 % in TFLOP/s, still a miss. The "
-        "unpublished quantity that would settle it is a measured rate of the grouped expert GEMMs "
-        "and the permute/unpermute passes on the H100 (the README gives only the end-to-end TFLOP/s). Also, the "
-        "README states 468 TFLOP/s for MCore v0.9 and the mapping for v0.8; this row assumes the throughput was "
-        "measured on that mapping."),
+        "simcomm's compute (2.54 s of the 3.28 s iteration: the roofline trace of Mixtral on the H100 with the "
+        "factor fitted on a dense 1.7B capture, each rank's one local expert as a grouped GEMM priced at its "
+        "shapes) is 87 % of the whole published iteration (2.90 s), and the all-to-all dispatch (not overlapped "
+        "in Megatron-core 0.9) and the bubble come on top. Until 2026-11-28 every rank also read the seven experts "
+        "it does not hold (2.8 GB per layer per micro-batch: 0.40 s of compute, -21.3 % then); Megatron-core's "
+        "ep 8 ranks hold one expert each (BaseMoELayer's num_local_experts = num_moe_experts // ep), which "
+        "simcomm now prices (docs/strategies-llm.md, 'Expert compute'). The unpublished quantity that would "
+        "settle the rest is a measured rate of the grouped expert GEMMs and the permute/unpermute passes on "
+        "the H100 (the README gives only the end-to-end TFLOP/s). Also, the README states 468 TFLOP/s for MCore "
+        "v0.9 and the mapping for v0.8; this row assumes the throughput was measured on that mapping."),
 }
 
 

@@ -2,8 +2,9 @@
 
 :func:`layer_costs` gives one :class:`LayerCost` per layer for one micro-batch on one rank: the trace's
 time at the micro-batch split over the tensor- and context-parallel ranks (selective recomputation adds
-the attention core to the backward, per-operator recomputation every second mm; MoE layers stretched by
-their routing load and grouped-GEMM efficiency), the gradient and optimizer shares (an MoE layer's routed
+the attention core to the backward, per-operator recomputation every second mm; an MoE layer priced at the
+rank's local experts, :func:`expert_layer_times`, or on a trace without GEMM shapes stretched by its routing
+load and grouped-GEMM tiles), the gradient and optimizer shares (an MoE layer's routed
 experts split over ``etp·ep``, its router and shared experts over ``tp``), and the bytes of each layer's
 tensor-parallel and pipeline traffic
 (docs/strategies-llm.md).  The emitter turns every cost into ops; :func:`stage_seconds` sums them per
@@ -36,8 +37,8 @@ from simcomm.traces.transformer_cost import LeafPricing, Sharding, leaf_seconds
 from simcomm.traces.zoo.transformer import attention_kind
 from simcomm.workload import layer_times
 
-__all__ = ["LayerCost", "layer_costs", "stage_seconds", "sharded_layer_times", "kv_block_bytes", "ulysses_bytes", "attention_shares",
-           "core_share", "op_recompute_share", "seq_hidden"]
+__all__ = ["LayerCost", "layer_costs", "stage_seconds", "sharded_layer_times", "expert_layer_times", "moe_priced",
+           "kv_block_bytes", "ulysses_bytes", "attention_shares", "core_share", "op_recompute_share", "seq_hidden"]
 
 #: Ulysses/a2a: (forward, backward) seconds of (QKV projection, attention core, output projection)
 UlyssesTimes = tuple[tuple[float, float, float], tuple[float, float, float]]
@@ -77,9 +78,16 @@ def layer_costs(w, lay, ulysses: bool = False, moe=None, memo: dict | None = Non
     out_costs = []
     for layer, lw in zip(tr.layers, w.layers, strict=False):
         kind = layer_kind(lw.name)
-        f, bk = _layer_times(tr, layer, mb, tp, cp, memo)  # GEMMs at the rank's shapes
-        if kind == "moe" and moe is not None:  # routed experts stretched by their load and grouped-GEMM tiles
-            f, bk = f * moe.compute_factor, bk * moe.compute_factor
+        if kind == "moe" and moe is not None:  # the local experts' grouped GEMMs at the busiest rank's rows
+            experts = Sharding(tp, cp, ep, lay.expert_tp, moe.load)
+            priced = _layer_times(tr, layer, mb, tp, cp, memo, experts)
+            if priced is None:  # a trace that cannot be re-priced: stretched by the load and 128x128 tiles
+                f, bk = _layer_times(tr, layer, mb, tp, cp, memo)
+                f, bk = f * moe.compute_factor, bk * moe.compute_factor
+            else:
+                f, bk = priced
+        else:
+            f, bk = _layer_times(tr, layer, mb, tp, cp, memo)  # GEMMs at the rank's shapes
         extra = 0.0
         if lay.recompute == "selective" and kind == "attn":
             extra = f * core_share(*seq_hidden(lw, meta), meta)  # selective: the core is recomputed
@@ -109,19 +117,25 @@ def layer_costs(w, lay, ulysses: bool = False, moe=None, memo: dict | None = Non
     return out_costs
 
 
-def _layer_times(trace: Trace, layer: Layer, mb: int, tp: int, cp: int, memo: dict | None) -> tuple[float, float]:
-    """:func:`sharded_layer_times`, looked up in ``memo`` (keyed on the layer less its name: a model's blocks
-    are the same layer under other names) when one is given."""
+def _layer_times(trace: Trace, layer: Layer, mb: int, tp: int, cp: int, memo: dict | None,
+                 experts: Sharding | None = None):
+    """:func:`sharded_layer_times` (:func:`expert_layer_times` when ``experts`` is given), looked up in ``memo``
+    (keyed on the layer less its name: a model's blocks are the same layer under other names) when one is
+    given."""
+    def price():
+        if experts is None:
+            return sharded_layer_times(trace, layer, mb, tp, cp)
+        return expert_layer_times(trace, layer, mb, experts)
+
     if memo is None:
-        return sharded_layer_times(trace, layer, mb, tp, cp)
+        return price()
     same = memo.get(layer.name)  # a small int per distinct layer (memo only grows: len is a fresh number)
     if same is None:
         same = memo[layer.name] = memo.setdefault(("layer", replace(layer, name="")), len(memo))
-    key = (same, mb, tp, cp)
-    out = memo.get(key)
-    if out is None:
-        out = memo[key] = sharded_layer_times(trace, layer, mb, tp, cp)
-    return out
+    key = (same, mb, tp, cp) if experts is None else (same, mb, experts)
+    if key not in memo:
+        memo[key] = price()
+    return memo[key]
 
 
 def sharded_layer_times(trace: Trace, layer: Layer, micro_batch: int, tp: int = 1,
@@ -143,6 +157,35 @@ def sharded_layer_times(trace: Trace, layer: Layer, micro_batch: int, tp: int = 
     assert part is not None
     n = tp * cp
     return layer.forward_s * n * part[0] / whole[0], layer.backward_s * n * part[1] / whole[1]
+
+
+def expert_layer_times(trace: Trace, layer: Layer, micro_batch: int, sharding: Sharding) -> tuple[float, float] | None:
+    """(forward, backward) of an MoE ``layer`` as a whole-layer time (``/ (tp · cp)`` is one rank's) when each
+    rank holds ``experts / ep`` routed experts split ``etp`` ways and the busiest takes ``load`` times the
+    balanced rows (``sharding``): the trace's time scaled by :func:`leaf_seconds` at those local shapes over
+    the trace's own (the local experts' grouped GEMMs and weight reads: :mod:`simcomm.traces.transformer_cost`);
+    None for a trace without GEMM pricing (a capture, a model whose MoE leaf it cannot price): the caller
+    stretches its ``1 / (tp · cp)`` instead."""
+    meta = trace.meta or {}
+    shape = meta.get("transformer")
+    pricing = LeafPricing.from_meta(meta) if shape else None
+    if pricing is None or not shape or layer.module_type != "TransformerMoE":
+        return None
+    whole = leaf_seconds(layer.module_type, shape, layer.params, trace.batch, pricing, flops=layer.flops)
+    if whole is None:
+        return None
+    if sharding == Sharding() and micro_batch == trace.batch:
+        return layer.forward_s, layer.backward_s  # the trace's own shapes: its own times
+    part = leaf_seconds(layer.module_type, shape, layer.params, micro_batch, pricing, sharding)
+    assert part is not None
+    n = sharding.tp * sharding.cp
+    return layer.forward_s * n * part[0] / whole[0], layer.backward_s * n * part[1] / whole[1]
+
+
+def moe_priced(trace: Trace) -> bool:
+    """Whether ``trace`` prices its MoE layers at each rank's local experts (:func:`expert_layer_times`)."""
+    layer = next((x for x in trace.layers if x.module_type == "TransformerMoE"), None)
+    return layer is not None and expert_layer_times(trace, layer, trace.batch, Sharding()) is not None
 
 
 def stage_seconds(costs: list[LayerCost], layers, recompute: str) -> tuple[float, float]:

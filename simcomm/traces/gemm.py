@@ -29,6 +29,12 @@ at half rate): an assumption, not a fit.  The cheapest tile is taken, as a libra
 Split-K and stream-K (which cuBLAS may use for GEMMs with a long ``k`` and few tiles) are not
 modelled: there the model is pessimistic by at most the last wave's idle share.  A device with no
 SM count (a CPU) gets the plain ``2 m n k / (P e_c)`` with the same floor.
+
+A **grouped GEMM** (``groups`` GEMMs of one shape in one kernel: the experts of a mixture-of-experts layer as
+Megatron-core runs them with ``--moe-grouped-gemm``, Transformer Engine's ``GroupedLinear`` in ``TEGroupedMLP``
+or the CUTLASS ``grouped_gemm`` kernels of ``GroupedMLP``, megatron/core/transformer/moe/experts.py) is one grid
+of every group's tiles: ``groups · ceil(m/tm) · ceil(n/tn)`` tiles in waves over the SMs, and a floor that
+reads every group's operands (each expert's own weight matrix) once.  ``groups = 1`` is the plain GEMM.
 """
 
 from __future__ import annotations
@@ -61,19 +67,19 @@ class GemmDevice:
     memory_eff: float  # fraction of the bandwidth streaming kernels reach
 
 
-def tile_waves(m: int, n: int, sms: int, tile: tuple[int, int]) -> int:
-    """Waves of one tile per SM that an ``m x n`` output takes with ``tile``."""
-    tiles = math.ceil(m / tile[0]) * math.ceil(n / tile[1])
+def tile_waves(m: float, n: int, sms: int, tile: tuple[int, int], groups: int = 1) -> int:
+    """Waves of one tile per SM that ``groups`` ``m x n`` outputs take with ``tile`` (one grid)."""
+    tiles = groups * math.ceil(m / tile[0]) * math.ceil(n / tile[1])
     return math.ceil(tiles / sms)
 
 
-def tensor_seconds(m: int, n: int, k: int, dev: GemmDevice) -> float:
+def tensor_seconds(m: float, n: int, k: int, dev: GemmDevice, groups: int = 1) -> float:
     """Tensor-core time: the best tile's waves times one tile's time (the plain FLOP time without SMs)."""
     rate = dev.peak * dev.compute_eff
     if dev.sms <= 0:
-        return 2.0 * m * n * k / rate
+        return 2.0 * groups * m * n * k / rate
     per_sm = rate / dev.sms
-    return min(tile_waves(m, n, dev.sms, t) * 2.0 * t[0] * t[1] * k / (per_sm * tile_rate(t)) for t in TILES)
+    return min(tile_waves(m, n, dev.sms, t, groups) * 2.0 * t[0] * t[1] * k / (per_sm * tile_rate(t)) for t in TILES)
 
 
 def tile_efficiency(m: int, n: int, sms: int) -> float:
@@ -82,12 +88,14 @@ def tile_efficiency(m: int, n: int, sms: int) -> float:
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def gemm_seconds(m: int, n: int, k: int, dev: GemmDevice, in_bytes: float = 2.0, out_bytes: float = 2.0) -> float:
-    """Seconds of one ``(m x k) · (k x n)`` GEMM: the larger of its tensor-core and HBM times.
+def gemm_seconds(m: float, n: int, k: int, dev: GemmDevice, in_bytes: float = 2.0, out_bytes: float = 2.0,
+                 groups: int = 1) -> float:
+    """Seconds of one ``(m x k) · (k x n)`` GEMM (``groups`` of them in one grouped GEMM): the larger of its
+    tensor-core and HBM times.  ``m`` may be a fractional mean (an expert's routed rows): tiles round it up.
 
     Cached: a pure function of its arguments, asked for the same few shapes by every layer of tens of
     thousands of layouts (``simcomm plan``)."""
-    if min(m, n, k) <= 0:
+    if min(m, n, k, groups) <= 0:
         return 0.0
-    memory = ((m * k + k * n) * in_bytes + m * n * out_bytes) / (dev.mem_bw * dev.memory_eff)
-    return max(tensor_seconds(m, n, k, dev), memory)
+    memory = groups * ((m * k + k * n) * in_bytes + m * n * out_bytes) / (dev.mem_bw * dev.memory_eff)
+    return max(tensor_seconds(m, n, k, dev, groups), memory)

@@ -8,7 +8,7 @@ pipeline task and the plan; the communication around a layer (:mod:`.comm`), con
 
 from __future__ import annotations
 
-from simcomm.llm.compute import kv_block_bytes, layer_costs, ulysses_bytes
+from simcomm.llm.compute import kv_block_bytes, layer_costs, moe_priced, ulysses_bytes
 from simcomm.llm.placement import Placement, chunks, schedule
 from simcomm.ops import PlanBuilder
 from simcomm.precision import DTYPE_BYTES
@@ -52,7 +52,8 @@ class Emitter(LayerComm, ContextParallel, DataParallel):
         self.sequence_parallel = p.sequence_parallel and tp > 1
         ulysses = cp > 1 and p.cp_kind != "ring" and s is not None
         self.ulysses_q_bytes, self.ulysses_kv_bytes = ulysses_bytes(meta, mb, tp, cp, act) if ulysses else (0.0, 0.0)
-        self.moe = moe_costs(p, lay, meta, mb, act) if any(x.name.endswith(".moe") for x in w.layers) else None
+        self.moe = (moe_costs(p, lay, meta, mb, act, moe_priced(w.trace)) if any(x.name.endswith(".moe") for x in w.layers)
+                    else None)
         self.costs = layer_costs(w, layout_of(p, lay, sizes), ulysses, self.moe)  # what the estimate reads
         self.ready: dict = {}  # (F or B, micro-batch, virtual stage) -> (t, d) -> what the next stage waits for
         self.last_backward: dict = {}  # (layer, rank) -> op id of that rank's final backward of the layer

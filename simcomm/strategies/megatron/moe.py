@@ -89,8 +89,10 @@ def tile_efficiency(rows: float, cols: float, tile: int = GEMM_TILE) -> float:
     return (rows / (math.ceil(rows / tile) * tile)) * (cols / (math.ceil(cols / tile) * tile))
 
 
-def moe_costs(p, lay, meta, microbatch: int, act: int) -> MoeCosts | None:
-    """The :class:`MoeCosts` of this plan's MoE layers (None when the trace has none or no expert meta)."""
+def moe_costs(p, lay, meta, microbatch: int, act: int, priced: bool = False) -> MoeCosts | None:
+    """The :class:`MoeCosts` of this plan's MoE layers (None when the trace has none or no expert meta).
+    ``priced``: the trace prices its MoE leaves by GEMM shape (:func:`simcomm.llm.compute.moe_priced`), so the
+    local experts' grouped GEMMs are priced at their shapes and :attr:`MoeCosts.compute_factor` is not used."""
     experts, top_k = int(meta.get("experts") or 0), int(meta.get("top_k") or 0)
     missing = [k for k in ("experts", "top_k", "hidden", "ffn", "seq") if not meta.get(k)]
     if missing:
@@ -148,11 +150,19 @@ def moe_costs(p, lay, meta, microbatch: int, act: int) -> MoeCosts | None:
                  f"{imb:g}× the mean (moe_imbalance: its routed rows set every rank's expert time"
                  + (" and are priced as every rank's all-to-all message, an upper bound on the traffic" if
                     p.moe_dispatcher == "alltoall" and ep > 1 and bytes_load > 1 else "") + ")")
-    notes.append(f"moe experts: one grouped GEMM (--moe-grouped-gemm) of {experts // ep} local experts × "
-                 f"{per_expert_rows:.6g} rows by {ffn // etp} columns each, {GEMM_TILE}×{GEMM_TILE} output tiles: "
-                 f"{eff:.4g} of the traced dense GEMM's rate (tile quantisation only; an assumed kernel, no "
-                 "measured grouped-GEMM efficiency); the routed experts are "
-                 f"{routed_share:.4f} of the layer's FLOPs")
+    if priced:
+        notes.append(f"moe experts: each rank holds {experts // ep} of the {experts} routed experts (each expert's "
+                     f"FFN split over etp {etp}) and runs them as one grouped GEMM per matrix (--moe-grouped-gemm, "
+                     f"TEGroupedMLP) of {per_expert_rows:.6g} rows per expert (the busiest rank's) by {ffn // etp} "
+                     "columns, priced at those shapes: tensor-core tiles and waves over the SMs, the local experts' "
+                     "weights read once (simcomm.traces.gemm; no measured grouped-GEMM efficiency); the routed "
+                     f"experts are {routed_share:.4f} of the layer's FLOPs")
+    else:
+        notes.append(f"moe experts: one grouped GEMM (--moe-grouped-gemm) of {experts // ep} local experts × "
+                     f"{per_expert_rows:.6g} rows by {ffn // etp} columns each, {GEMM_TILE}×{GEMM_TILE} output "
+                     f"tiles: {eff:.4g} of the traced dense GEMM's rate (tile quantisation only; an assumed kernel, "
+                     "no measured grouped-GEMM efficiency); the routed experts are "
+                     f"{routed_share:.4f} of the layer's FLOPs (a trace without GEMM shapes: its time stretched)")
     if p.moe_dispatcher == "alltoall":
         notes.append(f"moe dispatcher alltoall (Megatron-core MoEAlltoAllTokenDispatcher; simcomm's default, which "
                      "Megatron-core recommends with expert parallelism: its --moe-token-dispatcher-type defaults to "
