@@ -43,6 +43,8 @@ TOPOLOGIES: Registry = Registry("topology", "simcomm.topologies")
 #: Batches of fewer pairs are routed one by one (array set-up would cost more);
 #: larger ones in chunks of _MANY_CHUNK pairs (memory stays bounded).
 _MANY_MIN, _MANY_CHUNK = 256, 1 << 17
+#: Batches of at least _KEEP_PAIRS pairs are kept routed, the last _KEEP_BATCHES of them (see routes()).
+_KEEP_PAIRS, _KEEP_BATCHES = 4096, 4
 #: Graphs up to this many nodes get a dense node-pair -> link table (64 MB at most).
 _DENSE_NODES = 4096
 
@@ -381,6 +383,23 @@ class Topology:
         all-to-all over 1 024 ranks is 10^6 routes); others go pair by pair.
         """
         src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        if len(src) < _KEEP_PAIRS:
+            return self._routes_of(src, dst)
+        # A large batch is often asked again (NCCL's closed form, then the engine, then the baseline's run):
+        # the last few are kept, read-only.
+        kept = self.__dict__.setdefault("_batches", {})
+        key = (src.tobytes(), dst.tobytes())
+        hit = kept.get(key)
+        if hit is None:
+            hit = self._routes_of(src, dst)
+            for arr in hit:
+                arr.flags.writeable = False
+            while len(kept) >= _KEEP_BATCHES:
+                del kept[next(iter(kept))]
+            kept[key] = hit
+        return hit
+
+    def _routes_of(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         direct = self._links_from_coordinates(src, dst)
         if direct is not None:
             return direct
