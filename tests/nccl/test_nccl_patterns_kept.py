@@ -1,0 +1,23 @@
+"""Kept NCCL patterns are the patterns: Tree's flows, built once per layout, equal a fresh build bit for bit."""
+
+import pytest
+
+import simcomm.nccl.algorithms  # noqa: F401  (registers the catalogue)
+from simcomm.nccl import NCCL_ALGORITHMS, group_layout
+from simcomm.topologies.presets import preset
+
+
+@pytest.mark.parametrize("cluster,nodes,gpn", [("dgx-a100-hdr", 5, 8), ("dgx-a100-hdr", 1, 8),
+                                               ("dgx-h100-ndr", 4, 8), ("dgx-a100-hdr", 3, 2)])
+def test_tree_flows_kept_per_layout_equal_a_fresh_build(cluster, nodes, gpn):
+    topo = preset(cluster, nodes=nodes, gpus_per_node=gpn)
+    tree = NCCL_ALGORITHMS.get("tree")
+    lay = group_layout(topo, tuple(range(topo.n_ranks)))
+    for nbytes in (1e9, 3.0, 123456789.0, 0.0, 7):
+        src, dst, nb = tree.flows("allreduce", lay, nbytes, 0)
+        want = tree._flows(lay, nbytes)
+        assert src.tolist() == want[0].tolist() and dst.tolist() == want[1].tolist()
+        assert nb.tolist() == want[2].tolist() and nb.dtype == want[2].dtype
+        src[:] = -1  # the caller owns what it gets: the kept pattern is untouched
+    assert "_tree_pattern" in lay.__dict__
+    assert tree.flows("allreduce", lay, 1.0, 0)[0].min() >= 0
