@@ -142,18 +142,3 @@ def test_kept_preparations_serve_later_runs_unchanged():
     other = simulate(plan, topo, runtime=NcclRuntime(nccl_algo="tree"), reference={"keep"})
     assert len(_KEPT[topo]) == before
     np.testing.assert_array_equal(other.end, simulate(plan, topo, runtime=NcclRuntime(nccl_algo="tree")).end)
-
-
-def test_many_messages_routed_in_one_batch_give_the_pair_by_pair_floats():
-    # longest_path routes every Transfer's pair in one batch (AnalyticPricer.route_pairs); the event loop
-    # prices each message by its own one-transfer step: the same floats, on a two-level cluster and on a
-    # fat-tree whose link ids come from coordinates, with repeated pairs and messages of zero bytes.
-    rng = np.random.default_rng(3)
-    for topo in (preset("dgx-a100-hdr", nodes=6, gpus_per_node=4), fat_tree(levels=3, hosts=40, link=LINK)):
-        p = topo.n_ranks
-        b = PlanBuilder(p)
-        for i in range(400):
-            a, c = (int(x) for x in rng.integers(0, p, 2))
-            if a != c:
-                b.transfer(a, c, float(rng.integers(0, 3)) * 1e6, stream=f"s{i % 3}")
-        _same_times(b.build(), topo)

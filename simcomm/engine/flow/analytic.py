@@ -70,30 +70,6 @@ class AnalyticPricer:
         starts = np.concatenate(([0], np.cumsum(routed.route_len)[:-1]))
         return routed.latency, np.minimum.reduceat(cap, starts)
 
-    def route_pairs(self, src: np.ndarray, dst: np.ndarray) -> None:
-        """Route the Transfers' pairs ``src[i] -> dst[i]`` not seen yet in one batch (a gossip plan sends
-        tens of thousands of messages: one array pass instead of one step per pair).
-
-        The same floats as :meth:`transfer_seconds` would find pair by pair: each route's latency is
-        added up link by link in route order (``np.bincount``, as :func:`route_step`), its bottleneck is
-        the least capacity on it.  Pairs without a link (a rank to itself) are left to it.
-        """
-        ctx, pairs = self.ctx, self._pairs
-        keys = np.unique(np.stack((src, dst), axis=1), axis=0)
-        keys = keys[[(a, b) not in pairs and a != b for a, b in keys.tolist()]]
-        if not len(keys):
-            return
-        route_len, links = ctx.topology.routes(keys[:, 0], keys[:, 1])
-        owner = np.repeat(np.arange(len(keys)), route_len)
-        latency = np.bincount(owner, weights=ctx.topology.latency[links], minlength=len(keys))
-        ends = np.cumsum(route_len)
-        starts = ends - route_len
-        bottleneck = np.minimum.reduceat(ctx.topology.capacity[links], starts)
-        fams = ctx.family_of_link[links]
-        for i, (a, b) in enumerate(keys.tolist()):
-            lo, hi = int(starts[i]), int(ends[i])
-            pairs[(a, b)] = (float(latency[i]), float(bottleneck[i]), fams[lo:hi], links[lo:hi])
-
     def transfer_seconds(self, op) -> float:
         """``alpha + n * beta`` of a Transfer's route (routed once per pair); counts its link bytes."""
         ctx = self.ctx
@@ -200,9 +176,6 @@ def longest_path(ops, pricer: AnalyticPricer, prepared: dict) -> tuple[np.ndarra
     n = len(ops)
     start = [0.0] * n
     end = [0.0] * n
-    sends = [(op.src, op.dst) for op in ops if isinstance(op, Transfer)]
-    if len(sends) > 1:
-        pricer.route_pairs(*np.array(sends, dtype=np.int64).T)
     free: dict[tuple[int, str], float] = {}  # (rank, stream) -> end of its last op
     for op in ops:
         if isinstance(op, Collective):
