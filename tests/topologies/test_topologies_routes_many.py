@@ -131,3 +131,15 @@ def test_large_batches_are_kept_read_only_and_equal_to_fresh_routes():
     assert len(topo._batches) == 4  # the last four only
     small = topo.routes(np.array([0]), np.array([9]))
     assert small[1].flags.writeable  # small batches are routed afresh
+
+
+def test_primed_routes_are_the_routes_one_by_one():
+    topo, fresh = two_level(40, 8, inter="fat-tree"), two_level(40, 8, inter="fat-tree")
+    rng = np.random.default_rng(5)
+    src, dst = rng.integers(0, 320, 3000), rng.integers(0, 320, 3000)
+    topo.prime_routes(src, dst)
+    assert len(topo._routes) >= 256  # routed in one batch
+    assert all(topo._routes[(a, b)] == fresh.route(a, b) for a, b in zip(src.tolist(), dst.tolist(), strict=True))
+    few = two_level(4, 2, inter="fat-tree")
+    few.prime_routes(np.array([0, 1]), np.array([5, 6]))
+    assert not few._routes  # a few pairs are left to route()

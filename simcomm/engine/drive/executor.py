@@ -143,6 +143,9 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
 
     ops = plan.ops
     n = len(ops)
+    sends = [(op.src, op.dst) for op in ops if isinstance(op, Transfer)]
+    if len(sends) > 1:  # a gossip plan's ~10^5 messages: their routes in one batch, not one router call each
+        topology.prime_routes(*np.array(sends, dtype=np.int64).T)
     prepared: dict = {}  # by op key, and by op id (the same objects)
     runtime = opts.runtime or PLAIN  # the caller's runtime (the stack's); none named: MPICH's rules
     chosen: dict[tuple, int] = {}
