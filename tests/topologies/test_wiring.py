@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from simcomm.engine import simulate
 from simcomm.errors import TopologyError
 from simcomm.ops import PlanBuilder
+from simcomm.topologies.analysis import summarize
 from simcomm.topologies.base import Topology
 from simcomm.topologies.fabric import add_link, rank_graph, standalone
 from simcomm.topologies.fat_tree import add_fat_tree, fat_tree
@@ -63,6 +64,8 @@ def test_arrays_and_graph_agree_on_nodes_edges_links_and_routes(fabric, seed):
     assert list(g.nodes(data=True)) == list(h.nodes(data=True))
     assert list(g.edges(data=True)) == list(h.edges(data=True))
     assert wired.path(0, hosts - 1) == ref.path(0, hosts - 1)
+    ref.name, ref.meta = wired.name, wired.meta
+    assert summarize(wired) == summarize(ref)  # counts, links per class, bisection, diameter
     w = Wiring.from_graph(h)
     for name in ("kind", "machine", "u", "v"):
         assert np.array_equal(getattr(w, name), getattr(wired.wiring, name)), name
