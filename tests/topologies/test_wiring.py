@@ -119,3 +119,16 @@ def test_connected_agrees_with_networkx():
 def test_unique_ids_is_np_unique(ids):
     arr = np.array(ids, dtype=np.int64)
     assert unique_ids(arr, 100).tolist() == np.unique(arr).tolist()
+
+
+def test_a_wired_topology_pickles_and_copies_without_its_graph():
+    import copy
+    import pickle
+
+    wired = fat_tree(hosts=20, levels=2)
+    src, dst = np.arange(20), np.arange(20)[::-1]
+    for other in (pickle.loads(pickle.dumps(wired)), copy.deepcopy(wired)):
+        assert "graph" not in other.__dict__ and other.wiring is not None
+        assert other.routes(src, dst)[1].tolist() == wired.routes(src, dst)[1].tolist()
+        assert list(other.graph.edges) == list(wired.graph.edges)
+    assert not hasattr(wired, "no_such_attribute")
