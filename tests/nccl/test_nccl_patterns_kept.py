@@ -21,3 +21,19 @@ def test_tree_flows_kept_per_layout_equal_a_fresh_build(cluster, nodes, gpn):
         src[:] = -1  # the caller owns what it gets: the kept pattern is untouched
     assert "_tree_pattern" in lay.__dict__
     assert tree.flows("allreduce", lay, 1.0, 0)[0].min() >= 0
+
+
+@pytest.mark.parametrize("cluster,nodes,gpn", [("dgx-a100-hdr", 5, 8), ("dgx-a100-hdr", 1, 8),
+                                               ("dgx1-v100", 2, 8), ("dgx-a100-hdr", 3, 2)])
+def test_ring_flows_kept_per_layout_equal_a_fresh_build(cluster, nodes, gpn):
+    topo = preset(cluster, nodes=nodes, gpus_per_node=gpn)
+    ring = NCCL_ALGORITHMS.get("ring")
+    lay = group_layout(topo, tuple(range(topo.n_ranks)))
+    for kind, root in (("allreduce", 0), ("allgather", 0), ("reduce_scatter", 0), ("broadcast", 0),
+                       ("broadcast", topo.n_ranks - 1), ("reduce", 1), ("allreduce", 0)):
+        for nbytes in (1e9, 3.0, 0.0, 7):
+            src, dst, nb = ring.flows(kind, lay, nbytes, root)
+            want = ring._flows(kind, lay, nbytes, root)
+            assert src.tolist() == want[0].tolist() and dst.tolist() == want[1].tolist(), (kind, root)
+            assert nb.tolist() == want[2].tolist() and nb.dtype == want[2].dtype
+            src[:] = -1  # the caller owns what it gets
