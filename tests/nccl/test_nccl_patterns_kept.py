@@ -37,3 +37,21 @@ def test_ring_flows_kept_per_layout_equal_a_fresh_build(cluster, nodes, gpn):
             assert src.tolist() == want[0].tolist() and dst.tolist() == want[1].tolist(), (kind, root)
             assert nb.tolist() == want[2].tolist() and nb.dtype == want[2].dtype
             src[:] = -1  # the caller owns what it gets
+
+
+def test_closed_form_of_a_small_group_on_a_large_fabric_is_the_full_counts():
+    # _closed_form adds up only the links a small group crosses: the same float as counting every link
+    import numpy as np
+
+    from simcomm.collectives.base import Step
+    from simcomm.nccl import prepare
+
+    topo = preset("dgx-a100-hdr", nodes=64, gpus_per_node=8)
+    rng = np.random.default_rng(2)
+    for members in (np.arange(8), np.arange(0, 512, 64), rng.choice(512, 12, replace=False)):
+        src, dst = rng.integers(0, len(members), 40), rng.integers(0, len(members), 40)
+        step = Step.make(src, dst, rng.uniform(1, 1e8, 40))
+        route_len, links = topo.routes(members[src], members[dst])
+        load = np.bincount(links, weights=np.repeat(step.nbytes, route_len), minlength=len(topo.capacity))
+        want = float((load[load > 0] / topo.capacity[load > 0]).max())
+        assert prepare._closed_form(step, topo, members, 1e-6) == 1e-6 + want
