@@ -162,9 +162,14 @@ def _machine_info(topology) -> dict:
     raw = topology.meta.get("link_raw", {})
     arch = topology_arch(topology)
 
+    rates: dict[str, float] = {}  # per link class: 16 384 ranks have a few classes
+
     def rate(name: str) -> float:
-        lc = links[name]
-        return _nccl_rate(lc.family, raw.get(name, lc.bandwidth), arch)
+        out = rates.get(name)
+        if out is None:
+            lc = links[name]
+            out = rates[name] = _nccl_rate(lc.family, raw.get(name, lc.bandwidth), arch)
+        return out
 
     router = topology.router
     port = getattr(router, "port", None)
@@ -187,7 +192,9 @@ def _machine_info(topology) -> dict:
             elif lc.family in _INTRA:
                 fam = _INTRA[lc.family]
                 families.add(fam)
-                by_family.setdefault(fam, np.zeros(topology.n_ranks))[r] += rate(link)
+                if fam not in by_family:
+                    by_family[fam] = np.zeros(topology.n_ranks)
+                by_family[fam][r] += rate(link)
                 if port is not None and port[r] == nb:  # a PCIe machine: the NIC hangs off this switch
                     nic_node = nic_names[nic_of[r]]
                     nic[r] = idx[nic_node]
@@ -198,12 +205,15 @@ def _machine_info(topology) -> dict:
                             break
     # local NIC index: order of the NIC nodes of one machine
     machine_nics: dict = {}
-    for r in range(topology.n_ranks):
-        if nic[r] >= 0:
-            machine_nics.setdefault(topology.machine_of(r), set()).add(int(nic[r]))
-    for r in range(topology.n_ranks):
-        if nic[r] >= 0:
-            nic_local[r] = sorted(machine_nics[topology.machine_of(r)]).index(int(nic[r]))
+    machine_of = [topology.machine_of(r) for r in range(topology.n_ranks)]
+    nic_list = nic.tolist()
+    for r, x in enumerate(nic_list):
+        if x >= 0:
+            machine_nics.setdefault(machine_of[r], set()).add(x)
+    order = {m: {x: i for i, x in enumerate(sorted(xs))} for m, xs in machine_nics.items()}
+    for r, x in enumerate(nic_list):
+        if x >= 0:
+            nic_local[r] = order[machine_of[r]][x]
     intra = next((k for k in ("nvswitch", "nvlink", "pcie", "shm") if k in families), "none")
     # NCCL's rings use the fastest family a GPU has (NVLink over the PCIe path to the host).
     intra_bw = by_family.get(intra, np.zeros(topology.n_ranks))

@@ -142,7 +142,12 @@ def _proto_name(proto: str) -> str:
 def _closed_form(step: Step, topology, group: np.ndarray, latency: float) -> float:
     """``latency`` + the busiest link's bytes over its rate."""
     route_len, links = topology.routes(group[step.src], group[step.dst])
-    load = np.bincount(links, weights=np.repeat(step.nbytes.astype(float), route_len), minlength=len(topology.capacity))
+    weights = np.repeat(step.nbytes.astype(float), route_len)
+    if len(links) * 4 < len(topology.capacity):  # a small group on a large fabric: only the links it crosses
+        ids, slot = np.unique(links, return_inverse=True)
+        load, capacity = np.bincount(slot, weights=weights, minlength=len(ids)), topology.capacity[ids]
+    else:  # (each link's bytes added in the same order either way: the same floats)
+        load, capacity = np.bincount(links, weights=weights, minlength=len(topology.capacity)), topology.capacity
     used = load > 0
-    busiest = float((load[used] / topology.capacity[used]).max()) if used.any() else 0.0
+    busiest = float((load[used] / capacity[used]).max()) if used.any() else 0.0
     return latency + busiest

@@ -200,14 +200,18 @@ def apply_stack(topology, stack: Stack):
 
         arch = topology_arch(topology)
     kinds = nx.get_node_attributes(g, "kind")
+    derived: dict[tuple[str, int], str] = {}  # (link class, rank ends) -> its effective class's name
     for u, v, data in g.edges(data=True):
         lc = topology.links[data["link"]]
         end_kinds = ("rank",) if lc.family in INTRANODE_FAMILIES else ("rank", "nic")
         ends = (kinds.get(u) in end_kinds) + (kinds.get(v) in end_kinds)
-        eff = stack.derive(lc, ends, arch)
-        links.setdefault(eff.name, eff)
-        raw.setdefault(eff.name, raw.get(lc.name, lc.bandwidth))
-        data["link"] = eff.name
+        name = derived.get((lc.name, ends))
+        if name is None:  # derive() depends on the class and the ends alone: once per pair, not per edge
+            eff = stack.derive(lc, ends, arch)
+            links.setdefault(eff.name, eff)
+            raw.setdefault(eff.name, raw.get(lc.name, lc.bandwidth))
+            name = derived[(lc.name, ends)] = eff.name
+        data["link"] = name
     # Keep the router: it depends on graph structure only, which is unchanged.  ``link_raw`` keeps
     # each link's line rate: NCCL's own tuning model prices the hardware, not the stack's share.
     return Topology(topology.name, g, links, topology.ranks, router=topology.router,

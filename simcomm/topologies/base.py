@@ -23,7 +23,6 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import chain
-from typing import Protocol
 
 import networkx as nx
 import numpy as np
@@ -32,6 +31,8 @@ from simcomm.errors import TopologyError
 from simcomm.links.base import LinkClass
 from simcomm.registry import Registry
 from simcomm.topologies.overrides import NetworkOverrides
+from simcomm.topologies.routers import Router, ShortestPathRouter, ecmp_hash, ecmp_hash_many
+from simcomm.topologies.wiring import KINDS, Wiring, unique_ids
 
 __all__ = ["TOPOLOGIES", "Topology", "Recipe", "Router", "ShortestPathRouter", "ecmp_hash", "ecmp_hash_many",
            "DEFAULT_GAMMA"]
@@ -42,6 +43,8 @@ TOPOLOGIES: Registry = Registry("topology", "simcomm.topologies")
 #: Batches of fewer pairs are routed one by one (array set-up would cost more);
 #: larger ones in chunks of _MANY_CHUNK pairs (memory stays bounded).
 _MANY_MIN, _MANY_CHUNK = 256, 1 << 17
+#: Batches of at least _KEEP_PAIRS pairs are kept routed, the last _KEEP_BATCHES of them (see routes()).
+_KEEP_PAIRS, _KEEP_BATCHES = 4096, 4
 #: Graphs up to this many nodes get a dense node-pair -> link table (64 MB at most).
 _DENSE_NODES = 4096
 
@@ -49,78 +52,6 @@ _DENSE_NODES = 4096
 #: topology without device information prices pure communication.  Builders
 #: that know the device set it (see "Reduction cost" in docs/topologies.md).
 DEFAULT_GAMMA = 0.0
-
-
-def ecmp_hash(*keys: int) -> int:
-    """Deterministic 32-bit mix of integers (Python's ``hash`` is salted for str)."""
-    h = 0x811C9DC5
-    for k in keys:
-        h ^= (int(k) * 0x9E3779B1) & 0xFFFFFFFF
-        h = (h * 0x01000193) & 0xFFFFFFFF
-        h ^= h >> 15
-    return h
-
-
-def ecmp_hash_many(*keys: np.ndarray) -> np.ndarray:
-    """:func:`ecmp_hash` of many key tuples at once (one array per key position), bit for bit."""
-    h = np.full(len(keys[0]) if keys else 0, 0x811C9DC5, dtype=np.uint64)
-    m = np.uint64(0xFFFFFFFF)
-    for k in keys:
-        # Keys below 2^32 keep every product below 2^64, so uint64 arithmetic is exact.
-        h ^= (np.asarray(k, dtype=np.uint64) * np.uint64(0x9E3779B1)) & m
-        h = (h * np.uint64(0x01000193)) & m
-        h ^= h >> np.uint64(15)
-    return h.astype(np.int64)
-
-
-class Router(Protocol):
-    """Chooses the node path between two graph nodes.
-
-    A router may also offer ``paths_many(topo, a, b) -> ndarray | None``: the node
-    index paths (``topo.node_index``) of rank pairs ``a[i] -> b[i]`` as the rows of
-    a matrix padded with -1, the same paths :meth:`path` gives; None means "not
-    for this topology" (:meth:`Topology.routes` then routes pair by pair).
-    """
-
-    def path(self, topo: Topology, src: Hashable, dst: Hashable) -> Sequence[Hashable]: ...
-
-
-@dataclass
-class ShortestPathRouter:
-    """Minimum-hop routing with ECMP: among equal-cost next hops, pick by a flow hash.
-
-    Distances to each destination come from one BFS, cached per destination,
-    so this suits custom graphs of modest size; builders of large regular
-    networks supply structured routers instead.
-    """
-
-    _dist: dict = field(default_factory=dict, repr=False)
-
-    def _distances(self, topo: Topology, dst: Hashable) -> dict:
-        d = self._dist.get(dst)
-        if d is None:
-            d = nx.single_source_shortest_path_length(topo.graph, dst)
-            self._dist[dst] = d
-        return d
-
-    def path(self, topo: Topology, src: Hashable, dst: Hashable) -> list[Hashable]:
-        dist = self._distances(topo, dst)
-        if src not in dist:
-            raise TopologyError(f"topology {topo.name!r}: no path from {src!r} to {dst!r}")
-        g, idx = topo.graph, topo.node_index
-        here, out, hop = src, [src], 0
-        key = (idx[src], idx[dst])
-        while here != dst:
-            want = dist[here] - 1
-            # Endpoints (ranks, NICs) never forward traffic for others.
-            cands = sorted((n for n in g.adj[here] if dist.get(n) == want
-                            and (n == dst or g.nodes[n]["kind"] == "switch")), key=idx.__getitem__)
-            if not cands:  # fall back to any node on a shortest path
-                cands = sorted((n for n in g.adj[here] if dist.get(n) == want), key=idx.__getitem__)
-            here = cands[ecmp_hash(*key, hop) % len(cands)] if len(cands) > 1 else cands[0]
-            out.append(here)
-            hop += 1
-        return out
 
 
 @dataclass(frozen=True)
@@ -164,7 +95,50 @@ class Topology:
         self._routes: dict[tuple[int, int], tuple[int, ...]] = {}
         self.validate()
 
+    @classmethod
+    def from_wiring(cls, name: str, wiring: Wiring, links: Mapping[str, LinkClass], rank_nodes: np.ndarray, *,
+                    router: Router, meta: dict) -> Topology:
+        """A topology whose graph is ``wiring`` (:mod:`simcomm.topologies.wiring`), made into a networkx
+        graph only when ``graph`` is first read; ``rank_nodes`` are the node indices of the ranks in order."""
+        topo = cls.__new__(cls)
+        names = wiring.nodes
+        topo.name, topo.links, topo.router, topo.meta = name, links, router, meta
+        topo.ranks = tuple(map(names.__getitem__, np.asarray(rank_nodes).tolist()))
+        topo.recipe, topo.network = None, NetworkOverrides()
+        topo._routes = {}
+        topo._wired = (wiring, np.asarray(rank_nodes, dtype=np.int64))
+        topo._validate_wiring()
+        return topo
+
+    def __getattr__(self, attr: str):
+        # Only ``graph`` is ever missing: a topology made from a Wiring builds it on first use.
+        wired = self.__dict__.get("_wired")
+        if attr == "graph" and wired is not None:
+            self.graph = wired[0].graph()
+            return self.graph
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {attr!r}")
+
+    @property
+    def wiring(self) -> Wiring | None:
+        """The arrays this topology was made from (:meth:`from_wiring`), None for a graph builder's."""
+        wired = self.__dict__.get("_wired")
+        return None if wired is None else wired[0]
+
     # ---- structure -------------------------------------------------------
+    def _validate_wiring(self) -> None:
+        wiring, nodes = self._wired
+        if not len(nodes):
+            raise TopologyError(f"topology {self.name!r} has no ranks")
+        if (wiring.kind[nodes] != KINDS.index("rank")).any() or len(unique_ids(nodes, wiring.n_nodes)) != len(nodes):
+            raise TopologyError(f"topology {self.name!r}: the placement names a node twice or one that is "
+                                "not a rank node")
+        unknown = sorted(set(wiring.link_classes) - set(self.links))
+        if unknown:
+            raise TopologyError(f"topology {self.name!r}: link {unknown[0]!r} is not in its link table; valid "
+                                f"choices: {', '.join(sorted(self.links))}")
+        if not wiring.connected():
+            raise TopologyError(f"topology {self.name!r} is disconnected; every rank must reach every other")
+
     def validate(self) -> None:
         g = self.graph
         if not self.ranks:
@@ -198,7 +172,12 @@ class Topology:
 
     @cached_property
     def node_index(self) -> dict[Hashable, int]:
-        return {n: i for i, n in enumerate(self.graph.nodes)}
+        return {n: i for i, n in enumerate(self._nodes)}
+
+    @property
+    def _nodes(self) -> Sequence[Hashable]:
+        wiring = self.wiring
+        return wiring.nodes if wiring is not None else list(self.graph.nodes)
 
     @cached_property
     def _edge_ids(self) -> dict[tuple[Hashable, Hashable], int]:
@@ -218,31 +197,58 @@ class Topology:
         return edges, names
 
     @cached_property
+    def link_class_codes(self) -> tuple[tuple[str, ...], np.ndarray]:
+        """``(names, code)``: the link classes in use, in order of first use, and the index into ``names``
+        of each directed link id's class."""
+        wiring = self.wiring
+        if wiring is not None:
+            used = np.flatnonzero(np.bincount(wiring.link, minlength=len(wiring.link_classes)))
+            first = used[np.argsort([np.argmax(wiring.link == c) for c in used], kind="stable")]
+            renum = np.zeros(len(wiring.link_classes), dtype=np.int64)
+            renum[first] = np.arange(len(first))
+            return tuple(wiring.link_classes[c] for c in first.tolist()), np.repeat(renum[wiring.link], 2)
+        per_edge = self._edges_with_links[1]
+        names = tuple(dict.fromkeys(per_edge))
+        code = {name: i for i, name in enumerate(names)}
+        return names, np.repeat(np.array([code[n] for n in per_edge], dtype=np.int64), 2)
+
+    @cached_property
     def link_names(self) -> tuple[str, ...]:
         """Link-class name of each directed link id."""
-        names = self._edges_with_links[1]
-        return tuple(name for name in names for _ in (0, 1))
+        names, code = self.link_class_codes
+        return tuple(np.array(names, dtype=object)[code].tolist())
+
+    def _per_link(self, attr: str) -> np.ndarray:
+        names, code = self.link_class_codes
+        return np.array([getattr(self.links[n], attr) for n in names], dtype=float)[code]
 
     @cached_property
     def capacity(self) -> np.ndarray:
         """Bytes/s of each directed link id."""
-        return np.array([self.links[n].bandwidth for n in self.link_names], dtype=float)
+        return self._per_link("bandwidth")
 
     @cached_property
     def latency(self) -> np.ndarray:
         """Seconds per traversal of each directed link id."""
-        return np.array([self.links[n].latency for n in self.link_names], dtype=float)
+        return self._per_link("latency")
 
     @cached_property
     def _edge_list(self) -> list[tuple[Hashable, Hashable]]:
         return self._edges_with_links[0]
 
     def link_endpoints(self, lid: int) -> tuple[Hashable, Hashable]:
-        u, v = self._edge_list[lid // 2]  # cached: graphs are not mutated after construction
+        wiring = self.wiring
+        if wiring is not None:
+            u, v = wiring.nodes[int(wiring.u[lid // 2])], wiring.nodes[int(wiring.v[lid // 2])]
+        else:
+            u, v = self._edge_list[lid // 2]  # cached: graphs are not mutated after construction
         return (u, v) if lid % 2 == 0 else (v, u)
 
     @cached_property
     def _machines(self) -> tuple[int | None, ...]:
+        if "graph" not in self.__dict__ and self.wiring is not None:
+            wiring, nodes = self._wired
+            return tuple(None if m < 0 else m for m in wiring.machine[nodes].tolist())
         machine = dict(self.graph.nodes(data="machine"))  # one pass over the nodes, not a view lookup per rank
         return tuple(machine[n] for n in self.ranks)
 
@@ -250,12 +256,25 @@ class Topology:
         """Physical node (server) index of ``rank``, or None if the builder has none."""
         return self._machines[rank]
 
+    def machines(self) -> np.ndarray:
+        """:meth:`machine_of` of every rank as an array, -1 for a rank without one."""
+        if "graph" not in self.__dict__ and self.wiring is not None:
+            wiring, nodes = self._wired
+            return wiring.machine[nodes]
+        return np.fromiter((-1 if m is None else m for m in self._machines), dtype=np.int64, count=self.n_ranks)
+
     def gamma(self, rank: int) -> float:
         """Seconds per byte reduced on ``rank``'s device."""
+        if "graph" not in self.__dict__ and self.wiring is not None:
+            return float(self.gammas()[rank])
         return float(self.graph.nodes[self.ranks[rank]].get("gamma", DEFAULT_GAMMA))
 
     def gammas(self) -> np.ndarray:
         """:meth:`gamma` of every rank, in one pass over the nodes (read afresh: a preset may set a server's)."""
+        if "graph" not in self.__dict__ and self.wiring is not None:  # nothing can have changed the arrays
+            wiring, nodes = self._wired
+            gamma = wiring.gamma[nodes]
+            return np.where(np.isnan(gamma), DEFAULT_GAMMA, gamma)
         gamma = dict(self.graph.nodes(data="gamma", default=DEFAULT_GAMMA))
         return np.array([float(gamma[n]) for n in self.ranks], dtype=float)
 
@@ -269,6 +288,10 @@ class Topology:
         key = (a, b)
         r = self._routes.get(key)
         if r is None:
+            direct = self._links_from_coordinates(np.array([a]), np.array([b]))
+            if direct is not None:
+                r = self._routes[key] = tuple(direct[1].tolist())
+        if r is None:
             nodes = self.path(a, b)
             ids = self._edge_ids
             try:
@@ -278,6 +301,24 @@ class Topology:
             self._routes[key] = r
         return r
 
+    def prime_routes(self, src: np.ndarray, dst: np.ndarray) -> None:
+        """Work out :meth:`route` of the pairs ``src[i] -> dst[i]`` not cached yet, in one batch.
+
+        A gossip plan sends ~10^5 messages over ~3 x 10^4 pairs: one array pass through
+        :meth:`routes` (the same links, tests/topologies/test_topologies_routes_many.py) instead of one
+        router call per pair.
+        """
+        pairs = np.unique(np.stack((np.asarray(src, np.int64), np.asarray(dst, np.int64)), axis=1), axis=0)
+        todo = [(a, b) for a, b in pairs.tolist() if (a, b) not in self._routes]
+        if len(todo) < _MANY_MIN:  # a few: route() one by one costs less than the arrays
+            return
+        arr = np.array(todo, dtype=np.int64)
+        route_len, links = self._routes_of(arr[:, 0], arr[:, 1])
+        ends = np.cumsum(route_len).tolist()
+        flat = links.tolist()
+        for (a, b), lo, hi in zip(todo, [0, *ends[:-1]], ends, strict=True):
+            self._routes[(a, b)] = tuple(flat[lo:hi])
+
     def routes(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(route_len, links)`` of the pairs ``src[i] -> dst[i]``: :meth:`route` of each, concatenated.
 
@@ -285,6 +326,26 @@ class Topology:
         all-to-all over 1 024 ranks is 10^6 routes); others go pair by pair.
         """
         src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        if len(src) < _KEEP_PAIRS:
+            return self._routes_of(src, dst)
+        # A large batch is often asked again (NCCL's closed form, then the engine, then the baseline's run):
+        # the last few are kept, read-only.
+        kept = self.__dict__.setdefault("_batches", {})
+        key = (src.tobytes(), dst.tobytes())
+        hit = kept.get(key)
+        if hit is None:
+            hit = self._routes_of(src, dst)
+            for arr in hit:
+                arr.flags.writeable = False
+            while len(kept) >= _KEEP_BATCHES:
+                del kept[next(iter(kept))]
+            kept[key] = hit
+        return hit
+
+    def _routes_of(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        direct = self._links_from_coordinates(src, dst)
+        if direct is not None:
+            return direct
         many = getattr(self.router, "paths_many", None)
         if many is None or len(src) < _MANY_MIN:
             return self._routes_one_by_one(src, dst)
@@ -298,6 +359,21 @@ class Topology:
             links.append(n_links)
         return np.concatenate(lens), np.concatenate(links)
 
+    def _links_from_coordinates(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """:meth:`routes` from the router's ``links_many`` (link ids from coordinates, no node paths), or
+        None when it has none for this topology."""
+        many = getattr(self.router, "links_many", None)
+        if many is None:
+            return None
+        lens, links = [], []
+        for lo in range(0, max(len(src), 1), _MANY_CHUNK):  # bounded memory, as below
+            part = many(self, src[lo:lo + _MANY_CHUNK], dst[lo:lo + _MANY_CHUNK])
+            if part is None:
+                return None
+            lens.append(part[0])
+            links.append(part[1])
+        return np.concatenate(lens), np.concatenate(links)
+
     def _routes_one_by_one(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         routes = [self.route(a, b) for a, b in zip(src.tolist(), dst.tolist(), strict=False)]
         route_len = np.fromiter(map(len, routes), dtype=np.int64, count=len(routes))
@@ -308,9 +384,13 @@ class Topology:
         """``u * n_nodes + v`` of every directed link, sorted, with its id; and, for graphs
         of up to 4 096 nodes, a dense key -> id table (-1: no link), which is ~10x faster
         to look up than a binary search."""
-        idx, n = self.node_index, self.graph.number_of_nodes()
-        u = np.array([idx[a] for a, _ in self._edge_list], dtype=np.int64)
-        v = np.array([idx[b] for _, b in self._edge_list], dtype=np.int64)
+        n, wiring = len(self._nodes), self.wiring
+        if wiring is not None:
+            u, v = wiring.u, wiring.v
+        else:
+            idx = self.node_index
+            u = np.array([idx[a] for a, _ in self._edge_list], dtype=np.int64)
+            v = np.array([idx[b] for _, b in self._edge_list], dtype=np.int64)
         keys = np.concatenate((u * n + v, v * n + u))
         ids = np.concatenate((2 * np.arange(len(u)), 2 * np.arange(len(u)) + 1))
         order = np.argsort(keys, kind="stable")
@@ -324,7 +404,7 @@ class Topology:
         """Node index paths (rows padded with -1) -> ``(route_len, links)``."""
         u, v = nodes[:, :-1], nodes[:, 1:]
         hop = v >= 0
-        keys = u[hop] * self.graph.number_of_nodes() + v[hop]  # row-major: each route in order
+        keys = u[hop] * len(self._nodes) + v[hop]  # row-major: each route in order
         sorted_keys, ids, table = self._pair_keys
         if table is not None:
             links = table[keys].astype(np.int64)

@@ -12,6 +12,7 @@ its own and NICs inside :func:`~simcomm.topologies.two_level.two_level`.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from functools import cached_property
 from typing import Protocol
 
 import networkx as nx
@@ -92,14 +93,45 @@ class FabricRouter:
 
     def __init__(self, fabric: Fabric, hosts: Sequence[Hashable]):
         self.fabric = fabric
-        self.index = {h: i for i, h in enumerate(hosts)}
+        self.hosts = hosts
         self._host_of: tuple[tuple, np.ndarray] | None = None  # (ranks, rank -> host position)
+
+    @cached_property
+    def index(self) -> dict[Hashable, int]:
+        """Host name -> position (made on first use: a million names cost a fifth of a second)."""
+        return {h: i for i, h in enumerate(self.hosts)}
 
     def path(self, topo: Topology, src: Hashable, dst: Hashable) -> list[Hashable]:
         if src == dst:
             return [src]
         i, j = self.index[src], self.index[dst]
         return self.fabric.path(i, j, ecmp_hash(i, j))
+
+    def _hosts_of(self, topo: Topology) -> np.ndarray:
+        """Host position of each of ``topo``'s ranks (kept for its rank tuple)."""
+        if self._host_of is None or self._host_of[0] is not topo.ranks:
+            n = len(topo.ranks)
+            if n == len(self.hosts) and topo.ranks == tuple(self.hosts):  # the ranks are the hosts, in order
+                host_of = np.arange(n, dtype=np.int64)
+            else:
+                host_of = np.fromiter((self.index[r] for r in topo.ranks), dtype=np.int64, count=n)
+            self._host_of = (topo.ranks, host_of)
+        return self._host_of[1]
+
+    def links_many(self, topo: Topology, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """Routes of many rank pairs as ``(route_len, links)`` from the fabric's coordinates (the Router
+        protocol), the same links :meth:`paths_many` gives; None unless ``topo`` is made of the fabric's own
+        :class:`~simcomm.topologies.wiring.Wiring` (then the fabric knows every link's id)."""
+        many = getattr(self.fabric, "links_many", None)
+        mine, wiring = getattr(self.fabric, "wiring", None), topo.wiring
+        if many is None or mine is None or wiring is None or not wiring.same_edges(mine):
+            return None
+        host_of = self._hosts_of(topo)
+        i, j = host_of[a], host_of[b]
+        rows = many(i, j, ecmp_hash_many(i, j))
+        rows[a == b] = -1  # a rank to itself: no link
+        hop = rows >= 0
+        return hop.sum(axis=1).astype(np.int64), rows[hop]
 
     def paths_many(self, topo: Topology, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         """:meth:`path` of many rank pairs as node index rows padded with -1 (the Router protocol).
@@ -110,10 +142,7 @@ class FabricRouter:
         many = getattr(self.fabric, "paths_many", None)
         if many is None:
             return None
-        if self._host_of is None or self._host_of[0] is not topo.ranks:
-            self._host_of = (topo.ranks, np.fromiter((self.index[n] for n in topo.ranks), dtype=np.int64,
-                                                     count=len(topo.ranks)))
-        host_of = self._host_of[1]
+        host_of = self._hosts_of(topo)
         i, j = host_of[a], host_of[b]
         out = many(i, j, ecmp_hash_many(i, j), topo.node_index)
         out[a == b, 1:] = -1  # a rank to itself: its own node, no link

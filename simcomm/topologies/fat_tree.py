@@ -32,7 +32,8 @@ import numpy as np
 from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
 from simcomm.topologies.base import DEFAULT_GAMMA, TOPOLOGIES, Topology
-from simcomm.topologies.fabric import NodeArrays, add_link, positive_int, rank_graph, standalone
+from simcomm.topologies.fabric import FabricRouter, NodeArrays, add_link, positive_int
+from simcomm.topologies.wiring import KINDS, Wiring
 
 __all__ = ["fat_tree", "add_fat_tree", "auto_k", "FatTreeFabric", "ROUTINGS"]
 
@@ -51,11 +52,12 @@ class FatTreeFabric:
     """Up/down ECMP routes computed from host coordinates."""
 
     def __init__(self, hosts: list, k: int, levels: int, edge: list, agg: list, core: list,
-                 routing: str = "ecmp"):
+                 routing: str = "ecmp", wiring: Wiring | None = None):
         self.hosts, self.half, self.levels = hosts, k // 2, levels
         self.edge, self.agg, self.core = edge, agg, core  # see add_fat_tree for layouts
         self.routing = routing
         self._nodes = NodeArrays(hosts, edge, agg, core)
+        self.wiring = wiring  # the arrays _wiring made (links_many's link ids are theirs), None on a graph
 
     def _key(self, j, key):
         """The equal-cost choice: the flow hash (ECMP) or the destination's digits (D-mod-K)."""
@@ -111,6 +113,80 @@ class FatTreeFabric:
         return out
 
 
+    def links_many(self, i: np.ndarray, j: np.ndarray, key: np.ndarray) -> np.ndarray:
+        """The directed link ids of :meth:`path` of many host pairs, as rows padded with -1 (``i != j``).
+
+        Link ids follow :func:`_wiring`'s edge order: host ``x``'s link is edge ``x`` (up: ``2x``), then the
+        edge-aggregation links (``n + e*h + a``), then the aggregation-core links (``n + E*h + (p*h + a)*h + c``),
+        each oriented upwards, so the way up is the even id and the way down the odd one.
+        """
+        h, n = self.half, len(self.hosts)
+        key = self._key(j, key)
+        ei, ej, a = i // h, j // h, key % h
+        out = np.full((len(i), 6), -1, dtype=np.int64)
+        out[:, 0] = 2 * i
+        near = ei == ej
+        out[near, 1] = 2 * j[near] + 1
+        up = ~near
+        far = up & ((ei // h) != (ej // h)) if self.levels == 3 else np.zeros(len(i), dtype=bool)
+        pod = up & ~far  # up to an aggregation switch (a spine on two levels) and down
+        out[up, 1] = 2 * (n + ei[up] * h + a[up])
+        out[pod, 2] = 2 * (n + ej[pod] * h + a[pod]) + 1
+        out[pod, 3] = 2 * j[pod] + 1
+        if far.any():
+            core = n + len(self.edge) * h  # first aggregation-core edge
+            c = (key[far] // h) % h
+            out[far, 2] = 2 * (core + ((ei[far] // h) * h + a[far]) * h + c)
+            out[far, 3] = 2 * (core + ((ej[far] // h) * h + a[far]) * h + c) + 1
+            out[far, 4] = 2 * (n + ej[far] * h + a[far]) + 1
+            out[far, 5] = 2 * j[far] + 1
+        return out
+
+
+def _wiring(n: int, k: int, levels: int, gamma: float, classes: tuple[str, str, str]) -> tuple[Wiring, tuple]:
+    """The graph ``rank_graph(n)`` + :func:`add_fat_tree` make, as arrays (see :mod:`simcomm.topologies.wiring`).
+
+    ``classes``: the link classes of host, edge-uplink and aggregation-core links.  Returns the wiring and
+    the switch names ``(edge, agg, core)``.  Nodes: ranks, edge, aggregation, core switches; edges in the
+    order networkx lists them for that graph (each rank's link, then each edge switch's uplinks, then each
+    aggregation switch's core links).
+    """
+    h = k // 2
+    n_edge = k * h if levels == 3 else k
+    edge, agg, core = _switch_names(k, levels)
+    names = [f"r{i}" for i in range(n)]
+    nodes = names + edge + agg + core
+    switches = len(edge) + len(agg) + len(core)
+    kind = np.concatenate((np.zeros(n, np.int8), np.full(switches, KINDS.index("switch"), np.int8)))
+    machine = np.concatenate((np.arange(n, dtype=np.int64), np.full(switches, -1, np.int64)))
+    gam = np.concatenate((np.full(n, float(gamma)), np.full(switches, np.nan)))
+    e0, a0 = n, n + n_edge  # first edge and aggregation switch node
+    us = [np.arange(n), e0 + np.repeat(np.arange(n_edge), h)]
+    vs = [e0 + np.arange(n) // h]
+    ups = np.repeat(np.arange(n_edge), h)
+    vs.append(a0 + ((ups // h) * h if levels == 3 else 0) + np.tile(np.arange(h), n_edge))
+    if levels == 3:
+        c0, aggs = a0 + len(agg), np.repeat(np.arange(k * h), h)  # each aggregation switch's h core links
+        us.append(a0 + aggs)
+        vs.append(c0 + (aggs % h) * h + np.tile(np.arange(h), k * h))
+    counts = [n, n_edge * h] + ([k * h * h] if levels == 3 else [])
+    names_used = tuple(dict.fromkeys(classes))
+    code = [names_used.index(c) for c in classes]
+    link = np.concatenate([np.full(m, code[x], np.int64) for x, m in enumerate(counts)])
+    wiring = Wiring(nodes, kind, machine, gam, np.concatenate(us).astype(np.int64),
+                    np.concatenate(vs).astype(np.int64), link, names_used)
+    return wiring, (edge, agg, core)
+
+
+def _switch_names(k: int, levels: int) -> tuple[list[str], list[str], list[str]]:
+    h = k // 2
+    n_edge = k * h if levels == 3 else k
+    edge = [f"edge{e // h}.{e % h}" if levels == 3 else f"leaf{e}" for e in range(n_edge)]
+    agg = [f"agg{a // h}.{a % h}" for a in range(k * h)] if levels == 3 else [f"spine{s}" for s in range(h)]
+    core = [f"core{c // h}.{c % h}" for c in range(h * h)] if levels == 3 else []
+    return edge, agg, core
+
+
 def add_fat_tree(g: nx.Graph, hosts: list, host_link: LinkClass, links: dict, *, k: int | None = None,
                  link: str | LinkClass | None = None, oversubscription: float = 1.0,
                  levels: int = 3, routing: str | None = None) -> FatTreeFabric:
@@ -118,29 +194,10 @@ def add_fat_tree(g: nx.Graph, hosts: list, host_link: LinkClass, links: dict, *,
 
     ``routing`` defaults to ``d-mod-k`` on InfiniBand links and ``ecmp`` otherwise.
     """
-    if levels not in (2, 3):
-        raise ConfigError(f"fat-tree: levels must be 2 or 3, got {levels!r}")
-    if routing is None:
-        routing = "d-mod-k" if host_link.family == "infiniband" else "ecmp"
-    if routing not in ROUTINGS:
-        raise ConfigError(f"fat-tree: routing {routing!r} is not valid; valid choices: {', '.join(ROUTINGS)}")
-    k = auto_k(len(hosts), levels) if k is None else positive_int(k, "fat-tree: k", 2)
-    if k % 2:
-        raise ConfigError(f"fat-tree: k must be even, got {k}")
-    ports = k**3 // 4 if levels == 3 else k * k // 2
-    if len(hosts) > ports:
-        raise ConfigError(f"fat-tree: {len(hosts)} hosts do not fit a k={k} tree with {ports} host ports")
-    if isinstance(oversubscription, bool) or not isinstance(oversubscription, (int, float)) \
-            or not 1.0 <= oversubscription < float("inf"):
-        raise ConfigError(f"fat-tree: oversubscription must be a number >= 1, got {oversubscription!r}")
-    fab_lc = add_link(links, link if link is not None else host_link)
-    up_lc = fab_lc if oversubscription == 1 else add_link(
-        links, fab_lc.scaled(1.0 / oversubscription, suffix=f"-os{oversubscription:g}"))
+    k, routing, up_lc, fab_lc = _checked(len(hosts), host_link, links, k, link, oversubscription, levels, routing)
     h = k // 2
     n_edge = k * h if levels == 3 else k
-    edge = [f"edge{e // h}.{e % h}" if levels == 3 else f"leaf{e}" for e in range(n_edge)]
-    agg = [f"agg{a // h}.{a % h}" for a in range(k * h)] if levels == 3 else [f"spine{s}" for s in range(h)]
-    core = [f"core{c // h}.{c % h}" for c in range(h * h)] if levels == 3 else []
+    edge, agg, core = _switch_names(k, levels)
     g.add_nodes_from(edge + agg + core, kind="switch", machine=None)
     g.add_edges_from(((hn, edge[i // h]) for i, hn in enumerate(hosts)), link=host_link.name)
     if levels == 3:
@@ -151,6 +208,30 @@ def add_fat_tree(g: nx.Graph, hosts: list, host_link: LinkClass, links: dict, *,
     else:
         g.add_edges_from(((edge[e], agg[s]) for e in range(n_edge) for s in range(h)), link=up_lc.name)
     return FatTreeFabric(hosts, k, levels, edge, agg, core, routing)
+
+
+def _checked(n_hosts: int, host_link: LinkClass, links: dict, k: int | None, link: str | LinkClass | None,
+             oversubscription: float, levels: int, routing: str | None) -> tuple[int, str, LinkClass, LinkClass]:
+    """The checked ``k`` and routing, and the uplink and fabric link classes (recorded in ``links``)."""
+    if levels not in (2, 3):
+        raise ConfigError(f"fat-tree: levels must be 2 or 3, got {levels!r}")
+    if routing is None:
+        routing = "d-mod-k" if host_link.family == "infiniband" else "ecmp"
+    if routing not in ROUTINGS:
+        raise ConfigError(f"fat-tree: routing {routing!r} is not valid; valid choices: {', '.join(ROUTINGS)}")
+    k = auto_k(n_hosts, levels) if k is None else positive_int(k, "fat-tree: k", 2)
+    if k % 2:
+        raise ConfigError(f"fat-tree: k must be even, got {k}")
+    ports = k**3 // 4 if levels == 3 else k * k // 2
+    if n_hosts > ports:
+        raise ConfigError(f"fat-tree: {n_hosts} hosts do not fit a k={k} tree with {ports} host ports")
+    if isinstance(oversubscription, bool) or not isinstance(oversubscription, (int, float)) \
+            or not 1.0 <= oversubscription < float("inf"):
+        raise ConfigError(f"fat-tree: oversubscription must be a number >= 1, got {oversubscription!r}")
+    fab_lc = add_link(links, link if link is not None else host_link)
+    up_lc = fab_lc if oversubscription == 1 else add_link(
+        links, fab_lc.scaled(1.0 / oversubscription, suffix=f"-os{oversubscription:g}"))
+    return k, routing, up_lc, fab_lc
 
 
 @TOPOLOGIES.register('fat-tree', summary='builder: k-ary fat-tree (3 levels) or leaf-spine (2), oversubscription, ECMP',
@@ -166,12 +247,16 @@ def fat_tree(k: int | None = None, *, link: str | LinkClass = "ib-edr", oversubs
     n = ports if hosts is None else positive_int(hosts, "fat-tree: hosts")
     links: dict = {}
     hl = add_link(links, host_link if host_link is not None else link)
-    g, names = rank_graph(n, gamma)
-    fab = add_fat_tree(g, names, hl, links, k=kk, link=link, oversubscription=oversubscription, levels=levels,
-                       routing=routing)
+    # Built as arrays (a million hosts would be ~2 GB of networkx graph); the same graph as
+    # rank_graph + add_fat_tree when something asks for it (tests/topologies/test_wiring.py).
+    kk, routing, up_lc, fab_lc = _checked(n, hl, links, kk, link, oversubscription, levels, routing)
+    wiring, (edge, agg, core) = _wiring(n, kk, levels, gamma, (hl.name, up_lc.name, fab_lc.name))
+    names = wiring.nodes[:n]
+    fab = FatTreeFabric(names, kk, levels, edge, agg, core, routing, wiring)
     meta = {"builder": "fat-tree", "k": kk, "levels": levels, "hosts": n,
             "oversubscription": oversubscription, "link": fab_name(link), "routing": fab.routing}
-    return standalone(f"fat-tree-k{kk}" + ("" if levels == 3 else "-2l"), g, links, names, fab, meta)
+    return Topology.from_wiring(f"fat-tree-k{kk}" + ("" if levels == 3 else "-2l"), wiring, links,
+                                np.arange(n), router=FabricRouter(fab, names), meta=meta)
 
 
 def fab_name(link: str | LinkClass) -> str:

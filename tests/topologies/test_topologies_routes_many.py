@@ -115,3 +115,31 @@ def test_validation_names_the_first_edge_with_an_unknown_link():
     g.add_edge("s", "b", link="warp")
     with pytest.raises(TopologyError, match="edge 'b'-'s' uses unknown link 'warp'; valid choices: ib-edr"):
         Topology("t", g, {"ib-edr": link_class("ib-edr")}, ("a", "b"))
+
+
+def test_large_batches_are_kept_read_only_and_equal_to_fresh_routes():
+    topo = two_level(64, 8, inter="fat-tree")
+    fresh = two_level(64, 8, inter="fat-tree")
+    n = topo.n_ranks
+    batches = [(np.arange(8 * n) % n, (np.arange(8 * n) * s + 1) % n) for s in range(1, 7)]  # 4 096 pairs
+    for src, dst in batches:
+        got = topo.routes(src, dst)
+        assert topo.routes(src.copy(), dst.copy())[1] is got[1]  # asked again: the kept arrays
+        assert not got[0].flags.writeable and not got[1].flags.writeable
+        want = fresh._routes_of(src, dst)
+        assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+    assert len(topo._batches) == 4  # the last four only
+    small = topo.routes(np.array([0]), np.array([9]))
+    assert small[1].flags.writeable  # small batches are routed afresh
+
+
+def test_primed_routes_are_the_routes_one_by_one():
+    topo, fresh = two_level(40, 8, inter="fat-tree"), two_level(40, 8, inter="fat-tree")
+    rng = np.random.default_rng(5)
+    src, dst = rng.integers(0, 320, 3000), rng.integers(0, 320, 3000)
+    topo.prime_routes(src, dst)
+    assert len(topo._routes) >= 256  # routed in one batch
+    assert all(topo._routes[(a, b)] == fresh.route(a, b) for a, b in zip(src.tolist(), dst.tolist(), strict=True))
+    few = two_level(4, 2, inter="fat-tree")
+    few.prime_routes(np.array([0, 1]), np.array([5, 6]))
+    assert not few._routes  # a few pairs are left to route()

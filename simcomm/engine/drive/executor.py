@@ -66,12 +66,13 @@ class Context:
         self.ppn = ppn
         self.gamma = topology.gammas()
         # Machine of each rank; a rank without one is alone on its own (negative) id.
-        self.machine = np.array([(-1 - r) if (m := topology.machine_of(r)) is None else m
-                                 for r in range(topology.n_ranks)], dtype=np.int64)
-        fams = [topology.links[name].family for name in topology.link_names]
+        machine = topology.machines()
+        self.machine = np.where(machine < 0, -1 - np.arange(len(machine)), machine)
+        classes, code = topology.link_class_codes  # per link class, not per link: millions of links
+        fams = [topology.links[name].family for name in classes]
         self.families = tuple(sorted(set(fams)))
         index = {f: i for i, f in enumerate(self.families)}
-        self.family_of_link = np.array([index[f] for f in fams], dtype=np.int64)
+        self.family_of_link = np.array([index[f] for f in fams], dtype=np.int64)[code]
         self.family_bytes = np.zeros(len(self.families))
         self.per_link: np.ndarray | None = None
         self.stats: dict[str, int] = defaultdict(int)
@@ -128,7 +129,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
                   resolution=float(opts.resolution), link_bytes=opts.link_bytes,
                   traffic_weights=opts.traffic_weights)
     if opts.busiest_links:
-        ctx.per_link = np.zeros(len(topology.link_names))
+        ctx.per_link = np.zeros(len(topology.capacity))
     flow_pricer = analytic_pricer = None
     if fidelity == "flow":
         from simcomm.engine.flow.pricer import FlowPricer
@@ -142,6 +143,9 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
 
     ops = plan.ops
     n = len(ops)
+    sends = [(op.src, op.dst) for op in ops if isinstance(op, Transfer)]
+    if len(sends) > 1:  # a gossip plan's ~10^5 messages: their routes in one batch, not one router call each
+        topology.prime_routes(*np.array(sends, dtype=np.int64).T)
     prepared: dict = {}  # by op key, and by op id (the same objects)
     runtime = opts.runtime or PLAIN  # the caller's runtime (the stack's); none named: MPICH's rules
     chosen: dict[tuple, int] = {}

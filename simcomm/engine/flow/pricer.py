@@ -43,6 +43,7 @@ from simcomm.collectives.base import Step
 from simcomm.engine.flow.network import LiveNetwork
 from simcomm.engine.fluid.core import run_isolated
 from simcomm.engine.schedule import RoutedStep, route_step
+from simcomm.topologies.wiring import unique_ids
 
 __all__ = ["FlowPricer"]
 
@@ -227,8 +228,8 @@ class FlowPricer:
             skey = ((gkey, step.src.tobytes(), step.dst.tobytes(), float(routed.latency[0]))
                     if _scalable(routed) else None)
             # the links a reservation of this step holds (see LiveNetwork.free)
-            held = (np.unique(routed.links) if ctx.paths.pricing != "plain" and (step.repeat > 1 or skey is not None)
-                    else None)
+            held = (unique_ids(routed.links, len(ctx.topology.capacity))
+                    if ctx.paths.pricing != "plain" and (step.repeat > 1 or skey is not None) else None)
             fbytes = None
             if ctx.link_bytes and len(routed) and len(ctx.families) and ctx.per_link is None:
                 fbytes = routed.family_bytes(ctx.family_of_link, len(ctx.families))

@@ -10,6 +10,8 @@ unused.  ``src/device/all_reduce.h``, ``all_gather.h``, ``broadcast.h``;
 
 from __future__ import annotations
 
+import numpy as np
+
 from simcomm.nccl.base import NcclAlgorithm, pack, register
 from simcomm.nccl.channels import rings
 
@@ -27,7 +29,19 @@ class Ring(NcclAlgorithm):
     collectives = ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce")
 
     def flows(self, kind, layout, nbytes, root):
-        rs = rings(layout)
+        # The pattern depends on the layout (and the root, for a chain) alone: built once per layout, each
+        # call carrying its own share, as pack() would (a 2 048-node ring of 8 rails is 147 456 hops).
+        key = (kind, root) if kind in ("broadcast", "reduce") else None
+        kept = layout.__dict__.setdefault("_ring_patterns", {})
+        if key not in kept:
+            rs = rings(layout)
+            src, dst, _ = self._flows(kind, layout, 1.0, root, rs)
+            kept[key] = (src, dst, len(rs))
+        src, dst, n_rings = kept[key]
+        return src.copy(), dst.copy(), np.full(len(src), nbytes / n_rings * _FACTOR[kind](layout.n_ranks))
+
+    def _flows(self, kind, layout, nbytes, root, rs=None):
+        rs = rings(layout) if rs is None else rs
         share = nbytes / len(rs) * _FACTOR[kind](layout.n_ranks)
         pairs = []
         for ring in rs:

@@ -11,6 +11,8 @@ ring, which is why NCCL's model prices Tree at half its bus bandwidth
 
 from __future__ import annotations
 
+import numpy as np
+
 from simcomm.nccl.base import NcclAlgorithm, pack, register
 from simcomm.nccl.channels import chain, dtree_parents, tree_edges
 
@@ -24,11 +26,25 @@ class Tree(NcclAlgorithm):
     collectives = ("allreduce",)
 
     def flows(self, kind, layout, nbytes, root):
+        # The pattern depends on the layout alone (layouts are kept per topology and group): built once
+        # per layout, each call carrying its own share, as pack() would (a 2 048-node tree is 0.5 M pairs).
+        kept = layout.__dict__.get("_tree_pattern")
+        if kept is None:
+            src, dst, _ = self._flows(layout, 1.0)
+            kept = layout.__dict__["_tree_pattern"] = (src, dst, self._channels(layout))
+        src, dst, channels = kept
+        return src.copy(), dst.copy(), np.full(len(src), nbytes / channels)
+
+    @staticmethod
+    def _channels(layout) -> int:
+        return 1 if layout.n_nodes == 1 else 2 * max(1, layout.nics_per_node)
+
+    def _flows(self, layout, nbytes):
         n_nodes = layout.n_nodes
         nics = max(1, layout.nics_per_node)
         # Every NIC carries a channel of each tree (NCCL duplicates its channels), so the NIC of
         # a node that is interior in one tree is a leaf's in the other: the load evens out.
-        channels = 1 if n_nodes == 1 else 2 * nics
+        channels = self._channels(layout)
         trees = dtree_parents(n_nodes) if n_nodes > 1 else ([-1], [-1])
         share = nbytes / channels
         pairs = []
