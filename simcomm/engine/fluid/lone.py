@@ -278,27 +278,6 @@ class LoneFlows(SmallFlows):
         self.t_next[0] = now + ((x / r if r else _INF) if x > 0 else 0.0)  # maxmin.div for x > 0
         return True
 
-    def next_time(self, resolution: float) -> float:
-        """SmallFlows.next_time in one pass (the same group, span and latency-phase bound)."""
-        t_next = self.t_next
-        t_min = min(t_next)
-        if resolution <= 0:
-            return t_min
-        top = None  # the group's latest finish
-        lat = None  # the earliest bandwidth-phase start
-        for t, tb, ph in zip(t_next, self.t_bw, self.phase, strict=False):
-            if ph == BANDWIDTH:
-                if t - t_min <= resolution * (t - tb) and (top is None or t > top):
-                    top = t
-            elif lat is None or t < lat:
-                lat = t
-        if top is None:
-            return t_min
-        t_e = 0.5 * (t_min + top)
-        if lat is not None and lat < t_e:
-            t_e = lat
-        return t_e
-
     def compact(self) -> None:
         if self.lean:
             self.gone_routes = []

@@ -375,18 +375,24 @@ class SmallFlows(IncrementalSolve):
 
     # ---- queries ---------------------------------------------------------
     def next_time(self, resolution: float) -> float:
+        """FluidCore.next_time in one pass over the slots (the same group, span and latency-phase bound)."""
         t_next = self.t_next
         t_min = min(t_next)
         if resolution <= 0:
             return t_min
-        group = [t for t, tb, ph in zip(t_next, self.t_bw, self.phase, strict=False)
-                 if ph == BANDWIDTH and t - t_min <= resolution * (t - tb)]
-        if not group:
+        top = None  # the group's latest finish
+        lat = None  # the earliest bandwidth-phase start
+        for t, tb, ph in zip(t_next, self.t_bw, self.phase, strict=False):
+            if ph == BANDWIDTH:
+                if t - t_min <= resolution * (t - tb) and (top is None or t > top):
+                    top = t
+            elif lat is None or t < lat:
+                lat = t
+        if top is None:
             return t_min
-        t_e = 0.5 * (t_min + max(group))
-        lat = [t for t, ph in zip(t_next, self.phase, strict=False) if ph == LATENCY]
-        if lat:
-            t_e = min(t_e, min(lat))
+        t_e = 0.5 * (t_min + top)
+        if lat is not None and lat < t_e:
+            t_e = lat
         return t_e
 
     def sample(self, family: np.ndarray, n_families: int) -> np.ndarray:
