@@ -35,13 +35,14 @@ from simcomm.engine import simulate
 import simcomm.collectives, simcomm.engine.flow.pricer  # warm imports: time the engine, not the importer
 from simcomm.ops import PlanBuilder
 from simcomm.topologies.fat_tree import fat_tree
+from simcomm.runtimes import get_runtime
 t1 = time.perf_counter()
 topo = fat_tree(levels=2, hosts=ranks, link="ib-edr")
 b = PlanBuilder(ranks)
 b.collective("allreduce", range(ranks), 100e6, algorithm="ring")
 plan = b.build()
 t2 = time.perf_counter()
-tl = simulate(plan, topo, fidelity="flow", reference=() if coalesce else {"coalesce"})
+tl = simulate(plan, topo, fidelity="flow", reference=() if coalesce else {"coalesce"}, runtime=get_runtime("mpich"))
 t3 = time.perf_counter()
 print(json.dumps({"ranks": ranks, "coalesce": coalesce, "import_s": t1 - t0, "build_s": t2 - t1,
                   "simulate_s": t3 - t2, "makespan_s": tl.makespan, "k": topo.meta["k"],

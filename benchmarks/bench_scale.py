@@ -53,6 +53,7 @@ from simcomm.engine import simulate
 import simcomm.collectives, simcomm.engine.flow  # warm imports
 from simcomm.ops import PlanBuilder
 from simcomm.topologies.fat_tree import fat_tree
+from simcomm.runtimes import get_runtime
 t1 = time.perf_counter()
 topo = fat_tree(levels=3, hosts=ranks, link="ib-edr")
 t2 = time.perf_counter()
@@ -60,7 +61,7 @@ b = PlanBuilder(ranks)
 b.collective("allreduce", range(ranks), 100e6, algorithm="ring")
 plan = b.build()
 t3 = time.perf_counter()
-tl = simulate(plan, topo, fidelity="flow")
+tl = simulate(plan, topo, fidelity="flow", runtime=get_runtime("mpich"))
 t4 = time.perf_counter()
 print(json.dumps({"import_s": t1 - t0, "topology_s": t2 - t1, "plan_s": t3 - t2, "simulate_s": t4 - t3,
                   "k": topo.meta["k"], "makespan_s": tl.makespan}))

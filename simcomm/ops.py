@@ -14,8 +14,8 @@ Ops
 :class:`Collective`
     A collective of ``kind`` (``allreduce``, ``allgather`` ...) over a group of
     ranks, ``nbytes`` with the size convention of :mod:`simcomm.collectives`,
-    priced by ``algorithm`` (``auto``: the runtime the engine is handed chooses, the stack's; MPICH's rules
-    when none is named, :data:`simcomm.collectives.runtime.PLAIN`).
+    priced by ``algorithm`` (``auto``: the runtime the engine is handed chooses, the stack's; the engine
+    has no default runtime).
 :class:`Transfer`
     A point-to-point message of ``nbytes`` from ``src`` to ``dst``.
 

@@ -32,5 +32,7 @@ def with_reference(kw: dict, names) -> dict:
 def both(plan, topo, fast=(), ref=(), **kw):
     """(timeline with the reference paths ``fast`` turned off, timeline with ``ref``) of one plan."""
     from simcomm.engine import simulate
+    from simcomm.runtimes.mpi import MPICH
 
+    kw = {"runtime": MPICH, **kw}  # MPICH's rules unless the caller names a runtime
     return simulate(plan, topo, **with_reference(kw, fast)), simulate(plan, topo, **with_reference(kw, ref))

@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import networkx as nx
 
-from simcomm.collectives.auto import GLOO
 from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
 from simcomm.runtimes.host import HostRates, host_gamma, loopback_rate
+from simcomm.runtimes.mpi import GLOO
 from simcomm.topologies.base import Topology
 
 __all__ = ["CASES", "GLOO_ALGORITHMS", "ACK_SHARE", "ack_share", "cluster_topology", "case_plan", "predict",
@@ -127,12 +127,15 @@ def case_plan(case: str, p: int, nbytes: float):
 def predict(case: str, p: int, nbytes: float, topology: Topology, mtu: int = 1500) -> float:
     """Seconds the flow engine predicts for ``case`` on ``topology`` (``mtu``: of the links, for the ACK share)."""
     from simcomm.engine import simulate
+    from simcomm.runtimes import get_runtime
 
     if p < 2:
         return 0.0
     if case in BIDIRECTIONAL:
         topology = with_ack_share(topology, ack_share(mtu))
-    return float(simulate(case_plan(case, p, nbytes), topology, fidelity="flow").makespan)
+    # the plan names gloo's algorithms; gloo's runtime runs them
+    return float(simulate(case_plan(case, p, nbytes), topology, fidelity="flow",
+                          runtime=get_runtime("gloo")).makespan)
 
 
 def with_ack_share(topology: Topology, share: float = ACK_SHARE) -> Topology:

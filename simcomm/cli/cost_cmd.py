@@ -78,8 +78,8 @@ def compute(collective: str, size: float, ranks: int, link, *, algo: str = "all"
     ``rules`` chooses whose ``auto`` is shown: mpich, openmpi, openmpi-3.1 or gloo.
     """
     from simcomm.bench import busbw_factor
-    from simcomm.collectives import algorithms_for, resolve, select
     from simcomm.cost_models import COST_MODELS
+    from simcomm.runtimes.mpi import algorithms_for, resolve, select
 
     cm = COST_MODELS.get(model)
     if overhead is not None:

@@ -23,7 +23,7 @@ from typing import ClassVar
 from simcomm.collectives._patterns import ring
 from simcomm.collectives.base import Algorithm, CostTerms, register
 
-ELEMENT_BYTES = 4  # as simcomm.collectives.auto: the tool has no datatype
+ELEMENT_BYTES = 4  # as simcomm.runtimes.mpi: the tool has no datatype
 
 
 def phases(p: int, n: float, seg: int) -> int:

@@ -119,7 +119,7 @@ class Algorithm:
     hierarchical: ClassVar[bool] = False
 
     #: ``"openmpi"`` for Open MPI's own implementations (added for ``rules="openmpi"``);
-    #: ``auto.algorithms_for`` lists them only for the Open MPI rules, so MPICH-rule
+    #: ``simcomm.runtimes.mpi.algorithms_for`` lists them only for the Open MPI rules, so MPICH-rule
     #: comparisons (``simcomm cost --algo all``) keep their catalogue.
     family: ClassVar[str] = ""
 

@@ -1,10 +1,10 @@
-"""What the engine asks of a runtime, and the catalogue runtime (MPI's and gloo's way of running collectives).
+"""What the engine asks of a runtime, and the pieces a runtime that runs catalogue algorithms uses.
 
 A *runtime* is how a transport stack runs collectives (docs/architecture.md,
-"Stacks decide how collectives run").  The engine holds no list of runtimes
-and names none: the caller hands it an object satisfying
-:class:`CollectiveRuntime`, and the engine asks it two things per collective
-op before the run starts:
+"Stacks decide how collectives run").  The engine holds no list of runtimes,
+names none and has no default: the caller (setup, from the stack) hands it an
+object satisfying :class:`CollectiveRuntime`, and the engine asks it two things
+per collective op before the run starts:
 
 * :meth:`~CollectiveRuntime.placement`: what, besides the op's kind, size,
   group size and root, the schedule depends on (the engine keys its cache of
@@ -13,13 +13,9 @@ op before the run starts:
   algorithm, its steps (or flows), an optional closed form and a label.
 
 This module sits below the engine and the runtimes alike, so neither imports
-the other.  :class:`CatalogueRuntime` is the runtime of MPICH, Open MPI and
-gloo: run the textbook algorithm the op names, and choose one for ``auto``
-by the library's rule table (:mod:`simcomm.collectives.auto`,
-:mod:`simcomm.collectives.auto_openmpi`).  The registered runtimes, with their
-references, are in :mod:`simcomm.runtimes`; the engine runs a plan whose
-caller names no runtime on MPICH's rules (:data:`PLAIN`), which is what an op's
-``auto`` means without a stack (:class:`simcomm.ops.Collective`).
+the other.  The registered runtimes, with their references, are in
+:mod:`simcomm.runtimes` (MPICH, Open MPI and gloo with their rule tables:
+:mod:`simcomm.runtimes.mpi`; NCCL: :mod:`simcomm.runtimes.nccl`).
 """
 
 from __future__ import annotations
@@ -30,8 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from simcomm.collectives.base import Algorithm, Step
 
-__all__ = ["Prepared", "CollectiveRuntime", "CatalogueRuntime", "PLAIN", "group_ppn", "takes_ppn",
-           "algorithm_steps"]
+__all__ = ["Prepared", "CollectiveRuntime", "group_ppn", "takes_ppn", "algorithm_steps"]
 
 
 @dataclass(frozen=True)
@@ -110,46 +105,3 @@ def takes_ppn(alg: Algorithm) -> bool:
 def algorithm_steps(alg: Algorithm, p: int, nbytes: float, root: int, ppn: int) -> list[Step]:
     """``alg.steps`` through the Algorithm contract (every algorithm takes ``ppn``; flat ones ignore it)."""
     return alg.steps(p, nbytes, root, ppn=ppn)
-
-
-@dataclass(frozen=True)
-class CatalogueRuntime:
-    """MPICH, Open MPI or gloo: the named textbook algorithm, or for ``auto`` the one ``rules`` picks.
-
-    ``rules`` is a key of :data:`simcomm.collectives.auto.RULES` (``mpich``,
-    ``openmpi``, ``openmpi-3.1``, ``gloo``).  A two-level algorithm gets the
-    group's ranks per machine (:func:`group_ppn`) unless the engine's ``ppn``
-    overrides it; nothing else about where the members sit changes the schedule.
-    """
-
-    rules: str = "mpich"
-
-    @property
-    def name(self) -> str:
-        return self.rules
-
-    def algorithm(self, kind: str, name: str, p: int, nbytes: float) -> Algorithm:
-        """The algorithm that runs a ``kind`` collective called ``name``; raises UnknownNameError."""
-        import simcomm.collectives  # noqa: F401  (registers the catalogue)
-        from simcomm.collectives.auto import resolve
-        from simcomm.collectives.base import ALGORITHMS
-
-        if name == "auto":
-            alg = resolve(kind, name, p, nbytes, rules=self.rules)
-            return ALGORITHMS.get(alg) if isinstance(alg, str) else alg
-        return ALGORITHMS.get(f"{kind}/{name}")
-
-    def placement(self, op: Any, topology: Any, ppn: int | None) -> Hashable:
-        return ppn or group_ppn(topology, op.ranks)
-
-    def prepare(self, op: Any, topology: Any, ppn: int | None) -> Prepared:
-        """Resolve and validate ``op`` before the run, so a user error is one line, not a failure inside it."""
-        p = len(op.ranks)
-        alg = self.algorithm(op.kind, op.algorithm, p, op.nbytes)
-        ppn = (ppn or group_ppn(topology, op.ranks)) if takes_ppn(alg) else 1
-        return Prepared(alg, ppn, tuple(s for s in algorithm_steps(alg, p, op.nbytes, op.root, ppn) if len(s)),
-                        label=alg.name)
-
-
-#: the runtime of a plan whose caller names none: MPICH's rules, as ``auto`` is documented in simcomm.ops
-PLAIN = CatalogueRuntime()

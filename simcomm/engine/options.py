@@ -43,7 +43,8 @@ class EngineOptions:
     ``record_link_usage``: bytes/s per link family over time in ``meta["link_usage"]``.
     ``comm_cpu``: host CPU seconds per byte a rank sends or receives, charged to its compute.
     ``resolution``: merge flow completions within this fraction of their durations (0: exact).
-    ``runtime``: how collectives run on the stack, handed in by the caller (simcomm.runtimes; None: MPICH's rules).
+    ``runtime``: how collectives run on the stack, handed in by the caller (simcomm.runtimes; the engine has
+    no default: a plan with collective ops needs one).
     ``link_bytes``: count bytes per link family (False: the analytic fidelity needs no event loop).
     ``busiest_links``: report this many directed links that were busiest, i.e. longest at full rate
     (``meta["busiest_links"]``: ``(from, to, link class, bytes, bytes / capacity in seconds)``; 0: none,

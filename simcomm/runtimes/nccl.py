@@ -17,9 +17,10 @@ from collections.abc import Hashable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from simcomm.collectives.runtime import PLAIN, Prepared
+from simcomm.collectives.runtime import Prepared
 from simcomm.errors import ConfigError
 from simcomm.runtimes.base import RUNTIMES
+from simcomm.runtimes.mpi import MPICH
 
 __all__ = ["NcclRuntime"]
 
@@ -72,7 +73,9 @@ class NcclRuntime:
         from simcomm.nccl import prepare_nccl
 
         prepared = prepare_nccl(op, topology, self)
-        return prepared if prepared is not None else PLAIN.prepare(op, topology, ppn)
+        if prepared is not None:
+            return prepared
+        return MPICH.prepare(op, topology, ppn)  # a named textbook algorithm: the catalogue's, on MPICH's rules
 
     def exchanges(self, plan, topology=None):
         return plan  # ncclSend/ncclRecv of a pair run at once, each on its own channel's connection

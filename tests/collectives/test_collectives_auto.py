@@ -1,11 +1,12 @@
-"""MPICH default selection thresholds, and resolve()."""
+"""MPICH default selection thresholds (simcomm.runtimes.mpi), and resolve()."""
 
 from __future__ import annotations
 
 import pytest
 
-from simcomm.collectives import ALGORITHMS, COLLECTIVES, resolve, select
+from simcomm.collectives import ALGORITHMS, COLLECTIVES
 from simcomm.errors import UnknownNameError
+from simcomm.runtimes.mpi import resolve, select
 
 
 @pytest.mark.parametrize("coll,p,n,want", [

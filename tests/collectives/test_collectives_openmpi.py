@@ -17,12 +17,14 @@ import sys
 import numpy as np
 import pytest
 
-from simcomm.collectives import ALGORITHMS, COLLECTIVES, RULES, algorithms_for, auto_openmpi, ideal_time, openmpi_decision, resolve, select
+from simcomm.collectives import ALGORITHMS, COLLECTIVES, ideal_time
 from simcomm.collectives._pipeline import in_order_bintree_parents, kary_parents, kmtree_parents, max_nonzero_digits, segments
 from simcomm.collectives.broadcast_scatter_recursive_doubling_ompi import allgather_plan
 from simcomm.cost_models import COST_MODELS
 from simcomm.errors import ConfigError
 from simcomm.links import LinkClass
+from simcomm.runtimes import openmpi_rules
+from simcomm.runtimes.mpi import RULES, algorithms_for, resolve, select
 
 A = ALGORITHMS.get
 
@@ -161,15 +163,15 @@ def test_collectives_openmpi_probe_count():
 
 @pytest.mark.parametrize("coll,p,n,want", PROBES)
 def test_collectives_openmpi_41_thresholds(coll, p, n, want):
-    d = openmpi_decision(coll, p, n)
+    d = openmpi_rules.decide(coll, p, n)
     assert d.ompi == want, (coll, p, n, d)
     assert f"{coll}/{d.algorithm}" in ALGORITHMS and d.segment == 0  # 4.1 never segments
 
 
 def test_collectives_openmpi_41_docstring_table_matches_rules():
-    for coll in auto_openmpi.TABLES:
-        for row in auto_openmpi.rule_rows(coll):
-            assert "      " + row in auto_openmpi.__doc__, row
+    for coll in openmpi_rules.TABLES:
+        for row in openmpi_rules.rule_rows(coll):
+            assert "      " + row in openmpi_rules.__doc__, row
 
 
 # --- mapping to simcomm's catalogue and Open MPI's own fallbacks (4.1) ----------------------------
@@ -244,11 +246,11 @@ def test_collectives_openmpi_41_mapping(coll, p, n, want):
 
 
 def test_collectives_openmpi_decision_reports_fallbacks():
-    d = openmpi_decision("allreduce", 16, 63)
+    d = openmpi_rules.decide("allreduce", 16, 63)
     assert (d.ompi, d.algorithm) == ("segmented_ring", "recursive-doubling") and "count < p" in d.note
-    d = openmpi_decision("allgather", 6, 600)
+    d = openmpi_rules.decide("allgather", 6, 600)
     assert (d.ompi, d.algorithm) == ("recursive_doubling", "bruck") and "power of two" in d.note
-    assert openmpi_decision("reduce", 16, 1e6).note == ""
+    assert openmpi_rules.decide("reduce", 16, 1e6).note == ""
 
 
 # --- Open MPI 3.1 rules, by hand (count = n/4) -----------------------------------------------------
@@ -329,9 +331,9 @@ def test_collectives_openmpi_31_rules(coll, p, n, want):
 
 
 def test_collectives_openmpi_31_segments_reported():
-    assert openmpi_decision("broadcast", 3, 1e6, "3.1").segment == 128 * 1024
-    assert openmpi_decision("allreduce", 8, (8 << 20) + 4, "3.1").segment == 1 << 20
-    assert openmpi_decision("gather", 4, 4 * 92161, "3.1").segment == 32 * 1024
+    assert openmpi_rules.decide("broadcast", 3, 1e6, "3.1").segment == 128 * 1024
+    assert openmpi_rules.decide("allreduce", 8, (8 << 20) + 4, "3.1").segment == 1 << 20
+    assert openmpi_rules.decide("gather", 4, 4 * 92161, "3.1").segment == 32 * 1024
 
 
 # --- rules argument ---------------------------------------------------------------------------------
@@ -349,7 +351,7 @@ def test_collectives_openmpi_rules_argument():
     with pytest.raises(ConfigError, match="collective 'allreducee'"):
         select("allreducee", 4, 1.0, rules="openmpi")
     with pytest.raises(ConfigError, match="valid choices: 3.1, 4.1"):
-        openmpi_decision("allreduce", 4, 1.0, version="5.0")
+        openmpi_rules.decide("allreduce", 4, 1.0, version="5.0")
 
 
 P_GRID = [1, 2, 3, 4, 5, 7, 8, 13, 16, 31, 33, 64, 100, 128, 200, 256, 300, 512, 1000, 1024, 2048, 3000, 4096,
@@ -358,13 +360,13 @@ P_GRID = [1, 2, 3, 4, 5, 7, 8, 13, 16, 31, 33, 64, 100, 128, 200, 256, 300, 512,
 
 @pytest.mark.parametrize("rules", ["openmpi", "openmpi-3.1"])
 def test_collectives_openmpi_auto_always_registered(rules):
-    cuts = sorted({c for table in auto_openmpi.TABLES.values() for _, row, _ in table for c, _ in row}
+    cuts = sorted({c for table in openmpi_rules.TABLES.values() for _, row, _ in table for c, _ in row}
                   | {10000, 12288, 50000, 370728, 1 << 20, 1e8})
     sizes = sorted({max(c + d, 0) for c in cuts for d in (-1, 0)} | {1e9})
     for coll in COLLECTIVES:
         for p in P_GRID:
             for n in sizes:
-                for m in ((p, 1) if coll in auto_openmpi.PER_RANK else (1,)):  # per-rank sizes too
+                for m in ((p, 1) if coll in openmpi_rules.PER_RANK else (1,)):  # per-rank sizes too
                     assert f"{coll}/{select(coll, p, n * m, rules=rules)}" in ALGORITHMS, (coll, p, n * m)
 
 

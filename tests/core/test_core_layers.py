@@ -2,8 +2,8 @@
 
 Every ``import simcomm.X`` in ``simcomm/`` (module level or inside a function) is
 checked against the layer table below; a package may import its own layer or
-lower ones only, never what its FORBIDDEN entry names (the engine: runtimes, NCCL,
-stacks, strategies, the choosers of MPI algorithms), and no two packages import
+lower ones only, never what its FORBIDDEN entry names (the engine: runtimes, among them
+MPICH's, Open MPI's and gloo's rule tables, NCCL, stacks, strategies), and no two packages import
 each other, directly or round a circle.  SimPy lives only in the engine, torch only
 in trace capture and the calibration workers, typer and rich only in the CLI,
 matplotlib only in reports.
@@ -44,12 +44,12 @@ LAYERS = {
 #: its search, which runs the pipeline (layer 6)
 MODULE_LAYERS = {"llm.estimate": 3, "llm.search": 6}
 #: per package, what it must never import even where the layers allow it (a module, or a package and all below it):
-#: the engine is handed its runtime (simcomm.collectives.runtime.CollectiveRuntime) and names no stack, runtime,
-#: NCCL or chooser of MPI algorithms; strategies speak only in ops; a runtime prepares ops for the engine and
-#: never reaches back into it (engine.schedule <-> nccl.prepare was a cycle)
+#: the engine is handed its runtime (simcomm.collectives.runtime.CollectiveRuntime) by the caller, has no default
+#: one and names no stack, runtime, NCCL or rule table (MPICH's, Open MPI's and gloo's live in simcomm.runtimes.mpi);
+#: strategies speak only in ops; a runtime prepares ops for the engine and never reaches back into it
+#: (engine.schedule <-> nccl.prepare was a cycle)
 FORBIDDEN = {
-    "engine": ("runtimes", "nccl", "stacks", "strategies", "pipeline", "scenario", "collectives.auto",
-               "collectives.auto_openmpi"),
+    "engine": ("runtimes", "nccl", "stacks", "strategies", "pipeline", "scenario"),
     "strategies": ("engine", "runtimes", "nccl", "stacks", "pipeline"),
     "runtimes": ("engine", "strategies", "stacks", "pipeline"),
     "nccl": ("engine", "strategies", "pipeline"),
@@ -191,13 +191,46 @@ def test_the_cycle_check_can_fail(tmp_path):
 
 
 def test_the_forbidden_check_can_fail(tmp_path):
-    """The engine naming a runtime, or a chooser of MPI algorithms through ``from ... import``, is caught."""
+    """The engine reaching for a default runtime's rules (``from ... import`` of the module, lazily) is caught."""
     pkg = tmp_path / "simcomm"
     (pkg / "engine").mkdir(parents=True)
-    (pkg / "engine" / "executor.py").write_text("def run():\n    from simcomm.collectives import auto_openmpi\n"
-                                                "    import simcomm.runtimes.nccl\n")
-    caught = {_forbidden(pkg_, name) for _, pkg_, name, _ in _imports(pkg)}
-    assert {"collectives.auto_openmpi", "runtimes"} <= caught
+    (pkg / "engine" / "executor.py").write_text("def run():\n    from simcomm.runtimes import mpi\n"
+                                                "    from simcomm.nccl import prepare_nccl\n")
+    found = {(name, _forbidden(pkg_, name)) for _, pkg_, name, _ in _imports(pkg)}
+    assert {("simcomm.runtimes.mpi", "runtimes"), ("simcomm.nccl.prepare_nccl", "nccl")} <= found
+
+
+def _runtimes_below(root: Path) -> list[str]:
+    """Classes that prepare collective ops (``placement`` and ``prepare``, not the protocol) below the runtimes' layer."""
+    out = []
+    for f in sorted(root.rglob("*.py")):
+        rel = f.relative_to(root)
+        pkg = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+        if LAYERS.get(pkg, 0) >= LAYERS["runtimes"]:
+            continue
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and not any(ast.unparse(b) == "Protocol" for b in node.bases):
+                methods = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
+                if {"placement", "prepare"} <= methods:
+                    out.append(f"{rel.as_posix()}:{node.lineno} {node.name}")
+    return out
+
+
+def test_no_runtime_lives_below_the_runtimes():
+    """The engine has no default runtime: none is defined where it could import one (the catalogue holds the
+    algorithms, the runtimes choose among them), so the caller (setup, from the stack) must hand it one."""
+    assert _runtimes_below(ROOT) == []
+
+
+def test_the_runtime_check_can_fail(tmp_path):
+    """A default runtime with rules kept beside the catalogue (CatalogueRuntime in collectives/, as it was) is caught."""
+    pkg = tmp_path / "simcomm"
+    (pkg / "collectives").mkdir(parents=True)
+    (pkg / "collectives" / "runtime.py").write_text(
+        "from typing import Protocol\n"
+        "class CollectiveRuntime(Protocol):\n    def placement(self): ...\n    def prepare(self): ...\n"
+        "class CatalogueRuntime:\n    def placement(self): ...\n    def prepare(self): ...\n")
+    assert _runtimes_below(pkg) == ["collectives/runtime.py:5 CatalogueRuntime"]
 
 
 @pytest.mark.parametrize("dep", sorted(HEAVY))

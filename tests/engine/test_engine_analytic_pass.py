@@ -18,6 +18,7 @@ from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
 from simcomm.runtimes import NcclRuntime
+from simcomm.runtimes.mpi import MPICH
 from simcomm.topologies.fat_tree import fat_tree
 from simcomm.topologies.full_mesh import full_mesh
 from simcomm.topologies.presets import preset
@@ -26,6 +27,7 @@ LINK = LinkClass("p-link", 3e9, 2e-6, "custom")
 
 
 def _same_times(plan, topo, **options):
+    options = {"runtime": MPICH, **options}
     ref = simulate(plan, topo, fidelity="analytic", **options)
     fast = simulate(plan, topo, fidelity="analytic", link_bytes=False, **options)
     np.testing.assert_array_equal(fast.start, ref.start)
@@ -104,8 +106,8 @@ def test_flow_times_do_not_depend_on_link_bytes():
     for r in range(8):
         b.transfer(r, (r + 3) % 8, 1e6 * (1 + r % 3))
     plan = b.build()
-    ref = simulate(plan, topo)
-    fast = simulate(plan, topo, link_bytes=False)
+    ref = simulate(plan, topo, runtime=MPICH)
+    fast = simulate(plan, topo, link_bytes=False, runtime=MPICH)
     np.testing.assert_array_equal(fast.start, ref.start)
     np.testing.assert_array_equal(fast.end, ref.end)
     assert fast.link_class_bytes == {} and ref.link_class_bytes
@@ -115,7 +117,7 @@ def test_link_bytes_must_be_a_bool():
     b = PlanBuilder(2)
     b.transfer(0, 1, 1e6)
     with pytest.raises(ConfigError, match="link_bytes"):
-        simulate(b.build(), full_mesh(2, LINK), link_bytes="no")
+        simulate(b.build(), full_mesh(2, LINK), link_bytes="no", runtime=MPICH)
 
 
 def test_kept_preparations_serve_later_runs_unchanged():

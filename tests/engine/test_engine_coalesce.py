@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from simcomm.engine import simulate
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
+from simcomm.runtimes.mpi import MPICH
 from simcomm.topologies.fat_tree import fat_tree
 from simcomm.topologies.star import star
 
@@ -25,6 +26,7 @@ def _same(a, b):
 
 
 def _both(plan, topo, **kw):
+    kw = {"runtime": MPICH, **kw}
     fast = simulate(plan, topo, **kw)
     plain = simulate(plan, topo, reference={"coalesce"}, **kw)
     _same(fast, plain)

@@ -13,6 +13,7 @@ from simcomm import engine
 from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
+from simcomm.runtimes.mpi import MPICH
 from simcomm.topologies import full_mesh
 
 LINK = LinkClass("one-mb", 1e6, 0.0, "ethernet", "1 MB/s test link", "test")
@@ -28,7 +29,7 @@ def _plan(compute_rank: int, seconds: float, nbytes: float, after_transfer: bool
 
 def test_transfer_inside_compute_adds_cpu_times_bytes():
     plan, t, c = _plan(0, 1.0, 0.5e6)
-    tl = engine.simulate(plan, full_mesh(2, LINK), comm_cpu=CPU)
+    tl = engine.simulate(plan, full_mesh(2, LINK), comm_cpu=CPU, runtime=MPICH)
     # 0.5 MB finishes at 0.5 s, inside the compute: 1.0 + 1e-7 x 5e5 = 1.05 s
     assert tl.end[t] == pytest.approx(0.5, abs=1e-12)
     assert tl.end[c] == pytest.approx(1.05, abs=1e-12)
@@ -36,12 +37,12 @@ def test_transfer_inside_compute_adds_cpu_times_bytes():
 
 def test_receiver_pays_too():
     plan, _, c = _plan(1, 1.0, 0.5e6)
-    assert engine.simulate(plan, full_mesh(2, LINK), comm_cpu=CPU).end[c] == pytest.approx(1.05, abs=1e-12)
+    assert engine.simulate(plan, full_mesh(2, LINK), comm_cpu=CPU, runtime=MPICH).end[c] == pytest.approx(1.05, abs=1e-12)
 
 
 def test_transfer_outlasting_compute_gives_the_fixed_point():
     plan, _, c = _plan(0, 0.2, 1e6)
-    tl = engine.simulate(plan, full_mesh(2, LINK), comm_cpu=CPU)
+    tl = engine.simulate(plan, full_mesh(2, LINK), comm_cpu=CPU, runtime=MPICH)
     # t = 0.2 + 1e-7 x (1e6 B/s x t)  ->  t = 0.2 / 0.9 while the transfer still runs
     assert tl.end[c] == pytest.approx(0.2 / 0.9, rel=1e-9)
     assert tl.meta["cpu_stretch_rounds"] > 1
@@ -49,14 +50,14 @@ def test_transfer_outlasting_compute_gives_the_fixed_point():
 
 def test_compute_after_the_transfer_is_not_stretched():
     plan, t, c = _plan(0, 1.0, 0.5e6, after_transfer=True)
-    tl = engine.simulate(plan, full_mesh(2, LINK), comm_cpu=CPU)
+    tl = engine.simulate(plan, full_mesh(2, LINK), comm_cpu=CPU, runtime=MPICH)
     assert tl.end[t] == pytest.approx(0.5, abs=1e-12) and tl.end[c] == pytest.approx(1.5, abs=1e-12)
 
 
 def test_zero_cost_is_the_default_timeline():
     plan, _, _ = _plan(0, 1.0, 0.5e6)
-    a = engine.simulate(plan, full_mesh(2, LINK))
-    b = engine.simulate(plan, full_mesh(2, LINK), comm_cpu=0.0)
+    a = engine.simulate(plan, full_mesh(2, LINK), runtime=MPICH)
+    b = engine.simulate(plan, full_mesh(2, LINK), comm_cpu=0.0, runtime=MPICH)
     assert a.end.tolist() == b.end.tolist()
 
 
@@ -64,4 +65,4 @@ def test_zero_cost_is_the_default_timeline():
 def test_bad_cost_is_one_clear_error(bad):
     plan, _, _ = _plan(0, 1.0, 1.0)
     with pytest.raises(ConfigError, match="comm_cpu"):
-        engine.simulate(plan, full_mesh(2, LINK), comm_cpu=bad)
+        engine.simulate(plan, full_mesh(2, LINK), comm_cpu=bad, runtime=MPICH)

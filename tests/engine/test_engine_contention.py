@@ -9,6 +9,7 @@ import pytest
 from simcomm.engine import simulate
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
+from simcomm.runtimes.mpi import MPICH
 from simcomm.topologies.base import Topology
 from simcomm.topologies.fat_tree import fat_tree
 from simcomm.topologies.star import star
@@ -26,7 +27,7 @@ def test_incast_on_a_star_takes_p_n_over_b(senders):
     for s in range(1, senders + 1):
         b.transfer(s, 0, N)
     for reference in ((), {"coalesce"}):
-        tl = simulate(b.build(), star(senders + 1, LINK), reference=reference)
+        tl = simulate(b.build(), star(senders + 1, LINK), reference=reference, runtime=MPICH)
         want = 2 * LAT + senders * N / B
         for op in range(senders):
             assert math.isclose(tl.end[op], want, rel_tol=1e-12)
@@ -49,7 +50,7 @@ def test_two_flows_on_a_shared_trunk_each_get_half():
     b = PlanBuilder(4)
     b.transfer(0, 2, N)
     b.transfer(1, 3, N)
-    tl = simulate(b.build(), _dumbbell(B))
+    tl = simulate(b.build(), _dumbbell(B), runtime=MPICH)
     for op in (0, 1):
         assert math.isclose(tl.end[op], 3 * LAT + N / (B / 2), rel_tol=1e-12)
     assert tl.link_class_bytes == {"custom": pytest.approx(4 * N), "ethernet": pytest.approx(2 * N)}
@@ -59,7 +60,7 @@ def test_opposite_directions_do_not_share_a_full_duplex_trunk():
     b = PlanBuilder(4)
     b.transfer(0, 2, N)
     b.transfer(3, 1, N)
-    tl = simulate(b.build(), _dumbbell(B))
+    tl = simulate(b.build(), _dumbbell(B), runtime=MPICH)
     for op in (0, 1):
         assert math.isclose(tl.end[op], 3 * LAT + N / B, rel_tol=1e-12)
 
@@ -70,7 +71,7 @@ def test_a_short_flow_leaves_and_the_long_one_speeds_up():
     b = PlanBuilder(4)
     b.transfer(0, 2, 1e6)
     b.transfer(1, 3, 3e6)
-    tl = simulate(b.build(), _dumbbell(B))
+    tl = simulate(b.build(), _dumbbell(B), runtime=MPICH)
     assert math.isclose(tl.end[0], 3 * LAT + 2e-3, rel_tol=1e-12)
     assert math.isclose(tl.end[1], 3 * LAT + 4e-3, rel_tol=1e-12)
 
@@ -95,7 +96,7 @@ def test_oversubscribed_fat_tree_slows_a_cross_pod_ring_by_its_ratio(levels):
         topo = fat_tree(k, link=LINK, levels=levels, oversubscription=r)
         b = PlanBuilder(topo.n_ranks)
         b.collective("allreduce", group, n, algorithm="ring")
-        times[r] = simulate(b.build(), topo).duration(0)
+        times[r] = simulate(b.build(), topo, runtime=MPICH).duration(0)
         assert math.isclose(times[r], 2 * (p - 1) * (hops * LAT + (n / p) * r / B), rel_tol=1e-9)
     lat = 2 * (p - 1) * hops * LAT
     assert math.isclose((times[4] - lat) / (times[1] - lat), 4.0, rel_tol=1e-9)
@@ -111,7 +112,7 @@ def test_ranks_of_one_node_share_their_nic(gpus):
     b = PlanBuilder(2 * gpus)
     for l in range(gpus):
         b.transfer(l, gpus + l, N)
-    tl = simulate(b.build(), topo)
+    tl = simulate(b.build(), topo, runtime=MPICH)
     latency = 2 * 0.5e-6 + 2 * LAT
     for op in range(gpus):
         assert math.isclose(tl.end[op] - latency, gpus * N / B, rel_tol=1e-9)

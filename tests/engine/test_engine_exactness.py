@@ -14,6 +14,7 @@ from simcomm.collectives.base import ALGORITHMS, default_ppn
 from simcomm.engine import simulate
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
+from simcomm.runtimes.mpi import MPICH
 from simcomm.topologies.full_mesh import full_mesh
 
 ALPHA, BANDWIDTH, GAMMA = 1.7e-6, 1.25e9, 3.0e-10
@@ -37,7 +38,7 @@ def test_flow_equals_closed_form_on_full_mesh(key, p):
     kind, name = key.split("/", 1)
     b = PlanBuilder(p)
     b.collective(kind, range(p), NBYTES, algorithm=name)
-    tl = simulate(b.build(), full_mesh(p, LINK, gamma=GAMMA), ppn=ppn)
+    tl = simulate(b.build(), full_mesh(p, LINK, gamma=GAMMA), ppn=ppn, runtime=MPICH)
     want = alg.cost(p, NBYTES, ALPHA, 1.0 / BANDWIDTH, GAMMA, ppn=ppn).total
     assert want > 0
     assert math.isclose(tl.duration(0), want, rel_tol=1e-9), (key, p, tl.duration(0), want)
@@ -51,7 +52,7 @@ def test_rooted_algorithms_are_exact_for_a_nonzero_root(key):
     kind, name = key.split("/", 1)
     b = PlanBuilder(p)
     b.collective(kind, range(p), NBYTES, algorithm=name, root=3)
-    tl = simulate(b.build(), full_mesh(p, LINK, gamma=GAMMA), ppn=ppn)
+    tl = simulate(b.build(), full_mesh(p, LINK, gamma=GAMMA), ppn=ppn, runtime=MPICH)
     want = alg.cost(p, NBYTES, ALPHA, 1.0 / BANDWIDTH, GAMMA, ppn=ppn).total
     assert math.isclose(tl.duration(0), want, rel_tol=1e-9)
 
@@ -62,6 +63,6 @@ def test_ring_allreduce_hand_computed():
     b = PlanBuilder(4)
     b.collective("allreduce", range(4), 4e6, algorithm="ring")
     for reference in ((), {"coalesce"}):
-        tl = simulate(b.build(), full_mesh(4, link, gamma=1e-9), reference=reference)
+        tl = simulate(b.build(), full_mesh(4, link, gamma=1e-9), reference=reference, runtime=MPICH)
         assert math.isclose(tl.makespan, 6 * (1e-6 + 1e-3) + 3 * 1e-3, rel_tol=1e-12)
         assert tl.link_class_bytes == {"custom": pytest.approx(6 * 4 * 1e6)}

@@ -13,6 +13,7 @@ from simcomm.engine.fluid.core import run_isolated
 from simcomm.engine.fluid.maxmin import maxmin_rates, maxmin_rates_global
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
+from simcomm.runtimes.mpi import MPICH
 from simcomm.topologies.fat_tree import fat_tree
 from simcomm.topologies.two_level import two_level
 
@@ -92,8 +93,8 @@ def test_engine_incremental_equals_reference_on_contended_traffic(seed):
         if seed == 2 else fat_tree(4, link=LINK, levels=2, oversubscription=2)
     n = topo.n_ranks
     plan = gossip_plan(n, seed, stagger=2e-3, per_rank=3, sizes=[1e5, 4e5, 2e6], ring_bytes=3e6)
-    fast = simulate(plan, topo)
-    ref = simulate(plan, topo, reference={"incremental", "coalesce"})
+    fast = simulate(plan, topo, runtime=MPICH)
+    ref = simulate(plan, topo, reference={"incremental", "coalesce"}, runtime=MPICH)
     np.testing.assert_allclose(fast.start, ref.start, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(fast.end, ref.end, rtol=1e-12, atol=1e-15)
     assert fast.link_class_bytes == pytest.approx(ref.link_class_bytes, rel=1e-12)
@@ -106,8 +107,8 @@ def test_repeated_alltoalls_reuse_routing_and_match_the_reference():
     for size in (1.6e5, 3.2e5, 1.6e5):
         b.collective("alltoall", range(16), size, algorithm="pairwise")
     plan = b.build()
-    fast = simulate(plan, topo)
-    ref = simulate(plan, topo, reference={"incremental", "coalesce"})
+    fast = simulate(plan, topo, runtime=MPICH)
+    ref = simulate(plan, topo, reference={"incremental", "coalesce"}, runtime=MPICH)
     np.testing.assert_allclose(fast.end, ref.end, rtol=1e-12, atol=1e-15)
     assert fast.link_class_bytes == pytest.approx(ref.link_class_bytes, rel=1e-12)
     # The third alltoall repeats the first one exactly; the second only its routes.
@@ -121,15 +122,15 @@ def test_scaled_alltoall_steps_interrupted_by_a_transfer_match_the_reference(fra
     a1 = b.collective("alltoall", range(8), 1.6e5, algorithm="pairwise")
     b.collective("alltoall", range(8), 4.8e5, algorithm="pairwise", after=[a1])
     plan0 = b.build()
-    probe = simulate(plan0, topo)
+    probe = simulate(plan0, topo, runtime=MPICH)
     assert probe.meta["isolated_scaled"] == 7  # the second all-to-all reuses the first's 7 patterns
     # A transfer into rank 0 starting somewhere inside the second all-to-all.
     t = probe.start[1] + frac * probe.duration(1)
     b.compute(8, t)
     b.transfer(8, 0, 3e5, after=[2])
     plan = b.build()
-    fast = simulate(plan, topo)
-    ref = simulate(plan, topo, reference={"incremental", "coalesce"})
+    fast = simulate(plan, topo, runtime=MPICH)
+    ref = simulate(plan, topo, reference={"incremental", "coalesce"}, runtime=MPICH)
     np.testing.assert_allclose(fast.start, ref.start, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(fast.end, ref.end, rtol=1e-12, atol=1e-15)
     if 0.0 < frac < 1.0:
@@ -137,5 +138,5 @@ def test_scaled_alltoall_steps_interrupted_by_a_transfer_match_the_reference(fra
     # The scaled price of the second all-to-all alone equals running it plainly.
     solo = PlanBuilder(16)
     solo.collective("alltoall", range(8), 4.8e5, algorithm="pairwise")
-    plain = simulate(solo.build(), topo, reference={"incremental", "coalesce"})
+    plain = simulate(solo.build(), topo, reference={"incremental", "coalesce"}, runtime=MPICH)
     assert probe.duration(1) == pytest.approx(plain.duration(0), rel=1e-12)

@@ -9,6 +9,7 @@ from simcomm.engine import simulate
 from simcomm.errors import ConfigError, PlanError, UnknownNameError
 from simcomm.links.base import LinkClass
 from simcomm.ops import CommPlan, PlanBuilder
+from simcomm.runtimes.mpi import MPICH
 from simcomm.topologies.fat_tree import fat_tree
 from simcomm.topologies.full_mesh import full_mesh
 from simcomm.topologies.two_level import two_level
@@ -34,8 +35,8 @@ def _iteration_plan(p: int) -> CommPlan:
 def test_analytic_equals_flow_without_contention(p):
     topo = full_mesh(p, LINK, gamma=1e-10)
     plan = _iteration_plan(p)
-    flow = simulate(plan, topo, fidelity="flow")
-    ana = simulate(plan, topo, fidelity="analytic")
+    flow = simulate(plan, topo, fidelity="flow", runtime=MPICH)
+    ana = simulate(plan, topo, fidelity="analytic", runtime=MPICH)
     np.testing.assert_allclose(flow.start, ana.start, rtol=1e-9)
     np.testing.assert_allclose(flow.end, ana.end, rtol=1e-9)
     assert ana.fidelity == "analytic" and flow.fidelity == "flow"
@@ -48,7 +49,7 @@ def test_compute_and_comm_streams_overlap():
     b.transfer(0, 1, 2e6)          # comm stream: starts at 0, beside the compute
     b.compute(0, 1e-3)             # compute stream: after the first compute only
     b.transfer(0, 1, 2e6, after=[c])
-    tl = simulate(b.build(), full_mesh(2, LINK))
+    tl = simulate(b.build(), full_mesh(2, LINK), runtime=MPICH)
     assert tl.start[1] == 0.0
     assert tl.end[1] == pytest.approx(1.5e-6 + 1e-3, rel=1e-12)
     assert tl.start[2] == pytest.approx(1e-3, rel=1e-12)
@@ -61,7 +62,7 @@ def test_a_collective_starts_when_its_last_member_arrives():
     for r in range(3):
         b.compute(r, (r + 1) * 1e-3)
     b.collective("allgather", range(3), 3e6, algorithm="ring", after=[0, 1, 2])
-    tl = simulate(b.build(), full_mesh(3, LINK))
+    tl = simulate(b.build(), full_mesh(3, LINK), runtime=MPICH)
     assert tl.start[3] == pytest.approx(3e-3, rel=1e-12)
     assert tl.duration(3) == pytest.approx(2 * (1.5e-6 + 1e6 / 2e9), rel=1e-12)
 
@@ -74,8 +75,8 @@ def test_hierarchical_gets_ppn_from_the_topology():
     topo = two_level(4, 2, intra="nvswitch", nic_link=nic, inter="switch")
     b = PlanBuilder(8)
     b.collective("allreduce", range(8), 8e6, algorithm="hierarchical")
-    flow = simulate(b.build(), topo)
-    ana = simulate(b.build(), topo, fidelity="analytic")
+    flow = simulate(b.build(), topo, runtime=MPICH)
+    ana = simulate(b.build(), topo, fidelity="analytic", runtime=MPICH)
     intra = topo.links[topo.meta["intra_link"]]
     attach = next(lc for lc in topo.links.values() if lc.family == "pcie")
     a_i, b_i = 2 * intra.latency, 1 / intra.bandwidth
@@ -94,19 +95,19 @@ def test_hierarchical_gets_ppn_from_the_topology():
 def test_deterministic():
     topo = fat_tree(4, link=LINK, levels=3, oversubscription=2, gamma=1e-10)
     plan = _iteration_plan(16)
-    a = simulate(plan, topo, seed=3)
-    b = simulate(plan, topo, seed=3)
+    a = simulate(plan, topo, seed=3, runtime=MPICH)
+    b = simulate(plan, topo, seed=3, runtime=MPICH)
     assert a.start.tobytes() == b.start.tobytes() and a.end.tobytes() == b.end.tobytes()
     assert a.meta == b.meta and a.link_class_bytes == b.link_class_bytes
     assert a.meta["seed"] == 3
 
 
 def test_empty_plan_and_single_rank_collective():
-    tl = simulate(CommPlan(1, ()), full_mesh(1, LINK))
+    tl = simulate(CommPlan(1, ()), full_mesh(1, LINK), runtime=MPICH)
     assert tl.makespan == 0.0 and len(tl.end) == 0
     b = PlanBuilder(1)
     b.collective("allreduce", [0], 1e6, algorithm="ring")
-    assert simulate(b.build(), full_mesh(1, LINK)).makespan == 0.0
+    assert simulate(b.build(), full_mesh(1, LINK), runtime=MPICH).makespan == 0.0
 
 
 def test_user_errors_are_clean():
@@ -114,18 +115,18 @@ def test_user_errors_are_clean():
     b = PlanBuilder(4)
     b.collective("allreduce", range(4), 1e6, algorithm="nope")
     with pytest.raises(UnknownNameError, match="allreduce/nope.*valid choices"):
-        simulate(b.build(), topo)
+        simulate(b.build(), topo, runtime=MPICH)
     ok = PlanBuilder(4)
     ok.transfer(0, 1, 1.0)
     with pytest.raises(ConfigError, match="fidelity.*valid choices: flow, analytic"):
-        simulate(ok.build(), topo, fidelity="packet")
+        simulate(ok.build(), topo, fidelity="packet", runtime=MPICH)
     with pytest.raises(ConfigError, match="engine option 'bogus'"):
-        simulate(ok.build(), topo, bogus=1)
+        simulate(ok.build(), topo, bogus=1, runtime=MPICH)
     with pytest.raises(PlanError, match="5 ranks.*only 4"):
         big = PlanBuilder(5)
         big.transfer(0, 4, 1.0)
-        simulate(big.build(), topo)
+        simulate(big.build(), topo, runtime=MPICH)
     h = PlanBuilder(4)
     h.collective("allreduce", range(4), 1e6, algorithm="hierarchical")
     with pytest.raises(ConfigError, match="ppn"):
-        simulate(h.build(), topo, ppn=3)
+        simulate(h.build(), topo, ppn=3, runtime=MPICH)

@@ -86,3 +86,21 @@ def test_the_lean_forms_closed_form_is_the_solver_on_one_flow(caps):
     assert np.float64(route_rate(caps)).tobytes() == want[0].tobytes() and rounds == 1
     assert maxmin_small([links], dict(enumerate(caps))) == ([route_rate(caps)], 1)
     assert route_rate([]) == np.inf
+
+
+def test_the_incremental_re_solve_is_written_once():
+    """Every form of the fluid core runs the one re-solve (maxmin.IncrementalSolve.resolve) with kernels of its own;
+    the lean form runs the scalar form's pass and replaces only kernels of the re-solve and which lists a removal
+    shortens (docs/engine.md, "Incremental re-solves")."""
+    from simcomm.engine.fluid.core import FluidCore
+    from simcomm.engine.fluid.lone import LoneFlows
+    from simcomm.engine.fluid.maxmin import IncrementalSolve
+    from simcomm.engine.fluid.small import SmallFlows
+
+    for form in (FluidCore, SmallFlows, LoneFlows):
+        assert issubclass(form, IncrementalSolve) and form.resolve is IncrementalSolve.resolve
+        assert all(getattr(form, k) is not getattr(IncrementalSolve, k)
+                   for k in ("_rates_gone_entered", "_resolve_set", "_new_rates", "_apply"))
+    own = {k for k, v in vars(LoneFlows).items() if callable(v) and k in vars(SmallFlows)}
+    assert own == {"__init__", "merge", "compact", "_rates_gone_entered", "_new_rates", "_slot_fields", "_release"}
+    assert LoneFlows.step is SmallFlows.step and LoneFlows._resolve_set is SmallFlows._resolve_set

@@ -9,6 +9,7 @@ from simcomm.engine.options import EXACT, SCENARIO_RESOLUTION
 from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
+from simcomm.runtimes.mpi import MPICH
 from simcomm.topologies.full_mesh import full_mesh
 
 
@@ -38,7 +39,7 @@ def test_keywords_and_the_options_object_run_the_same():
     b.transfer(0, 1, 1e6)
     plan = b.build()
     topo = full_mesh(2, LinkClass("l", 1e9, 1e-6, "infiniband"))
-    a = simulate(plan, topo, resolution=0.01, reference={"coalesce"})
-    c = simulate(plan, topo, options=EngineOptions(resolution=0.01, reference=frozenset({"coalesce"})))
+    a = simulate(plan, topo, resolution=0.01, reference={"coalesce"}, runtime=MPICH)
+    c = simulate(plan, topo, options=EngineOptions(resolution=0.01, reference=frozenset({"coalesce"})), runtime=MPICH)
     # 1e-6 + 1e6 / 1e9 = 1.001 ms, whichever way the options arrive
     assert a.end.tolist() == c.end.tolist() == [pytest.approx(1.001e-3, rel=1e-12)]

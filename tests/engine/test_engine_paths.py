@@ -15,6 +15,7 @@ from simcomm.engine import EngineOptions, simulate
 from simcomm.engine.paths import EXACT, REFERENCES, choose
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
+from simcomm.runtimes.mpi import MPICH
 from simcomm.topologies.fat_tree import fat_tree
 
 LINK = LinkClass("paths-link", 1e9, 1e-6, "custom")
@@ -74,10 +75,10 @@ def test_the_chooser_picks_each_path_from_the_plan_and_the_options():
 
 @pytest.mark.parametrize("fidelity", ["flow", "analytic"])
 def test_every_run_records_the_paths_it_took(fidelity):
-    tl = simulate(_collectives(), TOPO, fidelity=fidelity)
+    tl = simulate(_collectives(), TOPO, fidelity=fidelity, runtime=MPICH)
     assert tl.paths == choose(_collectives(), fidelity, EngineOptions()).to_dict()
     assert "paths" not in tl.meta  # the statistics stay as they were (their digests are committed)
-    fast = simulate(_collectives(), TOPO, fidelity=fidelity, link_bytes=False)
+    fast = simulate(_collectives(), TOPO, fidelity=fidelity, link_bytes=False, runtime=MPICH)
     assert fast.paths["driver"] == ("one-pass" if fidelity == "analytic" else "callbacks")
 
 
@@ -94,10 +95,10 @@ def _close(a, b) -> None:
 @pytest.mark.parametrize("fidelity, link_bytes", [("flow", True), ("analytic", True), ("analytic", False)])
 def test_every_reference_switch_gives_the_default_floats(plan, fidelity, link_bytes):
     p = PLANS[plan]()
-    base = simulate(p, TOPO, fidelity=fidelity, resolution=0.0, link_bytes=link_bytes)
+    base = simulate(p, TOPO, fidelity=fidelity, resolution=0.0, link_bytes=link_bytes, runtime=MPICH)
     taken = set()
     for name in REFERENCES:
-        ref = simulate(p, TOPO, fidelity=fidelity, resolution=0.0, link_bytes=link_bytes, reference={name})
+        ref = simulate(p, TOPO, fidelity=fidelity, resolution=0.0, link_bytes=link_bytes, reference={name}, runtime=MPICH)
         if ref.paths != base.paths:
             taken.add(name)
         if name in EXACT:
@@ -105,9 +106,9 @@ def test_every_reference_switch_gives_the_default_floats(plan, fidelity, link_by
         else:
             _close(base, ref)  # the same in the model; statistics differ by design (solves, coalesced steps)
     for live in (1, 2, 64):  # where the core leaves its scalar forms changes no float
-        check(base, simulate(p, TOPO, fidelity=fidelity, resolution=0.0, link_bytes=link_bytes, max_live=live))
+        check(base, simulate(p, TOPO, fidelity=fidelity, resolution=0.0, link_bytes=link_bytes, max_live=live, runtime=MPICH))
     everything = simulate(p, TOPO, fidelity=fidelity, resolution=0.0, link_bytes=link_bytes,
-                          reference=set(REFERENCES))
+                          reference=set(REFERENCES), runtime=MPICH)
     _close(base, everything)
     # the switches that can matter here did change the recorded paths (not a switch that does nothing)
     if fidelity == "flow":
@@ -125,9 +126,9 @@ def test_the_reference_paths_really_run_something_else():
     real = fluid.FluidCore._solve_plain
     fluid.FluidCore._solve_plain = lambda self, *a: calls.append(1) or real(self, *a)
     try:
-        simulate(_collectives(), TOPO)
+        simulate(_collectives(), TOPO, runtime=MPICH)
         assert not calls
-        simulate(_collectives(), TOPO, reference={"incremental"})
+        simulate(_collectives(), TOPO, reference={"incremental"}, runtime=MPICH)
         assert calls
     finally:
         fluid.FluidCore._solve_plain = real

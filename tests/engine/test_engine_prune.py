@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from simcomm.engine import simulate
 from simcomm.engine.fluid.maxmin import REL_TOL, maxmin_rates, maxmin_rates_global
 from simcomm.engine.fluid.prune import route_matrix
+from simcomm.runtimes.mpi import MPICH
 from simcomm.topologies.two_level import two_level
 
 
@@ -63,8 +64,8 @@ def test_prune_on_nic_per_gpu_cluster_equals_plain_model(seed):
     rows = route_matrix(topo.capacity, *flat(routes))
     assert (rows < len(topo.capacity)).sum() < sum(len(r) for r in routes)  # something was pruned
     plan = gossip_plan(topo.n_ranks, seed, stagger=1e-4, per_rank=4, sizes=[2e5, 7e5, 3e6])
-    fast = simulate(plan, topo)
-    ref = simulate(plan, topo, reference={"incremental", "coalesce"})
+    fast = simulate(plan, topo, runtime=MPICH)
+    ref = simulate(plan, topo, reference={"incremental", "coalesce"}, runtime=MPICH)
     np.testing.assert_allclose(fast.start, ref.start, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(fast.end, ref.end, rtol=1e-12, atol=1e-15)
     assert fast.makespan == pytest.approx(ref.makespan, rel=1e-12)

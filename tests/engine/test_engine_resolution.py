@@ -22,6 +22,7 @@ from simcomm.engine.fluid.core import run_isolated
 from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
+from simcomm.runtimes.mpi import MPICH
 from simcomm.topologies.star import star
 
 ONE = np.array([1.0])
@@ -107,8 +108,8 @@ def _engine_plan():
 
 def test_engine_option_reaches_the_network_and_is_counted():
     plan = _engine_plan()
-    exact = engine.simulate(plan, star(3, LINK))
-    merged = engine.simulate(plan, star(3, LINK), resolution=0.01)
+    exact = engine.simulate(plan, star(3, LINK), runtime=MPICH)
+    merged = engine.simulate(plan, star(3, LINK), resolution=0.01, runtime=MPICH)
     assert exact.end.tolist() == [200.0, 200.5] and "merged_flows" not in exact.meta
     assert merged.end.tolist() == [200.5, 200.5] and merged.meta["merged_flows"] == 2
 
@@ -116,7 +117,7 @@ def test_engine_option_reaches_the_network_and_is_counted():
 @pytest.mark.parametrize("bad", [-0.1, 1.0, 2, "1%"])
 def test_bad_resolution_is_one_clear_error(bad):
     with pytest.raises(ConfigError, match="resolution"):
-        engine.simulate(_engine_plan(), star(3, LINK), resolution=bad)
+        engine.simulate(_engine_plan(), star(3, LINK), resolution=bad, runtime=MPICH)
 
 
 CROSS = ("run", "--strategy", "crossover-sgd", "--nodes", "2", "--cluster", "dgx-a100-hdr", "--no-baseline")

@@ -8,6 +8,7 @@ import pytest
 from simcomm.engine import simulate
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
+from simcomm.runtimes.mpi import MPICH
 from simcomm.topologies.fat_tree import fat_tree
 
 TOPO = fat_tree(4, link=LinkClass("tiny-link", 1e9, 1e-6, "custom"), levels=2, oversubscription=2)
@@ -19,7 +20,7 @@ def second_duration(first_bytes: float | None) -> float:
     if first_bytes is not None:
         after = [b.collective("allreduce", (0, 1, 2), first_bytes, stream="tp")]
     b.collective("allreduce", (0, 1, 2), 1000.0, stream="tp", after=after)
-    tl = simulate(b.build(), TOPO)
+    tl = simulate(b.build(), TOPO, runtime=MPICH)
     return float(tl.end[-1] - tl.start[-1])
 
 

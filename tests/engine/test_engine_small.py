@@ -16,6 +16,7 @@ from simcomm.engine.fluid.small import MAX_LIVE
 from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
+from simcomm.runtimes.mpi import MPICH
 from simcomm.topologies.fat_tree import fat_tree
 from simcomm.topologies.two_level import two_level
 
@@ -137,8 +138,8 @@ def test_engine_runs_are_bit_identical_with_and_without_the_scalar_core(seed):
         if seed == 2 else fat_tree(4, link=LINK, levels=2, oversubscription=2)
     plan = gossip_plan(topo.n_ranks, seed, stagger=2e-3, per_rank=3, sizes=[1e5, 4e5, 2e6], ring_bytes=3e6)
     for kw in ({}, {"resolution": 0.02}, {"record_link_usage": True}, {"comm_cpu": 1e-10}):
-        a = simulate(plan, topo, **kw)
-        b = simulate(plan, topo, reference={"scalar"}, **kw)
+        a = simulate(plan, topo, runtime=MPICH, **kw)
+        b = simulate(plan, topo, reference={"scalar"}, runtime=MPICH, **kw)
         assert same(a.start, b.start) and same(a.end, b.end)
         assert a.meta == b.meta and a.link_class_bytes == b.link_class_bytes
 
@@ -147,7 +148,8 @@ def test_a_parameter_server_plan_is_bit_identical():
     # A FIFO server: every worker's pushes queue into rank 0, pulls queue out of it.
     topo = fat_tree(4, link=LINK, levels=2)
     plan = fifo_server_plan(topo.n_ranks, 5, compute=1e-4, nbytes=1e5, update=1e-5)
-    a, ref = simulate(plan, topo, resolution=0.01), simulate(plan, topo, resolution=0.01, reference={"scalar"})
+    a = simulate(plan, topo, resolution=0.01, runtime=MPICH)
+    ref = simulate(plan, topo, resolution=0.01, reference={"scalar"}, runtime=MPICH)
     assert same(a.start, ref.start) and same(a.end, ref.end) and a.meta == ref.meta
 
 
@@ -155,11 +157,11 @@ def test_the_option_is_checked():
     plan = PlanBuilder(2)
     plan.transfer(0, 1, 1.0)
     with pytest.raises(ConfigError, match="reference: 'scalr' is unknown; valid choices: one_pass, direct"):
-        simulate(plan.build(), fat_tree(4, link=LINK, levels=2), reference={"scalr"})
+        simulate(plan.build(), fat_tree(4, link=LINK, levels=2), reference={"scalr"}, runtime=MPICH)
     with pytest.raises(ConfigError, match="reference: 'scalar' must be a set of names"):
-        simulate(plan.build(), fat_tree(4, link=LINK, levels=2), reference="scalar")
+        simulate(plan.build(), fat_tree(4, link=LINK, levels=2), reference="scalar", runtime=MPICH)
     with pytest.raises(ConfigError, match="max_live: 0 must be a positive integer"):
-        simulate(plan.build(), fat_tree(4, link=LINK, levels=2), max_live=0)
+        simulate(plan.build(), fat_tree(4, link=LINK, levels=2), max_live=0, runtime=MPICH)
 
 
 def test_a_route_crossing_a_link_twice_stays_with_the_arrays():

@@ -12,6 +12,7 @@ from simcomm.engine import simulate
 from simcomm.engine.flow.network import Environment, LateEvent, LiveNetwork
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
+from simcomm.runtimes.mpi import MPICH
 from simcomm.topologies.fat_tree import fat_tree
 from simcomm.topologies.star import star
 
@@ -41,7 +42,7 @@ def test_single_transfer_on_two_hops_integrates_to_twice_its_bytes():
     n = 3e6
     b = PlanBuilder(2)
     b.transfer(0, 1, n)
-    tl = simulate(b.build(), star(2, LINK), record_link_usage=True)
+    tl = simulate(b.build(), star(2, LINK), record_link_usage=True, runtime=MPICH)
     rows = tl.meta["link_usage"]
     # Latency phase (nothing carried), then B on each of the two links, then nothing.
     assert rows == [(0.0, "custom", 0.0), (2 * LAT, "custom", 2 * B), (2 * LAT + n / B, "custom", 0.0)]
@@ -51,13 +52,13 @@ def test_single_transfer_on_two_hops_integrates_to_twice_its_bytes():
 def test_usage_is_off_by_default_and_empty_for_analytic():
     b = PlanBuilder(2)
     b.transfer(0, 1, 1e6)
-    assert "link_usage" not in simulate(b.build(), star(2, LINK)).meta
-    assert simulate(b.build(), star(2, LINK), fidelity="analytic", record_link_usage=True).meta["link_usage"] == []
+    assert "link_usage" not in simulate(b.build(), star(2, LINK), runtime=MPICH).meta
+    assert simulate(b.build(), star(2, LINK), fidelity="analytic", record_link_usage=True, runtime=MPICH).meta["link_usage"] == []
 
 
 def _check_against_plain(plan, topo):
-    fast = simulate(plan, topo, record_link_usage=True)
-    plain = simulate(plan, topo, reference={"coalesce", "incremental"}, record_link_usage=True)
+    fast = simulate(plan, topo, record_link_usage=True, runtime=MPICH)
+    plain = simulate(plan, topo, reference={"coalesce", "incremental"}, record_link_usage=True, runtime=MPICH)
     assert fast.makespan == pytest.approx(plain.makespan, rel=1e-9)
     for fam, total in plain.link_class_bytes.items():
         # Every byte crossing a link of the family shows up in the counter's integral.

@@ -15,6 +15,7 @@ from simcomm.engine import simulate
 from simcomm.engine.flow.network import Environment, LiveNetwork
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
+from simcomm.runtimes.mpi import MPICH
 from simcomm.topologies import resolve
 from simcomm.topologies.fat_tree import fat_tree
 from simcomm.topologies.star import star
@@ -24,7 +25,7 @@ LINK = LinkClass("pl-link", 1e9, 1e-6, "custom")
 
 def _run(plan, topo, per_link: bool, **kw):
     reference = set(kw.pop("reference", ())) | (set() if per_link else {"per_link"})
-    return simulate(plan, topo, resolution=0.0, reference=reference, **kw)
+    return simulate(plan, topo, resolution=0.0, reference=reference, **{"runtime": MPICH, **kw})
 
 
 def _same(a, b):

@@ -15,6 +15,7 @@ from simcomm.engine import simulate
 from simcomm.errors import PlanError
 from simcomm.links.base import LinkClass
 from simcomm.ops import Collective, CommPlan, Compute, PlanBuilder
+from simcomm.runtimes.mpi import MPICH
 from simcomm.topologies.fat_tree import fat_tree
 
 LINK = LinkClass("callback-link", 1e9, 1e-6, "custom")
@@ -82,7 +83,7 @@ def test_a_collective_that_cannot_run_is_the_same_error():
     errors = []
     for reference in ((), {"callbacks"}):
         with pytest.raises(PlanError, match="never ran") as err:
-            simulate(bad, TOPO, reference=reference)
+            simulate(bad, TOPO, reference=reference, runtime=MPICH)
         errors.append(str(err.value))
     assert errors[0] == errors[1]
 

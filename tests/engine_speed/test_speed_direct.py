@@ -17,6 +17,7 @@ from simcomm.errors import PlanError
 from simcomm.links.base import LinkClass
 from simcomm.ops import CommPlan, Compute, PlanBuilder
 from simcomm.pipeline import simulate as run_scenario
+from simcomm.runtimes.mpi import MPICH
 from simcomm.scenario import Scenario
 from simcomm.topologies.fat_tree import fat_tree
 
@@ -77,7 +78,7 @@ def test_busiest_links_count_messages_by_hand(fidelity, direct):
             want[lid] = want.get(lid, 0.0) + nb
     busy = {lid: v / float(TOPO.capacity[lid]) for lid, v in want.items()}
     top = sorted(want, key=lambda i: (-busy[i], i))[:4]
-    tl = simulate(b.build(), TOPO, fidelity=fidelity, busiest_links=4, reference=() if direct else {"direct"})
+    tl = simulate(b.build(), TOPO, fidelity=fidelity, busiest_links=4, reference=() if direct else {"direct"}, runtime=MPICH)
     assert tl.paths["driver"] == ("direct" if direct and fidelity == "flow" else "callbacks")
     assert [(row[2], row[3]) for row in tl.meta["busiest_links"]] == [(TOPO.link_names[i], want[i]) for i in top]
 
@@ -122,11 +123,11 @@ def test_plans_with_collectives_or_cpu_cost_take_the_simpy_path(monkeypatch):
     b = PlanBuilder(TOPO.n_ranks)
     b.transfer(0, 1, 1e4)
     plan = b.build()
-    simulate(plan, TOPO)
+    simulate(plan, TOPO, runtime=MPICH)
     assert calls == [1]
-    simulate(plan, TOPO, comm_cpu=1e-10)
+    simulate(plan, TOPO, comm_cpu=1e-10, runtime=MPICH)
     b.collective("allreduce", range(4), 1e4, algorithm="ring")
-    simulate(b.build(), TOPO)
+    simulate(b.build(), TOPO, runtime=MPICH)
     assert calls == [1]
 
 
@@ -134,9 +135,9 @@ def test_an_op_that_cannot_run_is_the_same_error():
     # (not a valid plan: op 1 waits for itself; the engine reports it rather than hang)
     bad = CommPlan(n_ranks=2, ops=(Compute(id=0, rank=0, seconds=1.0), Compute(id=1, rank=1, seconds=1.0, deps=(1,))))
     with pytest.raises(PlanError, match="never ran") as direct:
-        simulate(bad, TOPO)
+        simulate(bad, TOPO, runtime=MPICH)
     with pytest.raises(PlanError, match="never ran") as slow:
-        simulate(bad, TOPO, reference={"direct"})
+        simulate(bad, TOPO, reference={"direct"}, runtime=MPICH)
     assert str(direct.value) == str(slow.value)
 
 
@@ -144,6 +145,6 @@ def test_busiest_links_of_a_collective_are_the_same_in_both_fidelities():
     # the analytic fidelity once counted no collective's bytes per link (busiest_links came out empty)
     b = PlanBuilder(8)
     b.collective("allreduce", range(8), 1e6, algorithm="ring")
-    flow = simulate(b.build(), TOPO, fidelity="flow", busiest_links=5).meta["busiest_links"]
-    analytic = simulate(b.build(), TOPO, fidelity="analytic", busiest_links=5).meta["busiest_links"]
+    flow = simulate(b.build(), TOPO, fidelity="flow", busiest_links=5, runtime=MPICH).meta["busiest_links"]
+    analytic = simulate(b.build(), TOPO, fidelity="analytic", busiest_links=5, runtime=MPICH).meta["busiest_links"]
     assert len(flow) == 5 and [row[:4] for row in analytic] == [row[:4] for row in flow]

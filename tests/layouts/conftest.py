@@ -15,6 +15,7 @@ import pytest
 from simcomm import engine
 from simcomm.links.base import LinkClass
 from simcomm.ops import Collective, Transfer
+from simcomm.runtimes.mpi import MPICH
 from simcomm.strategies import STRATEGIES
 from simcomm.strategies.base import make_params
 from simcomm.topologies.full_mesh import full_mesh
@@ -49,7 +50,7 @@ def plan_of(n, opts, trace=None, batch=1, link=FREE):
 
 def run(n, opts, link=FREE, **kw):
     plan, _ = plan_of(n, opts, link=link, **kw)
-    return plan, engine.simulate(plan, full_mesh(n, link))
+    return plan, engine.simulate(plan, full_mesh(n, link), runtime=MPICH)
 
 
 def transfers(plan, text=""):

@@ -19,6 +19,7 @@ from simcomm.errors import ConfigError
 from simcomm.jitter import FLOOR, ITERATIONS, chain, draw, per_iteration
 from simcomm.links.base import LinkClass
 from simcomm.ops import Compute, PlanBuilder, Transfer
+from simcomm.runtimes.mpi import MPICH
 from simcomm.topologies.full_mesh import full_mesh
 
 FREE = LinkClass("free-link", 1e12, 0.0, "custom")  # messages of 1 byte take 1e-12 s
@@ -41,7 +42,7 @@ def _independent_plan(n: int, w: float = 1.0):
 
 def _run(plan, factors, n):
     chained, copies = chain(plan, np.asarray(factors, dtype=float))
-    tl = simulate(chained, full_mesh(n, FREE))
+    tl = simulate(chained, full_mesh(n, FREE), runtime=MPICH)
     return per_iteration(tl.end, copies)[0]
 
 
@@ -66,7 +67,7 @@ def test_a_receiver_waits_for_the_message_of_the_previous_iteration():
     b.compute(1, 0.5)
     f = [[1, 1], [3, 1], [1, 1]]
     chained, copies = chain(b.build(), np.asarray(f, dtype=float))
-    tl = simulate(chained, full_mesh(2, FREE))
+    tl = simulate(chained, full_mesh(2, FREE), runtime=MPICH)
     ends = [max(tl.end[i] for i in c) for c in copies]
     # rank 0: 1, 4, 5 (+ the message); rank 1 of copy 1 starts after copy 0's message (t = 1)
     assert ends == pytest.approx([1.0, 4.0, 5.0], abs=1e-9)
@@ -75,7 +76,7 @@ def test_a_receiver_waits_for_the_message_of_the_previous_iteration():
 
 def test_ones_change_nothing_for_a_bulk_synchronous_plan():
     plan = _sync_plan(4, 0.3)
-    one = simulate(plan, full_mesh(4, FREE)).makespan
+    one = simulate(plan, full_mesh(4, FREE), runtime=MPICH).makespan
     assert _run(plan, np.ones((5, 4)), 4) == pytest.approx(one, rel=1e-12)
 
 

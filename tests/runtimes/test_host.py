@@ -13,6 +13,7 @@ from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
 from simcomm.runtimes.host import HostRates, host_gamma, loopback_rate, recorded_host, reduced_bytes
+from simcomm.runtimes.mpi import MPICH
 from simcomm.stacks import apply_stack, get_stack
 from simcomm.topologies.full_mesh import full_mesh
 
@@ -56,7 +57,7 @@ def test_stack_reduce_sets_every_rank_gamma():
     assert list(eff.gammas()) == [1e-9] * 4 and list(topo.gammas()) == [0.0] * 4
     b = PlanBuilder(4)
     b.collective("allreduce", range(4), 4 * MB, algorithm="ring")
-    tl = engine.simulate(b.build(), eff, fidelity="flow")
+    tl = engine.simulate(b.build(), eff, fidelity="flow", runtime=MPICH)
     assert tl.makespan == pytest.approx(6 * (1e-6 + 1e-3) + 3 * 1e-3, rel=1e-9)
 
 

@@ -11,7 +11,7 @@ import pytest
 import simcomm
 from simcomm import engine
 from simcomm.collectives.base import ALGORITHMS, Step
-from simcomm.collectives.runtime import PLAIN, CatalogueRuntime, CollectiveRuntime, Prepared
+from simcomm.collectives.runtime import CollectiveRuntime, Prepared
 from simcomm.engine import EngineOptions
 from simcomm.errors import ConfigError, UnknownNameError
 from simcomm.links.base import LinkClass
@@ -60,7 +60,7 @@ def test_placement_is_what_the_schedule_depends_on():
 def test_nccl_runs_a_named_textbook_algorithm_from_the_catalogue():
     topo = two_level(2, 4, intra="nvswitch", nic_link="ib-hdr", device="a100")
     op = Collective(0, "allreduce", tuple(range(8)), 1e6, "rabenseifner")
-    nccl, plain = get_runtime("nccl").prepare(op, topo, None), PLAIN.prepare(op, topo, None)
+    nccl, plain = get_runtime("nccl").prepare(op, topo, None), get_runtime("mpich").prepare(op, topo, None)
     assert (nccl.algorithm, nccl.ppn, nccl.label, len(nccl.steps)) == (plain.algorithm, 1, "rabenseifner", 6)
     assert all((a.src == b.src).all() and (a.nbytes == b.nbytes).all() for a, b in zip(nccl.steps, plain.steps, strict=False))
     auto = get_runtime("nccl").prepare(Collective(0, "allreduce", tuple(range(8)), 1e6), topo, None)
@@ -124,14 +124,21 @@ def test_a_runtime_without_the_protocol_is_one_error_line():
         EngineOptions(runtime="nccl")
 
 
-def test_no_runtime_named_is_mpich():
-    assert CatalogueRuntime("mpich") == PLAIN and isinstance(get_runtime("mpich"), MpiRuntime)
+def test_the_engine_has_no_default_runtime():
+    """The caller chooses how collectives run: a plan with one and no runtime is one error line before the run."""
     b = PlanBuilder(4)
+    b.compute(0, 1.0)
     b.collective("allreduce", range(4), 1e6)
     topo = full_mesh(4, LINK)
-    plain = engine.simulate(b.build(), topo)
+    for fidelity in ("flow", "analytic"):
+        with pytest.raises(ConfigError, match=r"^runtime: the plan has collective ops \(allreduce over 4 ranks\) and no "
+                           r"runtime to run them; hand the engine the stack's: EngineOptions\(runtime=simcomm"):
+            engine.simulate(b.build(), topo, fidelity=fidelity)
     named = engine.simulate(b.build(), topo, runtime=get_runtime("mpich"))
-    assert plain.makespan == named.makespan and plain.meta["algorithms"] == [("allreduce", "auto", "rabenseifner", 1)]
+    assert isinstance(get_runtime("mpich"), MpiRuntime) and named.meta["algorithms"] == [("allreduce", "auto", "rabenseifner", 1)]
+    messages = PlanBuilder(2)
+    messages.transfer(0, 1, 1e6)
+    assert engine.simulate(messages.build(), full_mesh(2, LINK)).makespan == pytest.approx(1e-6 + 1e-3, rel=1e-12)
 
 
 def test_a_prepared_schedule_names_how_it_is_priced():
@@ -148,7 +155,7 @@ def test_a_prepared_schedule_names_how_it_is_priced():
 
 #: where a runtime's name may decide something outside simcomm/runtimes and simcomm/nccl, and why: files, then
 #: expressions (the start of their source) wherever they move
-NAME_CHECKS_FILES = {"collectives/auto.py"}  # the MPICH/Open MPI/gloo rule tables themselves (CatalogueRuntime's)
+NAME_CHECKS_FILES: set[str] = set()  # (the MPICH/Open MPI/gloo rule tables live in simcomm/runtimes/mpi.py)
 NAME_CHECKS_ALLOWED = {
     "rec.get('backend') == 'gloo'": "torch.distributed's backend gloo (calibrate), not a simcomm runtime",
     "{'mpich': 'MPICH default selection'": "simcomm cost --rules: the words for whose closed-form choice is shown",

@@ -16,6 +16,7 @@ from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
 from simcomm.runtimes import get_runtime
+from simcomm.runtimes.mpi import MPICH
 from simcomm.runtimes.transport import (
     MPICH_CH3_TCP,
     OPEN_MPI_TCP,
@@ -60,8 +61,8 @@ def test_gloo_offset_two_exchange_costs_twice_offset_one_through_the_engine(fide
     gloo = get_runtime("gloo")
     topo = full_mesh(4, LINK)
     opts = EngineOptions(runtime=gloo)
-    one = engine.simulate(gloo.exchanges(_offset_plan(1)), topo, fidelity=fidelity, options=opts)
-    two = engine.simulate(gloo.exchanges(_offset_plan(2)), topo, fidelity=fidelity, options=opts)
+    one = engine.simulate(gloo.exchanges(_offset_plan(1)), topo, fidelity=fidelity, options=opts, runtime=MPICH)
+    two = engine.simulate(gloo.exchanges(_offset_plan(2)), topo, fidelity=fidelity, options=opts, runtime=MPICH)
     assert one.makespan == pytest.approx(A + MB / B, rel=1e-9)
     assert two.makespan == pytest.approx(2 * (A + MB / B), rel=1e-9)
     # MPI and NCCL carry the two directions at once: offset 2 costs what offset 1 does

@@ -17,6 +17,7 @@ from simcomm.links.base import LinkClass
 from simcomm.ops import Collective, CommPlan, Compute, IterationInfo, Transfer
 from simcomm.pipeline import rank_mean
 from simcomm.result import breakdown, critical_rank, exposed_by, iteration_time
+from simcomm.runtimes.mpi import MPICH
 from simcomm.strategies import STRATEGIES
 from simcomm.strategies.base import make_params
 from simcomm.topologies.full_mesh import full_mesh
@@ -81,14 +82,14 @@ def test_folded_plan_times_exactly_like_the_full_one(n, opts, trace):
     weights = one.info.traffic_weights
     assert weights and {s for s, _ in weights} == {"cp", "ep", "pp", "tp"}
     for fidelity in ("flow", "analytic"):
-        a = engine.simulate(full, topo, fidelity=fidelity)
-        b = engine.simulate(one, topo, fidelity=fidelity, traffic_weights=weights)
+        a = engine.simulate(full, topo, fidelity=fidelity, runtime=MPICH)
+        b = engine.simulate(one, topo, fidelity=fidelity, traffic_weights=weights, runtime=MPICH)
         assert b.makespan == a.makespan, fidelity
         # the folded replicas' tensor, context, expert and pipeline bytes are counted with the simulated ones
         assert b.link_class_bytes.keys() == a.link_class_bytes.keys()
         for fam, x in a.link_class_bytes.items():
             assert b.link_class_bytes[fam] == pytest.approx(x, rel=1e-12), (fidelity, fam)
-        unweighted = engine.simulate(one, topo, fidelity=fidelity)
+        unweighted = engine.simulate(one, topo, fidelity=fidelity, runtime=MPICH)
         assert unweighted.makespan == b.makespan
         moved = any(op.stream in ("tp", "cp", "ep", "pp") and not isinstance(op, Compute) for op in one.ops)
         if moved:  # without the weights only the simulated replicas' own traffic is counted
@@ -155,7 +156,7 @@ def test_statistics_come_from_the_measured_ranks():
     assert info.measured_ranks == (0,) and critical_rank(plan, 2) == 0
     unmeasured = b.build()
     assert critical_rank(unmeasured, 2) == 1
-    tl = engine.simulate(plan, full_mesh(2, LINK))
+    tl = engine.simulate(plan, full_mesh(2, LINK), runtime=MPICH)
     assert rank_mean(plan, tl, 2) == tl.end[-1]  # rank 0's finish only (rank 1's is the same collective)
     assert breakdown(plan, tl, 2).compute == 1.0  # rank 0's compute, not the heavier rank 1's
     with pytest.raises(Exception, match="measured ranks"):

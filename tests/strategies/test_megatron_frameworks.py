@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from simcomm import engine
 from simcomm.links.base import LinkClass
+from simcomm.runtimes.mpi import MPICH
 from simcomm.topologies.full_mesh import full_mesh
 from tests.strategies.test_strategies_megatron import colls, plan_of, tiny
 
@@ -25,7 +26,7 @@ MS = 1e-3
 
 def timed(opts, n=2, **kw):
     plan, _ = plan_of(n, {"zero": 3, **opts}, **kw)
-    tl = engine.simulate(plan, full_mesh(n, SLOW))
+    tl = engine.simulate(plan, full_mesh(n, SLOW), runtime=MPICH)
     by = {op.label: op for op in plan.ops if op.ranks[0] == 0}
     return plan, tl, by
 
@@ -270,7 +271,7 @@ def test_every_zero3_schedule_gathers_twice_and_reduces_once(framework, unit, pr
     plan, _ = plan_of(2, opts, trace=tr)
     assert sum(o.nbytes for o in colls(plan, "allgather")) == pytest.approx(2 * m * psi, rel=1e-12)
     assert sum(o.nbytes for o in colls(plan, "reduce_scatter")) == pytest.approx(m * psi, rel=1e-12)
-    engine.simulate(plan, full_mesh(2, SLOW))  # and it runs (no deadlock, every dependency earlier)
+    engine.simulate(plan, full_mesh(2, SLOW), runtime=MPICH)  # and it runs (no deadlock, every dependency earlier)
 
 
 @settings(max_examples=30, deadline=None)
@@ -291,7 +292,7 @@ def test_frameworks_run_every_layout(framework, layout, zero, m, shard):
         opts["shard_group"] = 1 if dp == 2 else 2
     tr = tiny(4)
     plan, _ = plan_of(n, opts, trace=tr, bucket_mb=1e-4)
-    engine.simulate(plan, full_mesh(n, SLOW))
+    engine.simulate(plan, full_mesh(n, SLOW), runtime=MPICH)
     psi = float(sum(layer.grad_bytes for layer in tr.layers))
     # each tensor-parallel lane of each stage reduces its Ψ/(tp·pp) share: Ψ over all the groups
     kind = "allreduce" if zero == 0 else "reduce_scatter"

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from simcomm.llm.placement import Placement
 from simcomm.ops import Collective, Compute
+from simcomm.runtimes.mpi import MPICH
 from simcomm.strategies.megatron.moe import tile_efficiency
 from tests.strategies.test_strategies_megatron import TF, plan_of, tiny
 
@@ -226,6 +227,6 @@ def test_any_moe_layout_folds_exactly(tp, etp, ep, pp, dp, dispatcher, sp, zero,
     one, _ = plan_of(n, {**opts, "replicas": "one"}, trace=trace, batch=2)
     full.validate()
     topo = full_mesh(n, LinkClass("slow", 1e6, 1e-6, "infiniband"))
-    a = engine.simulate(full, topo)
-    b = engine.simulate(one, topo, traffic_weights=one.info.traffic_weights)
+    a = engine.simulate(full, topo, runtime=MPICH)
+    b = engine.simulate(one, topo, traffic_weights=one.info.traffic_weights, runtime=MPICH)
     assert b.makespan == pytest.approx(a.makespan, rel=1e-12)

@@ -18,6 +18,7 @@ from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
 from simcomm.llm.compute import attention_shares
 from simcomm.ops import Collective, Compute
+from simcomm.runtimes.mpi import MPICH
 from simcomm.strategies import STRATEGIES
 from simcomm.strategies.base import make_params
 from simcomm.strategies.megatron import MegatronParams
@@ -111,7 +112,7 @@ def test_pieces_split_the_layer_time_by_flops():
 
 def test_free_links_the_step_is_the_compute_split_cp_ways():
     plan = plan_of(2, {"cp": 2, "cp_kind": "ulysses", "global_batch": 1}, gqa(2))
-    tl = engine.simulate(plan, full_mesh(2, FREE))
+    tl = engine.simulate(plan, full_mesh(2, FREE), runtime=MPICH)
     assert tl.makespan == pytest.approx(2 * (TF + TB) / 2, rel=1e-9)
 
 
@@ -124,7 +125,7 @@ def test_alltoalls_are_exposed_on_a_slow_link_by_hand():
     link = LinkClass("slow", beta, 0.0, "nvlink")
     plan = plan_of(2, {"cp": 2, "cp_kind": "ulysses", "global_batch": 1}, gqa(1), link=link)
     assert [op.nbytes for op in a2as(plan)][:4] == [128.0, 64.0, 64.0, 128.0]  # tp 1: 8 heads, 4 KV heads
-    tl = engine.simulate(plan, full_mesh(2, link))
+    tl = engine.simulate(plan, full_mesh(2, link), runtime=MPICH)
     out = [op for op in plan.ops if isinstance(op, Compute) and op.label == "F block0.attn F0 out"]
     want = TF / 2 / 2 + (128 + 64 + 64 + 128) / 2 / beta
     assert {round(float(tl.end[op.id]) / want, 9) for op in out} == {1.0}
@@ -185,5 +186,5 @@ def test_alltoall_volume_and_free_step_invariants(kind, tp, cp, dp, m, blocks):
     assert len(ops) == tp * dp * blocks * m * per_layer
     assert {op.nbytes for op in ops} <= {(8 / cp) * (8 / tp) * 2 * 2}
     assert all(len(op.ranks) == cp for op in ops)
-    tl = engine.simulate(plan, full_mesh(n, FREE))
+    tl = engine.simulate(plan, full_mesh(n, FREE), runtime=MPICH)
     assert tl.makespan == pytest.approx(m * blocks * (TF + TB) / (tp * cp), rel=1e-9)

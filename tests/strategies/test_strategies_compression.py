@@ -8,6 +8,7 @@ import pytest
 
 from simcomm.errors import ConfigError
 from simcomm.ops import Collective, Compute, Transfer
+from simcomm.runtimes.mpi import MPICH
 from simcomm.strategies import STRATEGIES, NotApplicable
 from simcomm.strategies._sparse import tree_rounds
 from simcomm.strategies.base import make_params
@@ -95,7 +96,7 @@ def test_gs_sgd_time_on_mesh(make_workload, mesh):
 
     w = make_workload(4, trace=None)
     plan = STRATEGIES.get("gs-sgd")(make_params(STRATEGIES.get("gs-sgd"), {"elem-s": "0"})).plan(w, mesh(4))
-    tl = simulate(plan, mesh(4))
+    tl = simulate(plan, mesh(4), runtime=MPICH)
     hop = 1e-6 + SKETCH / 1e9                    # 1 us + 153.6 kB at 1 GB/s
     query = D * ROWS * 2e-11                     # HEAVYMIX over 48 rows: 3.84 ms
     first = 12e-3 + 4 * hop + query              # fwd+bwd, 2 rounds up and 2 down, HEAVYMIX
@@ -112,7 +113,7 @@ def test_gtopk_time_on_mesh(make_workload, mesh):
     for down in ("tree", "bcast"):
         plan = cls(make_params(cls, {"down": down})).plan(make_workload(4), mesh(4))
         assert {t.nbytes for t in transfers(plan, "top-k up")} == {K * 8}     # k values + k indices
-        tl = simulate(plan, mesh(4))
+        tl = simulate(plan, mesh(4), runtime=MPICH)
         hop = 1e-6 + K * 8 / 1e9
         merge = 2 * K * 2e-7           # host numpy merge of 2k entries per round: 6.4 ms
         barrier = 2 * (1e-6 + 4 / 1e9)  # 4-byte recursive doubling over 4 ranks: 2 steps

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from simcomm.errors import ConfigError
 from simcomm.ops import Collective, Transfer
+from simcomm.runtimes.mpi import MPICH
 from simcomm.strategies import STRATEGIES, NotApplicable
 from simcomm.strategies._gossip import exp_graph_exponents, exp_graph_peer, fair_peer_table, model_segments, split_segments
 from simcomm.strategies.base import make_params
@@ -47,7 +48,7 @@ def test_sgp_exchange_hides_behind_compute(make_workload, mesh):
 
     w = make_workload(4)
     plan = STRATEGIES.get("sgp")(make_params(STRATEGIES.get("sgp"), {"mode": "overlap"})).plan(w, mesh(4))
-    tl = simulate(plan, mesh(4))
+    tl = simulate(plan, mesh(4), runtime=MPICH)
     # 16 MB at 1 GB/s = 16 ms > fwd+bwd 12 ms: exposed 4 ms + 1 us latency; then update + mix (gamma 0)
     assert tl.makespan == pytest.approx(16e-3 + 1e-6 + 4e-4, rel=1e-6)
 
@@ -136,8 +137,8 @@ def test_crossover_serial_slower_than_overlap(make_workload, mesh):
 
     w, topo = make_workload(4), mesh(4)
     cls = STRATEGIES.get("crossover-sgd")
-    over = simulate(cls(CrossoverParams(mode="overlap")).plan(w, topo), topo).makespan
-    ser = simulate(cls(CrossoverParams(mode="serial")).plan(w, topo), topo).makespan
+    over = simulate(cls(CrossoverParams(mode="overlap")).plan(w, topo), topo, runtime=MPICH).makespan
+    ser = simulate(cls(CrossoverParams(mode="serial")).plan(w, topo), topo, runtime=MPICH).makespan
     assert ser > over
 
 
@@ -225,7 +226,7 @@ def test_crossover_compute_overlap_hides_the_exchange():
     t = {}
     for ov in ("none", "compute"):
         plan = CrossoverSGD(CrossoverParams(segments=2, overlap=ov)).plan(w, topo)
-        t[ov] = engine.simulate(plan, topo).makespan
+        t[ov] = engine.simulate(plan, topo, runtime=MPICH).makespan
     compute = 4 * (0.01 + 0.02 + 0.001)
     # 4 MB per rank over 1 Gb/s (125 MB/s): about 32 ms of exchange, longer than nothing but
     # shorter than forward+backward (120 ms), so overlapping hides all of it.

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from simcomm import engine
 from simcomm.links.base import LinkClass
 from simcomm.ops import Collective, Compute, Transfer
+from simcomm.runtimes.mpi import MPICH
 from simcomm.strategies import STRATEGIES
 from simcomm.strategies._gossip import aws_exp_offsets, base3_offsets, exp_graph_exponents, fair_peer_table, floor_log, select_sources
 from simcomm.strategies.base import make_params
@@ -44,11 +45,11 @@ def colls(plan, kind=None):
 
 
 def makespan(plan, topo):
-    return engine.simulate(plan, topo).makespan
+    return engine.simulate(plan, topo, runtime=MPICH).makespan
 
 
 def op_end(plan, topo, label, rank):
-    tl = engine.simulate(plan, topo)
+    tl = engine.simulate(plan, topo, runtime=MPICH)
     ids = [op.id for op in plan.ops if op.label == label and rank in op.ranks]
     return float(tl.end[ids[0]]), float(tl.start[ids[0]])
 

@@ -20,6 +20,7 @@ from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
 from simcomm.llm.placement import Placement, schedule, structure
 from simcomm.ops import Collective, Compute, Transfer
+from simcomm.runtimes.mpi import MPICH
 from simcomm.strategies import STRATEGIES, NotApplicable
 from simcomm.strategies.base import make_params
 from simcomm.topologies.full_mesh import full_mesh
@@ -57,7 +58,7 @@ def plan_of(n, opts, trace=None, batch=1, bucket_mb=0.0):
 
 def run(n, opts, **kw):
     plan, w = plan_of(n, opts, **kw)
-    return plan, engine.simulate(plan, full_mesh(n, FREE))
+    return plan, engine.simulate(plan, full_mesh(n, FREE), runtime=MPICH)
 
 
 def colls(plan, kind, text=""):
@@ -97,8 +98,8 @@ def test_sequence_parallel_turns_each_allreduce_into_reduce_scatter_plus_allgath
     assert len(rs) == len(ag) == len(ar) == 4 * L * m
     # same total volume: a ring all-reduce of n bytes is a reduce-scatter of n then an all-gather of n
     assert sum(o.nbytes for o in rs) == sum(o.nbytes for o in ag) == sum(o.nbytes for o in ar) == 4 * L * m * ACT
-    e_plain = engine.simulate(plain, full_mesh(2, FREE)).link_class_bytes
-    e_sp = engine.simulate(sp, full_mesh(2, FREE)).link_class_bytes
+    e_plain = engine.simulate(plain, full_mesh(2, FREE), runtime=MPICH).link_class_bytes
+    e_sp = engine.simulate(sp, full_mesh(2, FREE), runtime=MPICH).link_class_bytes
     assert sum(e_sp.values()) == pytest.approx(sum(e_plain.values()), rel=1e-12)
 
 
@@ -415,8 +416,8 @@ def test_any_layout_runs_and_does_every_microbatch_on_every_rank(tp, pp, dp, sch
             "overlap_grad_reduce": overlap, "order": order, "experts_parallel": dp if moe else 1}
     plan, w = plan_of(n, opts, trace=tiny(4, moe=moe), bucket_mb=0.001)
     plan.validate()
-    tl = engine.simulate(plan, full_mesh(n, FREE))
-    tl2 = engine.simulate(plan, full_mesh(n, FREE))
+    tl = engine.simulate(plan, full_mesh(n, FREE), runtime=MPICH)
+    tl2 = engine.simulate(plan, full_mesh(n, FREE), runtime=MPICH)
     assert list(tl.end) == list(tl2.end) and math.isfinite(tl.makespan)
     layers_per_stage = 4 * 2 // pp + (2 if pp == 1 else 1)  # embed on the first stage, head on the last
     for r in range(n):
@@ -431,8 +432,8 @@ def test_data_parallel_only_matches_the_allreduce_strategy(toy, bucket_mb):
     """tp = pp = 1, one micro-batch: megatron is DDP, so it must time exactly like ``allreduce`` (overlap backward)."""
     w = build_workload(toy.make_trace(n_layers=6), 8, bucket_mb=bucket_mb)
     topo = toy.two_level(2, 4)
-    mine = engine.simulate(STRATEGIES.get("megatron")().plan(w, topo), topo)
-    ddp = engine.simulate(STRATEGIES.get("allreduce")().plan(w, topo), topo)
+    mine = engine.simulate(STRATEGIES.get("megatron")().plan(w, topo), topo, runtime=MPICH)
+    ddp = engine.simulate(STRATEGIES.get("allreduce")().plan(w, topo), topo, runtime=MPICH)
     assert mine.makespan == pytest.approx(ddp.makespan, rel=1e-12)
     assert mine.link_class_bytes == pytest.approx(ddp.link_class_bytes, rel=1e-12)
 

@@ -9,6 +9,7 @@ from simcomm import engine
 from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
 from simcomm.ops import Collective, Compute
+from simcomm.runtimes.mpi import MPICH
 from simcomm.strategies.base import make_params
 from simcomm.strategies.node_based import NodeBased, NodeBasedParams, auto_k_prime, exchanges_per_epoch
 from simcomm.topologies.base import Topology
@@ -98,7 +99,7 @@ def test_intranode_allreduce_after_backward_one_flat_buffer():
     plan = NodeBased(NodeBasedParams(intra_algorithm="ring")).plan(w, topo)
     ops = _intra(plan)
     assert sorted(op.ranks for op in ops) == [(0, 1), (2, 3)] and {op.nbytes for op in ops} == {16e6}
-    tl = engine.simulate(plan, topo)
+    tl = engine.simulate(plan, topo, runtime=MPICH)
     # it starts when backward ends: 4 x 1 ms forward + 4 x 2 ms backward = 12 ms
     assert [tl.start[op.id] for op in ops] == pytest.approx([12e-3, 12e-3])
     # ring over 2 ranks: 2 steps of 8 MB, each 2 hops x 1 us + 8e6 / 100e9 s = 82 us -> 164 us; update 0.4 ms
@@ -111,7 +112,7 @@ def test_overlapped_mode_kept_as_an_option():
     plan = NodeBased(NodeBasedParams(intra_algorithm="ring", overlap="backward")).plan(w, topo)
     ops = _intra(plan)
     assert len(ops) == 8 and {op.nbytes for op in ops} == {4e6}  # a bucket per layer, per node
-    tl = engine.simulate(plan, topo)
+    tl = engine.simulate(plan, topo, runtime=MPICH)
     # buckets ready at 6, 8, 10, 12 ms; each 4 MB ring: 2 x (2 us + 2e6 / 100e9 s) = 44 us; the last ends 12.044 ms
     assert sorted({round(tl.start[op.id], 9) for op in ops}) == [6e-3, 8e-3, 10e-3, 12e-3]
     assert tl.makespan == pytest.approx(12e-3 + 2 * (2e-6 + 2e6 / 100e9) + 0.4e-3, rel=1e-9)
@@ -132,12 +133,12 @@ def test_per_epoch_evaluation_added_once_per_epoch():
     assert nb.eval_seconds(w) == pytest.approx(0.108)
     evals = [op for op in kinds[2][1].ops if isinstance(op, Compute) and op.label == "epoch evaluation"]
     assert [op.seconds for op in evals] == pytest.approx([0.108] * 4)
-    t = {p.info.kind: engine.simulate(p, topo).makespan for _, p in kinds}
+    t = {p.info.kind: engine.simulate(p, topo, runtime=MPICH).makespan for _, p in kinds}
     assert t["exchange+eval"] - t["exchange"] == pytest.approx(0.108, rel=1e-9)
     mean_with = sum(wt * t[p.info.kind] for wt, p in kinds) / 8
     plain = NodeBased(NodeBasedParams(k_prime=3)).iterations(w, topo)
     assert [wt for wt, _ in plain] == [5.0, 3.0]
-    mean_without = sum(wt * engine.simulate(p, topo).makespan for wt, p in plain) / 8
+    mean_without = sum(wt * engine.simulate(p, topo, runtime=MPICH).makespan for wt, p in plain) / 8
     assert mean_with - mean_without == pytest.approx(0.108 / 8, rel=1e-9)  # E / K = 13.5 ms
     assert "adds 13.5 ms to the mean iteration" in " ".join(kinds[0][1].info.assumed)
 

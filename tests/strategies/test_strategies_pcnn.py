@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from simcomm.errors import PlanError
 from simcomm.ops import Collective
+from simcomm.runtimes.mpi import MPICH
 from simcomm.strategies import STRATEGIES
 from simcomm.strategies.base import make_params
 from simcomm.strategies.pcnn import fc_criterion, pcnn_conv_cost, pcnn_fc_cost, rabenseifner_cost, units_of
@@ -55,7 +56,7 @@ def _comm_exposed(name, opts, w, topo):
     from simcomm.engine import simulate
 
     cls = STRATEGIES.get(name)
-    return simulate(cls(make_params(cls, opts)).plan(w, topo), topo).makespan
+    return simulate(cls(make_params(cls, opts)).plan(w, topo), topo, runtime=MPICH).makespan
 
 
 @pytest.mark.parametrize("n, n_prev, k, wins", [(1024, 4096, 64, True), (64, 64, 4096, False)])
@@ -145,7 +146,7 @@ def test_one_communication_thread_runs_fifo(make_workload, mesh, toy):
     names = ("conv1", "layer1.0.conv1", "layer1.1.conv1", "layer2.0.conv1")
     w = make_workload(4, toy.toy_trace(names), bucket_mb=5)
     plan = STRATEGIES.get("pcnn")().plan(w, mesh(4))
-    tl = simulate(plan, mesh(4))
+    tl = simulate(plan, mesh(4), runtime=MPICH)
     cs = [op for op in plan.ops if isinstance(op, Collective)]
     assert all(op.stream == "comm" for op in cs)
     for a, b in zip(cs, cs[1:], strict=False):  # in posting order, never two at once
@@ -159,7 +160,7 @@ def test_no_overlap_serialises_compute_and_communication(make_workload, mesh, to
     names = ("conv1", "layer1.0.conv1", "layer1.1.conv1", "layer2.0.conv1")
     w = make_workload(4, toy.toy_trace(names), bucket_mb=5)
     plan = STRATEGIES.get("pcnn-no-overlap")().plan(w, mesh(4))
-    tl = simulate(plan, mesh(4))
+    tl = simulate(plan, mesh(4), runtime=MPICH)
     compute = sum(op.seconds for op in plan.ops if isinstance(op, Compute) and op.rank == 0)
     comm = sum(tl.end[op.id] - tl.start[op.id] for op in plan.ops if isinstance(op, Collective))
     assert tl.makespan == pytest.approx(compute + comm, rel=1e-9)

@@ -10,6 +10,7 @@ from simcomm import engine
 from simcomm.errors import ConfigError
 from simcomm.ops import Collective, Transfer
 from simcomm.result import iteration_time
+from simcomm.runtimes.mpi import MPICH
 from simcomm.stacks import apply_stack, get_stack
 from simcomm.strategies import STRATEGIES, NotApplicable
 from simcomm.strategies.base import make_params
@@ -66,7 +67,7 @@ def test_dataload_blocking_adds_and_overlap_hides(toy):
     for overlap in (False, True):
         w = build_workload(toy.make_trace(), 1, dataload_s=5e-3, dataload_overlap=overlap)
         plan = STRATEGIES.get("allreduce")().plan(w, topo)
-        t[overlap] = engine.simulate(plan, topo).makespan
+        t[overlap] = engine.simulate(plan, topo, runtime=MPICH).makespan
     assert t[False] == pytest.approx(12.4e-3 + 5e-3)  # fwd 4 + bwd 8 + update 0.4 + load 5 ms
     assert t[True] == pytest.approx(12.4e-3)  # loading the next batch is hidden
 
@@ -92,7 +93,7 @@ def test_node_based_one_gpu_per_node_has_no_intranode_traffic(toy):
     w = build_workload(toy.make_trace(), 4, dataset_size=1000)
     local, exchange = (p for _, p in NodeBased().iterations(w, topo))
     assert not any(isinstance(op, (Collective, Transfer)) for op in local.ops)
-    assert engine.simulate(local, topo).link_class_bytes.get("nvlink", 0.0) == 0.0
+    assert engine.simulate(local, topo, runtime=MPICH).link_class_bytes.get("nvlink", 0.0) == 0.0
     coll = [op for op in exchange.ops if isinstance(op, Collective)]
     assert len(coll) == 1 and coll[0].ranks == (0, 1, 2, 3) and coll[0].nbytes == 4 * MB4
 
@@ -103,7 +104,7 @@ def test_node_based_intranode_groups_with_two_gpus(toy):
     local = NodeBased().plan(w, topo)
     groups = sorted({op.ranks for op in local.ops if isinstance(op, Collective)})
     assert groups == [(0, 1), (2, 3)]
-    assert engine.simulate(local, topo).link_class_bytes.get("infiniband", 0.0) == 0.0
+    assert engine.simulate(local, topo, runtime=MPICH).link_class_bytes.get("infiniband", 0.0) == 0.0
 
 
 def test_node_based_bad_k_prime():
@@ -127,17 +128,17 @@ def test_ps_incast_shows_on_server_link(toy):
     alone = MB4 / toy.INTER.bandwidth
     plan = ParameterServer().plan(w, topo)
     assert plan.meta["servers"] == (4,) and plan.meta["tensors"] == 4
-    tl = engine.simulate(plan, topo)
+    tl = engine.simulate(plan, topo, runtime=MPICH)
     pushes = sorted((op for op in plan.ops if isinstance(op, Transfer) and op.label.startswith("push")),
                     key=lambda op: tl.start[op.id])
     assert len(pushes) == 16 and all(op.dst == 4 and op.nbytes == MB4 for op in pushes)
     for a, b in zip(pushes, pushes[1:], strict=False):
         assert tl.start[b.id] >= tl.end[a.id] - 1e-12  # one message at a time
     assert tl.end[pushes[-1].id] - tl.start[pushes[0].id] >= 16 * alone
-    an = engine.simulate(plan, topo, fidelity="analytic")  # the closed form carries the incast too
+    an = engine.simulate(plan, topo, fidelity="analytic", runtime=MPICH)  # the closed form carries the incast too
     assert an.end[pushes[-1].id] - an.start[pushes[0].id] >= 16 * alone
     conc = ParameterServer(PSParams(queues="concurrent")).plan(w, topo)
-    tc = engine.simulate(conc, topo)
+    tc = engine.simulate(conc, topo, runtime=MPICH)
     first = [op for op in conc.ops if isinstance(op, Transfer) and op.label == "push[l3/weights]"]
     assert len(first) == 4
     for op in first:
@@ -210,7 +211,7 @@ def test_backward_forward_overlap_hides_more(toy):
     topo = toy.two_level(2, 2)
     w = build_workload(toy.make_trace(), 4, bucket_mb=4)
     cls = STRATEGIES.get("allreduce")
-    t = {ov: iteration_time(*(lambda p: (p, engine.simulate(p, topo)))(cls(make_params(cls, {"overlap": ov}))
+    t = {ov: iteration_time(*(lambda p: (p, engine.simulate(p, topo, runtime=MPICH)))(cls(make_params(cls, {"overlap": ov}))
                                                                       .plan(w, topo)))[0]
          for ov in ("none", "backward", "backward+forward")}
     assert t["backward+forward"] <= t["backward"] * (1 + 1e-9) and t["backward"] <= t["none"] * (1 + 1e-9)

@@ -15,6 +15,7 @@ from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
 from simcomm.ops import Compute, Transfer
 from simcomm.result import iteration_time
+from simcomm.runtimes.mpi import MPICH
 from simcomm.strategies.ps import ParameterServer, PSParams, ready_groups, shard, split_layer, tensors
 from simcomm.strategies.ps_layer_drop import LayerDrop, LayerDropParams, union_fraction
 from simcomm.topologies.base import Topology
@@ -47,7 +48,7 @@ def _run(servers: int, **kw):
     w = build_workload(_trace(), 2)
     topo = _star(2, servers)
     plan = ParameterServer(PSParams(servers=servers, server_s_per_byte=1e-10, **kw)).plan(w, topo)
-    tl = engine.simulate(plan, topo)
+    tl = engine.simulate(plan, topo, runtime=MPICH)
     ops = {(op.label, op.src, op.dst) if isinstance(op, Transfer) else (op.label, op.rank): op.id
            for op in plan.ops}
     return plan, tl, ops
@@ -120,7 +121,7 @@ def test_two_servers_timeline_by_hand():
     assert pull == pytest.approx({("L2", 0): 14.9, ("L2", 1): 17.9, ("L1", 0): 16.9, ("L1", 1): 19.9,
                                   ("L0", 0): 18.9, ("L0", 1): 20.9})
     assert iteration_time(plan, tl)[0] * 1e3 == pytest.approx(20.9)
-    an = engine.simulate(plan, _star(2, 2), fidelity="analytic")
+    an = engine.simulate(plan, _star(2, 2), fidelity="analytic", runtime=MPICH)
     assert iteration_time(plan, an)[0] * 1e3 == pytest.approx(20.9)
 
 
@@ -132,10 +133,10 @@ def test_fifo_analytic_equals_flow_and_concurrent_differs():
     """
     plan, tl, _ = _run(1)
     topo = _star(2, 1)
-    assert iteration_time(plan, engine.simulate(plan, topo, fidelity="analytic"))[0] == \
+    assert iteration_time(plan, engine.simulate(plan, topo, fidelity="analytic", runtime=MPICH))[0] == \
         pytest.approx(iteration_time(plan, tl)[0], rel=1e-9)
     plan, tl, ops = _run(1, queues="concurrent")
-    an = engine.simulate(plan, topo, fidelity="analytic")
+    an = engine.simulate(plan, topo, fidelity="analytic", runtime=MPICH)
     i = ops[("push[L2/weights]", 1, 2)]
     assert (tl.end[i] - tl.start[i]) * 1e3 == pytest.approx(6) and (an.end[i] - an.start[i]) * 1e3 == pytest.approx(3)
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from simcomm import engine
-from simcomm.collectives.auto import resolve
 from simcomm.links.base import LinkClass
 from simcomm.ops import Collective, Compute, Transfer
 from simcomm.result import iteration_time
+from simcomm.runtimes.mpi import MPICH, resolve
 from simcomm.strategies import STRATEGIES, NotApplicable
 from simcomm.topologies.full_mesh import full_mesh
 from simcomm.workload import build_workload
@@ -49,8 +49,8 @@ def test_plan_valid_and_deterministic(toy, name):
     assert kinds and all(w > 0 for w, _ in kinds)
     for _, plan in kinds:
         plan.validate()
-        a = engine.simulate(plan, topo, seed=3)
-        b = engine.simulate(plan, topo, seed=3)
+        a = engine.simulate(plan, topo, seed=3, runtime=MPICH)
+        b = engine.simulate(plan, topo, seed=3, runtime=MPICH)
         assert math.isfinite(a.makespan) and a.makespan > 0  # terminates
         assert np.array_equal(a.end, b.end) and a.link_class_bytes == b.link_class_bytes
 
@@ -61,7 +61,7 @@ def test_bytes_sent_equal_bytes_received(toy, name):
     link = LinkClass("t-mesh", 10e9, 1e-6, "infiniband")
     kinds, topo, _ = _plans(toy, name, lambda n, g: full_mesh(n * g, link), nodes=4, gpus=1)
     for _, plan in kinds:
-        tl = engine.simulate(plan, topo)
+        tl = engine.simulate(plan, topo, runtime=MPICH)
         carried = sum(tl.link_class_bytes.values())
         assert carried == pytest.approx(_plan_bytes(plan), rel=1e-9, abs=1e-6)
 
@@ -70,7 +70,7 @@ def test_bytes_sent_equal_bytes_received(toy, name):
 def test_iteration_at_least_compute_critical_path(toy, name):
     kinds, topo, w = _plans(toy, name, toy.two_level)
     for _, plan in kinds:
-        tl = engine.simulate(plan, topo)
+        tl = engine.simulate(plan, topo, runtime=MPICH)
         t, _ = iteration_time(plan, tl)
         assert t >= (w.forward_s + w.backward_s) * (1 - 1e-12)
         if not plan.info.period and not plan.info.period_ranks:
@@ -90,6 +90,6 @@ def test_faster_links_never_slower(toy, name):
     cls = STRATEGIES.get(name)
     fast = toy.two_level(2 + cls().extra_nodes(), 2, fast_intra, fast_inter)
     for _, plan in kinds:
-        slow_t = iteration_time(plan, engine.simulate(plan, topo))[0]
-        fast_t = iteration_time(plan, engine.simulate(plan, fast))[0]
+        slow_t = iteration_time(plan, engine.simulate(plan, topo, runtime=MPICH))[0]
+        fast_t = iteration_time(plan, engine.simulate(plan, fast, runtime=MPICH))[0]
         assert fast_t <= slow_t * (1 + 1e-9)

@@ -27,7 +27,6 @@ from dataclasses import fields
 import numpy as np
 import simpy
 
-from simcomm.collectives.runtime import PLAIN
 from simcomm.engine.events import Driver, Environment, run_events, started
 from simcomm.engine.options import FIDELITIES, EngineOptions, Pricer
 from simcomm.engine.paths import Paths, choose
@@ -147,7 +146,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     if len(sends) > 1:  # a gossip plan's ~10^5 messages: their routes in one batch, not one router call each
         topology.prime_routes(*np.array(sends, dtype=np.int64).T)
     prepared: dict = {}  # by op key, and by op id (the same objects)
-    runtime = opts.runtime or PLAIN  # the caller's runtime (the stack's); none named: MPICH's rules
+    runtime = opts.runtime  # the caller's (setup's, from the stack): the engine has no default runtime
     chosen: dict[tuple, int] = {}
     # A preparation depends on the op's key, the runtime and the ppn override alone, so small
     # ones are kept with the topology for the next run (a strategy's flow run, then its analytic
@@ -155,6 +154,10 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     kept = _KEPT.setdefault(topology, {}) if paths.keep else {}
     for op in ops:
         if isinstance(op, Collective):
+            if runtime is None:
+                raise ConfigError(f"runtime: the plan has collective ops ({op.kind} over {len(op.ranks)} ranks) and "
+                                  "no runtime to run them; hand the engine the stack's: "
+                                  "EngineOptions(runtime=simcomm.runtimes.get_runtime(name))")
             # What else the runtime's schedule depends on: where the members sit (NCCL), ranks per machine (MPI).
             where = runtime.placement(op, topology, ctx.ppn)
             key = (op.kind, op.algorithm, len(op.ranks), op.nbytes, op.root, where)

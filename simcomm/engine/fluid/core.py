@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simcomm.engine.fluid.lone import LoneFlows
-from simcomm.engine.fluid.maxmin import RESOLVE_MARGIN, maxmin_rates, maxmin_rates_global
+from simcomm.engine.fluid.maxmin import RESOLVE_MARGIN, IncrementalSolve, maxmin_rates, maxmin_rates_global
 from simcomm.engine.fluid.prune import link_rank, route_matrix
 from simcomm.engine.fluid.small import MAX_LIVE, SmallFlows
 
@@ -69,7 +69,7 @@ def _unique_inverse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s[first], inv
 
 
-class FluidCore:
+class FluidCore(IncrementalSolve):
     """All active flows of one network, advanced event by event.
 
     Flows live in flat arrays indexed by *slot*; a finished flow's slot is
@@ -421,21 +421,18 @@ class FluidCore:
     def _solve(self, now: float, gone: np.ndarray, enter: np.ndarray) -> None:
         """Re-solve max-min after ``gone`` left and ``enter`` began their bandwidth phase.
 
-        Only flows whose rate can change are re-solved.  Max-min fairness is
-        progressive filling, and removing or adding a flow of (final) rate r does
-        not change any freezing event below level r: every flow whose rate is
-        below ``T`` = min(rate of each flow that left, a lower bound of each new
-        flow's rate) keeps it.  The others are re-solved on the capacity those
-        fixed flows leave, which gives their exact max-min rates because fixed
-        flows already have their final rates (docs/engine.md, "Incremental
-        re-solves").  The lower bound for a new flow is the smallest
-        ``capacity / flows`` on its route: a link's fair share never decreases
-        while filling proceeds.  Routes are the rows of :attr:`rows` (dominated
-        links dropped, which leaves the allocation unchanged: simcomm.engine.fluid.prune).
+        The incremental re-solve (:class:`~simcomm.engine.fluid.maxmin.IncrementalSolve`, which
+        says why it is exact) on the route matrix :attr:`rows` (dominated links dropped, which
+        leaves the allocation unchanged: simcomm.engine.fluid.prune); the plain form re-solves
+        every flow on its full route with the textbook solver.
         """
         if not self.incremental:
             self._solve_plain(now, gone)
             return
+        self.resolve(now, gone, enter)
+
+    # ---- the numpy kernels of the incremental re-solve (IncrementalSolve) ----
+    def _rates_gone_entered(self, gone: np.ndarray, enter: np.ndarray) -> tuple[float, np.ndarray | None]:
         n_ext = len(self.link_load)
         width = self.rows.shape[1]
         threshold = np.inf
@@ -453,19 +450,24 @@ class FluidCore:
             if ee.size:
                 with np.errstate(divide="ignore"):
                     threshold = min(threshold, float((self.capacity[ee] / self.link_count[ee]).min()))
+        return threshold, left
+
+    def _resolve_set(self, threshold: float, enter: np.ndarray) -> tuple[np.ndarray, bool]:
         self.solves += 1
         live = self.phase == BANDWIDTH
         # A relative margin keeps flows whose rate equals the threshold up to rounding in the re-solve.
         resolve = live & (self.rate >= threshold * RESOLVE_MARGIN)
         resolve[enter] = True
-        if self.solves % _REFRESH == 0 or resolve.sum() == live.sum():
-            resolve = live
-        slots = np.flatnonzero(resolve)
-        full = resolve is live
+        if self.solves % self._refresh == 0 or resolve.sum() == live.sum():
+            return np.flatnonzero(live), True
+        return np.flatnonzero(resolve), False
+
+    def _new_rates(self, slots: np.ndarray, full: bool, left: np.ndarray | None) -> np.ndarray | None:
+        width = self.rows.shape[1]
         if left is not None and not (full and slots.size):  # a full re-solve rebuilds every load
             self.link_load -= left
         if slots.size == 0:
-            return
+            return None
         flat = self.rows[slots].ravel()
         # Only the links these flows cross are solved and updated, numbered in id order as
         # maxmin_rates would number them itself (the padding link, the largest id, comes last
@@ -490,7 +492,7 @@ class FluidCore:
             self.link_load[links] = new
         else:
             self.link_load[links] = self.link_load[links] - old + new
-        self._apply(slots, rates, now)
+        return rates
 
     def _solve_plain(self, now: float, gone: np.ndarray) -> None:
         """The reference: every bandwidth-phase flow, full routes, the textbook solver."""

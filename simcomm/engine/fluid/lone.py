@@ -17,7 +17,9 @@ all of that collapses to a closed form, operation for operation:
   each new flow's share ``cap / 1``: again the smallest capacity of its route.
 
 :class:`LoneFlows` keeps just that (the per-slot fields, the routes and their
-smallest capacity) and computes the same re-solve sets, the same ``rem``,
+smallest capacity) and runs the scalar form's pass and re-solve
+(:meth:`SmallFlows.step`, :class:`~simcomm.engine.fluid.maxmin.IncrementalSolve`) with two
+kernels of its own, the threshold and the rates above: the same re-solve sets, the same ``rem``,
 ``t_ref``, ``rate`` and ``t_next`` floats and the same ``solves``, ``rounds``
 and ``full_solves`` counts.  A merge that would make two live routes share a
 link (or a route cross a link twice) first rebuilds the general form's pruning
@@ -35,12 +37,14 @@ from __future__ import annotations
 
 from collections import Counter
 
-from simcomm.engine.fluid.maxmin import RESOLVE_MARGIN, route_rate
+from simcomm.engine.fluid.maxmin import route_rate
 from simcomm.engine.fluid.small import BANDWIDTH, LATENCY, SmallFlows, _floats, _ints, split_routes
 
 __all__ = ["LoneFlows"]
 
 _INF = float("inf")
+#: the per-slot lists of the lean form (no pruned rows; each route's smallest capacity instead)
+_LEAN_FIELDS = ("rem", "t_ref", "rate", "t_bw", "t_next", "phase", "batch", "index", "route", "mincap")
 
 
 def _fl(a) -> list:
@@ -271,29 +275,8 @@ class LoneFlows(SmallFlows):
         x = self.rem[0] - self.rate[0] * (now - t_ref[0])
         self.rem[0] = x
         self.rate[0] = r
-        self.t_next[0] = now + ((x / r if r else _INF) if x > 0 else 0.0)  # small._div for x > 0
+        self.t_next[0] = now + ((x / r if r else _INF) if x > 0 else 0.0)  # maxmin.div for x > 0
         return True
-
-    def next_time(self, resolution: float) -> float:
-        """SmallFlows.next_time in one pass (the same group, span and latency-phase bound)."""
-        t_next = self.t_next
-        t_min = min(t_next)
-        if resolution <= 0:
-            return t_min
-        top = None  # the group's latest finish
-        lat = None  # the earliest bandwidth-phase start
-        for t, tb, ph in zip(t_next, self.t_bw, self.phase, strict=False):
-            if ph == BANDWIDTH:
-                if t - t_min <= resolution * (t - tb) and (top is None or t > top):
-                    top = t
-            elif lat is None or t < lat:
-                lat = t
-        if top is None:
-            return t_min
-        t_e = 0.5 * (t_min + top)
-        if lat is not None and lat < t_e:
-            t_e = lat
-        return t_e
 
     def compact(self) -> None:
         if self.lean:
@@ -301,76 +284,45 @@ class LoneFlows(SmallFlows):
         else:
             SmallFlows.compact(self)
 
-    def step(self, now: float, tol: float, first: bool, done_batches: list) -> bool:
-        """One pass of FluidCore.settle's loop (SmallFlows.step and solve in the lean form); False when nothing is due."""
+    # ---- the lean specialisation of SmallFlows.solve and its removal -------
+    def _rates_gone_entered(self, gone: list, enter: list) -> tuple[float, dict | None]:
+        """The threshold T on disjoint routes: the smallest rate that left and each new flow's
+        share ``cap / 1`` (its route's smallest capacity); no per-link count or load to move."""
         if not self.lean:
-            return SmallFlows.step(self, now, tol, first, done_batches)
-        gone, enter = self.due(now, tol, first)
-        if not gone and not enter:
-            return False
-        core = self.core
-        t_next, phase = self.t_next, self.phase
+            return SmallFlows._rates_gone_entered(self, gone, enter)
         rate = self.rate
         threshold = _INF
-        if gone:
-            self._record_finished(gone, now, done_batches)
-            for i in gone:
-                phase[i] = 2
-                t_next[i] = _INF
-                r = rate[i]
-                if r < threshold:
-                    threshold = r
-                rate[i] = 0.0
-            core.n_live -= len(gone)
+        for i in gone:
+            r = rate[i]
+            if r < threshold:
+                threshold = r
+            rate[i] = 0.0
         mincap = self.mincap
-        if enter:
-            t_ref = self.t_ref
-            for i in enter:
-                phase[i] = BANDWIDTH
-                t_ref[i] = now
-                t_next[i] = _INF
-                m = mincap[i]
-                if m < threshold:
-                    threshold = m
-        # SmallFlows.solve on disjoint routes (module docstring): residuals are capacities,
-        # one round, every re-solved flow at its route's smallest capacity.
-        solves = core.solves = core.solves + 1
-        bar = threshold * RESOLVE_MARGIN
-        live = []
-        slots = []
-        for i, ph in enumerate(phase):
-            if ph == BANDWIDTH:
-                live.append(i)
-                if rate[i] >= bar or i in enter:
-                    slots.append(i)
-        if solves % core._refresh == 0 or len(slots) == len(live):
-            slots = live
-            if slots:
-                core.full_solves += 1
-        if slots:
-            core.rounds += 1
-            rem, t_ref = self.rem, self.t_ref
-            for i in slots:
-                r = mincap[i]
-                x = rem[i] - rate[i] * (now - t_ref[i])
-                rem[i] = x
-                t_ref[i] = now
-                rate[i] = r
-                t_next[i] = now + ((x / r if r else _INF) if x > 0 else 0.0)  # small._div for x > 0
-        if gone:
-            route, busy = self.route, self.busy
-            if len(gone) == len(route):
-                self.gone_routes.extend(route)
-                busy.clear()
-                self.rem, self.t_ref, self.rate, self.t_bw, self.t_next = [], [], [], [], []
-                self.phase, self.batch, self.index, self.route, self.mincap = [], [], [], [], []
-            else:
-                lists = (self.rem, self.t_ref, self.rate, self.t_bw, t_next, phase, self.batch, self.index, route,
-                         mincap)
-                for i in reversed(gone):
-                    r = route[i]
-                    self.gone_routes.append(r)
-                    busy.difference_update(r)
-                    for lst in lists:
-                        del lst[i]
-        return True
+        for i in enter:
+            m = mincap[i]
+            if m < threshold:
+                threshold = m
+        return threshold, None
+
+    def _new_rates(self, slots: list, full: bool, left: dict | None) -> list | None:
+        """maxmin_small on disjoint routes (module docstring): residuals are capacities, one
+        round, every re-solved flow at its route's smallest capacity."""
+        if not self.lean:
+            return SmallFlows._new_rates(self, slots, full, left)
+        if not slots:
+            return None
+        core = self.core
+        if full:
+            core.full_solves += 1
+        core.rounds += 1
+        mincap = self.mincap
+        return [mincap[i] for i in slots]
+
+    def _slot_fields(self) -> tuple[str, ...]:
+        return _LEAN_FIELDS if self.lean else SmallFlows._slot_fields(self)
+
+    def _release(self, route: tuple | None) -> None:
+        if route is None:
+            self.busy.clear()
+        else:
+            self.busy.difference_update(route)

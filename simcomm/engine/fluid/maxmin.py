@@ -34,10 +34,12 @@ which no other flow has a larger rate (its bottleneck).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
-__all__ = ["maxmin_rates", "maxmin_rates_global", "maxmin_small", "route_rate", "div", "REL_TOL", "RESOLVE_MARGIN"]
+__all__ = ["maxmin_rates", "maxmin_rates_global", "maxmin_small", "route_rate", "div", "IncrementalSolve", "REL_TOL",
+           "RESOLVE_MARGIN"]
 
 #: Links whose fair share is within this relative distance of the round's
 #: minimum are saturated in the same round; it absorbs rounding so that equal
@@ -110,6 +112,53 @@ def maxmin_rates(nz_flow: np.ndarray, nz_link: np.ndarray, n_flows: int, capacit
             lw = lw[keep]
         fid, cnt = fid[~frozen], cnt[~frozen]
     return rate, rounds
+
+
+class IncrementalSolve:
+    """The incremental re-solve of max-min rates at an event, written once for every form of the core.
+
+    After the flows ``gone`` left and ``enter`` began their bandwidth phase, only flows whose rate
+    can change are re-solved.  Max-min fairness is progressive filling, and removing or adding a
+    flow of (final) rate r does not change any freezing event below level r: every flow whose rate
+    is below ``T`` = min(rate of each flow that left, a lower bound of each new flow's rate) keeps
+    it.  The others are re-solved on the capacity those fixed flows leave, which gives their exact
+    max-min rates because fixed flows already have their final rates (docs/engine.md, "Incremental
+    re-solves").  The lower bound for a new flow is the smallest ``capacity / flows`` on its
+    (pruned) route: a link's fair share never decreases while filling proceeds.  A relative margin
+    (:data:`RESOLVE_MARGIN`) keeps flows whose rate equals ``T`` up to rounding in the re-solve, and
+    every ``_refresh``-th solve re-solves every flow so that incremental load updates cannot
+    accumulate rounding.
+
+    Each form gives the four kernels, the same operations in its own containers: the numpy arrays
+    (:class:`~simcomm.engine.fluid.core.FluidCore`), Python floats
+    (:class:`~simcomm.engine.fluid.small.SmallFlows`, rates by :func:`maxmin_small`) and the lean
+    closed form for disjoint routes (:class:`~simcomm.engine.fluid.lone.LoneFlows`, rates by
+    :func:`route_rate`): the same floats bit for bit.
+    """
+
+    def resolve(self, now: float, gone: Any, enter: Any) -> None:
+        """Re-solve after ``gone`` left and ``enter`` entered at ``now`` (slots of the form)."""
+        threshold, left = self._rates_gone_entered(gone, enter)
+        slots, full = self._resolve_set(threshold, enter)
+        rates = self._new_rates(slots, full, left)
+        if rates is not None:
+            self._apply(slots, rates, now)
+
+    def _rates_gone_entered(self, gone: Any, enter: Any) -> tuple[float, Any]:
+        """``T``, and what the flows that left took per link; zeroes their rates and moves per-link counts."""
+        raise NotImplementedError
+
+    def _resolve_set(self, threshold: float, enter: Any) -> tuple[Any, bool]:
+        """Count a solve; the slots to re-solve (rate >= T up to the margin, or new) and whether that is all."""
+        raise NotImplementedError
+
+    def _new_rates(self, slots: Any, full: bool, left: Any) -> Any:
+        """The max-min rates of ``slots`` on the capacity the other flows leave (None: no slot), loads moved."""
+        raise NotImplementedError
+
+    def _apply(self, slots: Any, rates: Any, now: float) -> None:
+        """Give ``slots`` their new ``rates`` from ``now`` (bytes left brought up to date first)."""
+        raise NotImplementedError
 
 
 def div(a: float, b: float) -> float:

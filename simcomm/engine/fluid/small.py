@@ -5,7 +5,8 @@ its events is a few dozen numpy calls (tens of µs) however few flows are live.
 A chain of single messages (the per-tensor parameter server: one push and one
 pull live at a time, 3 events per message) pays that cost ~10^6 times.
 :class:`SmallFlows` holds the same state in Python lists and dicts and runs the
-same algorithm, operation for operation, in scalar floats: the same pruned
+same algorithm, operation for operation, in scalar floats (the scalar kernels of
+:class:`~simcomm.engine.fluid.maxmin.IncrementalSolve`, the one re-solve): the same pruned
 routes (dominance counted over every flow present, gone ones included, until
 the same compaction), the same re-solve set, the same per-link sums taken in
 the same entry order, the same local-minimum rounds, the same ``rem``,
@@ -25,7 +26,7 @@ from collections import Counter
 
 import numpy as np
 
-from simcomm.engine.fluid.maxmin import RESOLVE_MARGIN, div, maxmin_small
+from simcomm.engine.fluid.maxmin import RESOLVE_MARGIN, IncrementalSolve, maxmin_small
 
 __all__ = ["SmallFlows", "MAX_LIVE"]
 
@@ -54,7 +55,7 @@ def split_routes(route_len, links) -> list[tuple]:
     return routes
 
 
-class SmallFlows:
+class SmallFlows(IncrementalSolve):
     """The live state of a :class:`FluidCore` in Python lists (live slots in slot order)."""
 
     def __init__(self, core):
@@ -229,44 +230,90 @@ class SmallFlows:
         return gone, enter
 
     def step(self, now: float, tol: float, first: bool, done_batches: list) -> bool:
-        """One pass of FluidCore.settle's loop; False when nothing is due."""
+        """One pass of FluidCore.settle's loop; False when nothing is due.
+
+        The same pass in every scalar form: the lean one (:mod:`simcomm.engine.fluid.lone`)
+        replaces only two kernels of the re-solve (:meth:`_rates_gone_entered` and
+        :meth:`_new_rates`) and which per-slot lists a removal shortens (:meth:`_slot_fields`).
+        """
         gone, enter = self.due(now, tol, first)
         if not gone and not enter:
             return False
-        core = self.core
         t_next, phase = self.t_next, self.phase
         if gone:
             self._record_finished(gone, now, done_batches)
             for i in gone:
                 phase[i] = 2  # GONE until the solve below has used its rate and row
                 t_next[i] = _INF
-            core.n_live -= len(gone)
+            self.core.n_live -= len(gone)
         if enter:
             t_ref = self.t_ref
             for i in enter:
                 phase[i] = BANDWIDTH
                 t_ref[i] = now
                 t_next[i] = _INF
-        self.solve(now, gone, enter)
+        self.resolve(now, gone, enter)
         if gone:
-            route = self.route
-            if len(gone) == len(route):
-                self.gone_routes.extend(route)
-                for name in _SLOT_FIELDS:
-                    setattr(self, name, [])
-            else:
-                for i in reversed(gone):
-                    self.gone_routes.append(route[i])
-                    for name in _SLOT_FIELDS:
-                        del getattr(self, name)[i]
+            self._remove(gone)
         return True
 
-    def solve(self, now: float, gone: list, enter: list) -> None:
-        """FluidCore._solve (incremental) in scalar floats."""
+    def _slot_fields(self) -> tuple[str, ...]:
+        """The per-slot lists of this form (a removal shortens each)."""
+        return _SLOT_FIELDS
+
+    def _release(self, route: tuple | None) -> None:
+        """A finished flow's ``route`` leaves (None: every live flow's); the general form keeps no link set."""
+
+    def _remove(self, gone: list) -> None:
+        """Drop the finished slots ``gone`` (their routes stay counted by the pruning until a compaction)."""
+        route = self.route
+        names = self._slot_fields()
+        if len(gone) == len(route):
+            self.gone_routes.extend(route)
+            self._release(None)
+            for name in names:
+                setattr(self, name, [])
+        else:
+            lists = [getattr(self, name) for name in names]
+            for i in reversed(gone):
+                self.gone_routes.append(route[i])
+                self._release(route[i])
+                for lst in lists:
+                    del lst[i]
+
+    # ---- the scalar kernels of the incremental re-solve (IncrementalSolve) ----
+    def _resolve_set(self, threshold: float, enter: list) -> tuple[list, bool]:
         core = self.core
-        rate, row, nflows, load, cap = self.rate, self.row, self.nflows, self.load, self.cap
-        # T: the smallest rate that left, or share a new flow starts from (the rule of
-        # FluidCore._solve); a running minimum is numpy's min for these NaN-free floats.
+        core.solves += 1
+        rate = self.rate
+        bar = threshold * RESOLVE_MARGIN
+        live = []
+        slots = []
+        for i, ph in enumerate(self.phase):
+            if ph == BANDWIDTH:
+                live.append(i)
+                if rate[i] >= bar or i in enter:
+                    slots.append(i)
+        if core.solves % core._refresh == 0 or len(slots) == len(live):
+            return live, True
+        return slots, False
+
+    def _apply(self, slots: list, rates: list, now: float) -> None:
+        rem, t_ref, t_next, rate = self.rem, self.t_ref, self.t_next, self.rate
+        for i, r in zip(slots, rates, strict=False):
+            x = rem[i] - rate[i] * (now - t_ref[i])
+            rem[i] = x
+            t_ref[i] = now
+            rate[i] = r
+            t_next[i] = now + ((x / r if r else _INF) if x > 0 else 0.0)  # div(x, r) for x > 0
+
+    def _rates_gone_entered(self, gone: list, enter: list) -> tuple[float, dict | None]:
+        """The threshold T of the re-solve, and what the flows that left took from each link.
+
+        Zeroes the rates of ``gone`` and moves the per-link flow counts; a running minimum
+        is numpy's min for these NaN-free floats.
+        """
+        rate, row, nflows, cap = self.rate, self.row, self.nflows, self.cap
         threshold = _INF
         left: dict | None = None
         if gone:
@@ -288,19 +335,18 @@ class SmallFlows:
                     share = cap[link] / nflows[link]  # the count includes this flow: >= 1
                     if share < threshold:
                         threshold = share
-        core.solves += 1
-        phase = self.phase
-        live = [i for i, ph in enumerate(phase) if ph == BANDWIDTH]
-        bar = threshold * RESOLVE_MARGIN
-        slots = [i for i in live if rate[i] >= bar or i in enter]
-        full = core.solves % core._refresh == 0 or len(slots) == len(live)
-        if full:
-            slots = live
+        return threshold, left
+
+    def _new_rates(self, slots: list, full: bool, left: dict | None) -> list | None:
+        """The max-min rates of ``slots`` on the capacity the other flows leave (None: no slot),
+        with the per-link loads moved to them (:func:`~simcomm.engine.fluid.maxmin.maxmin_small`)."""
+        core = self.core
+        load, cap, rate, row = self.load, self.cap, self.rate, self.row
         if left is not None and not (full and slots):
             for link, v in left.items():
                 load[link] = load.get(link, 0.0) - v
         if not slots:
-            return
+            return None
         entries = [row[i] for i in slots]
         if full:
             core.full_solves += 1
@@ -325,28 +371,28 @@ class SmallFlows:
             assert old is not None  # filled above whenever the update is not a full rebuild
             for link, v in new.items():
                 load[link] = load.get(link, 0.0) - old[link] + v
-        rem, t_ref, t_next = self.rem, self.t_ref, self.t_next
-        for i, r in zip(slots, rates, strict=False):
-            x = rem[i] - rate[i] * (now - t_ref[i])
-            rem[i] = x
-            t_ref[i] = now
-            rate[i] = r
-            t_next[i] = now + (div(x, r) if x > 0 else 0.0)
+        return rates
 
     # ---- queries ---------------------------------------------------------
     def next_time(self, resolution: float) -> float:
+        """FluidCore.next_time in one pass over the slots (the same group, span and latency-phase bound)."""
         t_next = self.t_next
         t_min = min(t_next)
         if resolution <= 0:
             return t_min
-        group = [t for t, tb, ph in zip(t_next, self.t_bw, self.phase, strict=False)
-                 if ph == BANDWIDTH and t - t_min <= resolution * (t - tb)]
-        if not group:
+        top = None  # the group's latest finish
+        lat = None  # the earliest bandwidth-phase start
+        for t, tb, ph in zip(t_next, self.t_bw, self.phase, strict=False):
+            if ph == BANDWIDTH:
+                if t - t_min <= resolution * (t - tb) and (top is None or t > top):
+                    top = t
+            elif lat is None or t < lat:
+                lat = t
+        if top is None:
             return t_min
-        t_e = 0.5 * (t_min + max(group))
-        lat = [t for t, ph in zip(t_next, self.phase, strict=False) if ph == LATENCY]
-        if lat:
-            t_e = min(t_e, min(lat))
+        t_e = 0.5 * (t_min + top)
+        if lat is not None and lat < t_e:
+            t_e = lat
         return t_e
 
     def sample(self, family: np.ndarray, n_families: int) -> np.ndarray:

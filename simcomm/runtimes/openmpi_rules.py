@@ -1,4 +1,4 @@
-"""``auto`` as Open MPI does: ``coll/tuned``'s fixed decision rules.
+"""``auto`` as Open MPI does: ``coll/tuned``'s fixed decision rules (the tables :mod:`simcomm.runtimes.mpi` reads).
 
 Source: ``ompi/mca/coll/tuned/coll_tuned_decision_fixed.c``.  Version 4.1
 (``rules="openmpi"``) has the table-driven rules that came with 4.1.0
@@ -17,7 +17,7 @@ simcomm's size conventions (:mod:`simcomm.collectives.base`), ``n`` bytes:
   3.1 used ``n`` for allgather and ``n/p`` for the others.
 
 Element counts (fallbacks, 3.1's ``count`` tests) assume 4-byte elements, as
-:mod:`simcomm.collectives.auto` does.
+:mod:`simcomm.runtimes.mpi` does for MPICH.
 
 Open MPI 4.1 passes segment size 0 and fanout 0 to every algorithm
 (``*_intra_do_this(..., alg, 0, 0)``), so nothing is segmented: "chain" and
