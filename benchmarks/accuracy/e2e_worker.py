@@ -23,7 +23,10 @@ Strategies, each written with torch.distributed primitives only:
   and a send of its parameters plus the push-sum weight to r + 2^e (e
   cycling over 0..floor(log2(R-1))), in that order (see ``_sgp``), runs
   forward and backward, waits for both,
-  steps, then mixes: x <- (x + x_recv)/2.
+  steps, then mixes: x <- (x + x_recv)/2;
+* ``dpsgd``, ``crossover-sgd``, ``hierarchical-crossover-sgd``: e2e_gossip.py;
+* ``gtopk``, ``gs-sgd``: e2e_sparse.py (their kernels' per-element rates are
+  measured before training, beside the compute probe).
 
 Before training, a compute probe runs forward+backward+step without any
 communication on every worker at the same time (after a barrier): the
@@ -40,10 +43,13 @@ import argparse
 import math
 import time
 
+from e2e_gossip import GOSSIP, Gossip
+from e2e_sparse import SPARSE, Sparse
+
 from simcomm.calibrate.bench import init_group
 from simcomm.calibrate.worker import exit_now, run_and_save
 
-STRATEGIES = ("allreduce", "node-based", "ps", "sgp")
+STRATEGIES = ("allreduce", "node-based", "ps", "sgp", *GOSSIP, *SPARSE)
 #: Bytes each worker sends (and receives) per stream-probe iteration: small enough to
 #: finish inside one compute at the emulated rates, so all of it overlaps compute.
 STREAM_BYTES = 1 << 20
@@ -91,6 +97,8 @@ class Rank:
                 if a.rank // a.per_host == h:
                     self.host_group = g
         self.weight = 1.0  # push-sum weight (SGP)
+        self.helper = (Gossip(self, a, torch, dist) if a.strategy in GOSSIP
+                       else Sparse(self, a, torch, dist) if a.strategy in SPARSE else None)
         if self.server is not None and a.rank == self.server:
             for p in self.params:  # the server never runs backward; it steps with received gradients
                 p.grad = torch.zeros_like(p)
@@ -130,6 +138,8 @@ class Rank:
             return "local"
         if a.strategy == "ps":
             return self._ps()
+        if self.helper is not None:
+            return self.helper.step(i)
         return self._sgp(i)
 
     def _ps(self) -> str:
@@ -226,6 +236,8 @@ def run(a) -> dict | None:
         dist.barrier()
         probe = _probe(me, a)
         dist.barrier()
+        rates = me.helper.rates() if isinstance(me.helper, Sparse) else {}
+        dist.barrier()
         stream = _stream_probe(me, a, torch, dist)
         dist.barrier()
         probe += _probe(me, a)  # before and after: less drift with the neighbours' load
@@ -241,7 +253,7 @@ def run(a) -> dict | None:
         rows = [None] * a.world
         dist.all_gather_object(rows, {"rank": a.rank, "ends": ends, "kinds": kinds, "probe": probe,
                                       "stream_probe": stream, "stream_bytes": 2 * STREAM_BYTES,
-                                      "compute_ends": computed})
+                                      "compute_ends": computed, "rates": rates})
     finally:
         dist.destroy_process_group()
     return {"ranks": rows} if a.rank == 0 else None
@@ -251,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="simcomm-e2e-worker")
     for name, typ in (("rank", int), ("world", int), ("port", int), ("per-host", int), ("batch", int),
                       ("iters", int), ("warmup", int), ("k-prime", int), ("epoch", int), ("probe", int),
-                      ("probe-warmup", int)):
+                      ("probe-warmup", int), ("groups", int)):
         ap.add_argument(f"--{name}", type=typ, required=True)
     ap.add_argument("--master", required=True)
     ap.add_argument("--strategy", choices=STRATEGIES, required=True)

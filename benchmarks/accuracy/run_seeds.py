@@ -1,0 +1,162 @@
+"""Every seed strategy on the emulated cluster vs simcomm, calibrated as a user would (issue 26).
+
+    sudo .venv/bin/python benchmarks/accuracy/run_seeds.py [--repeats N] [--evaluate] [strategy ...]
+
+1. The link: ``simcomm calibrate --emulate 4 --rate 50Mb/s --mtu 9000 --qdisc fq
+   --out results/seeds/links-star-50.toml``, run beforehand exactly as a user
+   would; this script reads the ``calib-inter`` link it wrote (goodput and
+   latency) and nothing else about the network.
+2. The runs: REPEATS runs of every strategy, round-robin (each strategy samples
+   the machine's state alike), on a fresh 4-host star at 50 Mb/s (ps: a fifth
+   host holds the server; node-based: 2 hosts x 2 ranks), e2e_worker.py ranks
+   as the seed authors' code runs each strategy; the 1-minute load average is
+   stamped before and after every run.  Raw records:
+   results/seeds/e2e-<strategy>-r<k>.json.
+3. The prediction of each run: ``simcomm.pipeline.simulate`` on the emulated
+   star carrying the calibrated link, the ideal stack plus the suite's host CPU
+   cost per byte (the median of the stream probes of this suite's runs with
+   one rank per host), the run's own compute scale and jitter from its
+   compute-only probe, measured compression kernels for gtopk / gs-sgd; a case
+   is the median of its runs.
+4. The score: median and worst |error| over the strategies, and every pair
+   whose measured medians differ by more than 5 % checked for order.
+
+``--evaluate`` scores the saved records without running anything.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import tomllib
+from e2e import E2ESpec, compute_scale, e2e_topology, launch_e2e, measure, predict_e2e
+from run_e2e import MODEL, MTU, QDISC, capture
+
+from simcomm.calibrate.emulate import EmulatedCluster
+from simcomm.calibrate.fit import CalibrationError
+from simcomm.units import parse_bandwidth, parse_time
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks/accuracy/results/seeds"
+LINKS = RESULTS / "links-star-50.toml"
+RATE = "50Mb/s"
+SUITE = "2026-11-28 seeds"
+SPECS = [E2ESpec("allreduce", iters=12), E2ESpec("node-based", per_host=2, iters=20),
+         E2ESpec("ps", iters=12), E2ESpec("sgp", iters=12), E2ESpec("dpsgd", iters=12),
+         E2ESpec("crossover-sgd", iters=12), E2ESpec("hierarchical-crossover-sgd", iters=12),
+         E2ESpec("gtopk", iters=12), E2ESpec("gs-sgd", iters=8)]
+REPEATS = 3
+ORDER_GAP = 0.05  # pairs measured further apart than this must be ranked right
+
+
+def calibrated_link(path: Path = LINKS) -> tuple[float, float]:
+    """(latency s, goodput B/s) of the ``calib-inter`` link ``simcomm calibrate`` wrote."""
+    if not path.exists():
+        sys.exit(f"error: {path} is missing; run simcomm calibrate --emulate 4 --rate {RATE} --mtu {MTU} "
+                 f"--qdisc {QDISC} --out {path}")
+    link = tomllib.loads(path.read_text())["links"]["calib-inter"]
+    return parse_time(link["latency"], "latency"), parse_bandwidth(link["bandwidth"], "bandwidth")
+
+
+def records(strategy: str) -> list[Path]:
+    return sorted(RESULTS.glob(f"e2e-{strategy}-r*.json"), key=lambda p: int(p.stem.rsplit("-r", 1)[1]))
+
+
+def run(specs, repeats: int) -> None:
+    start = {s.strategy: len(records(s.strategy)) for s in specs}
+    for k in range(repeats):
+        for spec in specs:
+            load0 = os.getloadavg()[0]
+            try:
+                with EmulatedCluster(spec.hosts, RATE, mtu=MTU, qdisc=QDISC) as cl:
+                    rec = launch_e2e(cl, spec, limit=600)
+            except CalibrationError as exc:
+                rec = {"failed": " ".join(str(exc).split()), "spec": {"strategy": spec.strategy}}
+            rec["load"] = [load0, os.getloadavg()[0]]
+            rec["suite"] = SUITE
+            path = RESULTS / f"e2e-{spec.strategy}-r{start[spec.strategy] + k}.json"
+            path.write_text(json.dumps(rec, indent=1, sort_keys=True))
+            print(spec.strategy, f"run {k + 1}/{repeats}", f"load {rec['load'][0]:.1f}->{rec['load'][1]:.1f}",
+                  file=sys.stderr, flush=True)
+
+
+def evaluate(trace, specs=SPECS) -> list[dict]:
+    alpha, bw = calibrated_link()
+    recs = {s.strategy: [json.loads(p.read_text()) for p in records(s.strategy)] for s in specs}
+    recs = {k: [r for r in v if r.get("suite") == SUITE and not r.get("failed")] for k, v in recs.items()}
+    probes = [measure(r) for v in recs.values() for r in v if E2ESpec(**r["spec"]).per_host == 1]
+    cpu = statistics.median(m.cpu_per_byte for m in probes if m.stream_probe_s is not None) if probes else 0.0
+    rows = []
+    for strategy, runs in recs.items():
+        if not runs:
+            continue
+        meas, pred, loads, ratios = [], [], [], []
+        for rec in runs:
+            spec = E2ESpec(**rec["spec"])
+            m = measure(rec)
+            scale = compute_scale(trace, m.probe_s)
+            topo = e2e_topology(spec, rec["cluster"], alpha, bw, 1.0)
+            p = predict_e2e(spec, topo, trace, scale, cpu, m.jitter, m.rates).mean_s
+            meas.append(m.mean_s)
+            pred.append(p)
+            ratios.append(m.mean_s / m.probe_s)
+            loads += rec["load"]
+        rows.append({"strategy": strategy, "runs": len(runs), "measured": statistics.median(meas),
+                     "predicted": statistics.median(pred), "spread": (min(meas), max(meas)),
+                     "per_compute": statistics.median(ratios), "load": (min(loads), max(loads)),
+                     "error": statistics.median(pred) / statistics.median(meas) - 1})
+    return rows
+
+
+def score(rows: list[dict]) -> dict:
+    errs = [abs(r["error"]) for r in rows]
+    pairs, wrong = 0, []
+    for a, b in itertools.combinations(rows, 2):
+        if abs(a["measured"] / b["measured"] - 1) > ORDER_GAP:
+            pairs += 1
+            if (a["measured"] < b["measured"]) != (a["predicted"] < b["predicted"]):
+                wrong.append(f"{a['strategy']} / {b['strategy']}")
+    return {"median": statistics.median(errs) if errs else None, "worst": max(errs) if errs else None,
+            "pairs": pairs, "misordered": wrong}
+
+
+def table(rows: list[dict]) -> str:
+    out = ["| strategy | runs | measured (ms) | runs' range (ms) | predicted (ms) | error | load (1 min) |",
+           "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lo, hi = r["spread"]
+        out.append(f"| {r['strategy']} | {r['runs']} | {r['measured'] * 1e3:.1f} | {lo * 1e3:.0f}-{hi * 1e3:.0f} | "
+                   f"{r['predicted'] * 1e3:.1f} | {r['error']:+.1%} | {r['load'][0]:.1f}-{r['load'][1]:.1f} |")
+    return "\n".join(out)
+
+
+def main(argv: list[str]) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    repeats = REPEATS
+    if "--repeats" in argv:
+        i = argv.index("--repeats")
+        repeats = int(argv[i + 1])
+        del argv[i:i + 2]
+    only = [a for a in argv if not a.startswith("--")]
+    names = [s.strategy for s in SPECS]
+    if any(a not in names for a in only):
+        sys.exit(f"error: unknown strategy {next(a for a in only if a not in names)!r}; valid choices: "
+                 f"{', '.join(names)}")
+    specs = [s for s in SPECS if not only or s.strategy in only]
+    if "--evaluate" not in argv:
+        run(specs, repeats)
+    rows = evaluate(capture(), specs)
+    print(table(rows))
+    s = score(rows)
+    print(f"median |error| {s['median']:.1%}, worst {s['worst']:.1%}; {s['pairs']} pairs apart by more than "
+          f"{ORDER_GAP:.0%}, misordered: {', '.join(s['misordered']) or 'none'}")
+    (RESULTS / "summary.json").write_text(json.dumps({"rows": rows, "score": s, "model": MODEL}, indent=1))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
