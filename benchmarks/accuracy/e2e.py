@@ -37,6 +37,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from e2e_psdrop import DROP_RATIO, THRESHOLD_EVERY
 from e2e_sparse import SKETCH_COLS, SKETCH_ROWS
 
 from simcomm.calibrate.launch import wait_all
@@ -58,7 +59,12 @@ STRATEGY_OPTIONS = {
                                    "broadcast": "segment"},
     "gtopk": {"density": 0.004, "down": "bcast"},
     "gs-sgd": {"density": 0.004, "sketch_rows": SKETCH_ROWS, "sketch_cols": SKETCH_COLS},
+    # the worker's accumulator work is a few ms of its compute; seed 004's measured TF overheads do not apply
+    "ps-layer-drop": {"servers": 1, "placement": "own", "drop_ratio": DROP_RATIO, "threshold_every": THRESHOLD_EVERY,
+                      "worker_overhead": 0.0, "server_overhead": 0.0},
 }
+#: strategies with a parameter server on a host of its own (the last rank)
+SERVED = ("ps", "ps-layer-drop")
 #: strategies whose per-iteration peer tables are random (a fresh derangement per segment and
 #: iteration): the prediction is the mean over TABLE_SEEDS tables, as the run's mean is over its own
 RANDOM_TABLES = ("crossover-sgd", "hierarchical-crossover-sgd")
@@ -94,11 +100,11 @@ class E2ESpec:
 
     @property
     def hosts(self) -> int:
-        return self.nodes + (1 if self.strategy == "ps" else 0)
+        return self.nodes + (1 if self.strategy in SERVED else 0)
 
     @property
     def world(self) -> int:
-        return self.workers + (1 if self.strategy == "ps" else 0)
+        return self.workers + (1 if self.strategy in SERVED else 0)
 
     def host_of(self, rank: int) -> int:
         return rank // self.per_host if rank < self.workers else self.nodes

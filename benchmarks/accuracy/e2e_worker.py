@@ -26,7 +26,8 @@ Strategies, each written with torch.distributed primitives only:
   steps, then mixes: x <- (x + x_recv)/2;
 * ``dpsgd``, ``crossover-sgd``, ``hierarchical-crossover-sgd``: e2e_gossip.py;
 * ``gtopk``, ``gs-sgd``: e2e_sparse.py (their kernels' per-element rates are
-  measured before training, beside the compute probe).
+  measured before training, beside the compute probe);
+* ``ps-layer-drop``: e2e_psdrop.py (the last rank is the server, as ``ps``).
 
 Before training, a compute probe runs forward+backward+step without any
 communication on every worker at the same time (after a barrier): the
@@ -44,12 +45,15 @@ import math
 import time
 
 from e2e_gossip import GOSSIP, Gossip
+from e2e_psdrop import PSDROP, LayerDrop
 from e2e_sparse import SPARSE, Sparse
 
 from simcomm.calibrate.bench import init_group
 from simcomm.calibrate.worker import exit_now, run_and_save
 
-STRATEGIES = ("allreduce", "node-based", "ps", "sgp", *GOSSIP, *SPARSE)
+STRATEGIES = ("allreduce", "node-based", "ps", "sgp", *GOSSIP, *SPARSE, *PSDROP)
+#: strategies whose last rank is a parameter server on a host of its own
+SERVED = ("ps", *PSDROP)
 #: Bytes each worker sends (and receives) per stream-probe iteration: small enough to
 #: finish inside one compute at the emulated rates, so all of it overlaps compute.
 STREAM_BYTES = 1 << 20
@@ -87,8 +91,8 @@ class Rank:
         self.params = [p for p in self.model.parameters()]
         self.opt = torch.optim.SGD(self.params, lr=1e-3)
         self.world = a.world
-        self.workers = a.world - 1 if a.strategy == "ps" else a.world
-        self.server = a.world - 1 if a.strategy == "ps" else None
+        self.workers = a.world - 1 if a.strategy in SERVED else a.world
+        self.server = a.world - 1 if a.strategy in SERVED else None
         # host groups for node-based: every rank must create every group, in the same order
         self.host_group = None
         if a.strategy == "node-based":
@@ -98,7 +102,8 @@ class Rank:
                     self.host_group = g
         self.weight = 1.0  # push-sum weight (SGP)
         self.helper = (Gossip(self, a, torch, dist) if a.strategy in GOSSIP
-                       else Sparse(self, a, torch, dist) if a.strategy in SPARSE else None)
+                       else Sparse(self, a, torch, dist) if a.strategy in SPARSE
+                       else LayerDrop(self, a, torch, dist) if a.strategy in PSDROP else None)
         if self.server is not None and a.rank == self.server:
             for p in self.params:  # the server never runs backward; it steps with received gradients
                 p.grad = torch.zeros_like(p)

@@ -16,7 +16,8 @@
    star carrying the calibrated link, the ideal stack plus the suite's host CPU
    cost per byte (the median of the stream probes of this suite's runs with
    one rank per host), the run's own compute scale and jitter from its
-   compute-only probe, measured compression kernels for gtopk / gs-sgd; a case
+   compute-only probe, measured compression kernels for gtopk / gs-sgd, and for
+   ps-layer-drop the trace's per-layer gradient L1 norms (captured here); a case
    is the median of its runs.
 4. The score: median and worst |error| over the strategies, and every pair
    whose measured medians differ by more than 5 % checked for order.
@@ -35,7 +36,7 @@ from pathlib import Path
 
 import tomllib
 from e2e import E2ESpec, compute_scale, e2e_topology, launch_e2e, measure, predict_e2e
-from run_e2e import MODEL, MTU, QDISC, capture
+from run_e2e import BATCH, MODEL, MTU, QDISC
 
 from simcomm.calibrate.emulate import EmulatedCluster
 from simcomm.calibrate.fit import CalibrationError
@@ -46,12 +47,26 @@ RESULTS = ROOT / "benchmarks/accuracy/results/seeds"
 LINKS = RESULTS / "links-star-50.toml"
 RATE = "50Mb/s"
 SUITE = "2026-11-28 seeds"
-SPECS = [E2ESpec("allreduce", iters=12), E2ESpec("node-based", per_host=2, iters=20),
-         E2ESpec("ps", iters=12), E2ESpec("sgp", iters=12), E2ESpec("dpsgd", iters=12),
-         E2ESpec("crossover-sgd", iters=12), E2ESpec("hierarchical-crossover-sgd", iters=12),
-         E2ESpec("gtopk", iters=12), E2ESpec("gs-sgd", iters=8)]
-REPEATS = 3
+#: Short runs: on the shared 2-vCPU machine (1-minute load 12-16 from other sessions while this suite ran) a
+#: compute pass takes ~2 s instead of ~0.3 s, so 8 measured iterations and 4 probe samples per half per worker
+_SHORT = {"iters": 8, "probe": 4, "probe_warmup": 1}
+SPECS = [E2ESpec("allreduce", **_SHORT), E2ESpec("node-based", per_host=2, **{**_SHORT, "iters": 10}),
+         E2ESpec("ps", **_SHORT), E2ESpec("sgp", **_SHORT), E2ESpec("dpsgd", **_SHORT),
+         E2ESpec("crossover-sgd", **_SHORT), E2ESpec("hierarchical-crossover-sgd", **_SHORT),
+         E2ESpec("gtopk", **_SHORT), E2ESpec("gs-sgd", **{**_SHORT, "iters": 6}),
+         E2ESpec("ps-layer-drop", **_SHORT)]
+REPEATS = 2
 ORDER_GAP = 0.05  # pairs measured further apart than this must be ranked right
+
+
+def capture():
+    """The suite's trace (one thread, as run_e2e) with per-layer gradient L1 norms of as many steps as a
+    run's iterations: ps-layer-drop replays its sent fractions from them, as simcomm does with a user's trace."""
+    from simcomm.traces.capture import CaptureConfig, capture_trace
+
+    steps = max(s.warmup + s.iters for s in SPECS)
+    return capture_trace(CaptureConfig(model=MODEL, batches=(BATCH,), threads=1, iters=20, warmup=3,
+                                       grad_norms=steps))
 
 
 def calibrated_link(path: Path = LINKS) -> tuple[float, float]:

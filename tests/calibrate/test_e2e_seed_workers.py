@@ -115,3 +115,21 @@ def test_every_seed_strategy_has_a_suite_spec():
     assert TABLE_SEEDS >= 4
     with pytest.raises(Exception, match="strategy"):
         E2ESpec("no-such-strategy")
+
+
+def test_layer_drop_threshold_is_the_last_layer_added_until_the_ratio_is_passed():
+    from e2e_psdrop import threshold
+
+    # values 1, 2, 3, 4 with 10, 60, 20, 10 elements: 90 % of 100 dropped after 1 (10), 2 (70), 3 (90): thr 3
+    assert threshold([3.0, 1.0, 4.0, 2.0], [20, 10, 10, 60], 0.9) == 3.0
+    assert threshold([3.0, 1.0], [20, 10], 0.0) == -1.0  # nothing to drop: every layer goes
+
+
+def test_layer_drop_worker_sends_flags_then_one_message_per_tensor():
+    me, dist = _rank("ps-layer-drop", 0, world=5)
+    assert me.server == 4 and me.workers == 4
+    assert me.step(1) == "every iteration"
+    sends = [c for c in dist.calls if c[0] == "isend"]
+    assert sends == [("isend", 4)] * (1 + len(me.params))
+    assert dist.calls[len(sends)] == ("recv", 4)  # then the union's flags, then a tensor each
+    assert len([c for c in dist.calls if c[0] == "recv"]) == 1 + len(me.params)
