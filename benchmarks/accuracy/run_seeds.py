@@ -110,43 +110,50 @@ def evaluate(trace, specs=SPECS) -> list[dict]:
     for strategy, runs in recs.items():
         if not runs:
             continue
-        meas, pred, loads, ratios = [], [], [], []
+        meas, pred, flat, loads, ratios, cvs = [], [], [], [], [], []
         for rec in runs:
             spec = E2ESpec(**rec["spec"])
             m = measure(rec)
             scale = compute_scale(trace, m.probe_s)
             topo = e2e_topology(spec, rec["cluster"], alpha, bw, 1.0)
-            p = predict_e2e(spec, topo, trace, scale, cpu, m.jitter, m.rates).mean_s
+            pred.append(predict_e2e(spec, topo, trace, scale, cpu, m.jitter, m.rates).mean_s)
+            flat.append(predict_e2e(spec, topo, trace, scale, cpu, 0.0, m.rates).mean_s)  # no compute jitter
             meas.append(m.mean_s)
-            pred.append(p)
             ratios.append(m.mean_s / m.probe_s)
+            cvs.append(m.jitter)
             loads += rec["load"]
-        rows.append({"strategy": strategy, "runs": len(runs), "measured": statistics.median(meas),
-                     "predicted": statistics.median(pred), "spread": (min(meas), max(meas)),
-                     "per_compute": statistics.median(ratios), "load": (min(loads), max(loads)),
-                     "error": statistics.median(pred) / statistics.median(meas) - 1})
+        mid = statistics.median(meas)
+        rows.append({"strategy": strategy, "runs": len(runs), "measured": mid, "spread": (min(meas), max(meas)),
+                     "predicted": statistics.median(pred), "error": statistics.median(pred) / mid - 1,
+                     "predicted_flat": statistics.median(flat), "error_flat": statistics.median(flat) / mid - 1,
+                     "per_compute": statistics.median(ratios), "cv": statistics.median(cvs),
+                     "load": (min(loads), max(loads))})
     return rows
 
 
-def score(rows: list[dict]) -> dict:
-    errs = [abs(r["error"]) for r in rows]
+def score(rows: list[dict], key: str = "predicted") -> dict:
+    """Median and worst |error| of prediction ``key``, and the pairs apart by more than ORDER_GAP it misorders."""
+    errs = [abs(r[key] / r["measured"] - 1) for r in rows]
     pairs, wrong = 0, []
     for a, b in itertools.combinations(rows, 2):
         if abs(a["measured"] / b["measured"] - 1) > ORDER_GAP:
             pairs += 1
-            if (a["measured"] < b["measured"]) != (a["predicted"] < b["predicted"]):
+            if (a["measured"] < b["measured"]) != (a[key] < b[key]):
                 wrong.append(f"{a['strategy']} / {b['strategy']}")
     return {"median": statistics.median(errs) if errs else None, "worst": max(errs) if errs else None,
             "pairs": pairs, "misordered": wrong}
 
 
 def table(rows: list[dict]) -> str:
-    out = ["| strategy | runs | measured (ms) | runs' range (ms) | predicted (ms) | error | load (1 min) |",
-           "|---|---|---|---|---|---|---|"]
+    out = ["| strategy | runs | measured (ms) | runs' range (ms) | measured / compute probe | predicted (ms) | "
+           "error | predicted without jitter (ms) | error | cv | load (1 min) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lo, hi = r["spread"]
-        out.append(f"| {r['strategy']} | {r['runs']} | {r['measured'] * 1e3:.1f} | {lo * 1e3:.0f}-{hi * 1e3:.0f} | "
-                   f"{r['predicted'] * 1e3:.1f} | {r['error']:+.1%} | {r['load'][0]:.1f}-{r['load'][1]:.1f} |")
+        out.append(f"| {r['strategy']} | {r['runs']} | {r['measured'] * 1e3:.0f} | {lo * 1e3:.0f}-{hi * 1e3:.0f} | "
+                   f"{r['per_compute']:.2f} | {r['predicted'] * 1e3:.0f} | {r['error']:+.1%} | "
+                   f"{r['predicted_flat'] * 1e3:.0f} | {r['error_flat']:+.1%} | {r['cv']:.2f} | "
+                   f"{r['load'][0]:.1f}-{r['load'][1]:.1f} |")
     return "\n".join(out)
 
 
@@ -167,10 +174,11 @@ def main(argv: list[str]) -> None:
         run(specs, repeats)
     rows = evaluate(capture(), specs)
     print(table(rows))
-    s = score(rows)
-    print(f"median |error| {s['median']:.1%}, worst {s['worst']:.1%}; {s['pairs']} pairs apart by more than "
-          f"{ORDER_GAP:.0%}, misordered: {', '.join(s['misordered']) or 'none'}")
-    (RESULTS / "summary.json").write_text(json.dumps({"rows": rows, "score": s, "model": MODEL}, indent=1))
+    scores = {key: score(rows, key) for key in ("predicted", "predicted_flat")}
+    for key, s in scores.items():
+        print(f"{key}: median |error| {s['median']:.1%}, worst {s['worst']:.1%}; {s['pairs']} pairs apart by more "
+              f"than {ORDER_GAP:.0%}, misordered: {', '.join(s['misordered']) or 'none'}")
+    (RESULTS / "summary.json").write_text(json.dumps({"rows": rows, "scores": scores, "model": MODEL}, indent=1))
 
 
 if __name__ == "__main__":
