@@ -52,7 +52,7 @@ STRATEGY_OPTIONS = {
     "allreduce": {"algorithm": "ring", "overlap": "none"},
     "node-based": {"algorithm": "ring", "intra_algorithm": "ring", "overlap": "none"},
     "ps": {"servers": 1, "placement": "own"},
-    "sgp": {"interval": 1},
+    "sgp": {"interval": 1, "mode": "overlap"},  # the worker runs reference SGP (simcomm's default is the AWS code)
     "dpsgd": {"mode": "overlap"},
     "crossover-sgd": {"mode": "serial"},
     "hierarchical-crossover-sgd": {"groups": 2, "mode": "serial", "reduce": "after-backward",

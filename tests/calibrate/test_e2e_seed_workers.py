@@ -133,3 +133,18 @@ def test_layer_drop_worker_sends_flags_then_one_message_per_tensor():
     assert sends == [("isend", 4)] * (1 + len(me.params))
     assert dist.calls[len(sends)] == ("recv", 4)  # then the union's flags, then a tensor each
     assert len([c for c in dist.calls if c[0] == "recv"]) == 1 + len(me.params)
+
+
+def test_in_run_compute_is_start_to_end_of_backward_of_the_measured_iterations():
+    from run_seeds import score, train_compute
+
+    spec = E2ESpec("allreduce", workers=2, warmup=1, iters=2)
+    r0 = {"rank": 0, "ends": [0.0, 1.0, 3.0, 6.0], "compute_ends": [0.5, 2.5, 4.0]}
+    r1 = {"rank": 1, "ends": [0.0, 1.1, 3.0, 6.1], "compute_ends": [0.4, 1.6, 5.0]}
+    # iteration 1 is warm-up; iterations 2 and 3 start at ends[1], ends[2]
+    assert train_compute({"spec": spec.__dict__, "ranks": [r0, r1]}) == [[1.5, 1.0], [0.5, 2.0]]
+    rows = [{"strategy": "a", "measured": 1.0, "p": 1.1}, {"strategy": "b", "measured": 2.0, "p": 1.0},
+            {"strategy": "c", "measured": 1.02, "p": 3.0}]
+    s = score(rows, "p")
+    # errors 10 %, 50 %, 194 %; a/c are within 5 % so only a/b and b/c count, and both are misordered
+    assert s["median"] == pytest.approx(0.5) and s["pairs"] == 2 and s["misordered"] == ["a / b", "b / c"]
