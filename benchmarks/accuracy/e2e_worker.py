@@ -16,9 +16,10 @@ Strategies, each written with torch.distributed primitives only:
   host's group only; at iterations K', 2K', ... of an epoch and at its last
   iteration, after that, an all-reduce of the *parameters* over all ranks
   (averaged), then the step (seed 000 Alg. 2);
-* ``ps``: the last rank is the server; workers send their flattened gradient
-  to it, the server receives all at once, averages, steps its own copy and
-  sends the parameters back to every worker at once; workers copy them in;
+* ``ps``: e2e_ps.py (the last rank is the server; a push per tensor as
+  backward produces it, a pull per tensor the next forward waits for, as
+  simcomm's ``ps`` runs TensorFlow's and BytePS's schedule; until 2026-11-28
+  one flat push after backward and a blocking pull);
 * ``sgp``: at the start of iteration t rank r posts a receive from r - 2^e
   and a send of its parameters plus the push-sum weight to r + 2^e (e
   cycling over 0..floor(log2(R-1))), in that order (see ``_sgp``), runs
@@ -45,6 +46,7 @@ import math
 import time
 
 from e2e_gossip import GOSSIP, Gossip
+from e2e_ps import PS, ParameterServer
 from e2e_psdrop import PSDROP, LayerDrop
 from e2e_sparse import SPARSE, Sparse
 
@@ -103,7 +105,8 @@ class Rank:
         self.weight = 1.0  # push-sum weight (SGP)
         self.helper = (Gossip(self, a, torch, dist) if a.strategy in GOSSIP
                        else Sparse(self, a, torch, dist) if a.strategy in SPARSE
-                       else LayerDrop(self, a, torch, dist) if a.strategy in PSDROP else None)
+                       else LayerDrop(self, a, torch, dist) if a.strategy in PSDROP
+                       else ParameterServer(self, a, torch, dist) if a.strategy in PS else None)
         if self.server is not None and a.rank == self.server:
             for p in self.params:  # the server never runs backward; it steps with received gradients
                 p.grad = torch.zeros_like(p)
@@ -141,33 +144,9 @@ class Rank:
                 return "exchange"
             self.opt.step()
             return "local"
-        if a.strategy == "ps":
-            return self._ps()
         if self.helper is not None:
             return self.helper.step(i)
         return self._sgp(i)
-
-    def _ps(self) -> str:
-        torch, dist = self.torch, self.dist
-        if self.a.rank == self.server:
-            n = sum(p.numel() for p in self.params)
-            bufs = [torch.empty(n) for _ in range(self.workers)]
-            for w in [dist.irecv(bufs[r], src=r) for r in range(self.workers)]:
-                w.wait()
-            _unflat_into(torch.stack(bufs).sum(0) / self.workers, self.grads())
-            self.opt.step()
-            with torch.no_grad():
-                flat = _flat(torch, self.params)
-            for w in [dist.isend(flat, dst=r) for r in range(self.workers)]:
-                w.wait()
-            return "server"
-        self.compute()
-        dist.send(_flat(torch, self.grads()), dst=self.server)
-        with torch.no_grad():
-            flat = torch.empty(sum(p.numel() for p in self.params))
-            dist.recv(flat, src=self.server)
-            _unflat_into(flat, self.params)
-        return "every iteration"
 
     def _sgp(self, i: int) -> str:
         torch, dist = self.torch, self.dist
@@ -254,6 +233,8 @@ def run(a) -> dict | None:
             kinds.append(me.step(i))
             ends.append(time.perf_counter())
             computed.append(me.compute_end)
+        if isinstance(me.helper, ParameterServer):
+            me.helper.drain()
         dist.barrier()
         rows = [None] * a.world
         dist.all_gather_object(rows, {"rank": a.rank, "ends": ends, "kinds": kinds, "probe": probe,

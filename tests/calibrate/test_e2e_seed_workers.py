@@ -21,12 +21,12 @@ class _Dist:
         self.groups.append(tuple(ranks))
         return len(self.groups) - 1
 
-    def isend(self, tensor, dst):
-        self.calls.append(("isend", dst))
+    def isend(self, tensor, dst, tag=None):
+        self.calls.append(("isend", dst) if tag is None else ("isend", dst, tag))
         return self
 
-    def irecv(self, tensor, src):
-        self.calls.append(("irecv", src))
+    def irecv(self, tensor, src, tag=None):
+        self.calls.append(("irecv", src) if tag is None else ("irecv", src, tag))
         return self
 
     def send(self, tensor, dst):
@@ -148,3 +148,18 @@ def test_in_run_compute_is_start_to_end_of_backward_of_the_measured_iterations()
     s = score(rows, "p")
     # errors 10 %, 50 %, 194 %; a/c are within 5 % so only a/b and b/c count, and both are misordered
     assert s["median"] == pytest.approx(0.5) and s["pairs"] == 2 and s["misordered"] == ["a / b", "b / c"]
+
+
+def test_ps_worker_pushes_each_tensor_during_backward_and_pulls_each_before_its_forward():
+    me, dist = _rank("ps", 1, world=5)
+    n = len(me.params)
+    me.helper.drain()  # nothing pending before training
+    me.step(1)
+    pushes = [c for c in dist.calls if c[0] == "isend"]
+    assert sorted(c[2] for c in pushes) == list(range(n)) and {c[1] for c in pushes} == {4}
+    assert pushes[0][2] > pushes[-1][2]  # backward order: the last tensors go first
+    assert [c for c in dist.calls if c[0] == "irecv"] == [("irecv", 4, i) for i in range(n)]
+    assert len(me.helper.pulls) == n
+    me.helper.active = False
+    me.compute()  # a probe's forward consumes the pulls (each layer waits for its own), pushes nothing
+    assert not me.helper.pulls and len([c for c in dist.calls if c[0] == "isend"]) == n
