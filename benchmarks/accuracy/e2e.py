@@ -37,6 +37,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from e2e_psdrop import DROP_RATIO, THRESHOLD_EVERY
+from e2e_sparse import SKETCH_COLS, SKETCH_ROWS
+
 from simcomm.calibrate.launch import wait_all
 from simcomm.calibrate.predict import cluster_topology
 from simcomm.errors import ConfigError
@@ -49,8 +52,23 @@ STRATEGY_OPTIONS = {
     "allreduce": {"algorithm": "ring", "overlap": "none"},
     "node-based": {"algorithm": "ring", "intra_algorithm": "ring", "overlap": "none"},
     "ps": {"servers": 1, "placement": "own"},
-    "sgp": {"interval": 1},
+    "sgp": {"interval": 1, "mode": "overlap"},  # the worker runs reference SGP (simcomm's default is the AWS code)
+    "dpsgd": {"mode": "overlap"},
+    "crossover-sgd": {"mode": "serial"},
+    "hierarchical-crossover-sgd": {"groups": 2, "mode": "serial", "reduce": "after-backward",
+                                   "broadcast": "segment"},
+    "gtopk": {"density": 0.004, "down": "bcast"},
+    "gs-sgd": {"density": 0.004, "sketch_rows": SKETCH_ROWS, "sketch_cols": SKETCH_COLS},
+    # the worker's accumulator work is a few ms of its compute; seed 004's measured TF overheads do not apply
+    "ps-layer-drop": {"servers": 1, "placement": "own", "drop_ratio": DROP_RATIO, "threshold_every": THRESHOLD_EVERY,
+                      "worker_overhead": 0.0, "server_overhead": 0.0},
 }
+#: strategies with a parameter server on a host of its own (the last rank)
+SERVED = ("ps", "ps-layer-drop")
+#: strategies whose per-iteration peer tables are random (a fresh derangement per segment and
+#: iteration): the prediction is the mean over TABLE_SEEDS tables, as the run's mean is over its own
+RANDOM_TABLES = ("crossover-sgd", "hierarchical-crossover-sgd")
+TABLE_SEEDS = 8
 
 
 @dataclass(frozen=True)
@@ -68,6 +86,7 @@ class E2ESpec:
     epoch: int = 10  # node-based: iterations per epoch (an exchange also ends each epoch)
     probe: int = 8
     probe_warmup: int = 2
+    groups: int = 0  # hierarchical-crossover-sgd: groups of consecutive ranks
 
     def __post_init__(self):
         if self.strategy not in STRATEGY_OPTIONS:
@@ -81,11 +100,11 @@ class E2ESpec:
 
     @property
     def hosts(self) -> int:
-        return self.nodes + (1 if self.strategy == "ps" else 0)
+        return self.nodes + (1 if self.strategy in SERVED else 0)
 
     @property
     def world(self) -> int:
-        return self.workers + (1 if self.strategy == "ps" else 0)
+        return self.workers + (1 if self.strategy in SERVED else 0)
 
     def host_of(self, rank: int) -> int:
         return rank // self.per_host if rank < self.workers else self.nodes
@@ -102,6 +121,7 @@ class Measured:
     stream_probe_s: float | None = None  # the same compute while streaming (None: not recorded)
     cpu_per_byte: float = 0.0  # host CPU s per byte moved, from the two probes
     jitter: float = 0.0  # compute's coefficient of variation within a rank, from the compute probe
+    rates: dict | None = None  # gtopk / gs-sgd: measured seconds per element of their kernels (median of ranks)
 
 
 def launch_e2e(cluster, spec: E2ESpec, *, limit: float = 300.0, timeout: float = 30.0) -> dict:
@@ -115,6 +135,7 @@ def launch_e2e(cluster, spec: E2ESpec, *, limit: float = 300.0, timeout: float =
                   "--model", spec.model, "--per-host", str(spec.per_host), "--batch", str(spec.batch),
                   "--iters", str(spec.iters), "--warmup", str(spec.warmup), "--k-prime", str(spec.k_prime),
                   "--epoch", str(spec.epoch), "--probe", str(spec.probe), "--probe-warmup", str(spec.probe_warmup),
+                  "--groups", str(spec.groups or STRATEGY_OPTIONS[spec.strategy].get("groups", 0)),
                   "--timeout", f"{timeout:g}", "--out", out]
         worker = str(Path(__file__).with_name("e2e_worker.py"))  # a script beside this file, not a package module
         procs = [cluster.popen(spec.host_of(r), [sys.executable, worker, "--rank", str(r), *common],
@@ -145,12 +166,13 @@ def measure(rec: dict) -> Measured:
     probe = statistics.median(t for r in rows for t in r["probe"])  # robust to a neighbour's burst
     jitter = probe_jitter(rows, probe)
     n_it = sum(len(v) for v in kinds.values())
+    rates = {k: statistics.median(r["rates"][k] for r in rows) for k in (rows[0].get("rates") or {})}
     stream = [t for r in rows for t in r.get("stream_probe", ())]
     if not stream:
-        return Measured(means, mean, probe, n_it, jitter=jitter)
+        return Measured(means, mean, probe, n_it, jitter=jitter, rates=rates or None)
     streamed = statistics.median(stream)
     cpu = max(0.0, streamed - probe) / float(rows[0]["stream_bytes"])
-    return Measured(means, mean, probe, n_it, streamed, cpu, jitter)
+    return Measured(means, mean, probe, n_it, streamed, cpu, jitter, rates or None)
 
 
 def probe_jitter(rows: list[dict], probe_s: float) -> float:
@@ -189,12 +211,31 @@ def e2e_topology(spec: E2ESpec, cluster: dict, alpha: float, bandwidth: float, t
                             trunk_ratio, name=f"emulated-{cluster.get('topology', 'star')}")
 
 
-def predict_e2e(spec: E2ESpec, topology, trace, scale: float, cpu_per_byte: float = 0.0, jitter: float = 0.0):
+def with_rates(trace, rates: dict | None, scale: float):
+    """The trace carrying measured compression rates (``Measured.rates``) as ``meta["compression_rates"]``.
+
+    simcomm multiplies the top-k, sketch and query kernels by the compute scale
+    (they run on the device) and not the host merge, so the co-located
+    measurements are divided by it accordingly.
+    """
+    if not rates:
+        return trace
+    import dataclasses
+
+    scaled = {k: (v if k == "merge_cpu" else v / scale) for k, v in rates.items()}
+    return dataclasses.replace(trace, meta={**trace.meta, "compression_rates": scaled})
+
+
+def predict_e2e(spec: E2ESpec, topology, trace, scale: float, cpu_per_byte: float = 0.0, jitter: float = 0.0,
+                rates: dict | None = None, stack: str = "ideal"):
     """simcomm's Result for ``spec`` on ``topology`` with the trace scaled by ``scale``.
 
     ``cpu_per_byte`` is the host CPU cost of communication from the stream probe
     (:attr:`Measured.cpu_per_byte`), given to the stack; ``jitter`` the compute's
-    coefficient of variation from the compute probe (:attr:`Measured.jitter`).
+    coefficient of variation from the compute probe (:attr:`Measured.jitter`);
+    ``rates`` the measured compression kernels (:attr:`Measured.rates`).  For
+    strategies with random peer tables the mean time over TABLE_SEEDS tables is
+    returned (as ``mean_s`` of the first result, the others' kinds dropped).
     """
     from simcomm.pipeline import simulate
     from simcomm.scenario import Scenario, StackSpec, WorkloadSpec
@@ -202,9 +243,21 @@ def predict_e2e(spec: E2ESpec, topology, trace, scale: float, cpu_per_byte: floa
     options = dict(STRATEGY_OPTIONS[spec.strategy])
     if spec.strategy == "node-based":
         options["k_prime"] = spec.k_prime
-    scn = Scenario(strategy=spec.strategy, nodes=spec.nodes, gpus_per_node=spec.per_host, cluster="emulated",
-                   batch=spec.batch, dataset_size=spec.epoch * spec.workers * spec.batch, fidelity="flow",
-                   workload=WorkloadSpec(bucket_mb=25.0, compute_scale=(scale,) * spec.nodes, compute_jitter=jitter),
-                   stack=StackSpec("ideal", cpu_per_byte=cpu_per_byte), options=options)
-    return simulate(scn, topology=topology, trace=trace, baseline=False,
-                    analytic=False)
+    if spec.groups:
+        options["groups"] = spec.groups
+    trace = with_rates(trace, rates, scale)
+
+    def one(opts):
+        scn = Scenario(strategy=spec.strategy, nodes=spec.nodes, gpus_per_node=spec.per_host, cluster="emulated",
+                       batch=spec.batch, dataset_size=spec.epoch * spec.workers * spec.batch, fidelity="flow",
+                       workload=WorkloadSpec(bucket_mb=25.0, compute_scale=(scale,) * spec.nodes,
+                                             compute_jitter=jitter),
+                       stack=StackSpec(stack, cpu_per_byte=cpu_per_byte), options=opts)
+        return simulate(scn, topology=topology, trace=trace, baseline=False, analytic=False)
+
+    if spec.strategy not in RANDOM_TABLES:
+        return one(options)
+    runs = [one({**options, "seed": k}) for k in range(TABLE_SEEDS)]
+    import dataclasses
+
+    return dataclasses.replace(runs[0], mean_s=statistics.fmean(r.mean_s for r in runs))

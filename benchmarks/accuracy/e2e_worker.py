@@ -16,14 +16,19 @@ Strategies, each written with torch.distributed primitives only:
   host's group only; at iterations K', 2K', ... of an epoch and at its last
   iteration, after that, an all-reduce of the *parameters* over all ranks
   (averaged), then the step (seed 000 Alg. 2);
-* ``ps``: the last rank is the server; workers send their flattened gradient
-  to it, the server receives all at once, averages, steps its own copy and
-  sends the parameters back to every worker at once; workers copy them in;
+* ``ps``: e2e_ps.py (the last rank is the server; a push per tensor as
+  backward produces it, a pull per tensor the next forward waits for, as
+  simcomm's ``ps`` runs TensorFlow's and BytePS's schedule; until 2026-11-28
+  one flat push after backward and a blocking pull);
 * ``sgp``: at the start of iteration t rank r posts a receive from r - 2^e
   and a send of its parameters plus the push-sum weight to r + 2^e (e
   cycling over 0..floor(log2(R-1))), in that order (see ``_sgp``), runs
   forward and backward, waits for both,
-  steps, then mixes: x <- (x + x_recv)/2.
+  steps, then mixes: x <- (x + x_recv)/2;
+* ``dpsgd``, ``crossover-sgd``, ``hierarchical-crossover-sgd``: e2e_gossip.py;
+* ``gtopk``, ``gs-sgd``: e2e_sparse.py (their kernels' per-element rates are
+  measured before training, beside the compute probe);
+* ``ps-layer-drop``: e2e_psdrop.py (the last rank is the server, as ``ps``).
 
 Before training, a compute probe runs forward+backward+step without any
 communication on every worker at the same time (after a barrier): the
@@ -40,10 +45,17 @@ import argparse
 import math
 import time
 
+from e2e_gossip import GOSSIP, Gossip
+from e2e_ps import PS, ParameterServer
+from e2e_psdrop import PSDROP, LayerDrop
+from e2e_sparse import SPARSE, Sparse
+
 from simcomm.calibrate.bench import init_group
 from simcomm.calibrate.worker import exit_now, run_and_save
 
-STRATEGIES = ("allreduce", "node-based", "ps", "sgp")
+STRATEGIES = ("allreduce", "node-based", "ps", "sgp", *GOSSIP, *SPARSE, *PSDROP)
+#: strategies whose last rank is a parameter server on a host of its own
+SERVED = ("ps", *PSDROP)
 #: Bytes each worker sends (and receives) per stream-probe iteration: small enough to
 #: finish inside one compute at the emulated rates, so all of it overlaps compute.
 STREAM_BYTES = 1 << 20
@@ -81,8 +93,8 @@ class Rank:
         self.params = [p for p in self.model.parameters()]
         self.opt = torch.optim.SGD(self.params, lr=1e-3)
         self.world = a.world
-        self.workers = a.world - 1 if a.strategy == "ps" else a.world
-        self.server = a.world - 1 if a.strategy == "ps" else None
+        self.workers = a.world - 1 if a.strategy in SERVED else a.world
+        self.server = a.world - 1 if a.strategy in SERVED else None
         # host groups for node-based: every rank must create every group, in the same order
         self.host_group = None
         if a.strategy == "node-based":
@@ -91,6 +103,10 @@ class Rank:
                 if a.rank // a.per_host == h:
                     self.host_group = g
         self.weight = 1.0  # push-sum weight (SGP)
+        self.helper = (Gossip(self, a, torch, dist) if a.strategy in GOSSIP
+                       else Sparse(self, a, torch, dist) if a.strategy in SPARSE
+                       else LayerDrop(self, a, torch, dist) if a.strategy in PSDROP
+                       else ParameterServer(self, a, torch, dist) if a.strategy in PS else None)
         if self.server is not None and a.rank == self.server:
             for p in self.params:  # the server never runs backward; it steps with received gradients
                 p.grad = torch.zeros_like(p)
@@ -128,31 +144,9 @@ class Rank:
                 return "exchange"
             self.opt.step()
             return "local"
-        if a.strategy == "ps":
-            return self._ps()
+        if self.helper is not None:
+            return self.helper.step(i)
         return self._sgp(i)
-
-    def _ps(self) -> str:
-        torch, dist = self.torch, self.dist
-        if self.a.rank == self.server:
-            n = sum(p.numel() for p in self.params)
-            bufs = [torch.empty(n) for _ in range(self.workers)]
-            for w in [dist.irecv(bufs[r], src=r) for r in range(self.workers)]:
-                w.wait()
-            _unflat_into(torch.stack(bufs).sum(0) / self.workers, self.grads())
-            self.opt.step()
-            with torch.no_grad():
-                flat = _flat(torch, self.params)
-            for w in [dist.isend(flat, dst=r) for r in range(self.workers)]:
-                w.wait()
-            return "server"
-        self.compute()
-        dist.send(_flat(torch, self.grads()), dst=self.server)
-        with torch.no_grad():
-            flat = torch.empty(sum(p.numel() for p in self.params))
-            dist.recv(flat, src=self.server)
-            _unflat_into(flat, self.params)
-        return "every iteration"
 
     def _sgp(self, i: int) -> str:
         torch, dist = self.torch, self.dist
@@ -226,6 +220,8 @@ def run(a) -> dict | None:
         dist.barrier()
         probe = _probe(me, a)
         dist.barrier()
+        rates = me.helper.rates() if isinstance(me.helper, Sparse) else {}
+        dist.barrier()
         stream = _stream_probe(me, a, torch, dist)
         dist.barrier()
         probe += _probe(me, a)  # before and after: less drift with the neighbours' load
@@ -237,11 +233,13 @@ def run(a) -> dict | None:
             kinds.append(me.step(i))
             ends.append(time.perf_counter())
             computed.append(me.compute_end)
+        if isinstance(me.helper, ParameterServer):
+            me.helper.drain()
         dist.barrier()
         rows = [None] * a.world
         dist.all_gather_object(rows, {"rank": a.rank, "ends": ends, "kinds": kinds, "probe": probe,
                                       "stream_probe": stream, "stream_bytes": 2 * STREAM_BYTES,
-                                      "compute_ends": computed})
+                                      "compute_ends": computed, "rates": rates})
     finally:
         dist.destroy_process_group()
     return {"ranks": rows} if a.rank == 0 else None
@@ -251,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="simcomm-e2e-worker")
     for name, typ in (("rank", int), ("world", int), ("port", int), ("per-host", int), ("batch", int),
                       ("iters", int), ("warmup", int), ("k-prime", int), ("epoch", int), ("probe", int),
-                      ("probe-warmup", int)):
+                      ("probe-warmup", int), ("groups", int)):
         ap.add_argument(f"--{name}", type=typ, required=True)
     ap.add_argument("--master", required=True)
     ap.add_argument("--strategy", choices=STRATEGIES, required=True)

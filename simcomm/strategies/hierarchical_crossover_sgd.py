@@ -21,6 +21,12 @@ physical node).
    its exchange, imagenet_test.py:811-838) or ``broadcast=model`` (the AWS
    timing code: the whole model once, aws:785-795).
 
+With ``broadcast=model`` the plan also carries the AWS code's two group
+barriers (``crossover()``, aws:742-795: ``dist.barrier(groups[mygroup])``
+before the reduce and again before the broadcast, a one-element all-reduce
+under NCCL); the training code's barrier is the one over all ranks after
+every segment's exchange (``mode=serial``).
+
 Closed form (contention free, group size L, G groups, broadcast=model):
 ``T = t_fwd + t_bwd + T_reduce(L, |θ|) + t_upd + T_crossover(G) + T_bcast(L, |θ|)``.
 """
@@ -31,7 +37,7 @@ from dataclasses import dataclass
 
 from simcomm.errors import ConfigError
 from simcomm.ops import PlanBuilder
-from simcomm.strategies._gossip import check_int, gossip_iterations, segment_bytes
+from simcomm.strategies._gossip import BARRIER_BYTES, check_int, gossip_iterations, segment_bytes
 from simcomm.strategies.base import NotApplicable, Strategy, register
 from simcomm.strategies.common import check_choice, emit_forward_backward, emit_update, machine_groups
 from simcomm.strategies.crossover_sgd import CrossoverParams, emit_crossover
@@ -71,6 +77,9 @@ class HierarchicalCrossoverParams(CrossoverParams):
         if self.broadcast == "segment":
             out.append("broadcast segment: the root broadcasts each segment after its exchange (training code; "
                        "broadcast=model is the AWS timing code's one broadcast of the whole model)")
+        elif self.reduce == "after-backward":
+            out.append("broadcast model: the AWS timing code's group barriers before the reduce and before the "
+                       "broadcast (aws:742-795)")
         out.append("group reduce and broadcast with the stack's algorithm choice")
         return tuple(out)
 
@@ -104,6 +113,7 @@ class HierarchicalCrossoverSGD(Strategy):
         seg_bytes, how = segment_bytes(w, p.segments)
         b = PlanBuilder(n)
         overlap = p.reduce == "overlap"
+        aws = p.broadcast == "model" and not overlap  # the AWS timing code's group barriers (aws:742-795)
         its = {r: emit_forward_backward(b, w, r, buckets=None if overlap else (tuple(w.ready_order),))
                for r in range(n)}
         ready = {}
@@ -116,8 +126,10 @@ class HierarchicalCrossoverSGD(Strategy):
                                         after=[its[r].bucket_ready[i] for r in grp], label=f"group reduce[{i}]")
                            for i in range(len(w.buckets))]
                 else:
-                    red = [b.collective("reduce", grp, w.model_bytes, root=0,
-                                        after=[its[r].backward_end for r in grp], label="group reduce")]
+                    gate = [its[r].backward_end for r in grp]
+                    if aws:
+                        gate = [b.collective("allreduce", grp, BARRIER_BYTES, after=gate, label="group barrier")]
+                    red = [b.collective("reduce", grp, w.model_bytes, root=0, after=gate, label="group reduce")]
             ready[root] = emit_update(b, w, root, after=red)
         roots = [g[0] for g in groups]
         group_of = {g[0]: g for g in groups}
@@ -135,7 +147,8 @@ class HierarchicalCrossoverSGD(Strategy):
         if p.broadcast == "model":
             for root, grp in group_of.items():
                 if len(grp) > 1:
-                    b.collective("broadcast", grp, w.model_bytes, root=0, after=done[root], label="group broadcast")
+                    bar = b.collective("allreduce", grp, BARRIER_BYTES, after=done[root], label="group barrier")
+                    b.collective("broadcast", grp, w.model_bytes, root=0, after=[bar], label="group broadcast")
         return b.build(kind=f"gossip among {len(groups)} groups", groups=len(groups), segments=len(seg_bytes),
                        assumed=(f"segments: {how}",))
 

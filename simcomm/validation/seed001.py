@@ -188,8 +188,7 @@ def run() -> CaseResult:
                      "is published, and Table 1's 256 is the NEURON training setting (V100 32 GB)",
                      "T4 compute from the calibrated roofline synthesis in fp16; gradient clipping and the "
                      "per-parameter norm .item() calls inside the timed region are not modelled",
-                     "no peer-selection cost: the AWS code draws every table before the timer starts",
-                     "the group barriers around the hierarchical reduce and broadcast are not modelled"),
+                     "no peer-selection cost: the AWS code draws every table before the timer starts"),
         calibrated=(), rows=explain_misses(rows, CLOSES),
         findings=(
             f"absolute efficiencies: {absolute}; per iteration at N={NODES}: {per_iter}",

@@ -34,7 +34,7 @@ def test_spec_places_ps_server_on_its_own_host():
     nb = E2ESpec("node-based", workers=4, per_host=2)
     assert [nb.host_of(r) for r in range(4)] == [0, 0, 1, 1] and nb.hosts == 2
     with pytest.raises(ConfigError, match="strategy"):
-        E2ESpec("dpsgd")
+        E2ESpec("no-such-strategy")
     with pytest.raises(ConfigError, match="workers"):
         E2ESpec("allreduce", workers=3, per_host=2)
 
