@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from simcomm.engine import simulate
 from simcomm.errors import TopologyError
 from simcomm.ops import PlanBuilder
+from simcomm.runtimes.mpi import MPICH
 from simcomm.topologies.analysis import summarize
 from simcomm.topologies.base import Topology
 from simcomm.topologies.fabric import add_link, rank_graph, standalone
@@ -80,7 +81,8 @@ def test_a_ring_allreduce_runs_the_same_on_both(levels, hosts):
     b.collective("alltoall", range(hosts), 1e6, algorithm="pairwise")
     plan = b.build()
     for fidelity in ("flow", "analytic"):
-        t1, t2 = simulate(plan, wired, fidelity=fidelity), simulate(plan, ref, fidelity=fidelity)
+        t1 = simulate(plan, wired, fidelity=fidelity, runtime=MPICH)
+        t2 = simulate(plan, ref, fidelity=fidelity, runtime=MPICH)
         assert t1.start.tolist() == t2.start.tolist() and t1.end.tolist() == t2.end.tolist()
         assert t1.link_class_bytes == t2.link_class_bytes
     assert "graph" not in wired.__dict__
