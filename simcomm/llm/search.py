@@ -8,9 +8,9 @@ Four steps, cheapest first (docs/plan.md):
 2. :func:`fit_layouts`: the memory model (:mod:`simcomm.memory`) keeps those that fit in a GPU.
 3. :class:`~simcomm.llm.estimate.Pricer`: a closed-form step time for every fitting layout, used only
    to choose which layouts to simulate.
-4. :func:`simulate_row`: the best K by estimate run through :func:`simcomm.pipeline.simulate`, the
-   pipeline ``simcomm run`` uses; :func:`rank_rows` puts every simulated row, fastest first, above
-   every row that has only an estimate, so the winner is always a simulated layout.
+4. :func:`simcomm.llm.simulate.simulate_best`: the best K by estimate run through
+   :func:`simcomm.pipeline.simulate`, the pipeline ``simcomm run`` uses; :func:`rank_rows` puts every simulated
+   row, fastest first, above every row that has only an estimate, so the winner is always a simulated layout.
 
 Precision (bf16, FP8 ...) is an axis too: :func:`search_precisions` runs steps 1-3 once per precision (its
 own trace) and merges the rows by estimate, each tagged with its precision.
@@ -32,7 +32,7 @@ from simcomm.memory.fit import Budget, check
 
 __all__ = ["Space", "Row", "search", "search_precisions", "memory_dtype", "auto_cps", "valid_cps", "node_shard_group",
            "enumerate_layouts", "batch_skipped",
-           "layout_memory", "fit_layouts", "rank_rows", "simulate_row", "ESTIMATE", "FLOW", "ANALYTIC", "CP_AUTO_SEQ",
+           "layout_memory", "fit_layouts", "rank_rows", "ESTIMATE", "FLOW", "ANALYTIC", "CP_AUTO_SEQ",
            "NODE"]
 
 ESTIMATE, FLOW, ANALYTIC = "estimate", "simulated flow", "simulated analytic"
@@ -296,32 +296,6 @@ def rank_rows(rows: list[Row]) -> list[Row]:
     return sorted(rows, key=lambda r: (not r.simulated, r.step_s, r.memory_bytes, r.layout, r.precision or ""))
 
 
-def simulate_row(row: Row, base: dict, global_batch: int, fidelity: str) -> Row:
-    """Run ``row``'s layout through :func:`simcomm.pipeline.simulate` (``base``: flat scenario keys), exactly
-    as ``simcomm run --strategy megatron`` with the layout's options does."""
-    from simcomm.pipeline import simulate
-    from simcomm.scenario import from_flat
-
-    # The layout's global batch is the megatron option, exactly; the workload keeps the trace's per-rank batch
-    # (megatron does not read it).  Strong scaling would split the batch over the ranks and round it up to
-    # ceil(B / R)·R (and refuse B < R), changing the number the user gave.
-    scn = from_flat(scenario_keys(row.layout, base, global_batch, fidelity, row.precision))
-    res = simulate(scn, baseline=False, analytic=False)
-    if res.not_applicable:
-        return replace(row, note=f"not simulated: {res.not_applicable}")
-    return replace(row, step_s=res.mean_s, priced=FLOW if fidelity == "flow" else ANALYTIC,
-                   compute_s=res.breakdown.compute, exposed_s=res.mean_s - res.breakdown.compute)
-
-
-def scenario_keys(lay: Layout, base: dict, global_batch: int, fidelity: str, precision: str | None = None) -> dict:
-    """The flat scenario (``base`` + strategy megatron, the fidelity and the layout's options; ``precision``
-    when the row has its own) a row runs."""
-    out = {**base, "strategy": "megatron", "fidelity": fidelity, **lay.options(global_batch)}
-    if precision is not None:
-        out["precision"] = precision
-    return out
-
-
 @dataclass
 class Found:
     """What :func:`search` found on one cluster size: every fitting layout ranked by estimate."""
@@ -449,33 +423,3 @@ def check_shard_groups(space: Space, layouts, n_gpus: int) -> None:
             raise ConfigError(f"--shard-group: {g} divides the data-parallel replicas (dp × cp: "
                               f"{', '.join(map(str, reps)) or 'none'}) of no ZeRO-3 layout on {n_gpus} GPUs "
                               f"(and is smaller); valid choices: auto, none, {', '.join(map(str, valid)) or '-'}")
-
-
-def simulate_best(found: Found, cfg, base: dict, nodes: int, global_batch: int, k: int, fidelity: str,
-                  max_ops: int, budget_ops: int | None = None, progress=None) -> list[Row]:
-    """Simulate the ``k`` best layouts by estimate, in estimate order, passing over (with a note) a layout whose
-    plan has more than ``max_ops`` ops (:func:`~simcomm.llm.estimate.plan_ops`) or, once one is simulated, would
-    take the simulated ops past ``budget_ops`` (None: no budget); returns every row ranked by :func:`rank_rows`:
-    the simulated ones first.  Both bounds count ops, not seconds, so the choice is deterministic."""
-    from simcomm.llm.estimate import plan_ops
-
-    rows = list(found.rows)
-    todo: list[int] = []
-    spent = 0
-    for i, r in enumerate(rows):
-        if len(todo) == k:
-            break
-        ops = plan_ops(cfg, r.layout, found.gpus, global_batch)
-        if ops > max_ops:
-            rows[i] = replace(r, note=f"not simulated: plan of ~{ops:,} ops > --max-ops {max_ops:,}")
-        elif todo and budget_ops is not None and spent + ops > budget_ops:
-            rows[i] = replace(r, note=f"not simulated: ~{ops:,} ops more would pass --sim-ops {budget_ops:,}")
-        else:
-            todo.append(i)
-            spent += ops
-    tick = progress(f"simulating {len(todo)} layout(s) ({fidelity})", len(todo)) if progress and todo else None
-    for i in todo:
-        rows[i] = simulate_row(rows[i], {**base, "nodes": nodes}, global_batch, fidelity)
-        if tick:
-            tick()
-    return rank_rows(rows)
