@@ -1,8 +1,8 @@
 """Where ``simcomm plan``'s time goes: the search (enumeration, memory fit, estimate) and the simulations.
 
 Runs :func:`simcomm.llm.search.search` and :func:`simcomm.llm.simulate.simulate_best` as ``simcomm plan`` does
-(default axes, bf16, ``--workers`` processes for the simulations) and prints the CPU seconds of each phase (the
-simulations' CPU is the workers' too, ``resource.RUSAGE_CHILDREN``) and its wall time.  ``--dump FILE`` writes every fitting row's
+(default axes, bf16, ``--workers`` processes for the search and the simulations) and prints the CPU seconds of
+each phase (the workers' too, ``resource.RUSAGE_CHILDREN``) and the wall time.  ``--dump FILE`` writes every fitting row's
 (layout, memory, estimate) and every simulated row's step as JSON lines, so that a speed change can be checked
 to leave every number the same (``--compare FILE``: exit status 1 on the first difference).
 
@@ -48,31 +48,35 @@ def main(argv=None) -> int:
 
     cfg = transformer_config(a.model)
     base = {"cluster": a.cluster, "model": a.model, "precision": a.precision}
-    stages: list[tuple[str, float]] = []
+    stages: list[tuple[str, float, float]] = []
+
+    def cpu() -> float:  # this process's CPU and its finished workers' (each pool ends within its phase)
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return time.process_time() + kids.ru_utime + kids.ru_stime
 
     def progress(stage: str, total: int):
-        stages.append((stage, time.process_time()))
+        stages.append((stage, cpu(), time.perf_counter()))
 
-    t0, w0 = time.process_time(), time.perf_counter()
+    t0, w0 = cpu(), time.perf_counter()
     found = search.search(cfg, base, a.nodes, a.global_batch, search.Space(cps=None, shard_groups=(search.NODE,)),
-                          a.precision, progress)
-    t1 = time.process_time()
-    marks = [("setup and enumeration", t0), *stages, ("end", t1)]
-    parts = ", ".join(f"{name}: {marks[i + 1][1] - at:.1f} s" for i, (name, at) in enumerate(marks[:-1]))
-    print(f"search: {found.enumerated} layouts, {found.fit} fit, {t1 - t0:.1f} s CPU ({parts})")
+                          a.precision, progress, workers=a.workers)
+    t1, w1 = cpu(), time.perf_counter()
+    marks = [("setup and enumeration", t0, w0), *stages, ("end", t1, w1)]
+    parts = ", ".join(f"{name}: {marks[i + 1][1] - at:.1f} s CPU, {marks[i + 1][2] - wall:.1f} s wall"
+                      for i, (name, at, wall) in enumerate(marks[:-1]))
+    print(f"search: {found.enumerated} layouts, {found.fit} fit, {t1 - t0:.1f} s CPU, {w1 - w0:.1f} s wall "
+          f"({a.workers} worker(s); {parts})")
     rows = found.rows
     if a.simulate:
-        w1 = time.perf_counter()
         rows = simulate.simulate_best(found, cfg, base, a.nodes, a.global_batch, a.simulate, "flow", a.max_ops,
                                       a.sim_ops, workers=a.workers)
         sim = [r for r in rows if r.simulated]
-        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-        print(f"simulate: {len(sim)} layouts, {time.process_time() - t1 + kids.ru_utime + kids.ru_stime:.1f} s CPU "
+        print(f"simulate: {len(sim)} layouts, {cpu() - t1:.1f} s CPU "
               f"({a.workers} worker(s)), {time.perf_counter() - w1:.1f} s wall; winner {sim[0].layout.short()} "
               f"{sim[0].step_s:.4g} s")
         for line in simulate.bound_notes(rows, a.max_ops, a.sim_ops):
             print(f"note: {line}")
-    print(f"total: {time.perf_counter() - w0:.1f} s wall")
+    print(f"total: {cpu() - t0:.1f} s CPU, {time.perf_counter() - w0:.1f} s wall")
     lines = [_row(r, a.global_batch) for r in rows]
     if a.dump:
         with open(a.dump, "w") as fh:

@@ -159,8 +159,8 @@ def plan_command(
     sim_ops: int | None = typer.Option(None, "--sim-ops", help="Stop simulating once the simulated plans would pass "
                                        "this many ops in all (time; default no bound; the first layout is always "
                                        "simulated)."),
-    workers: int | None = typer.Option(None, "--workers", help="Processes the simulations run in (default: the "
-                                       "CPUs, at most 2; the rows are the same for any number)."),
+    workers: int | None = typer.Option(None, "--workers", help="Processes the search and the simulations run in "
+                                       "(default: the CPUs, at most 2; the rows are the same for any number)."),
     max_tp: int | None = typer.Option(None, "--max-tp", help="Largest tensor-parallel size (default: GPUs "
                                                                  "per node)."),
     max_microbatch: int = typer.Option(16, "--max-microbatch", help="Largest micro-batch searched."),
@@ -218,11 +218,12 @@ def plan_command(
         from simcomm.outpath import check_output_path
 
         png = check_output_path(png, "--png")
+    procs = workers if workers is not None else sim.default_workers()
     with _Bar(quiet or as_json) as bar:
-        found = plan.search_precisions(cfg, base, nodes, global_batch, space, precisions, bar)
+        found = plan.search_precisions(cfg, base, nodes, global_batch, space, precisions, bar, workers=procs)
         n_gpus, dev, ctx = found.gpus, found.device, found.context
         ranked = sim.simulate_best(found, cfg, base, nodes, global_batch, simulate_k, fidelity, max_ops, sim_ops,
-                                   bar, workers if workers is not None else sim.default_workers())
+                                   bar, procs)
         simulated = [r for r in ranked if r.simulated]
         if not simulated:
             raise ConfigError(f"--max-ops: none of the {len(ranked)} layouts that fit has a plan of at most "

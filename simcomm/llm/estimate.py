@@ -117,7 +117,9 @@ class Pricer(DataParallelTimelines):
         """Seconds of one ``kind`` over every group at once (``"transfer"``: groups of (src, dst))."""
         if nbytes <= 0 or not groups:
             return 0.0
-        key = (kind, groups, round(nbytes))
+        # keyed on the exact bytes it prices: a price never depends on which layout asked first, so the
+        # search's estimates are the same in one process or split over several (search.estimate_part)
+        key = (kind, groups, nbytes)
         if key not in self._prices:
             from simcomm import engine
             from simcomm.engine.options import EngineOptions
@@ -136,7 +138,7 @@ class Pricer(DataParallelTimelines):
 
     def at(self, kind: str, groups: tuple):
         """``price(kind, groups, ·)`` as a function of the bytes alone, memoised per byte count (the same
-        seconds: price is a function of the rounded bytes): the data-parallel timelines ask per layer."""
+        seconds: price is a function of the bytes): the data-parallel timelines ask per layer."""
         key = (kind, groups)
         memo = self._at.get(key)
         if memo is None:

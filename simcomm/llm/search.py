@@ -33,7 +33,7 @@ from simcomm.memory.fit import Budget, check
 __all__ = ["Space", "Row", "search", "search_precisions", "memory_dtype", "auto_cps", "valid_cps", "node_shard_group",
            "enumerate_layouts", "batch_skipped",
            "layout_memory", "fit_layouts", "rank_rows", "ESTIMATE", "FLOW", "ANALYTIC", "CP_AUTO_SEQ",
-           "NODE"]
+           "NODE", "PARALLEL_LAYOUTS", "estimate_part", "fit_part"]
 
 ESTIMATE, FLOW, ANALYTIC = "estimate", "simulated flow", "simulated analytic"
 
@@ -41,6 +41,9 @@ ESTIMATE, FLOW, ANALYTIC = "estimate", "simulated flow", "simulated analytic"
 CP_AUTO_SEQ = 8192
 #: :attr:`Space.shard_groups` entry for the in-node HSDP group of each layout (:func:`node_shard_group`)
 NODE = "node"
+#: :func:`search` runs a phase in worker processes from this many layouts on (a worker's start, about 1-2 s
+#: of imports and setup, is more than the memory model and the estimate of a few thousand layouts)
+PARALLEL_LAYOUTS = 4000
 
 
 @dataclass(frozen=True)
@@ -234,15 +237,19 @@ def fit_layouts(cfg, layouts, global_batch: int, device, dtype: str = "bf16", pr
         mem = layout_memory(cfg, lay, global_batch, dtype)
         if smallest is None or mem.total < smallest[1].total:
             smallest = (lay, mem)
-        try:
-            check(mem.peak(), budget)
-        except ConfigError:
-            pass
-        else:
+        if _fits(mem, budget):
             fits.append((lay, mem))
         if progress is not None:
             progress()
     return fits, smallest
+
+
+def _fits(mem, budget: Budget) -> bool:
+    try:
+        check(mem.peak(), budget)
+    except ConfigError:
+        return False
+    return True
 
 
 @dataclass
@@ -328,18 +335,18 @@ def _check_batch_size(cfg, n_gpus: int, global_batch: int, space: Space) -> None
 
 
 def search(cfg, base: dict, nodes: int, global_batch: int, space: Space, dtype: str, progress=None,
-           strict: bool = True) -> Found:
+           strict: bool = True, workers: int = 1, parallel_from: int = PARALLEL_LAYOUTS) -> Found:
     """Enumerate, fit and estimate every layout of ``cfg`` on ``nodes`` nodes (``base``: flat scenario keys).
 
     Raises one ConfigError line when nothing divides or nothing fits (``strict``: also when a ``cp`` or
     ``shard_group`` value of ``space`` fits no layout on these GPUs; the Pareto sweep's other node counts skip
-    them).  ``progress(stage, total)`` starts a stage and returns a per-item callback (or None).
+    them).  ``progress(stage, total)`` starts a stage and returns a per-item callback (or None).  ``workers`` > 1
+    runs the memory model and the estimate in that many processes, each phase once it has ``parallel_from``
+    layouts or more (fewer cost less than starting the processes): the same rows.
     """
-    from simcomm.llm.estimate import Pricer
-    from simcomm.pipeline import Context, memory_budget, resolve_precision
+    from simcomm.pipeline import Context, memory_budget
     from simcomm.scenario import from_flat
     from simcomm.units import format_size
-    from simcomm.workload import build_workload
 
     scn = from_flat({**base, "strategy": "megatron", "nodes": nodes})
     ctx = Context(scn)
@@ -362,35 +369,125 @@ def search(cfg, base: dict, nodes: int, global_batch: int, space: Space, dtype: 
                           f"{cfg.heads} heads (tp <= {max_tp}) with dp dividing the global batch {global_batch}; "
                           f"try a global batch that is a multiple of {n} or another node count")
     tick = progress(f"memory of {len(layouts)} layouts ({n} GPUs)", len(layouts)) if progress else None
-    fits, smallest = fit_layouts(cfg, layouts, global_batch, dev, memory_dtype(dtype), tick)
+    if workers > 1 and len(layouts) >= parallel_from:
+        fits, smallest = _fit_in_processes(cfg, layouts, global_batch, dev, memory_dtype(dtype), workers, tick)
+    else:
+        fits, smallest = fit_layouts(cfg, layouts, global_batch, dev, memory_dtype(dtype), tick)
     if not fits:
         lay, mem = smallest
         peak = mem.peak()
         raise ConfigError(f"memory: none of the {len(layouts)} layouts of {cfg.name} on {n} GPUs fits {dev.what} "
                           f"({format_size(dev.capacity)}); the smallest needs {format_size(peak.need(dev))} per GPU "
                           f"({mem.layout}: {mem.breakdown()}); use more GPUs or a smaller global batch")
-    trace = ctx.trace()
-    # the pipeline's own workload (gradient bytes in its wire dtype): layer_costs reads it as the emitter does
-    work = build_workload(trace, n, wire_dtype=resolve_precision(scn, trace, []))
-    pricer = Pricer(work, topo, ctx.runtime(), global_batch, gpus_per_node=gpn)
     tick = progress(f"estimating {len(fits)} layouts that fit", len(fits)) if progress else None
-    rows = []
-    for lay, mem in fits:
-        rows.append(Row(lay, mem.total, pricer.estimate(lay)))
-        if tick:
-            tick()
+    lays = [lay for lay, _ in fits]
+    if workers > 1 and len(lays) >= parallel_from:
+        estimates = _estimate_in_processes(base, nodes, global_batch, lays, workers, tick)
+    else:
+        estimates = estimate_part(base, nodes, global_batch, lays, tick, (scn, ctx, topo))
+    rows = [Row(lay, mem.total, e) for (lay, mem), e in zip(fits, estimates, strict=True)]
     return Found(rank_by_estimate(rows), len(layouts), len(fits), dev, n, ctx, scn)
 
 
+def estimate_part(base: dict, nodes: int, global_batch: int, layouts: list[Layout], tick=None, ready=None) -> list:
+    """:meth:`~simcomm.llm.estimate.Pricer.estimate` of each of ``layouts`` (one Pricer, its caches shared by
+    them); ``ready``: the caller's (scenario, Context, topology), else built here (a worker process)."""
+    from simcomm.llm.estimate import Pricer
+    from simcomm.pipeline import Context, resolve_precision
+    from simcomm.scenario import from_flat
+    from simcomm.workload import build_workload
+
+    if ready is None:
+        scn = from_flat({**base, "strategy": "megatron", "nodes": nodes})
+        ctx = Context(scn)
+        topo = ctx.cluster(nodes, 0)[1]
+    else:
+        scn, ctx, topo = ready
+    n = topo.n_ranks
+    trace = ctx.trace()
+    # the pipeline's own workload (gradient bytes in its wire dtype): layer_costs reads it as the emitter does
+    work = build_workload(trace, n, wire_dtype=resolve_precision(scn, trace, []))
+    pricer = Pricer(work, topo, ctx.runtime(), global_batch, gpus_per_node=max(1, n // nodes))
+    out = []
+    for lay in layouts:
+        out.append(pricer.estimate(lay))
+        if tick:
+            tick()
+    return out
+
+
+def _estimate_in_processes(base: dict, nodes: int, global_batch: int, layouts: list[Layout], workers: int,
+                           tick) -> list:
+    """:func:`estimate_part` over ``workers`` processes, each given whole (tp, cp, dp) splits (the groups a
+    Pricer's caches are keyed on: the splits' collectives are priced once, in one process), balanced by count;
+    every estimate back in ``layouts``' order.  A Pricer's estimate of a layout does not depend on what it
+    priced before (its caches are keyed on everything a price reads), so the estimates are the ones one
+    process gives."""
+    from simcomm.llm.workers import run_parts
+
+    by_split: dict[tuple, list[int]] = {}
+    for i, lay in enumerate(layouts):
+        by_split.setdefault((lay.tp, lay.cp, lay.dp), []).append(i)
+    parts: list[list[int]] = [[] for _ in range(workers)]
+    for idx in sorted(by_split.values(), key=len, reverse=True):  # largest first, each to the lightest part
+        min(parts, key=len).extend(idx)
+    parts = [p for p in parts if p]
+    results = run_parts(estimate_part, [(base, nodes, global_batch, [layouts[i] for i in p]) for p in parts],
+                        workers, None if tick is None else lambda k: [tick() for _ in parts[k]])
+    out: list = [None] * len(layouts)
+    for p, got in zip(parts, results, strict=True):
+        for i, e in zip(p, got, strict=True):
+            out[i] = e
+    return out
+
+
+def fit_part(cfg, layouts: list[Layout], global_batch: int, budget: Budget, dtype: str) -> list[tuple[int, bool]]:
+    """(memory total, fits) of each of ``layouts``, as :func:`fit_layouts` decides it (a worker's part)."""
+    out = []
+    for lay in layouts:
+        mem = layout_memory(cfg, lay, global_batch, dtype)
+        out.append((mem.total, _fits(mem, budget)))
+    return out
+
+
+def _fit_in_processes(cfg, layouts: list[Layout], global_batch: int, budget, dtype: str, workers: int, tick):
+    """:func:`fit_layouts` over ``workers`` processes (contiguous parts), with the same fits in the same order
+    and the same smallest layout (its memory estimate made again here, for the error line)."""
+    from simcomm.llm.workers import run_parts
+
+    size = -(-len(layouts) // workers)
+    parts = [layouts[i:i + size] for i in range(0, len(layouts), size)]
+    results = run_parts(fit_part, [(cfg, p, global_batch, budget, dtype) for p in parts], workers,
+                        None if tick is None else lambda k: [tick() for _ in parts[k]])
+    fits, smallest = [], None
+    for part, got in zip(parts, results, strict=True):
+        for lay, (total, ok) in zip(part, got, strict=True):
+            if smallest is None or total < smallest[1]:
+                smallest = (lay, total)
+            if ok:
+                fits.append((lay, _Total(total)))
+    assert smallest is not None
+    return fits, (smallest[0], layout_memory(cfg, smallest[0], global_batch, dtype))
+
+
+@dataclass(frozen=True)
+class _Total:
+    """A fitting layout's memory as :func:`search` reads it from a worker: its total alone."""
+
+    total: int
+
+
 def search_precisions(cfg, base: dict, nodes: int, global_batch: int, space: Space, precisions: tuple[str, ...],
-                      progress=None, strict: bool = True) -> Found:
+                      progress=None, strict: bool = True, workers: int = 1,
+                      parallel_from: int = PARALLEL_LAYOUTS) -> Found:
     """:func:`search` once per precision (``base``'s ``precision`` replaced: its own trace, so its own
     compute), every row tagged with its precision and all ranked together by estimate.  One precision is
     exactly :func:`search` (rows untagged)."""
     if len(precisions) == 1:
         return search(cfg, {**base, "precision": precisions[0]}, nodes, global_batch, space, precisions[0],
-                      progress, strict)
-    founds = [search(cfg, {**base, "precision": p}, nodes, global_batch, space, p, progress, strict)
+                      progress, strict, workers, parallel_from)
+    founds = [search(cfg, {**base, "precision": p}, nodes, global_batch, space, p, progress, strict, workers,
+                     parallel_from)
               for p in precisions]
     rows = [replace(r, precision=p) for f, p in zip(founds, precisions, strict=False) for r in f.rows]
     first = founds[0]

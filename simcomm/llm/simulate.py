@@ -6,36 +6,29 @@ through :func:`simcomm.pipeline.simulate` exactly as ``simcomm run --strategy me
 options would (:func:`simulate_row`), and ranks every simulated row above every estimate-only one
 (:func:`simcomm.llm.search.rank_rows`).  :func:`bound_notes` says when a bound passed layouts over.
 
-The simulations are independent, so they run in ``workers`` processes (``spawn``: a fresh interpreter per
-worker, no state shared with the caller).  Each result goes back to its row by index, so the rows, their
-order and every float are the same for any number of workers (``tests/llm/test_plan_workers.py``).
+The simulations are independent, so they run in ``workers`` processes (:mod:`simcomm.llm.workers`).  Each
+result goes back to its row by index, so the rows, their order and every float are the same for any number
+of workers (``tests/llm/test_plan_workers.py``).
 
 Pure library: no typer, rich or matplotlib here.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 
 from simcomm.llm.estimate import plan_ops
 from simcomm.llm.layout import Layout
 from simcomm.llm.search import ANALYTIC, FLOW, Found, Row, rank_rows
+from simcomm.llm.workers import default_workers, run_parts
 
-__all__ = ["simulate_best", "simulate_row", "scenario_keys", "bound_notes", "default_workers", "MAX_OPS"]
+__all__ = ["simulate_best", "simulate_row", "scenario_keys", "bound_notes", "default_workers", "MAX_OPS", "PARALLEL_OPS"]
 
 #: ``--max-ops``' default: the largest plan simulated (about 10 s of CPU a plan at ~30 000 ops a second)
 MAX_OPS = 300_000
-
-
-def default_workers() -> int:
-    """Worker processes for the simulations: the CPUs this process may run on, at most 2 (a plan's
-    simulation holds a few hundred MB; more workers than CPUs only add memory)."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cpus = os.cpu_count() or 1
-    return max(1, min(2, cpus))
+#: :func:`simulate_best` runs the simulations in worker processes once their plans hold this many ops in all
+#: (fewer take less than starting a worker, about 1 s)
+PARALLEL_OPS = 100_000
 
 
 def scenario_keys(lay: Layout, base: dict, global_batch: int, fidelity: str, precision: str | None = None) -> dict:
@@ -87,16 +80,18 @@ def choose(found: Found, cfg, global_batch: int, k: int, max_ops: int,
 
 def simulate_best(found: Found, cfg, base: dict, nodes: int, global_batch: int, k: int, fidelity: str,
                   max_ops: int = MAX_OPS, budget_ops: int | None = None, progress=None,
-                  workers: int = 1) -> list[Row]:
+                  workers: int = 1, parallel_from: int = PARALLEL_OPS) -> list[Row]:
     """Simulate the ``k`` best layouts by estimate, in estimate order, passing over (with a note) a layout whose
     plan has more than ``max_ops`` ops (:func:`~simcomm.llm.estimate.plan_ops`) or, once one is simulated, would
     take the simulated ops past ``budget_ops`` (None: no budget); returns every row ranked by
     :func:`~simcomm.llm.search.rank_rows`: the simulated ones first.  ``workers`` > 1 runs the simulations in
-    that many processes; the rows are the same for any number."""
+    that many processes when their plans hold ``parallel_from`` ops or more in all; the rows are the same for
+    any number."""
     rows, todo = choose(found, cfg, global_batch, k, max_ops, budget_ops)
+    ops = sum(plan_ops(cfg, rows[i].layout, found.gpus, global_batch) for i in todo)
     tick = progress(f"simulating {len(todo)} layout(s) ({fidelity})", len(todo)) if progress and todo else None
     where = {**base, "nodes": nodes}
-    if workers > 1 and len(todo) > 1:
+    if workers > 1 and len(todo) > 1 and ops >= parallel_from:
         _in_processes(rows, todo, where, global_batch, fidelity, min(workers, len(todo)), tick)
     else:
         for i in todo:
@@ -108,20 +103,12 @@ def simulate_best(found: Found, cfg, base: dict, nodes: int, global_batch: int, 
 
 def _in_processes(rows: list[Row], todo: list[int], base: dict, global_batch: int, fidelity: str, workers: int,
                   tick) -> None:
-    """:func:`simulate_row` of ``rows[i]`` for each ``i`` in ``todo`` in ``workers`` processes, each result put
-    back at its own index (so the finishing order changes nothing).
-
-    ``spawn``, not ``fork``: the caller may hold threads (a progress bar's refresh thread), and a child forked
-    while one of them held a lock (the console's, a stream's buffer) would block on it."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(simulate_row, rows[i], base, global_batch, fidelity): i for i in todo}
-        for done in as_completed(futures):
-            rows[futures[done]] = done.result()
-            if tick:
-                tick()
+    """:func:`simulate_row` of ``rows[i]`` for each ``i`` in ``todo`` in ``workers`` processes
+    (:func:`simcomm.llm.workers.run_parts`), each result put back at its own index."""
+    got = run_parts(simulate_row, [(rows[i], base, global_batch, fidelity) for i in todo], workers,
+                    None if tick is None else lambda _k: tick())
+    for i, row in zip(todo, got, strict=True):
+        rows[i] = row
 
 
 def bound_notes(rows: list[Row], max_ops: int, budget_ops: int | None) -> list[str]:

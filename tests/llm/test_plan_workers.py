@@ -24,6 +24,36 @@ def found():
     return cfg, search.search(cfg, BASE, NODES, BATCH, search.Space(), "bf16")
 
 
+def test_the_search_in_two_workers_gives_the_rows_one_process_gives(found):
+    cfg, alone = found
+    ticks: list = []
+
+    def progress(stage, total):
+        ticks.append((stage.split(" ")[0], total))
+        return lambda: ticks.append("tick")
+
+    two = search.search(cfg, BASE, NODES, BATCH, search.Space(), "bf16", progress, workers=2, parallel_from=0)
+    assert (two.enumerated, two.fit) == (alone.enumerated, alone.fit)
+    assert [(r.layout, r.memory_bytes, r.estimate, r.estimate_rank) for r in two.rows] == \
+        [(r.layout, r.memory_bytes, r.estimate, r.estimate_rank) for r in alone.rows]
+    # every layout ticked once per stage, whichever worker measured it
+    assert ticks[0] == ("memory", alone.enumerated) and ticks.count("tick") == alone.enumerated + alone.fit
+    assert ticks[alone.enumerated + 1] == ("estimating", alone.fit)
+
+
+def test_the_smallest_layout_is_named_when_none_fits_in_workers():
+    from simcomm.errors import ConfigError
+
+    cfg = transformer_config("megatron-39b")
+    msgs = []
+    for workers in (1, 2):
+        with pytest.raises(ConfigError) as exc:
+            search.search(cfg, {**BASE, "model": "megatron-39b", "gpus_per_node": 1}, 1, 8, search.Space(), "bf16",
+                          workers=workers, parallel_from=0)
+        msgs.append(str(exc.value))
+    assert msgs[0] == msgs[1] and "the smallest needs 660.4 GB per GPU" in msgs[0]
+
+
 def _key(r):
     return (r.layout, r.step_s, r.priced, r.compute_s, r.exposed_s, r.note, r.estimate_rank)
 
@@ -37,7 +67,8 @@ def test_two_workers_give_the_rows_one_process_gives(found):
         ticks.append((stage, total))
         return lambda: ticks.append("tick")
 
-    two = simulate.simulate_best(f, cfg, BASE, NODES, BATCH, 4, "flow", progress=progress, workers=2)
+    two = simulate.simulate_best(f, cfg, BASE, NODES, BATCH, 4, "flow", progress=progress, workers=2,
+                                 parallel_from=0)
     assert [_key(r) for r in two] == [_key(r) for r in alone]
     assert sum(r.simulated for r in two) == 4
     assert ticks == [("simulating 4 layout(s) (flow)", 4)] + ["tick"] * 4
@@ -77,6 +108,22 @@ def test_sim_ops_budget_keeps_the_first_and_stops_after(found):
 
 def test_default_workers_is_at_most_two():
     assert 1 <= simulate.default_workers() <= 2
+
+
+def test_small_work_stays_in_this_process(found, monkeypatch):
+    # below the thresholds no worker is started (their start costs more than the work)
+    from simcomm.llm import workers
+
+    def refuse(*_args, **_kw):
+        raise AssertionError("a worker was started")
+
+    monkeypatch.setattr(workers, "run_parts", refuse)
+    monkeypatch.setattr(simulate, "run_parts", refuse)
+    cfg, f = found
+    assert len(f.rows) < search.PARALLEL_LAYOUTS
+    search.search(cfg, BASE, NODES, BATCH, search.Space(), "bf16", workers=2)
+    rows = simulate.simulate_best(f, cfg, BASE, NODES, BATCH, 2, "flow", workers=2)
+    assert sum(r.simulated for r in rows) == 2
 
 
 def test_cli_workers_bad_value_is_one_error_line(cli):
