@@ -391,23 +391,30 @@ def search(cfg, base: dict, nodes: int, global_batch: int, space: Space, dtype: 
 
 def estimate_part(base: dict, nodes: int, global_batch: int, layouts: list[Layout], tick=None, ready=None) -> list:
     """:meth:`~simcomm.llm.estimate.Pricer.estimate` of each of ``layouts`` (one Pricer, its caches shared by
-    them); ``ready``: the caller's (scenario, Context, topology), else built here (a worker process)."""
+    them); ``ready``: the caller's (scenario, Context, topology), else built here once per worker process and
+    kept for its next parts (:data:`_WORKER_PRICERS`: a Pricer's prices never depend on what it priced before)."""
     from simcomm.llm.estimate import Pricer
     from simcomm.pipeline import Context, resolve_precision
     from simcomm.scenario import from_flat
     from simcomm.workload import build_workload
 
-    if ready is None:
-        scn = from_flat({**base, "strategy": "megatron", "nodes": nodes})
-        ctx = Context(scn)
-        topo = ctx.cluster(nodes, 0)[1]
-    else:
-        scn, ctx, topo = ready
-    n = topo.n_ranks
-    trace = ctx.trace()
-    # the pipeline's own workload (gradient bytes in its wire dtype): layer_costs reads it as the emitter does
-    work = build_workload(trace, n, wire_dtype=resolve_precision(scn, trace, []))
-    pricer = Pricer(work, topo, ctx.runtime(), global_batch, gpus_per_node=max(1, n // nodes))
+    key = (repr(sorted(base.items())), nodes, global_batch)
+    pricer = _WORKER_PRICERS.get(key) if ready is None else None
+    if pricer is None:
+        if ready is None:
+            scn = from_flat({**base, "strategy": "megatron", "nodes": nodes})
+            ctx = Context(scn)
+            topo = ctx.cluster(nodes, 0)[1]
+        else:
+            scn, ctx, topo = ready
+        n = topo.n_ranks
+        trace = ctx.trace()
+        # the pipeline's own workload (gradient bytes in its wire dtype): layer_costs reads it as the emitter does
+        work = build_workload(trace, n, wire_dtype=resolve_precision(scn, trace, []))
+        pricer = Pricer(work, topo, ctx.runtime(), global_batch, gpus_per_node=max(1, n // nodes))
+        if ready is None:
+            _WORKER_PRICERS.clear()  # one search per pool: the previous one's Pricer is not needed
+            _WORKER_PRICERS[key] = pricer
     out = []
     for lay in layouts:
         out.append(pricer.estimate(lay))
@@ -416,22 +423,22 @@ def estimate_part(base: dict, nodes: int, global_batch: int, layouts: list[Layou
     return out
 
 
+#: a worker process's Pricer, kept between the parts of one search (estimate_part)
+_WORKER_PRICERS: dict = {}
+
+
 def _estimate_in_processes(base: dict, nodes: int, global_batch: int, layouts: list[Layout], workers: int,
                            tick) -> list:
-    """:func:`estimate_part` over ``workers`` processes, each given whole (tp, cp, dp) splits (the groups a
-    Pricer's caches are keyed on: the splits' collectives are priced once, in one process), balanced by count;
-    every estimate back in ``layouts``' order.  A Pricer's estimate of a layout does not depend on what it
-    priced before (its caches are keyed on everything a price reads), so the estimates are the ones one
-    process gives."""
+    """:func:`estimate_part` over ``workers`` processes, one part per (tp, cp, dp) split (the groups a Pricer's
+    collective prices are keyed on), largest first, each to the next free worker; every estimate back in
+    ``layouts``' order.  A Pricer's estimate of a layout does not depend on what it priced before (its caches
+    are keyed on everything a price reads), so the estimates are the ones one process gives."""
     from simcomm.llm.workers import run_parts
 
     by_split: dict[tuple, list[int]] = {}
     for i, lay in enumerate(layouts):
         by_split.setdefault((lay.tp, lay.cp, lay.dp), []).append(i)
-    parts: list[list[int]] = [[] for _ in range(workers)]
-    for idx in sorted(by_split.values(), key=len, reverse=True):  # largest first, each to the lightest part
-        min(parts, key=len).extend(idx)
-    parts = [p for p in parts if p]
+    parts = sorted(by_split.values(), key=len, reverse=True)
     results = run_parts(estimate_part, [(base, nodes, global_batch, [layouts[i] for i in p]) for p in parts],
                         workers, None if tick is None else lambda k: [tick() for _ in parts[k]])
     out: list = [None] * len(layouts)
