@@ -112,13 +112,14 @@ def test_default_workers_is_at_most_two():
 
 def test_small_work_stays_in_this_process(found, monkeypatch):
     # below the thresholds no worker is started (their start costs more than the work)
-    from simcomm.llm import workers
+    from simcomm.llm import search_parts, workers
 
     def refuse(*_args, **_kw):
         raise AssertionError("a worker was started")
 
     monkeypatch.setattr(workers, "run_parts", refuse)
     monkeypatch.setattr(simulate, "run_parts", refuse)
+    monkeypatch.setattr(search_parts, "run_parts", refuse)
     cfg, f = found
     assert len(f.rows) < search.PARALLEL_LAYOUTS
     search.search(cfg, BASE, NODES, BATCH, search.Space(), "bf16", workers=2)
