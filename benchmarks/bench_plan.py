@@ -1,7 +1,8 @@
 """Where ``simcomm plan``'s time goes: the search (enumeration, memory fit, estimate) and the simulations.
 
-Runs :func:`simcomm.llm.search.search` and :func:`~simcomm.llm.search.simulate_best` as ``simcomm plan`` does
-(default axes, bf16) and prints the CPU seconds of each phase.  ``--dump FILE`` writes every fitting row's
+Runs :func:`simcomm.llm.search.search` and :func:`simcomm.llm.simulate.simulate_best` as ``simcomm plan`` does
+(default axes, bf16, ``--workers`` processes for the search and the simulations) and prints the CPU seconds of
+each phase (the workers' too, ``resource.RUSAGE_CHILDREN``) and the wall time.  ``--dump FILE`` writes every fitting row's
 (layout, memory, estimate) and every simulated row's step as JSON lines, so that a speed change can be checked
 to leave every number the same (``--compare FILE``: exit status 1 on the first difference).
 
@@ -16,10 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 import time
 
-from simcomm.llm import search
+from simcomm.llm import search, simulate
 from simcomm.traces.zoo.transformer import transformer_config
 
 
@@ -37,33 +39,44 @@ def main(argv=None) -> int:
     ap.add_argument("--global-batch", type=int, default=512)
     ap.add_argument("--precision", default="bf16")
     ap.add_argument("--simulate", type=int, default=20, help="K layouts to simulate (0: the search only)")
-    ap.add_argument("--max-ops", type=int, default=300_000)
-    ap.add_argument("--sim-ops", type=int, default=1_000_000)
+    ap.add_argument("--max-ops", type=int, default=simulate.MAX_OPS)
+    ap.add_argument("--sim-ops", type=int, default=None, help="op budget of all simulations (default none)")
+    ap.add_argument("--workers", type=int, default=simulate.default_workers(), help="simulation processes")
     ap.add_argument("--dump", help="write every row as JSON lines here")
     ap.add_argument("--compare", help="compare every row with this dump (exit 1 on a difference)")
     a = ap.parse_args(argv)
 
     cfg = transformer_config(a.model)
     base = {"cluster": a.cluster, "model": a.model, "precision": a.precision}
-    stages: list[tuple[str, float]] = []
+    stages: list[tuple[str, float, float]] = []
+
+    def cpu() -> float:  # this process's CPU and its finished workers' (each pool ends within its phase)
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return time.process_time() + kids.ru_utime + kids.ru_stime
 
     def progress(stage: str, total: int):
-        stages.append((stage, time.process_time()))
+        stages.append((stage, cpu(), time.perf_counter()))
 
-    t0 = time.process_time()
+    t0, w0 = cpu(), time.perf_counter()
     found = search.search(cfg, base, a.nodes, a.global_batch, search.Space(cps=None, shard_groups=(search.NODE,)),
-                          a.precision, progress)
-    t1 = time.process_time()
-    marks = [("setup and enumeration", t0), *stages, ("end", t1)]
-    parts = ", ".join(f"{name}: {marks[i + 1][1] - at:.1f} s" for i, (name, at) in enumerate(marks[:-1]))
-    print(f"search: {found.enumerated} layouts, {found.fit} fit, {t1 - t0:.1f} s CPU ({parts})")
+                          a.precision, progress, workers=a.workers)
+    t1, w1 = cpu(), time.perf_counter()
+    marks = [("setup and enumeration", t0, w0), *stages, ("end", t1, w1)]
+    parts = ", ".join(f"{name}: {marks[i + 1][1] - at:.1f} s CPU, {marks[i + 1][2] - wall:.1f} s wall"
+                      for i, (name, at, wall) in enumerate(marks[:-1]))
+    print(f"search: {found.enumerated} layouts, {found.fit} fit, {t1 - t0:.1f} s CPU, {w1 - w0:.1f} s wall "
+          f"({a.workers} worker(s); {parts})")
     rows = found.rows
     if a.simulate:
-        rows = search.simulate_best(found, cfg, base, a.nodes, a.global_batch, a.simulate, "flow", a.max_ops,
-                                    a.sim_ops)
+        rows = simulate.simulate_best(found, cfg, base, a.nodes, a.global_batch, a.simulate, "flow", a.max_ops,
+                                      a.sim_ops, workers=a.workers)
         sim = [r for r in rows if r.simulated]
-        print(f"simulate: {len(sim)} layouts, {time.process_time() - t1:.1f} s CPU; winner "
-              f"{sim[0].layout.short()} {sim[0].step_s:.4g} s")
+        print(f"simulate: {len(sim)} layouts, {cpu() - t1:.1f} s CPU "
+              f"({a.workers} worker(s)), {time.perf_counter() - w1:.1f} s wall; winner {sim[0].layout.short()} "
+              f"{sim[0].step_s:.4g} s")
+        for line in simulate.bound_notes(rows, a.max_ops, a.sim_ops):
+            print(f"note: {line}")
+    print(f"total: {cpu() - t0:.1f} s CPU, {time.perf_counter() - w0:.1f} s wall")
     lines = [_row(r, a.global_batch) for r in rows]
     if a.dump:
         with open(a.dump, "w") as fh:

@@ -156,8 +156,11 @@ def plan_command(
     fidelity: str = typer.Option("flow", "--fidelity", help="Fidelity of those simulations: flow or analytic."),
     max_ops: int = typer.Option(300_000, "--max-ops",
                                 help="Simulate a layout only if its plan has at most this many ops (time)."),
-    sim_ops: int = typer.Option(1_000_000, "--sim-ops", help="Stop simulating once the simulated plans would pass "
-                                "this many ops in all (time; the first layout is always simulated)."),
+    sim_ops: int | None = typer.Option(None, "--sim-ops", help="Stop simulating once the simulated plans would pass "
+                                       "this many ops in all (time; default no bound; the first layout is always "
+                                       "simulated)."),
+    workers: int | None = typer.Option(None, "--workers", help="Processes the search and the simulations run in "
+                                       "(default: the CPUs, at most 2; the rows are the same for any number)."),
     max_tp: int | None = typer.Option(None, "--max-tp", help="Largest tensor-parallel size (default: GPUs "
                                                                  "per node)."),
     max_microbatch: int = typer.Option(16, "--max-microbatch", help="Largest micro-batch searched."),
@@ -179,6 +182,7 @@ def plan_command(
     """Search tensor/context/pipeline/expert/data-parallel (ZeRO, HSDP) layouts that fit in memory; simulate the
     best by estimate and print the fastest simulated one with its ``simcomm run`` command."""
     from simcomm.llm import search as plan
+    from simcomm.llm import simulate as sim
     from simcomm.scenario import FIDELITIES
     from simcomm.traces.zoo.transformer import ATTENTIONS, TRANSFORMERS, check_attention
 
@@ -188,8 +192,8 @@ def plan_command(
         raise ConfigError(f"model: {model!r} {what}; valid choices: {', '.join(TRANSFORMERS)}")
     for name, value, lo in (("--global-batch", global_batch, 1), ("--top", top, 1), ("--simulate", simulate_k, 1),
                             ("--max-ops", max_ops, 0), ("--sim-ops", sim_ops, 1), ("--max-microbatch", max_microbatch, 1),
-                            ("--nodes", nodes, 1)):
-        if value < lo:
+                            ("--nodes", nodes, 1), ("--workers", workers, 1)):
+        if value is not None and value < lo:
             raise ConfigError(f"{name}: {value} must be >= {lo}")
     if max_tp is not None and max_tp < 1:
         raise ConfigError(f"--max-tp: {max_tp} must be >= 1")
@@ -214,11 +218,12 @@ def plan_command(
         from simcomm.outpath import check_output_path
 
         png = check_output_path(png, "--png")
+    procs = workers if workers is not None else sim.default_workers()
     with _Bar(quiet or as_json) as bar:
-        found = plan.search_precisions(cfg, base, nodes, global_batch, space, precisions, bar)
+        found = plan.search_precisions(cfg, base, nodes, global_batch, space, precisions, bar, workers=procs)
         n_gpus, dev, ctx = found.gpus, found.device, found.context
-        ranked = plan.simulate_best(found, cfg, base, nodes, global_batch, simulate_k, fidelity, max_ops, sim_ops,
-                                    bar)
+        ranked = sim.simulate_best(found, cfg, base, nodes, global_batch, simulate_k, fidelity, max_ops, sim_ops,
+                                   bar, procs)
         simulated = [r for r in ranked if r.simulated]
         if not simulated:
             raise ConfigError(f"--max-ops: none of the {len(ranked)} layouts that fit has a plan of at most "
@@ -230,7 +235,8 @@ def plan_command(
                                    max_ops, sim_ops)
     k = len(simulated)
     assumed = [*ctx.cluster_notes(nodes, 0), *_assumed(ctx, cfg, space, n_gpus, nodes, precisions, found.enumerated,
-                                                       found.fit, dev, simulate_k, fidelity, max_ops, sim_ops, k)]
+                                                       found.fit, dev, simulate_k, fidelity, max_ops, sim_ops, k),
+                *sim.bound_notes(ranked, max_ops, sim_ops)]
     network = ctx.cluster(nodes, 0)[0].network  # echoed in the header and --json (the assumed line says what stayed)
     where = f"{cluster} ({network.label()})" if network.any() else cluster
     # the default too: the attention kind changes every row's compute (plan prints no trace line)
@@ -324,7 +330,7 @@ def run_command(lay, base: dict, nodes: int, global_batch: int, fidelity: str, p
     import shlex
 
     from simcomm.cli.scenario_flags import _OFF
-    from simcomm.llm.search import scenario_keys
+    from simcomm.llm.simulate import scenario_keys
     from simcomm.scenario import KEY
 
     keys = scenario_keys(lay, {**base, "nodes": nodes}, global_batch, fidelity, precision)
@@ -353,6 +359,7 @@ def _pareto_points(cfg, base, nodes, global_batch, space, precisions, bar, ranke
     """Points of the plot: at each node count 1, 2, 4, ... below ``nodes`` its best layout by estimate and that
     layout simulated; at ``nodes`` every simulated row and the best estimate-only row."""
     from simcomm.llm import search as plan
+    from simcomm.llm.simulate import simulate_best
 
     counts = sorted({c for c in (2 ** i for i in range(nodes.bit_length())) if c < nodes})
     pts = []
@@ -361,7 +368,7 @@ def _pareto_points(cfg, base, nodes, global_batch, space, precisions, bar, ranke
             found = plan.search_precisions(cfg, base, c, global_batch, space, precisions, bar, strict=False)
         except ConfigError:
             continue  # nothing divides or fits at this size: no point
-        rows = plan.simulate_best(found, cfg, base, c, global_batch, 1, fidelity, max_ops, sim_ops)
+        rows = simulate_best(found, cfg, base, c, global_batch, 1, fidelity, max_ops, sim_ops)
         pts.append(_point(found.rows[0], estimate=True))
         if rows[0].simulated:
             pts.append(_point(rows[0]))
@@ -431,7 +438,8 @@ def _assumed(ctx, cfg, space, n_gpus, nodes, precisions, n_enum, n_fit, dev, k, 
         "estimate (only prunes): closed form of docs/plan.md (the emitter's per-layer compute, simcomm.llm.compute; "
         "bubble (p-1)/v stages, TP, CP ring, DP (HSDP: in and across shard groups) and point-to-point priced by the "
         "engine's analytic NCCL model)",
-        f"the best {k} by estimate whose plan has at most {max_ops:,} ops (--max-ops), {sim_ops:,} in all (--sim-ops), "
+        f"the best {k} by estimate whose plan has at most {max_ops:,} ops (--max-ops)"
+        + (f", {sim_ops:,} in all (--sim-ops), " if sim_ops is not None else ", ") +
         f"simulated with the pipeline simcomm run uses ({fidelity} fidelity; {done} simulated) and ranked by their "
         "simulated step; estimate-only rows are listed apart, below them",
     ]

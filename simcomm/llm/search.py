@@ -8,9 +8,9 @@ Four steps, cheapest first (docs/plan.md):
 2. :func:`fit_layouts`: the memory model (:mod:`simcomm.memory`) keeps those that fit in a GPU.
 3. :class:`~simcomm.llm.estimate.Pricer`: a closed-form step time for every fitting layout, used only
    to choose which layouts to simulate.
-4. :func:`simulate_row`: the best K by estimate run through :func:`simcomm.pipeline.simulate`, the
-   pipeline ``simcomm run`` uses; :func:`rank_rows` puts every simulated row, fastest first, above
-   every row that has only an estimate, so the winner is always a simulated layout.
+4. :func:`simcomm.llm.simulate.simulate_best`: the best K by estimate run through
+   :func:`simcomm.pipeline.simulate`, the pipeline ``simcomm run`` uses; :func:`rank_rows` puts every simulated
+   row, fastest first, above every row that has only an estimate, so the winner is always a simulated layout.
 
 Precision (bf16, FP8 ...) is an axis too: :func:`search_precisions` runs steps 1-3 once per precision (its
 own trace) and merges the rows by estimate, each tagged with its precision.
@@ -32,8 +32,8 @@ from simcomm.memory.fit import Budget, check
 
 __all__ = ["Space", "Row", "search", "search_precisions", "memory_dtype", "auto_cps", "valid_cps", "node_shard_group",
            "enumerate_layouts", "batch_skipped",
-           "layout_memory", "fit_layouts", "rank_rows", "simulate_row", "ESTIMATE", "FLOW", "ANALYTIC", "CP_AUTO_SEQ",
-           "NODE"]
+           "layout_memory", "fit_layouts", "fits_budget", "rank_rows", "ESTIMATE", "FLOW", "ANALYTIC", "CP_AUTO_SEQ",
+           "NODE", "PARALLEL_LAYOUTS"]
 
 ESTIMATE, FLOW, ANALYTIC = "estimate", "simulated flow", "simulated analytic"
 
@@ -41,6 +41,9 @@ ESTIMATE, FLOW, ANALYTIC = "estimate", "simulated flow", "simulated analytic"
 CP_AUTO_SEQ = 8192
 #: :attr:`Space.shard_groups` entry for the in-node HSDP group of each layout (:func:`node_shard_group`)
 NODE = "node"
+#: :func:`search` runs a phase in worker processes from this many layouts on (a worker's start, about 1-2 s
+#: of imports and setup, is more than the memory model and the estimate of a few thousand layouts)
+PARALLEL_LAYOUTS = 4000
 
 
 @dataclass(frozen=True)
@@ -234,15 +237,20 @@ def fit_layouts(cfg, layouts, global_batch: int, device, dtype: str = "bf16", pr
         mem = layout_memory(cfg, lay, global_batch, dtype)
         if smallest is None or mem.total < smallest[1].total:
             smallest = (lay, mem)
-        try:
-            check(mem.peak(), budget)
-        except ConfigError:
-            pass
-        else:
+        if fits_budget(mem, budget):
             fits.append((lay, mem))
         if progress is not None:
             progress()
     return fits, smallest
+
+
+def fits_budget(mem, budget: Budget) -> bool:
+    """Whether ``mem``'s peak fits ``budget`` (:func:`simcomm.memory.fit.check` accepts it)."""
+    try:
+        check(mem.peak(), budget)
+    except ConfigError:
+        return False
+    return True
 
 
 @dataclass
@@ -296,32 +304,6 @@ def rank_rows(rows: list[Row]) -> list[Row]:
     return sorted(rows, key=lambda r: (not r.simulated, r.step_s, r.memory_bytes, r.layout, r.precision or ""))
 
 
-def simulate_row(row: Row, base: dict, global_batch: int, fidelity: str) -> Row:
-    """Run ``row``'s layout through :func:`simcomm.pipeline.simulate` (``base``: flat scenario keys), exactly
-    as ``simcomm run --strategy megatron`` with the layout's options does."""
-    from simcomm.pipeline import simulate
-    from simcomm.scenario import from_flat
-
-    # The layout's global batch is the megatron option, exactly; the workload keeps the trace's per-rank batch
-    # (megatron does not read it).  Strong scaling would split the batch over the ranks and round it up to
-    # ceil(B / R)·R (and refuse B < R), changing the number the user gave.
-    scn = from_flat(scenario_keys(row.layout, base, global_batch, fidelity, row.precision))
-    res = simulate(scn, baseline=False, analytic=False)
-    if res.not_applicable:
-        return replace(row, note=f"not simulated: {res.not_applicable}")
-    return replace(row, step_s=res.mean_s, priced=FLOW if fidelity == "flow" else ANALYTIC,
-                   compute_s=res.breakdown.compute, exposed_s=res.mean_s - res.breakdown.compute)
-
-
-def scenario_keys(lay: Layout, base: dict, global_batch: int, fidelity: str, precision: str | None = None) -> dict:
-    """The flat scenario (``base`` + strategy megatron, the fidelity and the layout's options; ``precision``
-    when the row has its own) a row runs."""
-    out = {**base, "strategy": "megatron", "fidelity": fidelity, **lay.options(global_batch)}
-    if precision is not None:
-        out["precision"] = precision
-    return out
-
-
 @dataclass
 class Found:
     """What :func:`search` found on one cluster size: every fitting layout ranked by estimate."""
@@ -354,18 +336,19 @@ def _check_batch_size(cfg, n_gpus: int, global_batch: int, space: Space) -> None
 
 
 def search(cfg, base: dict, nodes: int, global_batch: int, space: Space, dtype: str, progress=None,
-           strict: bool = True) -> Found:
+           strict: bool = True, workers: int = 1, parallel_from: int = PARALLEL_LAYOUTS) -> Found:
     """Enumerate, fit and estimate every layout of ``cfg`` on ``nodes`` nodes (``base``: flat scenario keys).
 
     Raises one ConfigError line when nothing divides or nothing fits (``strict``: also when a ``cp`` or
     ``shard_group`` value of ``space`` fits no layout on these GPUs; the Pareto sweep's other node counts skip
-    them).  ``progress(stage, total)`` starts a stage and returns a per-item callback (or None).
+    them).  ``progress(stage, total)`` starts a stage and returns a per-item callback (or None).  ``workers`` > 1
+    runs the memory model and the estimate in that many processes, each phase once it has ``parallel_from``
+    layouts or more (fewer cost less than starting the processes): the same rows.
     """
-    from simcomm.llm.estimate import Pricer
-    from simcomm.pipeline import Context, memory_budget, resolve_precision
+    from simcomm.llm.search_parts import estimate_in_processes, estimate_part, fit_in_processes
+    from simcomm.pipeline import Context, memory_budget
     from simcomm.scenario import from_flat
     from simcomm.units import format_size
-    from simcomm.workload import build_workload
 
     scn = from_flat({**base, "strategy": "megatron", "nodes": nodes})
     ctx = Context(scn)
@@ -388,35 +371,37 @@ def search(cfg, base: dict, nodes: int, global_batch: int, space: Space, dtype: 
                           f"{cfg.heads} heads (tp <= {max_tp}) with dp dividing the global batch {global_batch}; "
                           f"try a global batch that is a multiple of {n} or another node count")
     tick = progress(f"memory of {len(layouts)} layouts ({n} GPUs)", len(layouts)) if progress else None
-    fits, smallest = fit_layouts(cfg, layouts, global_batch, dev, memory_dtype(dtype), tick)
+    if workers > 1 and len(layouts) >= parallel_from:
+        fits, smallest = fit_in_processes(cfg, layouts, global_batch, dev, memory_dtype(dtype), workers, tick)
+    else:
+        fits, smallest = fit_layouts(cfg, layouts, global_batch, dev, memory_dtype(dtype), tick)
     if not fits:
         lay, mem = smallest
         peak = mem.peak()
         raise ConfigError(f"memory: none of the {len(layouts)} layouts of {cfg.name} on {n} GPUs fits {dev.what} "
                           f"({format_size(dev.capacity)}); the smallest needs {format_size(peak.need(dev))} per GPU "
                           f"({mem.layout}: {mem.breakdown()}); use more GPUs or a smaller global batch")
-    trace = ctx.trace()
-    # the pipeline's own workload (gradient bytes in its wire dtype): layer_costs reads it as the emitter does
-    work = build_workload(trace, n, wire_dtype=resolve_precision(scn, trace, []))
-    pricer = Pricer(work, topo, ctx.runtime(), global_batch, gpus_per_node=gpn)
     tick = progress(f"estimating {len(fits)} layouts that fit", len(fits)) if progress else None
-    rows = []
-    for lay, mem in fits:
-        rows.append(Row(lay, mem.total, pricer.estimate(lay)))
-        if tick:
-            tick()
+    lays = [lay for lay, _ in fits]
+    if workers > 1 and len(lays) >= parallel_from:
+        estimates = estimate_in_processes(base, nodes, global_batch, lays, workers, tick)
+    else:
+        estimates = estimate_part(base, nodes, global_batch, lays, tick, (scn, ctx, topo))
+    rows = [Row(lay, mem.total, e) for (lay, mem), e in zip(fits, estimates, strict=True)]
     return Found(rank_by_estimate(rows), len(layouts), len(fits), dev, n, ctx, scn)
 
 
 def search_precisions(cfg, base: dict, nodes: int, global_batch: int, space: Space, precisions: tuple[str, ...],
-                      progress=None, strict: bool = True) -> Found:
+                      progress=None, strict: bool = True, workers: int = 1,
+                      parallel_from: int = PARALLEL_LAYOUTS) -> Found:
     """:func:`search` once per precision (``base``'s ``precision`` replaced: its own trace, so its own
     compute), every row tagged with its precision and all ranked together by estimate.  One precision is
     exactly :func:`search` (rows untagged)."""
     if len(precisions) == 1:
         return search(cfg, {**base, "precision": precisions[0]}, nodes, global_batch, space, precisions[0],
-                      progress, strict)
-    founds = [search(cfg, {**base, "precision": p}, nodes, global_batch, space, p, progress, strict)
+                      progress, strict, workers, parallel_from)
+    founds = [search(cfg, {**base, "precision": p}, nodes, global_batch, space, p, progress, strict, workers,
+                     parallel_from)
               for p in precisions]
     rows = [replace(r, precision=p) for f, p in zip(founds, precisions, strict=False) for r in f.rows]
     first = founds[0]
@@ -449,33 +434,3 @@ def check_shard_groups(space: Space, layouts, n_gpus: int) -> None:
             raise ConfigError(f"--shard-group: {g} divides the data-parallel replicas (dp × cp: "
                               f"{', '.join(map(str, reps)) or 'none'}) of no ZeRO-3 layout on {n_gpus} GPUs "
                               f"(and is smaller); valid choices: auto, none, {', '.join(map(str, valid)) or '-'}")
-
-
-def simulate_best(found: Found, cfg, base: dict, nodes: int, global_batch: int, k: int, fidelity: str,
-                  max_ops: int, budget_ops: int | None = None, progress=None) -> list[Row]:
-    """Simulate the ``k`` best layouts by estimate, in estimate order, passing over (with a note) a layout whose
-    plan has more than ``max_ops`` ops (:func:`~simcomm.llm.estimate.plan_ops`) or, once one is simulated, would
-    take the simulated ops past ``budget_ops`` (None: no budget); returns every row ranked by :func:`rank_rows`:
-    the simulated ones first.  Both bounds count ops, not seconds, so the choice is deterministic."""
-    from simcomm.llm.estimate import plan_ops
-
-    rows = list(found.rows)
-    todo: list[int] = []
-    spent = 0
-    for i, r in enumerate(rows):
-        if len(todo) == k:
-            break
-        ops = plan_ops(cfg, r.layout, found.gpus, global_batch)
-        if ops > max_ops:
-            rows[i] = replace(r, note=f"not simulated: plan of ~{ops:,} ops > --max-ops {max_ops:,}")
-        elif todo and budget_ops is not None and spent + ops > budget_ops:
-            rows[i] = replace(r, note=f"not simulated: ~{ops:,} ops more would pass --sim-ops {budget_ops:,}")
-        else:
-            todo.append(i)
-            spent += ops
-    tick = progress(f"simulating {len(todo)} layout(s) ({fidelity})", len(todo)) if progress and todo else None
-    for i in todo:
-        rows[i] = simulate_row(rows[i], {**base, "nodes": nodes}, global_batch, fidelity)
-        if tick:
-            tick()
-    return rank_rows(rows)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from simcomm.llm import search
+from simcomm.llm import search, simulate
 from simcomm.traces.zoo.transformer import transformer_config
 
 
@@ -53,7 +53,7 @@ def simulated(request):
     cfg = transformer_config(model)
     base = {"cluster": cluster, "model": model, "precision": "bf16"}
     found = search.search(cfg, base, nodes, batch, search.Space(), "bf16")
-    rows = search.simulate_best(found, cfg, base, nodes, batch, 20, "flow", 300_000)
+    rows = simulate.simulate_best(found, cfg, base, nodes, batch, 20, "flow", 300_000)
     sim = sorted((r for r in rows if r.simulated), key=lambda r: r.estimate_rank)
     return request.param, sim
 

@@ -14,6 +14,7 @@ import pytest
 
 from simcomm.cli.plan_cmd import check_precisions
 from simcomm.llm import search as plan
+from simcomm.llm import simulate as plan_sim
 from simcomm.traces.zoo.transformer import transformer_config
 
 SPACE = plan.Space(zeros=(0, 3), schedules=("1f1b",), recomputes=("none", "op"), sequence_parallel=(False,),
@@ -67,9 +68,9 @@ def test_op_recomputation_is_searched_and_costs_backward_compute(searches):
 def test_a_simulated_fp8_row_runs_its_precision(searches):
     cfg, base, both, _ = searches
     row = next(r for r in both.rows if r.precision == "fp8")
-    keys = plan.scenario_keys(row.layout, {**base, "nodes": 1}, 16, "flow", row.precision)
+    keys = plan_sim.scenario_keys(row.layout, {**base, "nodes": 1}, 16, "flow", row.precision)
     assert keys["precision"] == "fp8"
-    sim = plan.simulate_row(row, {**base, "nodes": 1}, 16, "flow")
+    sim = plan_sim.simulate_row(row, {**base, "nodes": 1}, 16, "flow")
     from simcomm.pipeline import simulate
     from simcomm.scenario import from_flat
 

@@ -1,0 +1,127 @@
+"""``simcomm plan``'s last step: flow-simulate the best layouts by estimate and rank by those simulations.
+
+:func:`simulate_best` picks the ``K`` best layouts by estimate whose plans are small enough
+(``max_ops`` per plan, ``budget_ops`` in all; both count ops, so the choice is deterministic), runs each
+through :func:`simcomm.pipeline.simulate` exactly as ``simcomm run --strategy megatron`` with the layout's
+options would (:func:`simulate_row`), and ranks every simulated row above every estimate-only one
+(:func:`simcomm.llm.search.rank_rows`).  :func:`bound_notes` says when a bound passed layouts over.
+
+The simulations are independent, so they run in ``workers`` processes (:mod:`simcomm.llm.workers`).  Each
+result goes back to its row by index, so the rows, their order and every float are the same for any number
+of workers (``tests/llm/test_plan_workers.py``).
+
+Pure library: no typer, rich or matplotlib here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from simcomm.llm.estimate import plan_ops
+from simcomm.llm.layout import Layout
+from simcomm.llm.search import ANALYTIC, FLOW, Found, Row, rank_rows
+from simcomm.llm.workers import default_workers, run_parts
+
+__all__ = ["simulate_best", "simulate_row", "scenario_keys", "bound_notes", "default_workers", "MAX_OPS", "PARALLEL_OPS"]
+
+#: ``--max-ops``' default: the largest plan simulated (about 10 s of CPU a plan at ~30 000 ops a second)
+MAX_OPS = 300_000
+#: :func:`simulate_best` runs the simulations in worker processes once their plans hold this many ops in all
+#: (fewer take less than starting a worker, about 1 s)
+PARALLEL_OPS = 100_000
+
+
+def scenario_keys(lay: Layout, base: dict, global_batch: int, fidelity: str, precision: str | None = None) -> dict:
+    """The flat scenario (``base`` + strategy megatron, the fidelity and the layout's options; ``precision``
+    when the row has its own) a row runs."""
+    out = {**base, "strategy": "megatron", "fidelity": fidelity, **lay.options(global_batch)}
+    if precision is not None:
+        out["precision"] = precision
+    return out
+
+
+def simulate_row(row: Row, base: dict, global_batch: int, fidelity: str) -> Row:
+    """Run ``row``'s layout through :func:`simcomm.pipeline.simulate` (``base``: flat scenario keys), exactly
+    as ``simcomm run --strategy megatron`` with the layout's options does."""
+    from simcomm.pipeline import simulate
+    from simcomm.scenario import from_flat
+
+    # The layout's global batch is the megatron option, exactly; the workload keeps the trace's per-rank batch
+    # (megatron does not read it).  Strong scaling would split the batch over the ranks and round it up to
+    # ceil(B / R)·R (and refuse B < R), changing the number the user gave.
+    scn = from_flat(scenario_keys(row.layout, base, global_batch, fidelity, row.precision))
+    res = simulate(scn, baseline=False, analytic=False)
+    if res.not_applicable:
+        return replace(row, note=f"not simulated: {res.not_applicable}")
+    return replace(row, step_s=res.mean_s, priced=FLOW if fidelity == "flow" else ANALYTIC,
+                   compute_s=res.breakdown.compute, exposed_s=res.mean_s - res.breakdown.compute)
+
+
+def choose(found: Found, cfg, global_batch: int, k: int, max_ops: int,
+           budget_ops: int | None) -> tuple[list[Row], list[int]]:
+    """(rows, indices to simulate): the ``k`` best by estimate within the bounds; a row passed over gets a note
+    naming the bound (the first row within ``max_ops`` is always taken, whatever ``budget_ops``)."""
+    rows = list(found.rows)
+    todo: list[int] = []
+    spent = 0
+    for i, r in enumerate(rows):
+        if len(todo) == k:
+            break
+        ops = plan_ops(cfg, r.layout, found.gpus, global_batch)
+        if ops > max_ops:
+            rows[i] = replace(r, note=f"not simulated: plan of ~{ops:,} ops > --max-ops {max_ops:,}")
+        elif todo and budget_ops is not None and spent + ops > budget_ops:
+            rows[i] = replace(r, note=f"not simulated: ~{ops:,} ops more would pass --sim-ops {budget_ops:,}")
+        else:
+            todo.append(i)
+            spent += ops
+    return rows, todo
+
+
+def simulate_best(found: Found, cfg, base: dict, nodes: int, global_batch: int, k: int, fidelity: str,
+                  max_ops: int = MAX_OPS, budget_ops: int | None = None, progress=None,
+                  workers: int = 1, parallel_from: int = PARALLEL_OPS) -> list[Row]:
+    """Simulate the ``k`` best layouts by estimate, in estimate order, passing over (with a note) a layout whose
+    plan has more than ``max_ops`` ops (:func:`~simcomm.llm.estimate.plan_ops`) or, once one is simulated, would
+    take the simulated ops past ``budget_ops`` (None: no budget); returns every row ranked by
+    :func:`~simcomm.llm.search.rank_rows`: the simulated ones first.  ``workers`` > 1 runs the simulations in
+    that many processes when their plans hold ``parallel_from`` ops or more in all; the rows are the same for
+    any number."""
+    rows, todo = choose(found, cfg, global_batch, k, max_ops, budget_ops)
+    ops = sum(plan_ops(cfg, rows[i].layout, found.gpus, global_batch) for i in todo)
+    tick = progress(f"simulating {len(todo)} layout(s) ({fidelity})", len(todo)) if progress and todo else None
+    where = {**base, "nodes": nodes}
+    if workers > 1 and len(todo) > 1 and ops >= parallel_from:
+        _in_processes(rows, todo, where, global_batch, fidelity, min(workers, len(todo)), tick)
+    else:
+        for i in todo:
+            rows[i] = simulate_row(rows[i], where, global_batch, fidelity)
+            if tick:
+                tick()
+    return rank_rows(rows)
+
+
+def _in_processes(rows: list[Row], todo: list[int], base: dict, global_batch: int, fidelity: str, workers: int,
+                  tick) -> None:
+    """:func:`simulate_row` of ``rows[i]`` for each ``i`` in ``todo`` in ``workers`` processes
+    (:func:`simcomm.llm.workers.run_parts`), each result put back at its own index."""
+    got = run_parts(simulate_row, [(rows[i], base, global_batch, fidelity) for i in todo], workers,
+                    None if tick is None else lambda _k: tick())
+    for i, row in zip(todo, got, strict=True):
+        rows[i] = row
+
+
+def bound_notes(rows: list[Row], max_ops: int, budget_ops: int | None) -> list[str]:
+    """One line per bound that passed layouts over (:func:`choose` notes them while it looks for ``k``), naming
+    how many, the best-estimated of them and the flag that would take them in; none when no bound binds."""
+    out = []
+    for flag, bound in (("--max-ops", max_ops), ("--sim-ops", budget_ops)):
+        over = sorted((r for r in rows if flag in r.note), key=lambda r: r.estimate_rank)
+        if not over:
+            continue
+        first = over[0]
+        out.append(f"{flag} {bound:,} passed over {len(over)} of the best layouts by estimate (the best of them: "
+                   f"est# {first.estimate_rank}, {first.layout.short()}, "
+                   f"{first.estimate.step:.4g} s estimated, {first.note.removeprefix('not simulated: ')}); "
+                   f"raise {flag} to simulate them")
+    return out
