@@ -75,6 +75,8 @@ class Workload:
     dtype_bytes: int = 4
     # cv of the per-iteration compute draws (simcomm.jitter): ranks then compute differently each iteration
     compute_jitter: float = 0.0
+    # plans may fold identical ranks' computes onto rank 0 (simcomm.strategies._fold; the pipeline decides)
+    fold_ranks: bool = False
 
     @property
     def global_batch(self) -> int:

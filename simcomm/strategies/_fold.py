@@ -1,0 +1,115 @@
+"""Identical ranks folded: a plan that emits one rank's compute for every rank that provably does the same.
+
+Data-parallel seed strategies give every rank the same forward, backward, compression and update; when the
+ranks meet only in collectives (all-reduce, all-gather, all-to-all of ``allreduce``, ``gaussian-k``,
+``topka``, ``ok-topk``, ``pcnn`` ...), rank r's compute starts and ends exactly when rank 0's does.  A plan at
+16 384 GPUs then holds 16 384 copies of one compute chain, and the engine drives each as its own stream (a
+quarter of ``gaussian-k``'s run at 16 384 GPUs went to those events).  :class:`FoldingBuilder` emits rank
+0's computes only: every other rank's compute is *checked* to be a copy of rank 0's (same seconds, label,
+stream, category and the very same dependencies, op ids included) and, when it is, the builder returns rank
+0's op id instead of adding an op.  The folded ranks keep every collective they are members of, and wait in
+them for rank 0's ops, which end at the instant theirs would have ended.  This is megatron's replica fold
+(docs/engine.md "Replica and lane folding") for plans whose ranks are all alike, with the proof made by the
+builder, op by op:
+
+* a compute is folded only when its dependencies are the mirror's compute's, so by induction on the plan
+  every folded compute would have started and ended when its mirror does;
+* the communication is untouched (every collective keeps all its members and bytes, priced with every flow),
+  so the network sees what it saw;
+* a point-to-point message from or to a folded rank ends the attempt (:class:`FoldMismatch`): a message is
+  one rank's own, and a compute waiting for it is not its mirror's.  So does any compute that is not a copy
+  (a straggler's ``compute_scale``, a rank-dependent schedule).  :func:`fold_plan` then builds the full plan.
+
+What the fold cannot see is outside the plan: per-iteration compute jitter (drawn per rank after planning)
+and the host CPU cost of communication (``comm_cpu``: charged per rank by the bytes its flows move, which
+tree algorithms make unequal).  The pipeline therefore folds only when neither is on
+(``Workload.fold_ranks``, set by :func:`simcomm.pipeline.run.simulate` from :data:`FOLD_RANKS` ranks up).
+``tests/strategies/test_fold.py`` compares folded and full plans bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from simcomm.ops import CommPlan, PlanBuilder, _with_prev
+
+__all__ = ["FOLD_RANKS", "FoldMismatch", "FoldingBuilder", "fold_plan", "folds"]
+
+#: the pipeline folds plans of at least this many training ranks (below, full plans are cheap to run, and the
+#: stored check hashes and golden outputs keep their op counts)
+FOLD_RANKS = 2048
+
+
+class FoldMismatch(Exception):
+    """A rank of a folding plan does something its mirror does not: the plan must be built in full."""
+
+
+def folds(workload) -> bool:
+    """Whether plans of ``workload`` may fold identical ranks (the pipeline's decision, see the module)."""
+    return bool(getattr(workload, "fold_ranks", False)) and not workload.compute_jitter and workload.n_ranks > 1
+
+
+class FoldingBuilder(PlanBuilder):
+    """A :class:`PlanBuilder` whose training ranks 1 … ``n_train - 1`` compute through rank 0 (their mirror).
+
+    ``compute`` on a folded rank returns the id of the mirror's matching compute (the k-th on the same
+    stream) after checking that it is a copy, or raises :class:`FoldMismatch`; ``transfer`` touching a
+    folded rank raises it.  Ranks from ``n_train`` on (parameter servers) are never folded.  ``build`` names
+    the mirror as the plan's measured rank and records how many computes were folded in ``meta``.
+    """
+
+    def __init__(self, n_ranks: int, n_train: int):
+        super().__init__(n_ranks)
+        self.n_train = n_train
+        self._mirror_ops: dict[str, list[int]] = {}  # stream -> rank 0's compute ids, in order
+        self._seen: dict[tuple[int, str], int] = {}  # (folded rank, stream) -> computes asked so far
+        self.folded = 0
+
+    def compute(self, rank: int, seconds: float, *, after: Iterable[int] = (), label: str = "",
+                stream: str = "compute", category: str = "compute") -> int:
+        if rank == 0 or rank >= self.n_train:
+            oid = super().compute(rank, seconds, after=after, label=label, stream=stream, category=category)
+            if rank == 0:
+                self._mirror_ops.setdefault(stream, []).append(oid)
+            return oid
+        key = (rank, stream)
+        k = self._seen.get(key, 0)
+        mine = self._mirror_ops.get(stream, ())
+        if k >= len(mine):
+            raise FoldMismatch(f"rank {rank} computes {label!r} before its mirror does")
+        mid = mine[k]
+        op = self._ops[mid]
+        deps = _with_prev(tuple(after) if not isinstance(after, (tuple, list)) else after, self._tail.get(key))
+        if (op.seconds != float(seconds) or op.deps != deps or op.label != label
+                or op.category != category):
+            raise FoldMismatch(f"rank {rank}'s {label!r} is not a copy of rank 0's {op.label!r}")
+        self._seen[key] = k + 1
+        self._tail[key] = mid
+        self.folded += 1
+        return mid
+
+    def transfer(self, src: int, dst: int, nbytes: float, *, after: Iterable[int] = (), label: str = "",
+                 stream: str = "comm", category: str = "comm") -> int:
+        if 0 < src < self.n_train or 0 < dst < self.n_train:
+            raise FoldMismatch(f"message {src}->{dst} of a folded rank")
+        return super().transfer(src, dst, nbytes, after=after, label=label, stream=stream, category=category)
+
+    def build(self, **kw) -> CommPlan:
+        if self.folded:
+            kw.setdefault("measured_ranks", (0,))
+            kw["folded_computes"] = self.folded
+        return super().build(**kw)
+
+
+def fold_plan(workload, n_ranks: int, emit: Callable[[PlanBuilder], CommPlan]) -> CommPlan:
+    """``emit(builder)``'s plan, with identical ranks folded when :func:`folds` and every check passes.
+
+    ``n_ranks`` is the plan's rank count (training ranks plus any servers).  A :class:`FoldMismatch` drops the
+    partial folded plan and builds the full one (``emit`` must be a pure function of the builder).
+    """
+    if folds(workload):
+        try:
+            return emit(FoldingBuilder(n_ranks, workload.n_ranks))
+        except FoldMismatch:
+            pass
+    return emit(PlanBuilder(n_ranks))

@@ -1,0 +1,139 @@
+"""Identical ranks folded onto rank 0 (:mod:`simcomm.strategies._fold`): exact, checked op by op.
+
+A folded plan emits rank 0's computes for every rank whose computes are provably copies of them; every
+collective keeps all its members.  It must time exactly like the full plan: every kind's iteration time, its
+breakdown on the critical rank and its bytes per link family, bit for bit, on a rail-optimised DGX cluster and
+an oversubscribed fat-tree, at event resolution 0 and 1 %, and under the closed form.  A plan whose ranks are
+not alike (a straggler, a message of its own) is built in full.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from simcomm import engine
+from simcomm.engine.options import EngineOptions
+from simcomm.ops import PlanBuilder
+from simcomm.pipeline.baseline import make_strategy, scenario_options
+from simcomm.result import breakdown, iteration_time
+from simcomm.scenario.resolve import from_flat
+from simcomm.scenario.setup import Resolver, resolve_setup
+from simcomm.strategies._fold import FoldingBuilder, FoldMismatch, fold_plan
+from simcomm.workload import build_workload
+
+CASES = [  # (strategy, options): every seed strategy that folds
+    ("allreduce", {}),
+    ("allreduce", {"overlap": "none", "bucket_mb": 0.0}),
+    ("allreduce", {"overlap": "backward+forward"}),
+    ("gaussian-k", {}),
+    ("topka", {}),
+    ("ok-topk", {}),
+    ("pcnn", {}),
+    ("pcnn-no-overlap", {}),
+    ("node-based", {"k_prime": 2}),
+    ("sgp", {"interval": 3}),
+    ("crossover-sgd", {"interval": 2}),
+]
+CLUSTERS = [  # (cluster keys, nodes, GPUs per node)
+    ({"cluster": "dgx-a100-hdr"}, 3, 4),
+    ({"topology": "fat-tree", "oversubscription": 4.0, "inter": "roce-100g"}, 6, 2),
+]
+
+
+def setup_of(strategy, options, cluster, nodes, gpn, **workload):
+    scn = from_flat({"strategy": strategy, "nodes": nodes, "gpus_per_node": gpn, **cluster, **options})
+    st = make_strategy(scn.strategy, scenario_options(scn))
+    setup = resolve_setup(scn, Resolver(scn), st.extra_nodes())
+    w = build_workload(setup.trace, setup.n_train, batch=8, wire_dtype=setup.wire_dtype, dataset_size=1000,
+                       **workload)
+    return st, setup, w
+
+
+def runs(kinds, setup, **opts):
+    out = []
+    for weight, plan in kinds:
+        tl = engine.simulate(plan, setup.topology, fidelity="flow", options=EngineOptions(runtime=setup.runtime, **opts))
+        t, window = iteration_time(plan, tl)
+        out.append((weight, plan.info.kind, t, breakdown(plan, tl, setup.n_train, window),
+                    dict(tl.link_class_bytes)))
+    return out
+
+
+@pytest.mark.parametrize("cluster,nodes,gpn", CLUSTERS)
+@pytest.mark.parametrize("strategy,options", CASES)
+def test_folded_plans_time_exactly_like_full_ones(strategy, options, cluster, nodes, gpn):
+    st, setup, w = setup_of(strategy, options, cluster, nodes, gpn)
+    full = st.iterations(w, setup.topology)
+    folded = st.iterations(replace(w, fold_ranks=True), setup.topology)
+    assert [k for k, _ in full] == [k for k, _ in folded]
+    assert any(p.meta.get("folded_computes") for _, p in folded), "nothing folded"
+    assert sum(len(p.ops) for _, p in folded) < sum(len(p.ops) for _, p in full)
+    for res in (0.0, 0.01):
+        assert runs(folded, setup, resolution=res) == runs(full, setup, resolution=res)
+    for (_, a), (_, b) in zip(full, folded, strict=True):
+        ta = engine.simulate(a, setup.topology, fidelity="analytic", options=EngineOptions(runtime=setup.runtime))
+        tb = engine.simulate(b, setup.topology, fidelity="analytic", options=EngineOptions(runtime=setup.runtime))
+        assert iteration_time(a, ta)[0] == iteration_time(b, tb)[0]
+
+
+def test_a_straggler_is_not_folded():
+    st, setup, w = setup_of("allreduce", {}, CLUSTERS[0][0], 3, 4, compute_scale=(1.0,) * 11 + (1.5,))
+    (_, plan), = st.iterations(replace(w, fold_ranks=True), setup.topology)
+    assert "folded_computes" not in plan.meta and plan.info.measured_ranks is None
+    (_, full), = st.iterations(w, setup.topology)
+    assert plan.ops == full.ops
+
+
+def test_a_strategy_with_messages_of_its_own_is_built_in_full():
+    st, setup, w = setup_of("sgp", {}, CLUSTERS[0][0], 3, 4)
+    folded = st.iterations(replace(w, fold_ranks=True), setup.topology)
+    assert [p.ops for _, p in folded] == [p.ops for _, p in st.iterations(w, setup.topology)]
+
+
+def test_the_builder_refuses_what_is_not_a_copy():
+    b = FoldingBuilder(4, 3)
+    a = b.compute(0, 1.0, label="forward")
+    assert b.compute(1, 1.0, label="forward") == a  # a copy: rank 0's op
+    with pytest.raises(FoldMismatch):
+        b.compute(2, 2.0, label="forward")  # other seconds
+    b = FoldingBuilder(4, 3)
+    c0 = b.collective("allreduce", (0, 1), 8.0)
+    b.collective("allreduce", (2, 3), 8.0)
+    b.compute(0, 1.0, after=[c0], label="update")
+    with pytest.raises(FoldMismatch):
+        b.compute(2, 1.0, after=[c0 + 1], label="update")  # waits for another collective than its mirror
+    with pytest.raises(FoldMismatch):
+        FoldingBuilder(4, 3).transfer(0, 1, 8.0)  # a folded rank's own message
+    with pytest.raises(FoldMismatch):
+        FoldingBuilder(4, 3).compute(1, 1.0)  # before its mirror
+    b = FoldingBuilder(4, 3)
+    b.compute(3, 1.0)  # a server (rank >= n_train) is never folded
+    b.transfer(0, 3, 8.0)
+    assert len(b.build().ops) == 2
+
+
+def test_fold_plan_falls_back_to_the_full_plan():
+    w = setup_of("allreduce", {}, CLUSTERS[0][0], 3, 4)[2]
+
+    def emit(b: PlanBuilder):
+        for r in range(w.n_ranks):
+            b.compute(r, 1.0 + (r == 5))
+        return b.build()
+
+    assert len(fold_plan(replace(w, fold_ranks=True), w.n_ranks, emit).ops) == w.n_ranks
+    assert len(fold_plan(replace(w, fold_ranks=True, compute_jitter=0.1), w.n_ranks, emit).ops) == w.n_ranks
+
+
+@pytest.mark.parametrize("strategy", ["gaussian-k", "node-based"])
+def test_the_pipeline_folds_from_fold_ranks_on_with_the_same_result(strategy, monkeypatch):
+    from simcomm.pipeline import run as run_mod
+
+    scn = from_flat({"strategy": strategy, "nodes": 3, "gpus_per_node": 4, "cluster": "dgx-a100-hdr"})
+    full = run_mod.simulate(scn)
+    monkeypatch.setattr(run_mod, "FOLD_RANKS", 2)
+    folded = run_mod.simulate(scn)
+    assert (folded.mean_s, folded.breakdown, folded.link_bytes, folded.baseline_s, folded.analytic_mean_s) == \
+        (full.mean_s, full.breakdown, full.link_bytes, full.baseline_s, full.analytic_mean_s)
+    assert folded.assumed == full.assumed
