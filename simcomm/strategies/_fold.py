@@ -46,7 +46,9 @@ class FoldMismatch(Exception):
 
 def folds(workload) -> bool:
     """Whether plans of ``workload`` may fold identical ranks (the pipeline's decision, see the module)."""
-    return bool(getattr(workload, "fold_ranks", False)) and not workload.compute_jitter and workload.n_ranks > 1
+    # unequal compute scales would be caught op by op (FoldMismatch), after folding part of the plan for nothing
+    return (bool(getattr(workload, "fold_ranks", False)) and not workload.compute_jitter and workload.n_ranks > 1
+            and len(set(workload.compute_scale)) <= 1)
 
 
 class FoldingBuilder(PlanBuilder):
