@@ -115,3 +115,42 @@ def fold_plan(workload, n_ranks: int, emit: Callable[[PlanBuilder], CommPlan]) -
         except FoldMismatch:
             pass
     return emit(PlanBuilder(n_ranks))
+
+
+# ---- approximate: a shift pattern of messages simulated on a few ranks ---------------------------------------
+
+#: ranks a pattern fold seeds its simulated set with: the first this many, and up to this many of the ranks whose
+#: messages get the smallest equal share of their routes' links
+PATTERN_SEEDS = 64
+
+
+def pattern_ranks(topology, offset: int, n: int) -> tuple[tuple[int, ...], dict[int, int]]:
+    """The ranks a fold of the shift pattern ``r -> (r + offset) mod n`` simulates, and each rank's route class.
+
+    Every rank's message is routed at once (:meth:`Topology.routes`) and given the equal share of its most
+    loaded link (capacity / messages crossing it): a static estimate of where the pattern is slowest.  The
+    simulated set holds the first :data:`PATTERN_SEEDS` ranks, up to as many of the ranks with the smallest
+    share (the makespan is theirs), and every rank whose message shares a link with one of theirs (their
+    contention).  Route classes (``{rank: class}``, over all ranks) group messages that cross the same number
+    of links of each family, so that the simulated ones can stand for all in the bytes per link family.
+    """
+    import numpy as np
+
+    src = np.arange(n, dtype=np.int64)
+    lens, links = topology.routes(src, (src + offset) % n)
+    owner = np.repeat(src, lens)
+    cap = topology.capacity
+    crossing = np.bincount(links, minlength=len(cap))
+    starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
+    share = np.minimum.reduceat(cap[links] / crossing[links], starts)
+    worst = np.nonzero(share <= share.min() * (1 + 1e-9))[0][:PATTERN_SEEDS]
+    seeds = np.union1d(np.arange(min(n, PATTERN_SEEDS)), worst)
+    touched = np.unique(links[np.isin(owner, seeds)])
+    live = np.union1d(seeds, owner[np.isin(links, touched)])
+    fams = [topology.links[name].family for name in topology.link_names]
+    index = {f: i for i, f in enumerate(sorted(set(fams)))}
+    family = np.array([index[f] for f in fams], dtype=np.int64)[links]
+    counts = np.zeros((n, len(index)), dtype=np.int64)
+    np.add.at(counts, (owner, family), 1)
+    _, klass = np.unique(counts, axis=0, return_inverse=True)
+    return tuple(live.tolist()), dict(enumerate(klass.reshape(-1).tolist()))
