@@ -124,15 +124,15 @@ def fold_plan(workload, n_ranks: int, emit: Callable[[PlanBuilder], CommPlan]) -
 PATTERN_SEEDS = 64
 
 
-def pattern_ranks(topology, offset: int, n: int) -> tuple[tuple[int, ...], dict[int, int]]:
+def pattern_ranks(topology, offset: int, n: int):
     """The ranks a fold of the shift pattern ``r -> (r + offset) mod n`` simulates, and each rank's route class.
 
     Every rank's message is routed at once (:meth:`Topology.routes`) and given the equal share of its most
     loaded link (capacity / messages crossing it): a static estimate of where the pattern is slowest.  The
     simulated set holds the first :data:`PATTERN_SEEDS` ranks, up to as many of the ranks with the smallest
     share (the makespan is theirs), and every rank whose message shares a link with one of theirs (their
-    contention).  Route classes (``{rank: class}``, over all ranks) group messages that cross the same number
-    of links of each family, so that the simulated ones can stand for all in the bytes per link family.
+    contention).  Route classes (an array over all ranks) group messages that cross the same number of links
+    of each family, so that the simulated ones can stand for all in the bytes per link family.
     """
     import numpy as np
 
@@ -144,13 +144,19 @@ def pattern_ranks(topology, offset: int, n: int) -> tuple[tuple[int, ...], dict[
     starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
     share = np.minimum.reduceat(cap[links] / crossing[links], starts)
     worst = np.nonzero(share <= share.min() * (1 + 1e-9))[0][:PATTERN_SEEDS]
-    seeds = np.union1d(np.arange(min(n, PATTERN_SEEDS)), worst)
-    touched = np.unique(links[np.isin(owner, seeds)])
-    live = np.union1d(seeds, owner[np.isin(links, touched)])
+    seed = np.zeros(n, dtype=bool)
+    seed[:PATTERN_SEEDS] = True
+    seed[worst] = True
+    touched = np.zeros(len(cap), dtype=bool)
+    touched[links[seed[owner]]] = True
+    live = seed.copy()
+    live[owner[touched[links]]] = True
     fams = [topology.links[name].family for name in topology.link_names]
     index = {f: i for i, f in enumerate(sorted(set(fams)))}
     family = np.array([index[f] for f in fams], dtype=np.int64)[links]
-    counts = np.zeros((n, len(index)), dtype=np.int64)
-    np.add.at(counts, (owner, family), 1)
-    _, klass = np.unique(counts, axis=0, return_inverse=True)
-    return tuple(live.tolist()), dict(enumerate(klass.reshape(-1).tolist()))
+    counts = np.bincount(owner * len(index) + family, minlength=n * len(index)).reshape(n, len(index))
+    key = np.zeros(n, dtype=np.int64)  # each rank's counts per family as one number (routes are short)
+    for f in range(len(index)):
+        key = key * (int(counts.max()) + 1) + counts[:, f]
+    _, klass = np.unique(key, return_inverse=True)
+    return np.nonzero(live)[0], klass.reshape(-1)

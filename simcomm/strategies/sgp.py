@@ -37,6 +37,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+import numpy as np
+
 from simcomm.errors import ConfigError
 from simcomm.ops import PlanBuilder
 from simcomm.strategies._fold import folds, pattern_ranks
@@ -141,17 +143,16 @@ def emit_folded_blocking(b: PlanBuilder, w, topology, d: int, seg_bytes, kind: s
     n = w.n_ranks
     live, klass = pattern_ranks(topology, d, n)
     pair = (2 * d) % n == 0  # every rank's peer sends back to it: one 2-rank all-reduce per pair
-    owners = [r for r in range(n) if not pair or r < (r + d) % n]  # the rank that issues each message / pair
-    full = Counter(klass[r] for r in owners)
-    chosen = set(live)
-    covered = {klass[r] for r in chosen if not pair or r < (r + d) % n}
-    for r in owners:  # every route class needs a simulated message to stand for it
-        if klass[r] not in covered:
-            chosen.add(r)
-            covered.add(klass[r])
+    owners = np.arange(n // 2 if pair else n)  # the rank that issues each message (pairs: the lower one)
+    full = np.bincount(klass[owners])
+    chosen = set(live.tolist())
+    covered = {int(klass[r]) for r in chosen if not pair or r < (r + d) % n}
+    # every route class needs a simulated message to stand for it: the first of each class not covered
+    classes, first = np.unique(klass[owners], return_index=True)
+    chosen.update(int(owners[i]) for c, i in zip(classes.tolist(), first.tolist(), strict=True) if c not in covered)
     ranks = sorted(chosen | ({(r + d) % n for r in chosen} if pair else set()))
     issued = [r for r in ranks if not pair or r < (r + d) % n]
-    here = Counter(klass[r] for r in issued)
+    here = Counter(int(klass[r]) for r in issued)
     gate = {r: [i] for r, i in emit_after_step_of(b, w, ranks).items()}
     for s, nbytes in enumerate(seg_bytes):
         done: dict[int, int] = {}
@@ -174,7 +175,7 @@ def emit_folded_blocking(b: PlanBuilder, w, topology, d: int, seg_bytes, kind: s
             "(docs/engine.md; --opt fold=off simulates every rank)")
     return b.build(kind=kind, segments=len(seg_bytes), assumed=(*assumed, note), measured_ranks=ranks,
                    simulated_ranks=len(ranks),
-                   traffic_weights={f"comm{c}": full[c] / here[c] for c in here})
+                   traffic_weights={f"comm{c}": float(full[c]) / here[c] for c in here})
 
 
 def emit_after_step_of(b: PlanBuilder, w, ranks) -> dict[int, int]:
