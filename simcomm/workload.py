@@ -77,6 +77,8 @@ class Workload:
     compute_jitter: float = 0.0
     # plans may fold identical ranks' computes onto rank 0 (simcomm.strategies._fold; the pipeline decides)
     fold_ranks: bool = False
+    # ... and may stand a few ranks' messages for all (sgp's fold: only where messages travel as planned, NCCL)
+    fold_messages: bool = False
 
     @property
     def global_batch(self) -> int:

@@ -66,7 +66,8 @@ def _simulate(scn: Scenario, ctx: Resolver | None, baseline: bool, analytic: boo
                        wire_dtype=setup.wire_dtype, compute_jitter=wl.compute_jitter)
     if n_train >= FOLD_RANKS and not wl.compute_jitter and not setup.stack.cpu_per_byte:
         # identical ranks' computes emitted once (exact: simcomm.strategies._fold checks every folded op)
-        w = replace(w, fold_ranks=True)
+        # sgp's approximate message fold (measured with NCCL) only where the stack carries messages as planned
+        w = replace(w, fold_ranks=True, fold_messages=_messages_as_planned(setup.runtime, topo))
     notes = list(setup.notes)
     batch_note = len(notes) if scn.batch is None else None  # placed once the plans say whether they use it
     memory = memory_check(strategy, w, trace, setup.device, scn.memory, notes)
@@ -149,6 +150,19 @@ def _simulate(scn: Scenario, ctx: Resolver | None, baseline: bool, analytic: boo
                   baseline=base.describe if base else None, assumed=tuple(assumed), rank_mean_s=rmean,
                   busiest_links=max(kinds, key=lambda k: k.weight).busiest_links if kinds else (),
                   exposed_by=split, memory=memory)
+
+
+def _messages_as_planned(runtime, topo) -> bool:
+    """Whether ``runtime`` carries a plan's point-to-point messages as the plan gives them (NCCL, plain MPI), not
+    reshaped (gloo's send-first pairs, MPI over TCP's rendezvous): a 1 GB exchange across machines, probed."""
+    from simcomm.ops import PlanBuilder
+
+    other = next((r for r in range(1, topo.n_ranks) if topo.machine_of(r) != topo.machine_of(0)), 1)
+    b = PlanBuilder(topo.n_ranks)
+    b.transfer(0, other, 1e9)
+    b.transfer(other, 0, 1e9)
+    probe = b.build()
+    return runtime.exchanges(probe, topo) is probe
 
 
 def _check_finite(scn: Scenario, epoch: float, closed_form: float | None, link_bytes: dict) -> None:

@@ -240,7 +240,7 @@ class SGP(Strategy):
     def _folds(self, w) -> bool:
         """Whether blocking iterations simulate a few ranks for all (``fold``; refused where ranks differ)."""
         p = self.params
-        if p.mode != "blocking" or p.fold == "off" or (p.fold == "auto" and not folds(w)):
+        if p.mode != "blocking" or p.fold == "off" or (p.fold == "auto" and not (folds(w) and w.fold_messages)):
             return False
         if w.compute_jitter or len(set(w.compute_scale)) > 1:
             raise ConfigError("fold: on takes every rank to compute alike (its receive ends with its own send); "
