@@ -138,7 +138,8 @@ def emit_folded_blocking(b: PlanBuilder, w, topology, d: int, seg_bytes, kind: s
     The receive is the in-peer's message when the in-peer is simulated; otherwise it is taken to end with the
     rank's own message (every rank does the same, so the in-peer's message is a copy of its own on another
     route).  Each route class's messages go on a stream of their own whose bytes count for every message of the
-    class (``traffic_weights``), so the bytes per link family are the full plan's.
+    class (``traffic_weights``), so the bytes per link family are the full plan's.  None when every rank would be
+    simulated anyway.
     """
     n = w.n_ranks
     live, klass = pattern_ranks(topology, d, n)
@@ -151,6 +152,8 @@ def emit_folded_blocking(b: PlanBuilder, w, topology, d: int, seg_bytes, kind: s
     classes, first = np.unique(klass[owners], return_index=True)
     chosen.update(int(owners[i]) for c, i in zip(classes.tolist(), first.tolist(), strict=True) if c not in covered)
     ranks = sorted(chosen | ({(r + d) % n for r in chosen} if pair else set()))
+    if len(ranks) == n:
+        return None  # nothing to fold: the full plan, without the approximation's line
     issued = [r for r in ranks if not pair or r < (r + d) % n]
     here = Counter(int(klass[r]) for r in issued)
     gate = {r: [i] for r, i in emit_after_step_of(b, w, ranks).items()}
@@ -222,9 +225,10 @@ class SGP(Strategy):
         if p.mode == "blocking":
             d = aws_exp_offsets(n)[iteration % self.period(n)]
             kind = f"gossip (peer +{d}, blocking per segment)"
-            if self._folds(w):
-                b = PlanBuilder(n)
-                return emit_folded_blocking(b, w, topology, d, seg_bytes, kind, (f"segments: {how}",))
+            folded = emit_folded_blocking(PlanBuilder(n), w, topology, d, seg_bytes, kind, (f"segments: {how}",)) \
+                if self._folds(w) else None
+            if folded is not None:
+                return folded
             ready = emit_after_step(b, w)
             rounds = [{r: ((r + d) % n,) for r in range(n)}]
         else:

@@ -175,6 +175,9 @@ def test_sgp_fold_auto_needs_the_pipelines_word_and_on_refuses_unequal_ranks():
 
     auto = _sgp_kinds("auto", nodes=4)
     assert all(p.info.measured_ranks is None for p, _, _ in auto)
+    # fold=on on 32 ranks: the first 64 hold them all, so the plans are the full ones, with no assumed: line
+    small = _sgp_kinds("on", nodes=4)
+    assert [(p.ops, p.info.assumed) for p, _, _ in small] == [(p.ops, p.info.assumed) for p, _, _ in auto]
     with pytest.raises(ConfigError, match="fold"):
         _sgp_kinds("on", nodes=4, compute_jitter=0.1)
 
@@ -183,7 +186,7 @@ def test_sgp_fold_auto_needs_the_pipelines_word_and_on_refuses_unequal_ranks():
 def test_sgp_folds_messages_only_where_the_stack_carries_them_as_planned(stack, as_planned):
     from simcomm.pipeline.run import _messages_as_planned
 
-    scn = from_flat({"strategy": "sgp", "nodes": 4, "gpus_per_node": 8, "cluster": "dgx-a100-hdr", "stack": stack})
+    scn = from_flat({"strategy": "sgp", "nodes": 24, "gpus_per_node": 8, "cluster": "dgx-a100-hdr", "stack": stack})
     setup = resolve_setup(scn, Resolver(scn), 0)
     assert _messages_as_planned(setup.runtime, setup.topology) is as_planned
     w = replace(build_workload(setup.trace, setup.n_train), fold_ranks=True, fold_messages=as_planned)
