@@ -25,6 +25,10 @@ and the host CPU cost of communication (``comm_cpu``: charged per rank by the by
 tree algorithms make unequal).  The pipeline therefore folds only when neither is on
 (``Workload.fold_ranks``, set by :func:`simcomm.pipeline.run.simulate` from :data:`FOLD_RANKS` ranks up).
 ``tests/strategies/test_fold.py`` compares folded and full plans bit for bit.
+
+:func:`pattern_ranks` is the other, approximate fold: the ranks that a shift pattern of messages (``sgp``'s
+blocking iterations) is simulated on, chosen from a routed load analysis of the whole pattern; its bound is
+measured, not proven (docs/engine.md "Identical ranks folded"), and the strategy prints an ``assumed:`` line.
 """
 
 from __future__ import annotations
