@@ -16,9 +16,12 @@ builder, op by op:
   every folded compute would have started and ended when its mirror does;
 * the communication is untouched (every collective keeps all its members and bytes, priced with every flow),
   so the network sees what it saw;
-* a point-to-point message from or to a folded rank ends the attempt (:class:`FoldMismatch`): a message is
-  one rank's own, and a compute waiting for it is not its mirror's.  So does any compute that is not a copy
-  (a straggler's ``compute_scale``, a rank-dependent schedule).  :func:`fold_plan` then builds the full plan.
+* a compute that is not a copy (a merge after a message of its own, a straggler's scale, an update waiting for
+  its own node's all-reduce) is emitted as the rank's own, and so is every later compute of that rank: its
+  folded ops end when its own would have, so it goes on from the same instants; such ranks join the plan's
+  measured ranks (the critical rank is the most computing one, and a rank that only copies rank 0 computes no
+  more than rank 0);
+* messages of folded ranks are kept as they are, waiting for their mirror's ops.
 
 What the fold cannot see is outside the plan: per-iteration compute jitter (drawn per rank after planning)
 and the host CPU cost of communication (``comm_cpu``: charged per rank by the bytes its flows move, which
@@ -37,20 +40,16 @@ from collections.abc import Callable, Iterable
 
 from simcomm.ops import CommPlan, PlanBuilder, _with_prev
 
-__all__ = ["FOLD_RANKS", "FoldMismatch", "FoldingBuilder", "fold_plan", "folds"]
+__all__ = ["FOLD_RANKS", "FoldingBuilder", "builder_for", "fold_plan", "folds"]
 
 #: the pipeline folds plans of at least this many training ranks (below, full plans are cheap to run, and the
 #: stored check hashes and golden outputs keep their op counts)
 FOLD_RANKS = 2048
 
 
-class FoldMismatch(Exception):
-    """A rank of a folding plan does something its mirror does not: the plan must be built in full."""
-
-
 def folds(workload) -> bool:
     """Whether plans of ``workload`` may fold identical ranks (the pipeline's decision, see the module)."""
-    # unequal compute scales would be caught op by op (FoldMismatch), after folding part of the plan for nothing
+    # unequal compute scales: every rank would compute on its own after its first op (nothing gained)
     return (bool(getattr(workload, "fold_ranks", False)) and not workload.compute_jitter and workload.n_ranks > 1
             and len(set(workload.compute_scale)) <= 1)
 
@@ -58,10 +57,11 @@ def folds(workload) -> bool:
 class FoldingBuilder(PlanBuilder):
     """A :class:`PlanBuilder` whose training ranks 1 … ``n_train - 1`` compute through rank 0 (their mirror).
 
-    ``compute`` on a folded rank returns the id of the mirror's matching compute (the k-th on the same
-    stream) after checking that it is a copy, or raises :class:`FoldMismatch`; ``transfer`` touching a
-    folded rank raises it.  Ranks from ``n_train`` on (parameter servers) are never folded.  ``build`` names
-    the mirror as the plan's measured rank and records how many computes were folded in ``meta``.
+    ``compute`` on a folded rank returns the id of the mirror's matching compute (the k-th on the same stream)
+    when it is a copy (same seconds, label, category and dependencies); otherwise the rank computes on its own
+    from then on.  Ranks from ``n_train`` on (parameter servers) are never folded.  ``build`` names rank 0 and
+    the ranks that computed on their own as the plan's measured ranks and records how many computes were folded
+    in ``meta``.
     """
 
     def __init__(self, n_ranks: int, n_train: int):
@@ -69,11 +69,12 @@ class FoldingBuilder(PlanBuilder):
         self.n_train = n_train
         self._mirror_ops: dict[str, list[int]] = {}  # stream -> rank 0's compute ids, in order
         self._seen: dict[tuple[int, str], int] = {}  # (folded rank, stream) -> computes asked so far
+        self._own: set[int] = set()  # ranks that stopped copying rank 0: every later compute of theirs is emitted
         self.folded = 0
 
     def compute(self, rank: int, seconds: float, *, after: Iterable[int] = (), label: str = "",
                 stream: str = "compute", category: str = "compute") -> int:
-        if rank == 0 or rank >= self.n_train:
+        if rank == 0 or rank >= self.n_train or rank in self._own:
             oid = super().compute(rank, seconds, after=after, label=label, stream=stream, category=category)
             if rank == 0:
                 self._mirror_ops.setdefault(stream, []).append(oid)
@@ -81,44 +82,30 @@ class FoldingBuilder(PlanBuilder):
         key = (rank, stream)
         k = self._seen.get(key, 0)
         mine = self._mirror_ops.get(stream, ())
-        if k >= len(mine):
-            raise FoldMismatch(f"rank {rank} computes {label!r} before its mirror does")
-        mid = mine[k]
-        op = self._ops[mid]
-        deps = _with_prev(tuple(after) if not isinstance(after, (tuple, list)) else after, self._tail.get(key))
-        if (op.seconds != float(seconds) or op.deps != deps or op.label != label
-                or op.category != category):
-            raise FoldMismatch(f"rank {rank}'s {label!r} is not a copy of rank 0's {op.label!r}")
-        self._seen[key] = k + 1
-        self._tail[key] = mid
-        self.folded += 1
-        return mid
-
-    def transfer(self, src: int, dst: int, nbytes: float, *, after: Iterable[int] = (), label: str = "",
-                 stream: str = "comm", category: str = "comm") -> int:
-        if 0 < src < self.n_train or 0 < dst < self.n_train:
-            raise FoldMismatch(f"message {src}->{dst} of a folded rank")
-        return super().transfer(src, dst, nbytes, after=after, label=label, stream=stream, category=category)
+        after = tuple(after) if not isinstance(after, (tuple, list)) else after
+        if k < len(mine):
+            mid = mine[k]
+            op = self._ops[mid]
+            if (op.seconds == float(seconds) and op.deps == _with_prev(after, self._tail.get(key))
+                    and op.label == label and op.category == category):
+                self._seen[key] = k + 1
+                self._tail[key] = mid
+                self.folded += 1
+                return mid
+        # Not a copy: the rank computes on its own from here (its folded ops end when its own would have).
+        self._own.add(rank)
+        return super().compute(rank, seconds, after=after, label=label, stream=stream, category=category)
 
     def build(self, **kw) -> CommPlan:
         if self.folded:
-            kw.setdefault("measured_ranks", (0,))
+            kw.setdefault("measured_ranks", (0, *sorted(self._own)))
             kw["folded_computes"] = self.folded
         return super().build(**kw)
 
 
 def fold_plan(workload, n_ranks: int, emit: Callable[[PlanBuilder], CommPlan]) -> CommPlan:
-    """``emit(builder)``'s plan, with identical ranks folded when :func:`folds` and every check passes.
-
-    ``n_ranks`` is the plan's rank count (training ranks plus any servers).  A :class:`FoldMismatch` drops the
-    partial folded plan and builds the full one (``emit`` must be a pure function of the builder).
-    """
-    if folds(workload):
-        try:
-            return emit(FoldingBuilder(n_ranks, workload.n_ranks))
-        except FoldMismatch:
-            pass
-    return emit(PlanBuilder(n_ranks))
+    """``emit(builder)``'s plan, built by :func:`builder_for` (``n_ranks``: training ranks plus any servers)."""
+    return emit(builder_for(workload, n_ranks))
 
 
 # ---- approximate: a shift pattern of messages simulated on a few ranks ---------------------------------------
@@ -164,3 +151,8 @@ def pattern_ranks(topology, offset: int, n: int):
         key = key * (int(counts.max()) + 1) + counts[:, f]
     _, klass = np.unique(key, return_inverse=True)
     return np.nonzero(live)[0], klass.reshape(-1)
+
+
+def builder_for(workload, n_ranks: int) -> PlanBuilder:
+    """A :class:`FoldingBuilder` when :func:`folds`, else a plain :class:`PlanBuilder` (``n_ranks``: with servers)."""
+    return FoldingBuilder(n_ranks, workload.n_ranks) if folds(workload) else PlanBuilder(n_ranks)

@@ -203,9 +203,8 @@ class NodeBased(Strategy):
             kind = "exchange+eval" if evaluate else "exchange" if exchange else "local"
             return b.build(kind=kind, strategy=self.name)
 
-        # A local iteration's update waits for its own node's all-reduce (not rank 0's): only the exchange
-        # iterations, whose update waits for the all-reduce over every rank, fold (simcomm.strategies._fold).
-        return fold_plan(w, topology.n_ranks, emit) if exchange else emit(PlanBuilder(topology.n_ranks))
+        # a local iteration's update waits for its own node's all-reduce: from there each rank computes on its own
+        return fold_plan(w, topology.n_ranks, emit)
 
     def iterations(self, workload, topology) -> list:
         p = self.params

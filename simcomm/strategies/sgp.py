@@ -41,7 +41,7 @@ import numpy as np
 
 from simcomm.errors import ConfigError
 from simcomm.ops import PlanBuilder
-from simcomm.strategies._fold import folds, pattern_ranks
+from simcomm.strategies._fold import builder_for, folds, pattern_ranks
 from simcomm.strategies._gossip import (
     aws_exp_offsets,
     base3_offsets,
@@ -215,7 +215,7 @@ class SGP(Strategy):
         n = w.n_ranks
         if n < 2:
             raise NotApplicable("sgp needs at least 2 ranks")
-        b = PlanBuilder(n)
+        b = builder_for(w, n)
         if p.mode == "overlap":
             i = exp_graph_exponents(n)[iteration % self.period(n)]
             peers = {r: ((r + 2 ** i) % n,) for r in range(n)}
