@@ -75,6 +75,10 @@ class Workload:
     dtype_bytes: int = 4
     # cv of the per-iteration compute draws (simcomm.jitter): ranks then compute differently each iteration
     compute_jitter: float = 0.0
+    # plans may fold identical ranks' computes onto rank 0 (simcomm.strategies._fold; the pipeline decides)
+    fold_ranks: bool = False
+    # ... and may stand a few ranks' messages for all (sgp's fold: only where messages travel as planned, NCCL)
+    fold_messages: bool = False
 
     @property
     def global_batch(self) -> int:

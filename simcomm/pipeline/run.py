@@ -8,6 +8,7 @@ Every default the user did not choose is returned in ``Result.assumed``.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from simcomm.errors import ConfigError
 from simcomm.gcpause import gc_paused
@@ -17,6 +18,7 @@ from simcomm.pipeline.plans import RunOptions, mean_of, run_plans
 from simcomm.result import Result
 from simcomm.scenario import Scenario
 from simcomm.scenario.setup import Resolver, resolve_setup
+from simcomm.strategies._fold import FOLD_RANKS
 from simcomm.strategies.base import NotApplicable
 from simcomm.workload import build_workload
 
@@ -62,6 +64,10 @@ def _simulate(scn: Scenario, ctx: Resolver | None, baseline: bool, analytic: boo
                        bucket_mb=wl.bucket_mb, dataload_s=wl.dataload_s, dataload_overlap=wl.dataload_overlap,
                        compute_scale=setup.compute_scale or None, dataset_size=setup.dataset_size,
                        wire_dtype=setup.wire_dtype, compute_jitter=wl.compute_jitter)
+    if n_train >= FOLD_RANKS and not wl.compute_jitter and not setup.stack.cpu_per_byte:
+        # identical ranks' computes emitted once (exact: simcomm.strategies._fold checks every folded op)
+        # sgp's approximate message fold (measured with NCCL) only where the stack carries messages as planned
+        w = replace(w, fold_ranks=True, fold_messages=_messages_as_planned(setup.runtime, topo))
     notes = list(setup.notes)
     batch_note = len(notes) if scn.batch is None else None  # placed once the plans say whether they use it
     memory = memory_check(strategy, w, trace, setup.device, scn.memory, notes)
@@ -144,6 +150,19 @@ def _simulate(scn: Scenario, ctx: Resolver | None, baseline: bool, analytic: boo
                   baseline=base.describe if base else None, assumed=tuple(assumed), rank_mean_s=rmean,
                   busiest_links=max(kinds, key=lambda k: k.weight).busiest_links if kinds else (),
                   exposed_by=split, memory=memory)
+
+
+def _messages_as_planned(runtime, topo) -> bool:
+    """Whether ``runtime`` carries a plan's point-to-point messages as the plan gives them (NCCL, plain MPI), not
+    reshaped (gloo's send-first pairs, MPI over TCP's rendezvous): a 1 GB exchange across machines, probed."""
+    from simcomm.ops import PlanBuilder
+
+    other = next((r for r in range(1, topo.n_ranks) if topo.machine_of(r) != topo.machine_of(0)), 1)
+    b = PlanBuilder(topo.n_ranks)
+    b.transfer(0, other, 1e9)
+    b.transfer(other, 0, 1e9)
+    probe = b.build()
+    return runtime.exchanges(probe, topo) is probe
 
 
 def _check_finite(scn: Scenario, epoch: float, closed_form: float | None, link_bytes: dict) -> None:

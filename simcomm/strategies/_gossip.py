@@ -26,6 +26,7 @@ import numpy as np
 
 from simcomm.errors import ConfigError
 from simcomm.ops import CommPlan, PlanBuilder
+from simcomm.strategies._fold import fold_plan
 from simcomm.strategies.base import NotApplicable
 from simcomm.strategies.common import emit_forward_backward
 
@@ -350,9 +351,11 @@ def gossip_iterations(w, topology, interval: int, gossip: Callable[[int], CommPl
     """
     out = []
     if interval > 1:
-        b = PlanBuilder(w.n_ranks)
-        for r in range(w.n_ranks):
-            emit_forward_backward(b, w, r, buckets=(tuple(w.ready_order),))
-        out.append((float(interval - 1), b.build(kind="local (accumulate)")))
+        def local(b: PlanBuilder) -> CommPlan:
+            for r in range(w.n_ranks):
+                emit_forward_backward(b, w, r, buckets=(tuple(w.ready_order),))
+            return b.build(kind="local (accumulate)")
+
+        out.append((float(interval - 1), fold_plan(w, w.n_ranks, local)))
     out.append((1.0, gossip(0)))
     return out

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from simcomm.errors import ConfigError
 from simcomm.ops import PlanBuilder
+from simcomm.strategies._fold import fold_plan
 from simcomm.strategies.base import Strategy, register
 from simcomm.strategies.common import OVERLAPS, check_algorithm, check_choice, emit_backward, emit_forward_backward, emit_update
 
@@ -86,9 +87,11 @@ class Allreduce(Strategy):
 
     def plan(self, workload, topology):
         w = self._workload(workload)
+        return fold_plan(w, topology.n_ranks, lambda b: self._emit(b, w))
+
+    def _emit(self, b: PlanBuilder, w):
         p = self.params
         ranks = tuple(range(w.n_ranks))
-        b = PlanBuilder(topology.n_ranks)
         if p.overlap != "backward+forward":
             ops = emit_bucketed_allreduce(b, w, ranks, p.overlap, p.algorithm)
             for r in ranks:

@@ -37,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simcomm.ops import PlanBuilder
+from simcomm.strategies._fold import builder_for
 from simcomm.strategies._gossip import (
     SEGMENT_MODES,
     check_int,
@@ -125,7 +126,7 @@ class CrossoverSGD(Strategy):
         if n < 2:
             raise NotApplicable("crossover-sgd needs at least 2 ranks")
         seg_bytes, how = segment_bytes(w, p.segments)
-        b = PlanBuilder(n)
+        b = builder_for(w, n)
         if p.overlap == "compute":
             # Send the previous update's parameters at once (averaging on its own stream so the
             # exchange runs beside forward and backward); average before this update.

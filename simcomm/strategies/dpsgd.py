@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simcomm.ops import PlanBuilder
+from simcomm.strategies._fold import builder_for
 from simcomm.strategies._gossip import check_int, check_interval, emit_segment_gossip, gossip_iterations, ring_neighbours, segment_bytes
 from simcomm.strategies.base import NotApplicable, Strategy, register
 from simcomm.strategies.common import check_choice
@@ -79,7 +79,7 @@ class DPSGD(Strategy):
         if n < 2:
             raise NotApplicable("dpsgd needs at least 2 ranks")
         peers = {r: ring_neighbours(r, n) for r in range(n)}
-        b = PlanBuilder(n)
+        b = builder_for(w, n)
         if p.mode == "overlap":
             return emit_peer_exchange(b, w, topology, peers, "gossip (ring)")
         seg_bytes, how = segment_bytes(w, p.segments)

@@ -40,7 +40,7 @@ import math
 from dataclasses import dataclass
 
 from simcomm.errors import ConfigError
-from simcomm.ops import PlanBuilder
+from simcomm.strategies._fold import builder_for
 from simcomm.strategies._gossip import check_int
 from simcomm.strategies._sparse import (
     SparseParams,
@@ -130,7 +130,7 @@ class GsSGD(Strategy):
                               f"({d} elements); raise sketch-eps or set sketch-rows/sketch-cols")
         r_sk = rate(w, "sketch", p.elem_s)
         r_q = rate(w, "query")
-        b = PlanBuilder(n)
+        b = builder_for(w, n)
         ranks = list(range(n))
         ready = emit_compute_phase(b, w, lambda r: d * rows * r_sk * w.scale(r), "sketch")
         root = emit_tree_reduce(b, ranks, ready, sbytes, lambda r: topology.gamma(r) * sbytes, "sketch")

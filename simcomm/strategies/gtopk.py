@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simcomm.ops import PlanBuilder
+from simcomm.strategies._fold import builder_for
 from simcomm.strategies._sparse import (
     SparseParams,
     emit_compute_phase,
@@ -82,7 +82,7 @@ class GTopk(Strategy):
         r_top = rate(w, "topk", p.elem_s)
         r_merge = rate(w, "merge_cpu")
         nbytes = k * entry_bytes(w)
-        b = PlanBuilder(n)
+        b = builder_for(w, n)
         ranks = list(range(n))
         ready = emit_compute_phase(b, w, lambda r: d * r_top * w.scale(r), "top-k select")
         for i, rnd in enumerate(tree_rounds(n)):

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simcomm.errors import ConfigError
-from simcomm.ops import PlanBuilder
+from simcomm.strategies._fold import builder_for
 from simcomm.strategies.base import NotApplicable, Strategy, register
 from simcomm.strategies.common import check_algorithm, check_choice, emit_forward_backward, emit_update, local_groups, machine_groups
 
@@ -65,7 +65,7 @@ class HierarchicalAllreduce(Strategy):
             raise NotApplicable("hierarchical-allreduce needs the same number of ranks on every node")
         lanes = local_groups(machines)
         L = len(machines[0])
-        b = PlanBuilder(topology.n_ranks)
+        b = builder_for(w, topology.n_ranks)
         its = {r: emit_forward_backward(b, w, r) for r in range(w.n_ranks)}
         last: dict[int, list[int]] = {k: [] for k in range(len(machines))}
         for i in range(len(w.buckets)):

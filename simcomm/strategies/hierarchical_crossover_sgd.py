@@ -36,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simcomm.errors import ConfigError
-from simcomm.ops import PlanBuilder
+from simcomm.strategies._fold import builder_for
 from simcomm.strategies._gossip import BARRIER_BYTES, check_int, gossip_iterations, segment_bytes
 from simcomm.strategies.base import NotApplicable, Strategy, register
 from simcomm.strategies.common import check_choice, emit_forward_backward, emit_update, machine_groups
@@ -111,7 +111,7 @@ class HierarchicalCrossoverSGD(Strategy):
         if len(groups) < 2:
             raise NotApplicable("hierarchical-crossover-sgd needs at least 2 groups")
         seg_bytes, how = segment_bytes(w, p.segments)
-        b = PlanBuilder(n)
+        b = builder_for(w, n)
         overlap = p.reduce == "overlap"
         aws = p.broadcast == "model" and not overlap  # the AWS timing code's group barriers (aws:742-795)
         its = {r: emit_forward_backward(b, w, r, buckets=None if overlap else (tuple(w.ready_order),))

@@ -63,6 +63,7 @@ from dataclasses import dataclass, replace
 
 from simcomm.errors import ConfigError
 from simcomm.ops import PlanBuilder
+from simcomm.strategies._fold import fold_plan
 from simcomm.strategies.base import Strategy, register
 from simcomm.strategies.common import check_algorithm, check_choice, emit_forward_backward, emit_update, machine_groups
 
@@ -169,37 +170,41 @@ class NodeBased(Strategy):
         p = self.params
         w = workload
         machines = machine_groups(topology, w.n_ranks)
-        b = PlanBuilder(topology.n_ranks)
-        its = {r: emit_forward_backward(b, w, r) for r in range(w.n_ranks)}
-        grads: dict[int, list[int]] = {r: [] for r in range(w.n_ranks)}
-        for m in machines:
-            if len(m) < 2:
-                continue  # a single replica per node: g_group is empty, no traffic
-            if p.overlap == "none":
-                # ColossalAI's handler: one flat buffer of every gradient once backward has finished
-                op = b.collective("allreduce", m, w.model_bytes, algorithm=p.intra_algorithm,
-                                  after=[its[r].backward_end for r in m], label="intra-grad-allreduce")
-                for r in m:
-                    grads[r].append(op)
-                continue
-            for i in range(len(w.buckets)):
-                op = b.collective("allreduce", m, w.bucket_bytes(i), algorithm=p.intra_algorithm,
-                                  after=[its[r].bucket_ready[i] for r in m], label=f"intra-grad-allreduce[{i}]")
-                for r in m:
-                    grads[r].append(op)
-        after_all = [x for r in range(w.n_ranks) for x in (grads[r] or [its[r].backward_end])]
-        if exchange and w.n_ranks > 1:
-            # Alg. 2 averages θ over G_group before this iteration's update.
-            op = b.collective("allreduce", tuple(range(w.n_ranks)), w.model_bytes, algorithm=p.algorithm,
-                              after=after_all, label="inter-param-allreduce")
-            upd = {r: emit_update(b, w, r, after=(op,)) for r in range(w.n_ranks)}
-        else:
-            upd = {r: emit_update(b, w, r, after=grads[r]) for r in range(w.n_ranks)}
-        if evaluate:
-            for r in range(w.n_ranks):
-                b.compute(r, self.eval_seconds(w, r), after=(upd[r],), label="epoch evaluation", category="eval")
-        kind = "exchange+eval" if evaluate else "exchange" if exchange else "local"
-        return b.build(kind=kind, strategy=self.name)
+
+        def emit(b: PlanBuilder):
+            its = {r: emit_forward_backward(b, w, r) for r in range(w.n_ranks)}
+            grads: dict[int, list[int]] = {r: [] for r in range(w.n_ranks)}
+            for m in machines:
+                if len(m) < 2:
+                    continue  # a single replica per node: g_group is empty, no traffic
+                if p.overlap == "none":
+                    # ColossalAI's handler: one flat buffer of every gradient once backward has finished
+                    op = b.collective("allreduce", m, w.model_bytes, algorithm=p.intra_algorithm,
+                                      after=[its[r].backward_end for r in m], label="intra-grad-allreduce")
+                    for r in m:
+                        grads[r].append(op)
+                    continue
+                for i in range(len(w.buckets)):
+                    op = b.collective("allreduce", m, w.bucket_bytes(i), algorithm=p.intra_algorithm,
+                                      after=[its[r].bucket_ready[i] for r in m], label=f"intra-grad-allreduce[{i}]")
+                    for r in m:
+                        grads[r].append(op)
+            after_all = [x for r in range(w.n_ranks) for x in (grads[r] or [its[r].backward_end])]
+            if exchange and w.n_ranks > 1:
+                # Alg. 2 averages θ over G_group before this iteration's update.
+                op = b.collective("allreduce", tuple(range(w.n_ranks)), w.model_bytes, algorithm=p.algorithm,
+                                  after=after_all, label="inter-param-allreduce")
+                upd = {r: emit_update(b, w, r, after=(op,)) for r in range(w.n_ranks)}
+            else:
+                upd = {r: emit_update(b, w, r, after=grads[r]) for r in range(w.n_ranks)}
+            if evaluate:
+                for r in range(w.n_ranks):
+                    b.compute(r, self.eval_seconds(w, r), after=(upd[r],), label="epoch evaluation", category="eval")
+            kind = "exchange+eval" if evaluate else "exchange" if exchange else "local"
+            return b.build(kind=kind, strategy=self.name)
+
+        # a local iteration's update waits for its own node's all-reduce: from there each rank computes on its own
+        return fold_plan(w, topology.n_ranks, emit)
 
     def iterations(self, workload, topology) -> list:
         p = self.params

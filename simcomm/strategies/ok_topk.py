@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simcomm.ops import PlanBuilder
+from simcomm.strategies._fold import fold_plan
 from simcomm.strategies._sparse import SparseParams, emit_compute_phase, emit_updates, entry_bytes, n_elements, rate, top_k
 from simcomm.strategies.base import NotApplicable, Strategy, register
 from simcomm.strategies.common import check_choice
@@ -62,12 +63,15 @@ class OkTopk(Strategy):
         d, k = n_elements(w), top_k(w, p.density)
         a2a, ag = VOLUMES[p.volume]
         e = entry_bytes(w)
-        b = PlanBuilder(n)
-        ranks = list(range(n))
-        ready = emit_compute_phase(b, w, lambda r: d * rate(w, "threshold", p.elem_s) * w.scale(r), "threshold")
-        split = b.collective("alltoall", ranks, a2a * k * e, after=list(ready.values()), label="split-and-reduce")
-        acc = [b.compute(r, k * rate(w, "accumulate") * w.scale(r), after=[split], label="sum region",
-                         category="compression") for r in ranks]
-        gat = b.collective("allgather", ranks, ag * k * e, after=acc, label="allgatherv selected")
-        emit_updates(b, w, lambda r: [gat])
-        return b.build(kind="sparse", k=k, assumed=(f"k = {k} of d = {d}",))
+
+        def emit(b: PlanBuilder):
+            ranks = list(range(n))
+            ready = emit_compute_phase(b, w, lambda r: d * rate(w, "threshold", p.elem_s) * w.scale(r), "threshold")
+            split = b.collective("alltoall", ranks, a2a * k * e, after=list(ready.values()), label="split-and-reduce")
+            acc = [b.compute(r, k * rate(w, "accumulate") * w.scale(r), after=[split], label="sum region",
+                             category="compression") for r in ranks]
+            gat = b.collective("allgather", ranks, ag * k * e, after=acc, label="allgatherv selected")
+            emit_updates(b, w, lambda r: [gat])
+            return b.build(kind="sparse", k=k, assumed=(f"k = {k} of d = {d}",))
+
+        return fold_plan(w, n, emit)

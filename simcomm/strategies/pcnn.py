@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from simcomm.errors import ConfigError, PlanError
 from simcomm.ops import PlanBuilder
+from simcomm.strategies._fold import fold_plan
 from simcomm.strategies.base import NotApplicable, Strategy, register
 
 FC_TYPES = ("linear", "dense", "fc", "fullyconnected", "innerproduct")
@@ -124,8 +125,12 @@ def plan_pcnn(w, topology, p: PCNNParams, overlap: bool):
     if n < 2:
         raise NotApplicable("pcnn needs at least 2 ranks")
     units = units_of(w)
+    return fold_plan(w, n, lambda b: _emit_pcnn(b, w, topology, p, overlap, units))
+
+
+def _emit_pcnn(b: PlanBuilder, w, topology, p: PCNNParams, overlap: bool, units):
+    n = w.n_ranks
     ranks = list(range(n))
-    b = PlanBuilder(n)
     nbytes = [sum(w.layers[i].grad_bytes for i in idx) for _, idx in units]
     fwd_s = [sum(w.layers[i].forward_s for i in idx) for _, idx in units]
     bwd_s = [sum(w.layers[i].backward_s for i in idx) for _, idx in units]

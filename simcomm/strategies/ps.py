@@ -76,6 +76,7 @@ from dataclasses import dataclass
 
 from simcomm.errors import ConfigError, PlanError
 from simcomm.ops import PlanBuilder
+from simcomm.strategies._fold import builder_for
 from simcomm.strategies.base import Strategy, register
 from simcomm.strategies.common import check_choice, emit_backward, emit_forward_backward
 
@@ -311,7 +312,7 @@ class ParameterServer(Strategy):
         order = [i for j in w.ready_order for i in of_layer.get(j, ())]
         arrival = sorted(range(W), key=lambda r: (w.scale(r), r))  # expected arrival order at a server
         fifo = p.fifo
-        b = PlanBuilder(topology.n_ranks)
+        b = builder_for(w, topology.n_ranks)
         its = {r: emit_forward_backward(b, w, r, buckets=groups) for r in range(W)}
         # The loops below emit ~10^6 ops at 1 024 workers: what does not depend on the worker is
         # looked up once per tensor (the same ops, in the same order, as the plain loops would make).

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simcomm.errors import ConfigError
-from simcomm.ops import PlanBuilder
+from simcomm.strategies._fold import builder_for
 from simcomm.strategies._gossip import check_int
 from simcomm.strategies._sparse import INDEX_BYTES, emit_compute_phase, emit_updates, entry_bytes, rate
 from simcomm.strategies.base import NotApplicable, Strategy, register
@@ -63,7 +63,7 @@ class SketchedSGD(Strategy):
         d, k, rows, cols, sbytes = sketch_shape(w, p)
         s = p.server
         workers = [r for r in range(n) if r != s]
-        b = PlanBuilder(n)
+        b = builder_for(w, n)
         ready = emit_compute_phase(b, w, lambda r: d * rows * rate(w, "sketch", p.elem_s) * w.scale(r),
                                    "sketch")
         ins = [b.transfer(r, s, sbytes, after=[ready[r]], label="sketch to server") for r in workers]

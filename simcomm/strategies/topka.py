@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simcomm.ops import PlanBuilder
+from simcomm.strategies._fold import fold_plan
 from simcomm.strategies._sparse import SparseParams, emit_compute_phase, emit_updates, entry_bytes, n_elements, rate, top_k
 from simcomm.strategies.base import NotApplicable, Strategy, register
 
@@ -38,12 +39,15 @@ class TopkA(Strategy):
         if n < 2:
             raise NotApplicable("topka needs at least 2 ranks")
         d, k = n_elements(w), top_k(w, p.density)
-        b = PlanBuilder(n)
-        ranks = list(range(n))
-        ready = emit_compute_phase(b, w, lambda r: d * rate(w, "topk", p.elem_s) * w.scale(r), "top-k select")
-        ag = b.collective("allgather", ranks, n * k * entry_bytes(w), after=list(ready.values()),
-                          label="allgather sparse")
-        acc = {r: b.compute(r, n * k * rate(w, "accumulate") * w.scale(r), after=[ag], label="sum sparse",
-                            category="compression") for r in ranks}
-        emit_updates(b, w, lambda r: [acc[r]])
-        return b.build(kind="sparse", k=k, assumed=(f"k = {k} of d = {d}",))
+
+        def emit(b: PlanBuilder):
+            ranks = list(range(n))
+            ready = emit_compute_phase(b, w, lambda r: d * rate(w, "topk", p.elem_s) * w.scale(r), "top-k select")
+            ag = b.collective("allgather", ranks, n * k * entry_bytes(w), after=list(ready.values()),
+                              label="allgather sparse")
+            acc = {r: b.compute(r, n * k * rate(w, "accumulate") * w.scale(r), after=[ag], label="sum sparse",
+                                category="compression") for r in ranks}
+            emit_updates(b, w, lambda r: [acc[r]])
+            return b.build(kind="sparse", k=k, assumed=(f"k = {k} of d = {d}",))
+
+        return fold_plan(w, n, emit)

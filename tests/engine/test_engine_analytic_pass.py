@@ -144,3 +144,18 @@ def test_kept_preparations_serve_later_runs_unchanged():
     other = simulate(plan, topo, runtime=NcclRuntime(nccl_algo="tree"), reference={"keep"})
     assert len(_KEPT[topo]) == before
     np.testing.assert_array_equal(other.end, simulate(plan, topo, runtime=NcclRuntime(nccl_algo="tree")).end)
+
+
+@pytest.mark.parametrize("topo", [fat_tree(levels=3, hosts=128, link=LINK, routing="ecmp"),
+                                  preset("dgx-a100-hdr", nodes=48, gpus_per_node=8)],
+                         ids=["fat-tree-ecmp", "dgx-a100-hdr"])
+def test_messages_routed_all_at_once_time_as_routed_one_by_one(topo):
+    # the one-pass form routes every message's pair in one vectorised call (AnalyticPricer.route_pairs:
+    # Topology.routes takes its many-pairs path from 256 pairs on); the event loop routes pair by pair
+    rng = np.random.default_rng(7)
+    n = topo.n_ranks
+    b = PlanBuilder(n)
+    for k in range(700):
+        src, off = int(rng.integers(n)), int(rng.integers(1, n))
+        b.transfer(src, (src + off) % n, float(rng.integers(1, 10**7)), stream=f"s{k % 3}")
+    _same_times(b.build(), topo)

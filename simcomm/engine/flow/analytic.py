@@ -70,6 +70,32 @@ class AnalyticPricer:
         starts = np.concatenate(([0], np.cumsum(routed.route_len)[:-1]))
         return routed.latency, np.minimum.reduceat(cap, starts)
 
+    def route_pairs(self, src: np.ndarray, dst: np.ndarray) -> None:
+        """Route the pairs ``src[i] -> dst[i]`` not routed yet in one call (:meth:`Topology.routes`).
+
+        The same floats as :meth:`transfer_seconds` routing each pair alone: each pair's latency is the sum of
+        its own links' latencies in route order (``np.bincount`` adds them in that order) and its bottleneck the
+        minimum of their capacities.  A plan of 10^4-10^5 messages (``dpsgd`` at 16 384 GPUs) was routed pair by
+        pair, a third of its closed form's time.
+        """
+        ctx = self.ctx
+        pairs = np.unique(np.stack((src, dst), axis=1), axis=0) if len(src) else np.zeros((0, 2), dtype=np.int64)
+        todo = [(a, b) for a, b in pairs.tolist() if (a, b) not in self._pairs]
+        if not todo:
+            return
+        arr = np.array(todo, dtype=np.int64)
+        route_len, links = ctx.topology.routes(arr[:, 0], arr[:, 1])
+        if (route_len == 0).any():  # reduceat below needs a link per route; let transfer_seconds handle these
+            return
+        owner = np.repeat(np.arange(len(arr)), route_len)
+        latency = np.bincount(owner, weights=ctx.topology.latency[links], minlength=len(arr))
+        starts = np.concatenate(([0], np.cumsum(route_len)[:-1]))
+        bottleneck = np.minimum.reduceat(ctx.topology.capacity[links], starts)
+        fams = ctx.family_of_link[links]
+        for i, (a, b) in enumerate(todo):
+            lo, hi = starts[i], starts[i] + route_len[i]
+            self._pairs[(a, b)] = (float(latency[i]), float(bottleneck[i]), fams[lo:hi], links[lo:hi])
+
     def transfer_seconds(self, op) -> float:
         """``alpha + n * beta`` of a Transfer's route (routed once per pair); counts its link bytes."""
         ctx = self.ctx
@@ -174,6 +200,10 @@ def longest_path(ops, pricer: AnalyticPricer, prepared: dict) -> tuple[np.ndarra
     the times are the same floats.  Link bytes are not counted.
     """
     n = len(ops)
+    sends = [(op.src, op.dst) for op in ops if isinstance(op, Transfer)]
+    if len(sends) > 1:
+        pairs = np.array(sends, dtype=np.int64)
+        pricer.route_pairs(pairs[:, 0], pairs[:, 1])
     start = [0.0] * n
     end = [0.0] * n
     free: dict[tuple[int, str], float] = {}  # (rank, stream) -> end of its last op
