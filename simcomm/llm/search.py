@@ -26,9 +26,10 @@ from dataclasses import dataclass, replace
 
 from simcomm.errors import ConfigError
 from simcomm.llm.estimate import Estimate
+from simcomm.llm.fitting import fits_budget, layout_memory
 from simcomm.llm.layout import Layout, batch_problem, cp_problem, divisors, ep_problem, split_problem, stages_problem, tp_problem
 from simcomm.memory import layout as memory_layout
-from simcomm.memory.fit import Budget, check
+from simcomm.memory.fit import Budget
 
 __all__ = ["Space", "Row", "search", "search_precisions", "memory_dtype", "auto_cps", "valid_cps", "node_shard_group",
            "enumerate_layouts", "batch_skipped",
@@ -215,15 +216,6 @@ def memory_dtype(precision: str) -> str:
     return "bf16" if precision in FP8_DTYPES else PRECISIONS[precision].compute
 
 
-def layout_memory(cfg, lay: Layout, global_batch: int, dtype: str = "bf16"):
-    """The memory model's fullest stage for ``lay`` (:func:`simcomm.memory.layout.estimate`)."""
-    return memory_layout.estimate(cfg, tp=lay.tp, pp=lay.pp, dp=lay.dp, cp=lay.cp, ep=lay.ep,
-                                  shard_group=lay.shard_group, zero=lay.zero, micro_batch=lay.microbatch,
-                                  microbatches=lay.microbatches(global_batch),
-                                  sequence_parallel=lay.sequence_parallel, recompute=lay.recompute,
-                                  schedule=lay.schedule, virtual_stages=lay.virtual, dtype=dtype)
-
-
 def fit_layouts(cfg, layouts, global_batch: int, device, dtype: str = "bf16", progress=None):
     """([(layout, memory)] that fit ``device``, the smallest (layout, memory) seen).
 
@@ -242,15 +234,6 @@ def fit_layouts(cfg, layouts, global_batch: int, device, dtype: str = "bf16", pr
         if progress is not None:
             progress()
     return fits, smallest
-
-
-def fits_budget(mem, budget: Budget) -> bool:
-    """Whether ``mem``'s peak fits ``budget`` (:func:`simcomm.memory.fit.check` accepts it)."""
-    try:
-        check(mem.peak(), budget)
-    except ConfigError:
-        return False
-    return True
 
 
 @dataclass

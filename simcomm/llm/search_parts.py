@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simcomm.llm.fitting import fits_budget, layout_memory
 from simcomm.llm.layout import Layout
-from simcomm.llm.search import fits_budget, layout_memory
 from simcomm.llm.workers import run_parts
 from simcomm.memory.fit import Budget
 
