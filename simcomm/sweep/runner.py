@@ -211,15 +211,47 @@ def _execute(fn, points: list[dict], todo: list[int], record, *, executor: str, 
         ctx = multiprocessing.get_context("spawn")
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
                                    initargs=(os.getpid(),))
-        try:
-            pending = {pool.submit(evaluate_point, fn, points[i]): i for i in todo}
-            while pending:
-                fin, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in fin:
-                    record(pending.pop(fut), fut.result())
-        except BaseException:
-            # Ctrl-C, SIGTERM or a crash: the `with` block's shutdown would wait for every running
-            # point; stop the workers instead so none outlives the sweep.
-            _stop_pool(pool)
-            raise
+        with _signals_noted() as noted:
+            try:
+                pending = {pool.submit(evaluate_point, fn, points[i]): i for i in todo}
+                while pending:
+                    fin, _ = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+                    for fut in fin:
+                        record(pending.pop(fut), fut.result())
+                    _raise_noted(noted)
+            except BaseException:
+                # Ctrl-C, SIGTERM or a crash: the `with` block's shutdown would wait for every running
+                # point; stop the workers instead so none outlives the sweep.
+                _stop_pool(pool)
+                raise
         pool.shutdown(wait=True)
+
+
+@contextmanager
+def _signals_noted() -> Iterator[list[int]]:
+    """While the pool runs, SIGINT and SIGTERM are only noted; the loop raises between waits.
+
+    An exception raised by a handler lands wherever the main thread happens to be, and inside
+    ``concurrent.futures.wait`` that can be while it holds a future's lock: the executor's manager
+    thread then blocks on that lock for ever and the interpreter's exit, which joins it, hangs (seen
+    once under load).  Raising only between waits keeps every lock released.
+    """
+    noted: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield noted
+        return
+    old = {s: signal.signal(s, lambda signum, frame: noted.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield noted
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+def _raise_noted(noted: list[int]) -> None:
+    """Raise what the first noted signal would have: KeyboardInterrupt for SIGINT, else SweepInterrupted."""
+    if not noted:
+        return
+    if noted[0] == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise SweepInterrupted(f"signal {noted[0]}")
