@@ -30,6 +30,7 @@ size ``d``, expert-parallel size ``e``, context-parallel size ``c``:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -61,6 +62,13 @@ def stage_blocks(layers: int, p: int, k: int, v: int = 1, stage_layers: tuple[in
 def stage_params(cfg, t: int, p: int, k: int, v: int = 1, e: int = 1,
                  stage_layers: tuple[int, ...] | None = None) -> tuple[int, int]:
     """(dense, expert) parameters a rank of pipeline stage ``k`` holds (Megatron-LM's placement)."""
+    return _stage_params(cfg, t, p, k, v, e, None if stage_layers is None else tuple(stage_layers))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _stage_params(cfg, t: int, p: int, k: int, v: int, e: int,
+                  stage_layers: tuple[int, ...] | None) -> tuple[int, int]:
+    # cached (the config is frozen): plan's memory check asks this of every stage of tens of thousands of layouts
     blocks = stage_blocks(cfg.layers, p, k, v, stage_layers)
     dense = expert = 0
     # a block's count depends on its index only through its kind (MoE or not): once per kind, times its blocks
@@ -179,7 +187,8 @@ def _largest_leaf(cfg, i: int) -> int | None:
     return max(qkv, out, matrix)
 
 
-def _gathered(cfg, blocks: list[int], t: int, e: int, first: bool, last: bool, dtype: str,
+@functools.lru_cache(maxsize=1 << 14)
+def _gathered(cfg, blocks: tuple[int, ...], t: int, e: int, first: bool, last: bool, dtype: str,
               optimizer: str, unit: str = "layer", prefetch_params: float = 0.0,
               bucket_params: float = 0.0, cp: int = 1) -> int:
     """ZeRO-3's working set.
@@ -231,6 +240,7 @@ def estimate_stages(model, *, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1
     _check_layout(cfg, tp, pp, dp, ep, zero, micro_batch, microbatches, schedule, virtual_stages, recompute,
                   stage_layers, cp, shard_group, seq)
     state_bytes_per_param(dtype, optimizer)  # unknown dtype or optimizer: one line before any work
+    stage_layers = None if stage_layers is None else tuple(stage_layers)  # checked above; hashable for the caches
     s = _positive("seq", seq) if seq is not None else cfg.seq
     attention = attention or cfg.attention
     shape = dict(tp=tp, sp=sequence_parallel, cp=cp)
@@ -251,33 +261,42 @@ def estimate_stages(model, *, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1
     out = []
     for k in range(pp):
         dense, expert = stage_params(cfg, tp, pp, k, virtual_stages, ep, stage_layers)
-        blocks = stage_blocks(cfg.layers, pp, k, virtual_stages, stage_layers)
+        blocks, kinds, counts, offloaded_kinds = _stage_kinds(cfg, pp, k, virtual_stages, stage_layers, offload_layers)
         # expert state has its own data-parallel group of dp·cp / ep ranks
         state = [a + b for a, b in zip(zero_state_bytes(dense, shards, zero, dtype, optimizer),
                                        zero_state_bytes(expert, dp * cp // ep, zero, dtype, optimizer), strict=False)]
         # a block's bytes depend on its index only through its kind (MoE or not): priced once per kind and summed
         # per kind (exact either way; plan asks this of every stage of tens of thousands of layouts)
-        kinds = {cfg.is_moe(i): i for i in reversed(blocks)}  # each kind's first block
         by_kind = {moe: layer_bytes(cfg, i, s, micro_batch, recompute=recompute, attention=attention,
-                                    dropout=dropout, **shape) for moe, i in kinds.items()}
-        per_block = [by_kind[cfg.is_moe(i)] for i in blocks]
-        counts = Counter(cfg.is_moe(i) for i in blocks[offload_layers:])
-        one = sum((by_kind[moe].kept * n for moe, n in counts.items()), Fraction(0))
+                                    dropout=dropout, **shape) for moe, i in kinds}
+        one = sum((by_kind[moe].kept * n for moe, n in counts), Fraction(0))
         held = in_flight(pp, k, microbatches, schedule, virtual_stages)
         working = max((x.working for x in by_kind.values()), default=Fraction(0))
         buffers = Fraction(context_bytes)
         if offload_layers:
-            buffers += max(x.kept for x in per_block[:offload_layers])  # the block being copied
+            buffers += max(by_kind[moe].kept for moe in offloaded_kinds)  # the block being copied
         if k == 0:
             buffers += held * embedding_bytes(cfg, s, micro_batch, dropout=dropout, **shape)
         if k == pp - 1:
             buffers += head_bytes(cfg, s, micro_batch, **shape)
         if zero >= 3:
-            buffers += _gathered(cfg, blocks, tp, ep, k == 0, k == pp - 1, dtype, optimizer, gather_unit,
+            buffers += _gathered(cfg, tuple(blocks), tp, ep, k == 0, k == pp - 1, dtype, optimizer, gather_unit,
                                  prefetch_params, reduce_bucket_params, cp)
         out.append(LLMMemory(cfg.name, layout, k, dense + expert, *state, math.ceil(one + working),
                              math.ceil(one * (held - 1)), math.ceil(buffers)))
     return out
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _stage_kinds(cfg, pp: int, k: int, v: int, stage_layers: tuple[int, ...] | None, offload_layers: int):
+    """(blocks, ((kind, its first block), ...), ((kind, blocks of it not offloaded), ...), kinds offloaded) of
+    stage ``k`` (kind: MoE or not), in the order :func:`estimate_stages` always summed them; cached (the config is
+    frozen; plan asks this of every stage of tens of thousands of layouts)."""
+    blocks = tuple(stage_blocks(cfg.layers, pp, k, v, stage_layers))
+    kinds = tuple({cfg.is_moe(i): i for i in reversed(blocks)}.items())
+    counts = tuple(Counter(cfg.is_moe(i) for i in blocks[offload_layers:]).items())
+    offloaded = tuple({cfg.is_moe(i) for i in blocks[:offload_layers]})
+    return blocks, kinds, counts, offloaded
 
 
 def estimate(model, **layout) -> LLMMemory:
