@@ -132,13 +132,16 @@ def _preset(scn: Scenario, nodes: int, over: NetworkOverrides):
 
 
 def _cluster_lines(scn: Scenario, nodes: int, topo) -> tuple[str, ...]:
-    """The network overrides as given and a preset stretched past its published size, one line each."""
+    """The network overrides as given, the preset's choice of link and a preset stretched past its published size,
+    one line each."""
     from simcomm.topologies.overrides import override_line
-    from simcomm.topologies.presets import PRESETS, published_size
+    from simcomm.topologies.presets import PRESET_LINKS, PRESETS, published_size
 
     out = []
     if topo.network.any():
         out.append(override_line(scn.cluster, topo))
+    if scn.cluster in PRESET_LINKS and topo.network.inter is None:
+        out.append(PRESET_LINKS[scn.cluster])
     if scn.cluster in PRESETS:
         line = published_size(scn.cluster).beyond(scn.cluster, nodes, scn.gpus_per_node)
         if line:

@@ -20,12 +20,15 @@ from simcomm.topologies.intranode import HostPath
 from simcomm.topologies.nvlink import NvlinkSpec, resolve_split
 from simcomm.topologies.two_level import two_level
 
-__all__ = ["PRESETS", "PRESET_STACKS", "NVLINK_PRESETS", "preset", "default_stack", "published_size",
-           "PublishedSize"]
+__all__ = ["PRESETS", "PRESET_STACKS", "PRESET_LINKS", "NVLINK_PRESETS", "preset", "default_stack",
+           "published_size", "PublishedSize"]
 
 PRESETS: Registry = Registry("topology preset")
 #: preset name -> (transport stack its platform ran, why); clusters not listed run ``nccl``
 PRESET_STACKS: dict[str, tuple[str, str]] = {}
+#: preset name -> why its network link is the one it is, where the source leaves a choice (an ``assumed:`` line
+#: while the user keeps the preset's internode link)
+PRESET_LINKS: dict[str, str] = {}
 
 S000 = "seed 000: Moreno-Alvarez et al., Enhancing Distributed NN Training Through Node-Based Communications"
 S001 = "seed 001: Yeo et al. (gossip SGD), Table 2"
@@ -38,11 +41,13 @@ def _n(value, default, field):
     return default if value is None else positive_int(value, f"preset: {field}")
 
 
-def _add(name: str, summary: str, reference: str, stack: tuple[str, str] | None = None):
+def _add(name: str, summary: str, reference: str, stack: tuple[str, str] | None = None, link: str | None = None):
     def deco(fn):
         PRESETS.add(name, fn, summary=summary, reference=reference)
         if stack is not None:
             PRESET_STACKS[name] = stack
+        if link is not None:
+            PRESET_LINKS[name] = link
         return fn
     return deco
 
@@ -76,12 +81,22 @@ def _neuron(nodes, gpn):
                      nic_link="ib-fdr", nic_attach="pcie3", device="v100", name="kisti-neuron")
 
 
-@_add("aws-g4dn", "AWS g4dn.2xlarge cluster: 1 x T4 per instance, up to 3125 Mb/s, 4 instances", S001,
+#: g4dn.2xlarge's network as AWS publishes it and as NCCL's socket transport uses it (docs/topologies.md)
+_G4DN_LINK = (
+    "aws-g4dn link eth-25g, 25 Gb/s per direction: Table 2's 'up to 3125Mb/s' is AWS's 'Up to 25 Gigabit' for "
+    "g4dn.2xlarge in MB/s (25 000 / 8 = 3 125); AWS's network specifications give it 10 Gb/s baseline and 25 Gb/s "
+    "burst, credits full at launch and bursts of 5-60 min, longer than the timing job; NCCL's socket transport opens "
+    "2 threads x 8 sockets per peer on an ENA NIC (net_socket.cc, vendor 0x1d0f), so AWS's 5 Gb/s single-flow cap "
+    "(10 in a placement group) does not bind; --inter eth-10g for the baseline")
+
+
+@_add("aws-g4dn", "AWS g4dn.2xlarge cluster: 1 x T4 per instance, up to 25 Gb/s (ENA, no EFA), 4 instances",
+      S001 + "; AWS EC2 network specifications (g4dn.2xlarge: 10 / 25 Gb/s baseline / burst)",
       ("nccl-socket", "seed 001's AWS timing code uses the NCCL backend; g4dn instances have no EFA, so NCCL "
-                      "runs over TCP sockets"))
+                      "runs over TCP sockets"), link=_G4DN_LINK)
 def _g4dn(nodes, gpn):
     return two_level(_n(nodes, 4, "nodes"), _n(gpn, 1, "gpus_per_node"), intra="pcie", intra_link="pcie3",
-                     nic_link="eth-3125m", nic_attach="pcie3", device="t4", name="aws-g4dn")
+                     nic_link="eth-25g", nic_attach="pcie3", device="t4", name="aws-g4dn")
 
 
 @_add("cori-haswell", "Cori Haswell (Cray XC40): Aries dragonfly, 1 MPI rank per node (or up to 32), 256 nodes",

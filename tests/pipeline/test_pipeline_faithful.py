@@ -98,6 +98,15 @@ def test_each_cluster_runs_its_own_stack_and_device():
     g4dn = simulate(Scenario(strategy="allreduce", nodes=2, cluster="aws-g4dn"), baseline=False)
     assert g4dn.stack == "nccl-socket"
     assert any("T4" in a and "trace:" in a for a in g4dn.assumed)
+    # the preset's link (AWS's 25 Gb/s burst, many NCCL sockets) is one assumed line while the user keeps it
+    link = [a for a in g4dn.assumed if a.startswith("aws-g4dn link eth-25g")]
+    assert len(link) == 1 and "10 Gb/s baseline" in link[0] and "single-flow" in link[0]
+    from simcomm.scenario import from_flat
+
+    flat = {"strategy": "allreduce", "nodes": 2, "cluster": "aws-g4dn"}
+    kept, given = (simulate(from_flat(f), baseline=False) for f in (flat, {**flat, "inter": "eth-10g"}))
+    assert not any(a.startswith("aws-g4dn link") for a in given.assumed)
+    assert given.mean_s > kept.mean_s  # the 10 Gb/s baseline is slower than the burst
     h100 = simulate(Scenario(strategy="allreduce", nodes=2, cluster="dgx-h100-ndr"), baseline=False)
     assert h100.stack == "nccl" and any("H100" in a and "trace:" in a for a in h100.assumed)
     assert any("NCCL" in a and "allreduce algorithm auto ->" in a for a in h100.assumed)

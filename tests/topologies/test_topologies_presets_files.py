@@ -24,7 +24,8 @@ def test_preset_numbers():
     # seed 004: 2 machines x 2 GPU workers, and one CPU server on a node of its own
     assert ps.n_ranks == 5 and [ps.machine_of(r) for r in range(5)] == [0, 0, 1, 1, 2]
     assert ps.meta["server_ranks"] == (4,) and ps.meta["server_device"] == "haswell"
-    assert preset("aws-g4dn").links["eth-3125m"].bandwidth == 3125e6 / 8
+    # seed 001 Table 2's "up to 3125Mb/s" is AWS's "Up to 25 Gigabit" in MB/s: 25 Gb/s, not 3.125
+    assert preset("aws-g4dn").links["eth-25g"].bandwidth == 25e9 / 8 and "eth-3125m" not in preset("aws-g4dn").links
     assert preset("dgx-h100-ndr", nodes=2).n_ranks == 16
     with pytest.raises(UnknownNameError, match="unknown topology preset 'nope'"):
         preset("nope")
