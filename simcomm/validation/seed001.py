@@ -127,9 +127,10 @@ def _pp(x: float) -> float:
 #: what would close each missed row: a quantity the paper or the AWS runs do not publish
 CLOSES = (
     ("- AllReduce efficiency", "the AWS runs' per-instance batch (no launch command is published; batch 128 gives "
-                               "13.1 pp) and the rate NCCL over sockets reached on those instances (the authors' "
-                               "iteration logs imply about 5.8 Gb/s per direction where the aws-g4dn preset prices "
-                               "1.4; see the findings)"),
+                               "13.1 pp) and the T4's training compute on those instances: the roofline synthesis, fitted on "
+                               "forward-only T4 throughput, prices 165 ms an iteration, where the authors' logs (an "
+                               "independent check, not fitted) show every timed iteration at 0.45 s or more, so the "
+                               "exchange is too large a share of the step here; see the findings)"),
     ("SGP - Crossover-SGD", "a peer-selection time inside the timed region: the published AWS code draws its "
                             "tables before the timer, so the measured 1-2 pp came from code that timed them "
                             "(unpublished)"),
@@ -214,8 +215,9 @@ def run() -> CaseResult:
             "the authors' AWS iteration logs (220606_aws/itr_time_{4,8,16}_0.csv, not a reported row: shown, not "
             "counted or fitted): all-reduce minus the fastest gossip kind is 72, 107 and 104 ms at 4, 8 and 16 "
             "instances (medians), where a ring moves 0.5, 0.75 and 0.875 |theta| more per rank than a one-way exchange: "
-            "about 140 ms per |theta| at 4 and 8, i.e. about 5.8 Gb/s per direction, against 1.4 Gb/s here "
-            "(3.125 Gb/s x 0.45); and at every scale one SGP offset runs about 45 ms faster than the others (457 "
+            "about 140 ms per |theta| at 4 and 8, i.e. about 5.8 Gb/s per direction, against 11.25 Gb/s here "
+            "(AWS's 25 Gb/s burst x 0.45 under nccl-socket); and at every scale one SGP offset runs about 45 ms "
+            "faster than the others (457 "
             "against 499 ms at 4, 456 against 500-508 at 8, 513 against 560 at 16), including offsets whose send and "
             "receive peers differ, so the gap is not a pair all-reduce's cost: NCCL over sockets moves the same bytes "
             "in the same 512 KiB requests over the same sockets for a 2-rank all-reduce as for a one-way exchange "
