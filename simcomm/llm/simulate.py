@@ -88,11 +88,12 @@ def simulate_best(found: Found, cfg, base: dict, nodes: int, global_batch: int, 
     that many processes when their plans hold ``parallel_from`` ops or more in all; the rows are the same for
     any number."""
     rows, todo = choose(found, cfg, global_batch, k, max_ops, budget_ops)
-    ops = sum(plan_ops(cfg, rows[i].layout, found.gpus, global_batch) for i in todo)
+    sizes = {i: plan_ops(cfg, rows[i].layout, found.gpus, global_batch) for i in todo}
+    ops = sum(sizes.values())
     tick = progress(f"simulating {len(todo)} layout(s) ({fidelity})", len(todo)) if progress and todo else None
     where = {**base, "nodes": nodes}
     if workers > 1 and len(todo) > 1 and ops >= parallel_from:
-        _in_processes(rows, todo, where, global_batch, fidelity, min(workers, len(todo)), tick)
+        _in_processes(rows, todo, sizes, where, global_batch, fidelity, min(workers, len(todo)), tick)
     else:
         for i in todo:
             rows[i] = simulate_row(rows[i], where, global_batch, fidelity)
@@ -101,13 +102,16 @@ def simulate_best(found: Found, cfg, base: dict, nodes: int, global_batch: int, 
     return rank_rows(rows)
 
 
-def _in_processes(rows: list[Row], todo: list[int], base: dict, global_batch: int, fidelity: str, workers: int,
-                  tick) -> None:
+def _in_processes(rows: list[Row], todo: list[int], sizes: dict[int, int], base: dict, global_batch: int,
+                  fidelity: str, workers: int, tick) -> None:
     """:func:`simulate_row` of ``rows[i]`` for each ``i`` in ``todo`` in ``workers`` processes
-    (:func:`simcomm.llm.workers.run_parts`), each result put back at its own index."""
-    got = run_parts(simulate_row, [(rows[i], base, global_batch, fidelity) for i in todo], workers,
+    (:func:`simcomm.llm.workers.run_parts`), each result put back at its own index.  The largest plans go
+    first (:func:`~simcomm.llm.estimate.plan_ops`, ties in estimate order), so that no worker is left with a
+    large plan after the others have run out (longest-first scheduling)."""
+    order = sorted(todo, key=lambda i: -sizes[i])  # stable: ties stay in estimate order
+    got = run_parts(simulate_row, [(rows[i], base, global_batch, fidelity) for i in order], workers,
                     None if tick is None else lambda _k: tick())
-    for i, row in zip(todo, got, strict=True):
+    for i, row in zip(order, got, strict=True):
         rows[i] = row
 
 
