@@ -261,3 +261,31 @@ def test_uneven_stages_llama3_405b():
     assert sum(stage_params(c, 8, 16, 0, stage_layers=split)) == 7 * block + c.vocab * c.hidden // 8
     with pytest.raises(ConfigError, match="^stage_layers: must be 16 positive layer counts summing to the 126"):
         estimate("llama3.1-405b", tp=8, pp=16, stage_layers=(8,) * 16)
+
+
+def test_expert_tensor_parallel_by_hand():
+    # Megatron-core's MoE parallel folding: the expert layers' tensor-parallel size etp is apart from the attention's
+    # tp.  The block of test_gqa_swiglu_moe_by_hand at tp 2 with sequence parallelism (s b = 8 tokens): per token
+    # replicated-unless-SP 40 + 56 -> / 2 = 48; split (Q 16 + K 8 + V 8 + out 16, shared 72, routed FFN 2 x 72,
+    # lse 16) -> / 2 = 140; routed copies at full width (in 16 + out 16, 2 copies = 64): a rank routes its
+    # tokens / tp and the dispatcher all-gathers etp ranks' copies (token_dispatcher.py), so 64 x etp / tp
+    cfg = TransformerConfig("t", layers=2, hidden=8, ffn=12, heads=4, kv_heads=2, vocab=10, seq=4, tied=False,
+                            mlp="swiglu", norm="rmsnorm", bias=False, experts=4, top_k=2, shared_experts=1,
+                            first_dense=1, dense_ffn=16)
+    assert layer_bytes(cfg, 1, 4, 2, tp=2, sp=True).kept == 8 * (48 + 140 + 64)  # etp = tp (the default)
+    assert layer_bytes(cfg, 1, 4, 2, tp=2, sp=True, etp=2).kept == 8 * (48 + 140 + 64)
+    assert layer_bytes(cfg, 1, 4, 2, tp=2, sp=True, etp=1).kept == 8 * (48 + 140 + 32)
+    # routed experts (4 x 288) over etp x ep ranks; TINY_MOE has two MoE blocks
+    assert stage_params(TINY_MOE, 2, 1, 0, e=2)[1] == 2 * 1152 // 4
+    assert stage_params(TINY_MOE, 2, 1, 0, e=2, etp=1)[1] == 2 * 1152 // 2
+    # expert state over the expert-data-parallel group: tp dp cp / (etp ep) = 2 x 4 / (1 x 2) = 4 ranks
+    dense, expert = stage_params(TINY_MOE, 2, 1, 0, e=2, etp=1)
+    (m,) = estimate_stages(TINY_MOE, tp=2, dp=4, ep=2, etp=1, zero=1)
+    assert m.optimizer_state == 12 * (-(-dense // 4) + -(-expert // 4))
+    (m,) = estimate_stages(TINY_MOE, tp=2, dp=4, ep=2, zero=1)  # etp = tp: dp / ep = 2 ranks
+    dense, expert = stage_params(TINY_MOE, 2, 1, 0, e=2)
+    assert m.optimizer_state == 12 * (-(-dense // 4) + -(-expert // 2))
+    # ep 4 spans the two TP ranks of two replicas when etp = 1 (accepted); with etp = tp it needs 4 replicas
+    estimate_stages(TINY_MOE, tp=2, dp=2, ep=4, etp=1)
+    with pytest.raises(ConfigError, match=r"etp 2 x ep 4 must divide the tp x dp x cp = 4 ranks"):
+        estimate_stages(TINY_MOE, tp=2, dp=2, ep=4)

@@ -16,7 +16,7 @@ __all__ = ["layout_memory", "fits_budget"]
 
 def layout_memory(cfg, lay: Layout, global_batch: int, dtype: str = "bf16"):
     """The memory model's fullest stage for ``lay`` (:func:`simcomm.memory.layout.estimate`)."""
-    return memory_layout.estimate(cfg, tp=lay.tp, pp=lay.pp, dp=lay.dp, cp=lay.cp, ep=lay.ep,
+    return memory_layout.estimate(cfg, tp=lay.tp, pp=lay.pp, dp=lay.dp, cp=lay.cp, ep=lay.ep, etp=lay.etp,
                                   shard_group=lay.shard_group, zero=lay.zero, micro_batch=lay.microbatch,
                                   microbatches=lay.microbatches(global_batch),
                                   sequence_parallel=lay.sequence_parallel, recompute=lay.recompute,

@@ -245,14 +245,16 @@ class TransformerConfig:
         block = self.attn_params() + self.mlp_params(self.layers - 1)
         return self.mtp_layers * (3 * self.norm_params() + 2 * h * h + block)
 
-    def rank_block_params(self, i: int, tp: int = 1, ep: int = 1) -> tuple[int, int]:
+    def rank_block_params(self, i: int, tp: int = 1, ep: int = 1, etp: int | None = None) -> tuple[int, int]:
         """(dense, expert) parameters of block ``i`` on one rank: matrices and their column biases split over
-        ``tp`` (routed experts over ``tp x ep``), norms, row biases, routers and gates replicated."""
+        ``tp`` (routed experts over ``etp x ep``, ``etp`` the expert layers' tensor-parallel size, default
+        ``tp`` as Megatron-core's ``expert_tensor_parallel_size``), norms, row biases, routers and gates
+        replicated."""
         # a block's count depends on its index only through whether it is an MoE block: once per kind and split
         # (the memory model asks for every block of tens of thousands of layouts)
-        return _cached_block_params(self, self.is_moe(i), tp, ep)
+        return _cached_block_params(self, self.is_moe(i), tp, ep, tp if etp is None else etp)
 
-    def _block_params_of_kind(self, moe: bool, tp: int, ep: int) -> tuple[int, int]:
+    def _block_params_of_kind(self, moe: bool, tp: int, ep: int, etp: int) -> tuple[int, int]:
         def split(n: int, t: int) -> int:
             return -(-n // t)
 
@@ -269,7 +271,7 @@ class TransformerConfig:
             return attn + mlp(self.dense_ffn or self.ffn) + self._mlp_norm(), 0
         shared = self.shared_experts * mlp(self.shared_ffn or self.ffn)
         router = h * self.experts + (self.experts if self.router_bias else 0) + (h if self.shared_gate else 0)
-        routed = split(self.experts * (self.expert_params() - mlp_row), tp * ep) + self.experts // ep * mlp_row
+        routed = split(self.experts * (self.expert_params() - mlp_row), etp * ep) + self.experts // ep * mlp_row
         return attn + shared + router + self._mlp_norm(), routed
 
     # -- forward FLOPs per sequence ----------------------------------------------------------------------
@@ -349,6 +351,6 @@ def config_from_meta(meta: dict, name: str) -> TransformerConfig | None:
 
 
 @functools.lru_cache(maxsize=1 << 12)
-def _cached_block_params(cfg: TransformerConfig, moe: bool, tp: int, ep: int) -> tuple[int, int]:
+def _cached_block_params(cfg: TransformerConfig, moe: bool, tp: int, ep: int, etp: int) -> tuple[int, int]:
     """:meth:`TransformerConfig.rank_block_params` by block kind, cached (the config is frozen)."""
-    return cfg._block_params_of_kind(moe, tp, ep)
+    return cfg._block_params_of_kind(moe, tp, ep, etp)

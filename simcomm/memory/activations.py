@@ -25,8 +25,12 @@ activation's output) and MoE blocks come out of the same rule:
   output (kept for the gradient of the routing weight); shared experts as a dense MLP.
 * **multi-head latent attention**: per-head keys and values as the core sees them, plus the
   latents (:func:`_widths`).
-  Routed copies are divided like the MLP's inner tensors (Megatron-core runs MoE with
-  sequence parallelism under tp: a rank routes its s/t tokens).
+  A rank routes its s/t tokens (Megatron-core runs MoE with sequence parallelism under tp);
+  the all-to-all dispatcher then all-gathers the routed copies over the expert tensor-parallel
+  group (``token_dispatcher.py``: ``gather_from_sequence_parallel_region`` on its ``tp_group``,
+  reduce-scattered back in ``combine_preprocess``), so an expert rank holds ``etp`` ranks'
+  copies at full width (``etp·k·s/t`` per sequence: their input and output, ``4h`` bytes
+  each) with their FFN tensors split ``etp`` ways (``/t`` in all, as the dense MLP's).
 * **dropout**: Megatron-LM's defaults (``--hidden-dropout 0.1 --attention-dropout 0.1``) keep
   the masks; torchtitan's Llama has no dropout (``dropout=False``).
 
@@ -92,9 +96,12 @@ def _mlp(cfg, f: int) -> int:
     return 2 * (2 if cfg.mlp == "swiglu" else 1) * f + 2 * f
 
 
-def _terms(cfg, moe: bool, s: int, attention: str, dropout: bool) -> tuple[Fraction, Fraction, Fraction, Fraction]:
+def _terms(cfg, moe: bool, s: int, attention: str,
+           dropout: bool) -> tuple[Fraction, Fraction, Fraction, Fraction, Fraction]:
     """Per-token bytes of block ``i`` at one rank without recomputation: (replicated over tp unless sequence
-    parallel, split over tp, the attention core's own stored tensors (split), the block's input)."""
+    parallel, split over tp, the attention core's own stored tensors (split), the block's input, the routed
+    copies' full-width tensors (their input and output, per token routed by this rank: :func:`_layer_bytes`
+    scales them by the expert tensor-parallel gather))."""
     h, a = cfg.hidden, cfg.heads
     q, k, v, o, latents = _widths(cfg)
     mask = h if dropout else 0
@@ -111,10 +118,12 @@ def _terms(cfg, moe: bool, s: int, attention: str, dropout: bool) -> tuple[Fract
     if moe:
         rep += 4 * cfg.experts  # fp32 router logits
         split += cfg.shared_experts * _mlp(cfg, cfg.shared_ffn or cfg.ffn)
-        split += cfg.top_k * (2 * h + _mlp(cfg, cfg.ffn) + 2 * h)
+        split += cfg.top_k * _mlp(cfg, cfg.ffn)
+        routed = cfg.top_k * (2 * h + 2 * h)
     else:
         split += _mlp(cfg, cfg.dense_ffn or cfg.ffn)
-    return Fraction(rep), Fraction(split), Fraction(core), Fraction(2 * h)
+        routed = 0
+    return Fraction(rep), Fraction(split), Fraction(core), Fraction(2 * h), Fraction(routed)
 
 
 def _op_saved(cfg, moe: bool) -> Fraction:
@@ -133,23 +142,29 @@ def _op_saved(cfg, moe: bool) -> Fraction:
 
 
 def layer_bytes(cfg, i: int, s: int, b: int, *, tp: int = 1, sp: bool = False, cp: int = 1,
-                recompute: str = "none", attention: str | None = None, dropout: bool = True) -> LayerBytes:
+                recompute: str = "none", attention: str | None = None, dropout: bool = True,
+                etp: int | None = None) -> LayerBytes:
     """Bytes block ``i`` of ``cfg`` keeps for one micro-batch of ``b`` sequences of ``s`` tokens at one rank
-    (module rules); ``attention`` defaults to the config's own."""
+    (module rules); ``attention`` defaults to the config's own, ``etp`` (the expert layers' tensor-parallel
+    size) to ``tp``."""
     if recompute not in RECOMPUTE:
         raise ConfigError(f"recompute: {recompute!r} is not valid; valid choices: {', '.join(RECOMPUTE)}")
     # a block's bytes depend on its index only through whether it is an MoE block: one exact computation per
     # kind and shape (plan asks for every block of tens of thousands of layouts)
-    return _layer_bytes(cfg, cfg.is_moe(i), s, b, tp, sp, cp, recompute, attention or cfg.attention, dropout)
+    return _layer_bytes(cfg, cfg.is_moe(i), s, b, tp, sp, cp, recompute, attention or cfg.attention, dropout,
+                        tp if etp is None else etp)
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def _layer_bytes(cfg, moe: bool, s: int, b: int, tp: int, sp: bool, cp: int, recompute: str, attention: str,
-                 dropout: bool) -> LayerBytes:
-    rep, split, core, layer_input = _terms(cfg, moe, s, attention, dropout)
+                 dropout: bool, etp: int) -> LayerBytes:
+    rep, split, core, layer_input, routed = _terms(cfg, moe, s, attention, dropout)
     tokens = Fraction(s * b, cp)
     sharded = tp if sp else 1  # what sequence parallelism divides
-    whole = tokens * (rep / sharded + (split + core) / tp)
+    # routed copies: a rank routes its tokens / tp; the dispatcher's all-gather over the expert tensor-parallel
+    # group (token_dispatcher.py, gather_from_sequence_parallel_region) gives each expert rank etp ranks' copies
+    # at full width, their FFN split etp ways (so the inner tensors come to / tp as above)
+    whole = tokens * (rep / sharded + (split + core) / tp + routed * etp / tp)
     if recompute == "none":
         return LayerBytes(whole, Fraction(0))
     if recompute == "selective":

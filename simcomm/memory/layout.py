@@ -60,21 +60,23 @@ def stage_blocks(layers: int, p: int, k: int, v: int = 1, stage_layers: tuple[in
 
 
 def stage_params(cfg, t: int, p: int, k: int, v: int = 1, e: int = 1,
-                 stage_layers: tuple[int, ...] | None = None) -> tuple[int, int]:
-    """(dense, expert) parameters a rank of pipeline stage ``k`` holds (Megatron-LM's placement)."""
-    return _stage_params(cfg, t, p, k, v, e, None if stage_layers is None else tuple(stage_layers))
+                 stage_layers: tuple[int, ...] | None = None, etp: int | None = None) -> tuple[int, int]:
+    """(dense, expert) parameters a rank of pipeline stage ``k`` holds (Megatron-LM's placement; routed experts
+    split over ``etp x e``, ``etp`` default ``t``)."""
+    return _stage_params(cfg, t, p, k, v, e, None if stage_layers is None else tuple(stage_layers),
+                         t if etp is None else etp)
 
 
 @functools.lru_cache(maxsize=1 << 14)
 def _stage_params(cfg, t: int, p: int, k: int, v: int, e: int,
-                  stage_layers: tuple[int, ...] | None) -> tuple[int, int]:
+                  stage_layers: tuple[int, ...] | None, etp: int) -> tuple[int, int]:
     # cached (the config is frozen): plan's memory check asks this of every stage of tens of thousands of layouts
     blocks = stage_blocks(cfg.layers, p, k, v, stage_layers)
     dense = expert = 0
     # a block's count depends on its index only through its kind (MoE or not): once per kind, times its blocks
     first = {cfg.is_moe(i): i for i in reversed(blocks)}
     for moe, n in Counter(cfg.is_moe(i) for i in blocks).items():
-        d, x = cfg.rank_block_params(first[moe], t, e)
+        d, x = cfg.rank_block_params(first[moe], t, e, etp)
         dense, expert = dense + n * d, expert + n * x
     word = _split(cfg.vocab * cfg.hidden, t)
     if k == 0:  # with a norm after the embedding (BLOOM) on the first stage too
@@ -119,7 +121,7 @@ def _positive(name: str, value) -> int:
 
 
 def _check_layout(cfg, tp, pp, dp, ep, zero, micro_batch, microbatches, schedule, v, recompute, stage_layers,
-                  cp=1, shard_group=None, seq=None):
+                  cp=1, shard_group=None, seq=None, etp=None):
     for name, value in (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep), ("micro_batch", micro_batch),
                         ("virtual_stages", v), ("cp", cp)):
         _positive(name, value)
@@ -155,9 +157,13 @@ def _check_layout(cfg, tp, pp, dp, ep, zero, micro_batch, microbatches, schedule
                               + f", got {stage_layers!r}")
     elif cfg.layers % (pp * v):
         raise ConfigError(f"pp: {pp} x virtual_stages {v} does not divide the {cfg.layers} layers of {cfg.name}")
-    if ep > 1 and (not cfg.experts or cfg.experts % ep or (dp * cp) % ep):
-        raise ConfigError(f"ep: {ep} must divide the experts of {cfg.name} ({cfg.experts}) and dp x cp "
-                          f"({dp * cp})")
+    etp = tp if etp is None else _positive("etp", etp)
+    if ep > 1 and (not cfg.experts or cfg.experts % ep):
+        raise ConfigError(f"ep: {ep} must divide the experts of {cfg.name} ({cfg.experts})")
+    if (ep > 1 or etp != tp) and (tp * dp * cp) % (etp * ep):
+        # Megatron-core's MoE parallel folding re-cuts a stage's tp x dp x cp ranks into etp x ep x expert-data
+        raise ConfigError(f"ep: etp {etp} x ep {ep} must divide the tp x dp x cp = {tp * dp * cp} ranks of a "
+                          "pipeline stage (Megatron-core re-cuts them into etp x ep x expert-data-parallel)")
     if schedule == "interleaved" and v > 1 and microbatches is not None and microbatches % pp:
         raise ConfigError(f"microbatches: interleaving needs a multiple of pp ({pp}), got {microbatches}")
 
@@ -190,7 +196,7 @@ def _largest_leaf(cfg, i: int) -> int | None:
 @functools.lru_cache(maxsize=1 << 14)
 def _gathered(cfg, blocks: tuple[int, ...], t: int, e: int, first: bool, last: bool, dtype: str,
               optimizer: str, unit: str = "layer", prefetch_params: float = 0.0,
-              bucket_params: float = 0.0, cp: int = 1) -> int:
+              bucket_params: float = 0.0, cp: int = 1, etp: int | None = None) -> int:
     """ZeRO-3's working set.
 
     Per block (``unit`` layer or block; FSDP, Megatron-FSDP): the largest unit's weights twice (computing, and the
@@ -207,7 +213,7 @@ def _gathered(cfg, blocks: tuple[int, ...], t: int, e: int, first: bool, last: b
         if all(n is not None for n in leaves):
             leaf = max([embed, *leaves])  # type: ignore[list-item]
             return math.ceil(pb * (leaf + prefetch_params) + gb * (leaf + bucket_params))
-    units = [sum(cfg.rank_block_params(i, t, e)) for i in blocks]
+    units = [sum(cfg.rank_block_params(i, t, e, etp)) for i in blocks]
     if embed:
         units.append(embed)
     return max(units, default=0) * (2 * pb + gb)
@@ -217,7 +223,7 @@ def estimate_stages(model, *, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1
                     micro_batch: int = 1, microbatches: int | None = None, seq: int | None = None,
                     sequence_parallel: bool = False, recompute: str = "none", schedule: str = "1f1b",
                     virtual_stages: int = 1, dtype: str = "bf16", optimizer: str = "adam",
-                    stage_layers: tuple[int, ...] | None = None, cp: int = 1,
+                    stage_layers: tuple[int, ...] | None = None, cp: int = 1, etp: int | None = None,
                     shard_group: int | None = None, attention: str | None = None,
                     dropout: bool = True, context_bytes: int = CONTEXT_BYTES,
                     offload_layers: int = 0, gather_unit: str = "layer", prefetch_params: float = 0.0,
@@ -238,7 +244,8 @@ def estimate_stages(model, *, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1
         raise ConfigError(f"gather_unit: {gather_unit!r} is not valid; valid choices: {', '.join(GATHER_UNITS)}")
     cfg = _config(model)
     _check_layout(cfg, tp, pp, dp, ep, zero, micro_batch, microbatches, schedule, virtual_stages, recompute,
-                  stage_layers, cp, shard_group, seq)
+                  stage_layers, cp, shard_group, seq, etp)
+    etp = tp if etp is None else etp
     state_bytes_per_param(dtype, optimizer)  # unknown dtype or optimizer: one line before any work
     stage_layers = None if stage_layers is None else tuple(stage_layers)  # checked above; hashable for the caches
     s = _positive("seq", seq) if seq is not None else cfg.seq
@@ -260,15 +267,17 @@ def estimate_stages(model, *, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1
                           f"smallest pipeline stage (TransformerEngine keeps at least one on the GPU)")
     out = []
     for k in range(pp):
-        dense, expert = stage_params(cfg, tp, pp, k, virtual_stages, ep, stage_layers)
+        dense, expert = stage_params(cfg, tp, pp, k, virtual_stages, ep, stage_layers, etp)
         blocks, kinds, counts, offloaded_kinds = _stage_kinds(cfg, pp, k, virtual_stages, stage_layers, offload_layers)
-        # expert state has its own data-parallel group of dp·cp / ep ranks
+        # expert state has its own data-parallel group: the stage's tp·dp·cp ranks over etp·ep (Megatron-core's
+        # expert-data-parallel group; dp·cp / ep when etp = tp)
         state = [a + b for a, b in zip(zero_state_bytes(dense, shards, zero, dtype, optimizer),
-                                       zero_state_bytes(expert, dp * cp // ep, zero, dtype, optimizer), strict=False)]
+                                       zero_state_bytes(expert, tp * dp * cp // (etp * ep), zero, dtype, optimizer),
+                                       strict=False)]
         # a block's bytes depend on its index only through its kind (MoE or not): priced once per kind and summed
         # per kind (exact either way; plan asks this of every stage of tens of thousands of layouts)
         by_kind = {moe: layer_bytes(cfg, i, s, micro_batch, recompute=recompute, attention=attention,
-                                    dropout=dropout, **shape) for moe, i in kinds}
+                                    dropout=dropout, etp=etp, **shape) for moe, i in kinds}
         one = sum((by_kind[moe].kept * n for moe, n in counts), Fraction(0))
         held = in_flight(pp, k, microbatches, schedule, virtual_stages)
         working = max((x.working for x in by_kind.values()), default=Fraction(0))
@@ -281,7 +290,7 @@ def estimate_stages(model, *, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1
             buffers += head_bytes(cfg, s, micro_batch, **shape)
         if zero >= 3:
             buffers += _gathered(cfg, tuple(blocks), tp, ep, k == 0, k == pp - 1, dtype, optimizer, gather_unit,
-                                 prefetch_params, reduce_bucket_params, cp)
+                                 prefetch_params, reduce_bucket_params, cp, etp)
         out.append(LLMMemory(cfg.name, layout, k, dense + expert, *state, math.ceil(one + working),
                              math.ceil(one * (held - 1)), math.ceil(buffers)))
     return out

@@ -67,7 +67,8 @@ class Megatron(Strategy):
             sched = resolve_schedule(p, lay.data, 2.0)
             gather = {"gather_unit": sched.unit, "prefetch_params": sched.prefetch_params,
                       "reduce_bucket_params": sched.reduce_bucket_params}
-        return memory_layout.estimate(cfg, tp=lay.tp, pp=lay.pp, dp=lay.data, cp=lay.cp, ep=lay.ep, zero=p.zero,
+        return memory_layout.estimate(cfg, tp=lay.tp, pp=lay.pp, dp=lay.data, cp=lay.cp, ep=lay.ep, etp=lay.etp,
+                                      zero=p.zero,
                                       shard_group=p.shard_group, micro_batch=sizes.microbatch,
                                       microbatches=sizes.microbatches, sequence_parallel=p.sequence_parallel,
                                       recompute=p.recompute, schedule=p.schedule, virtual_stages=lay.virtual,
