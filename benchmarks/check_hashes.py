@@ -19,6 +19,14 @@ each kind's ``engine``: the reference paths change them by design) do not enter.
     python benchmarks/check_hashes.py --references    # every reference path against the default, per scenario
     python benchmarks/check_hashes.py --only megatron  # scenarios whose name contains a word
 
+The rank fold (``simcomm.strategies._fold``: identical ranks' computes planned once) is a fast path of planning;
+its reference is the scenario key ``fold_ranks = "off"`` (every rank planned).  A folded scenario names its twin
+(:attr:`Case.twin`: at 2 048 ranks, where ``auto`` folds, the same scenario with ``fold_ranks = "off"``; on the
+NCCL cluster, each seed strategy with ``fold_ranks = "on"`` against its ``/nccl/flow/exact``), and every run of
+the check compares the two bit for bit on what a fold keeps (:attr:`Outcome.kept`: every collective and message
+and the computes of rank 0 and the servers, each run's makespan, bytes and ``meta``, the Result's numbers).  A
+difference fails the check and blocks ``--update``; so does a folded scenario that folds nothing.
+
 An ``--update`` is legitimate only for a deliberate change of the model (a strategy's plan, a cost, a
 default), stated in its commit; a speed-up of the engine must leave every digest as it was
 (docs/engine.md, "Exactness check").
@@ -127,6 +135,9 @@ class Case:
     flat: dict
     busiest: int = 0  # busiest links reported (``--busiest-links``)
     usage: bool = False  # link usage recorded (what ``--timeline`` asks)
+    #: the check scenario whose numbers this one must give bit for bit (the rank fold against every rank planned:
+    #: the same scenario with ``fold_ranks = "off"``), compared on :attr:`Outcome.kept`
+    twin: str = ""
 
 
 def cases() -> tuple[Case, ...]:
@@ -171,6 +182,34 @@ def cases() -> tuple[Case, ...]:
     out += [Case("megatron-tp2-pp2-interleaved/nccl/link-usage", {**LLM, **LAYOUTS["tp2-pp2-interleaved"]},
                  usage=True),
             Case("megatron-tp2-zero1/mpi/flow/exact", {**LLM, **MPI, "tp": 2, "zero": 1, "resolution": 0.0})]
+    return tuple(out) + fold_cases()
+
+
+#: the exact rank fold's scale: 256 DGX A100 nodes x 8 = 2 048 training ranks (FOLD_RANKS, where ``auto`` folds),
+#: training a 4-layer RNN so that every rank planned (the reference) stays cheap
+FOLD = {"cluster": "dgx-a100-hdr", "nodes": 256, "model": "rnn-mnist"}
+#: (strategy, resolution) at FOLD: collectives only; a tree of messages; messages and the direct loop; at 1 %
+#: (merged completions) and exact.  (Servers, never folded, are checked at 16 ranks: ps, ps-layer-drop; ps at
+#: 2 048 ranks would double the time --references takes over these scenarios.)
+FOLD_STRATEGIES = (("allreduce", 0.0), ("gtopk", None), ("dpsgd", 0.0))
+
+
+def fold_cases() -> tuple[Case, ...]:
+    """The rank fold (``fold_ranks``) against every rank planned: each folded scenario has its twin, fold off.
+
+    At 2 048 ranks ``auto`` folds, and the twin gives ``fold_ranks = "off"``; on the NCCL cluster (16 ranks)
+    every seed strategy forces the fold ``on`` and its twin is the strategy's ``/nccl/flow/exact`` scenario
+    (``auto``: not folded at 16 ranks).  Both sides keep their own digest; the twin check compares them.
+    """
+    out = []
+    for s, res in FOLD_STRATEGIES:
+        tail = "flow/exact" if res == 0.0 else "flow/default"
+        flat = {**FOLD, "strategy": s, **({} if res is None else {"resolution": res})}
+        out += [Case(f"{s}/2048-ranks/{tail}", flat, twin=f"{s}/2048-ranks-fold-off/{tail}"),
+                Case(f"{s}/2048-ranks-fold-off/{tail}", {**flat, "fold_ranks": "off"})]
+    for s in STRATEGIES:
+        out.append(Case(f"{s}/nccl-fold-on/flow/exact", {**NCCL, "strategy": s, "resolution": 0.0, "fold_ranks": "on"},
+                        twin=f"{s}/nccl/flow/exact"))
     return tuple(out)
 
 
@@ -216,11 +255,25 @@ def _canon(x, out: list) -> None:
         raise TypeError(f"check_hashes: cannot hash a {type(x).__name__}")
 
 
-def run_digest(tl) -> str:
-    """Digest of one engine run: fidelity, makespan, starts, ends, bytes per link family, meta."""
+def run_digest(tl, ops=None) -> str:
+    """Digest of one engine run: fidelity, makespan, starts, ends, bytes per link family, meta.
+
+    ``ops``: the op ids whose starts and ends enter (None: every op).
+    """
     out: list = []
-    _canon([tl.fidelity, tl.makespan, tl.start, tl.end, tl.link_class_bytes, tl.meta], out)
+    start, end = (tl.start, tl.end) if ops is None else (tl.start[ops], tl.end[ops])
+    _canon([tl.fidelity, tl.makespan, start, end, tl.link_class_bytes, tl.meta], out)
     return hashlib.sha256("\x1f".join(out).encode()).hexdigest()
+
+
+def kept_ops(plan, n_train: int):
+    """The ids of the ops a rank fold keeps, in op order: every collective and message, and the computes of
+    rank 0 and of ranks that do not train (servers).  A folded plan and its full twin emit these in the same
+    order (the fold only leaves out computes of training ranks 1 ...), so their times pair up one to one."""
+    from simcomm.ops import Compute
+
+    return np.array([op.id for op in plan.ops if not (isinstance(op, Compute) and 0 < op.rank < n_train)],
+                    dtype=np.int64)
 
 
 #: the Result's numbers (its words, options and ``assumed:`` lines are the pipeline's, not the engine's)
@@ -230,16 +283,23 @@ RESULT_FIELDS = ("kinds", "mean_s", "breakdown", "link_bytes", "analytic_mean_s"
 
 @dataclasses.dataclass
 class Outcome:
-    """One scenario's engine runs (their digests and timelines) and its digest."""
+    """One scenario's engine runs (their digests and timelines) and its digest.
+
+    ``kept``: the digest of what a rank fold keeps (each run's digest over :func:`kept_ops` only, and the Result's
+    numbers), which a folded scenario and its twin share bit for bit.
+    """
 
     runs: list
     timelines: list
     digest: str
+    kept: str = ""
+    folded: int = 0  # computes the plans folded onto rank 0 (plan.meta["folded_computes"])
 
 
 @contextlib.contextmanager
-def recording(runs: list, adjust: Callable | None = None) -> Iterator[None]:
-    """Record every :func:`simcomm.engine.simulate` call's Timeline into ``runs`` (``adjust`` may rewrite a call)."""
+def recording(runs: list, adjust: Callable | None = None, plans: list | None = None) -> Iterator[None]:
+    """Record every :func:`simcomm.engine.simulate` call's Timeline into ``runs`` (``adjust`` may rewrite a call)
+    and, when given ``plans``, its plan."""
     import simcomm.engine as engine
 
     real = engine.simulate
@@ -247,6 +307,8 @@ def recording(runs: list, adjust: Callable | None = None) -> Iterator[None]:
     def simulate(plan, topology, **kwargs):
         tl = adjust(real, plan, topology, kwargs) if adjust else real(plan, topology, **kwargs)
         runs.append(tl)
+        if plans is not None:
+            plans.append(plan)
         return tl
 
     engine.simulate = simulate
@@ -262,15 +324,49 @@ def run_case(case: Case, adjust: Callable | None = None) -> Outcome:
     from simcomm.scenario import from_flat
 
     timelines: list = []
-    with recording(timelines, adjust):
+    plans: list = []
+    with recording(timelines, adjust, plans):
         result = pipeline.simulate(from_flat(case.flat), baseline=False, busiest_links=case.busiest,
                                    on_timeline=(lambda *a: None) if case.usage else None)
     if result.not_applicable or not timelines:
         raise SystemExit(f"error: check scenario {case.name} ran no engine run ({result.not_applicable})")
+    numbers = [getattr(result, f) for f in RESULT_FIELDS]
     runs = [run_digest(tl) for tl in timelines]
+    kept = ""
+    if twinned(case.name):
+        kept = _digest([[run_digest(tl, kept_ops(plan, result.n_ranks)) for tl, plan in zip(timelines, plans,
+                                                                                             strict=True)], numbers])
+    folded = sum(int(plan.meta.get("folded_computes", 0)) for plan in plans)
+    return Outcome(runs, timelines, _digest([runs, numbers]), kept, folded)
+
+
+def _digest(x) -> str:
     out: list = []
-    _canon([runs, [getattr(result, f) for f in RESULT_FIELDS]], out)
-    return Outcome(runs, timelines, hashlib.sha256("\x1f".join(out).encode()).hexdigest())
+    _canon(x, out)
+    return hashlib.sha256("\x1f".join(out).encode()).hexdigest()
+
+
+def twinned(name: str) -> bool:
+    """Whether check scenario ``name`` has a twin or is one (:attr:`Case.twin`)."""
+    return any(name in (c.name, c.twin) for c in cases() if c.twin)
+
+
+def twin_failures(chosen, outcomes: dict) -> list[str]:
+    """One line for each chosen scenario that does not give its twin's numbers (the twin is run if not chosen)."""
+    by_name = {c.name: c for c in cases()}
+    bad = []
+    for case in chosen:
+        if not case.twin:
+            continue
+        if case.twin not in outcomes:
+            outcomes[case.twin] = run_case(by_name[case.twin])
+        if not outcomes[case.name].folded or outcomes[case.twin].folded:  # else the check compares a plan with itself
+            bad.append(f"{case.name}: {'folded nothing' if not outcomes[case.name].folded else 'its twin folded too'} "
+                       "(the twin check would compare a plan with itself)")
+        elif outcomes[case.name].kept != outcomes[case.twin].kept:
+            bad.append(f"{case.name}: differs from {case.twin} (fold_ranks {case.flat.get('fold_ranks', 'auto')} "
+                       f"against {by_name[case.twin].flat.get('fold_ranks', 'auto')}: the rank fold changes a float)")
+    return bad
 
 
 # ---- reference paths ---------------------------------------------------------------------------------------
@@ -451,9 +547,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.references:
         return _references(chosen, args.references, t0)
     stored = load(args.file)
-    digests = {c.name: run_case(c).digest for c in chosen}
+    outcomes = {c.name: run_case(c) for c in chosen}
+    digests = {c.name: outcomes[c.name].digest for c in chosen}
+    unequal = twin_failures(chosen, outcomes)
     took = time.perf_counter() - t0
     if args.update:
+        if unequal:  # a digest may move with the model; a folded plan and its full twin may never differ
+            for line in unequal:
+                print(line)
+            print(f"{len(unequal)} folded check scenarios differ from their twins: nothing updated")
+            return 1
         new = dict(stored) if args.only else {}
         new.update(digests)
         changed = sorted(n for n in set(new) | set(stored) if new.get(n) != stored.get(n))
@@ -466,14 +569,20 @@ def main(argv: list[str] | None = None) -> int:
            if stored.get(n) != d]
     if not args.only:
         bad += [f"{n}: stored, but no such check scenario" for n in sorted(set(stored) - set(digests))]
-    for line in bad:
+    for line in bad + unequal:
         print(line)
     if bad:
         print(f"{len(bad)} of {len(digests)} check scenarios differ from {args.file.name} ({took:.1f} s, numpy "
               f"{np.__version__}, Python {sys.version.split()[0]}); if the model changed on purpose, run "
               "python benchmarks/check_hashes.py --update and say why in the commit")
+    if unequal:
+        print(f"{len(unequal)} folded check scenarios differ from their twins: the rank fold is not exact "
+              "(no --update makes it so)")
+    if bad or unequal:
         return 1
-    print(f"{len(digests)} check scenarios hash as stored in {args.file.name} ({took:.1f} s)")
+    twins = sum(bool(c.twin) for c in chosen)
+    print(f"{len(digests)} check scenarios hash as stored in {args.file.name}"
+          + (f", {twins} folded ones as their twins" if twins else "") + f" ({took:.1f} s)")
     return 0
 
 

@@ -22,7 +22,7 @@ from simcomm.strategies._fold import FOLD_RANKS
 from simcomm.strategies.base import NotApplicable
 from simcomm.workload import build_workload
 
-__all__ = ["simulate", "check_wire"]
+__all__ = ["simulate", "check_wire", "fold_record"]
 
 
 def simulate(scn: Scenario, *, ctx: Resolver | None = None, baseline: bool = True,
@@ -64,10 +64,12 @@ def _simulate(scn: Scenario, ctx: Resolver | None, baseline: bool, analytic: boo
                        bucket_mb=wl.bucket_mb, dataload_s=wl.dataload_s, dataload_overlap=wl.dataload_overlap,
                        compute_scale=setup.compute_scale or None, dataset_size=setup.dataset_size,
                        wire_dtype=setup.wire_dtype, compute_jitter=wl.compute_jitter)
-    if n_train >= FOLD_RANKS and not wl.compute_jitter and not setup.stack.cpu_per_byte:
-        # identical ranks' computes emitted once (exact: simcomm.strategies._fold checks every folded op)
-        # sgp's approximate message fold (measured with NCCL) only where the stack carries messages as planned
-        w = replace(w, fold_ranks=True, fold_messages=_messages_as_planned(setup.runtime, topo))
+    if _folds_ranks(scn, n_train, setup.stack.cpu_per_byte):
+        # identical ranks' computes emitted once (exact: simcomm.strategies._fold checks every folded op);
+        # sgp's approximate message fold (measured with NCCL) from FOLD_RANKS on, and only where the stack
+        # carries messages as planned
+        w = replace(w, fold_ranks=True,
+                    fold_messages=n_train >= FOLD_RANKS and _messages_as_planned(setup.runtime, topo))
     notes = list(setup.notes)
     batch_note = len(notes) if scn.batch is None else None  # placed once the plans say whether they use it
     memory = memory_check(strategy, w, trace, setup.device, scn.memory, notes)
@@ -113,7 +115,9 @@ def _simulate(scn: Scenario, ctx: Resolver | None, baseline: bool, analytic: boo
                      rank_means=bool(setup.compute_scale), busiest=busiest_links,
                      comm_streams=type(strategy).comm_streams)
     record = run_plans(plans, topo, n_train, how, on_timeline, progress)
-    kinds = record.kinds
+    # each kind's engine paths name the planning path too: whether identical ranks were folded, and how many
+    kinds = tuple(replace(k, engine={**k.engine, "rank_fold": fold_record(scn.fold_ranks, plan)})
+                  for k, (_, plan) in zip(record.kinds, plans, strict=True))
     assumed += ran_lines(record.algorithms, setup.runtime)
     mean, bd, lb, est = mean_of(kinds)
     _check_finite(scn, mean * (w.iterations_per_epoch or 1), est, lb)  # the epoch too: iterations x mean
@@ -150,6 +154,27 @@ def _simulate(scn: Scenario, ctx: Resolver | None, baseline: bool, analytic: boo
                   baseline=base.describe if base else None, assumed=tuple(assumed), rank_mean_s=rmean,
                   busiest_links=max(kinds, key=lambda k: k.weight).busiest_links if kinds else (),
                   exposed_by=split, memory=memory)
+
+
+def _folds_ranks(scn: Scenario, n_train: int, cpu_per_byte: float) -> bool:
+    """Whether the plans fold identical ranks (``fold_ranks``: ``auto`` from :data:`FOLD_RANKS` training ranks,
+    ``on`` at any size, ``off`` never).  Never with compute jitter (drawn per rank after planning) nor a host
+    CPU cost of communication (charged per rank by the bytes its flows move): the fold would not be exact, so
+    ``auto`` keeps every rank and ``on`` is refused."""
+    setting, jitter = scn.fold_ranks, scn.workload.compute_jitter
+    if setting == "on" and (jitter or cpu_per_byte):
+        what = "compute_jitter (drawn per rank after planning)" if jitter else \
+            "stack_cpu (a host CPU cost charged per rank by the bytes its flows move)"
+        raise ConfigError(f"fold_ranks: on folds ranks that compute alike, which {what} makes unequal; "
+                          "use fold_ranks auto or off")
+    return setting == "on" or (setting == "auto" and n_train >= FOLD_RANKS and not jitter and not cpu_per_byte)
+
+
+def fold_record(setting: str, plan) -> dict:
+    """What ``--json`` says of a kind's rank fold: the setting, whether the plan folded, what it folded."""
+    computes = int(plan.meta.get("folded_computes", 0))
+    return {"setting": setting, "used": computes > 0, "folded_ranks": int(plan.meta.get("folded_ranks", 0)),
+            "folded_computes": computes}
 
 
 def _messages_as_planned(runtime, topo) -> bool:

@@ -29,9 +29,11 @@ from simcomm.topologies.two_level import INTER
 from simcomm.units import parse_size, parse_time
 
 __all__ = ["Key", "KEYS", "KEY", "coerce", "MAX_NODES", "MAX_GPUS_PER_NODE", "FIDELITIES", "SCALINGS",
-           "JITTER_DISTS", "TOPOLOGIES", "MODEL_KEYS"]
+           "JITTER_DISTS", "TOPOLOGIES", "MODEL_KEYS", "FOLD_SETTINGS"]
 
 FIDELITIES = ("flow", "analytic")
+#: the exact rank fold (simcomm.strategies._fold): from FOLD_RANKS training ranks, at any size, never
+FOLD_SETTINGS = ("auto", "on", "off")
 SCALINGS = ("weak", "strong")
 JITTER_DISTS = ("normal", "uniform", "lognormal")
 #: internode network kinds of two-level clusters (their registry: simcomm list fabrics)
@@ -98,6 +100,9 @@ KEYS: tuple[Key, ...] = (
     _k("resolution", "", "resolution", "float", "merge flow completions within this fraction of their duration "
        "(default 0.01; 0 = exact)", lo=0, hi=1, hi_open=True),
     _k("seed", "", "seed", "int", "simulation seed", lo=0, hi=2 ** 63 - 1),
+    _k("fold_ranks", "", "fold_ranks", "choice", "plan identical ranks' computes once (exact): auto (from 2048 "
+       "training ranks), on (at any size) or off (every rank planned and simulated: the reference)",
+       choices=FOLD_SETTINGS),
     _k("baseline", "", "baseline", "baseline", "what speedup compares with: none, a strategy, or "
        "NAME:key=value,... (default: the strategy's paper baseline)"),
     # workload

@@ -14,6 +14,7 @@ given flat at the top level under its name in :mod:`simcomm.scenario.keys`)::
     fidelity = "flow"             # or "analytic"
     resolution = 0.01             # flow events: merge completions within 1 % (0 = exact)
     seed = 0
+    fold_ranks = "auto"           # identical ranks' computes planned once (exact): auto, on or off
     [workload]
     scaling = "weak"              # or "strong"
     bucket_mb = 25.0
@@ -62,7 +63,7 @@ from simcomm.errors import ConfigError
 from simcomm.frameworks import FRAMEWORK_NAMES
 from simcomm.memory.fit import POLICIES
 from simcomm.precision import check_wire_dtype, get_precision
-from simcomm.scenario.keys import FIDELITIES, JITTER_DISTS, SCALINGS
+from simcomm.scenario.keys import FIDELITIES, FOLD_SETTINGS, JITTER_DISTS, SCALINGS
 from simcomm.stacks.base import COLLECTIVE_RULES, NCCL_ALGOS, NCCL_PROTOS, nccl_name
 from simcomm.topologies.nvlink import NvlinkSpec
 
@@ -319,6 +320,7 @@ class Scenario:
     fidelity: str = "flow"
     resolution: float = DEFAULT_RESOLUTION
     seed: int = 0
+    fold_ranks: str = "auto"  # the exact rank fold (simcomm.strategies._fold): auto, on or off
     workload: WorkloadSpec = WorkloadSpec()
     stack: StackSpec = StackSpec()
     network: NetworkSpec = NetworkSpec()
@@ -350,6 +352,8 @@ class Scenario:
         if not (_is_num(self.resolution) and 0 <= self.resolution < 1):
             raise ConfigError(f"resolution: {self.resolution!r} must be a number in [0, 1) "
                               "(a fraction of a transfer's duration; 0 = exact flow events)")
+        if self.fold_ranks not in FOLD_SETTINGS:
+            raise ConfigError(f"fold_ranks: {self.fold_ranks!r} is not valid; valid choices: {', '.join(FOLD_SETTINGS)}")
         if self.model and self.trace:
             raise ConfigError("model and trace: give one of them, not both")
         if self.batch is not None and (isinstance(self.batch, bool) or not isinstance(self.batch, int)

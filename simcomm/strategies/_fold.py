@@ -100,6 +100,7 @@ class FoldingBuilder(PlanBuilder):
         if self.folded:
             kw.setdefault("measured_ranks", (0, *sorted(self._own)))
             kw["folded_computes"] = self.folded
+            kw["folded_ranks"] = len({rank for rank, _ in self._seen})  # ranks with a compute of rank 0's
         return super().build(**kw)
 
 

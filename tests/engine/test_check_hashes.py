@@ -148,3 +148,78 @@ def test_the_readme_test_command_runs_the_check_in_the_venv_after_pytest():
     steps = [s.strip() for s in block.group(1).split("&&")]
     assert steps[1] == ". .venv/bin/activate" and steps[-1] == "python benchmarks/check_hashes.py"
     assert steps[-2].startswith("pytest")
+
+
+# ---- the rank fold against every rank planned (fold_ranks, simcomm.strategies._fold) ------------------------
+
+#: a folded scenario at 2 048 ranks and one forced on at 16 (their twins, fold off, are run with them)
+FOLDED = ("allreduce/2048-ranks/flow/exact", "dpsgd/nccl-fold-on/flow/exact")
+
+
+def test_every_seed_strategy_is_folded_against_its_twin_and_auto_at_2048_ranks(check):
+    from simcomm.strategies._fold import FOLD_RANKS
+
+    by_name = {c.name: c for c in check.cases()}
+    twins = {c.name: by_name[c.twin] for c in check.cases() if c.twin}  # every twin is a check scenario
+    on = {c.flat["strategy"] for name, c in twins.items() if by_name[name].flat.get("fold_ranks") == "on"}
+    assert on == set(check.STRATEGIES)
+    large = [by_name[name] for name in twins if by_name[name].flat["nodes"] * 8 >= FOLD_RANKS]
+    assert {c.flat["strategy"] for c in large} >= {"allreduce", "gtopk", "dpsgd"}
+    for case in large:  # auto folds there; the twin is the same scenario with every rank planned
+        assert "fold_ranks" not in case.flat and twins[case.name].flat == {**case.flat, "fold_ranks": "off"}
+    assert all(twin.flat.get("fold_ranks", "auto") != "on" for twin in twins.values())
+
+
+def _nudge_folded_plans(monkeypatch):
+    """Rank 0's first compute one part in 2^50 longer, in folded plans only (a fold that changes a float)."""
+    import dataclasses
+
+    from simcomm.strategies import _fold
+
+    real = _fold.FoldingBuilder.build
+
+    def build(self, **kw):
+        if self.folded:
+            first = self._mirror_ops["compute"][0]
+            op = self._ops[first]
+            self._ops[first] = dataclasses.replace(op, seconds=op.seconds * (1 + 2 ** -50))
+        return real(self, **kw)
+
+    monkeypatch.setattr(_fold.FoldingBuilder, "build", build)
+
+
+def test_a_fold_that_changes_one_float_fails_the_check_and_cannot_be_updated(check, tmp_path, capsys, monkeypatch):
+    only = [a for name in FOLDED for a in ("--only", name)]
+    path = tmp_path / "hashes.json"
+    assert check.main(["--update", "--file", str(path), *only]) == 0
+    assert check.main(["--file", str(path), *only]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("2 check scenarios hash as stored in hashes.json, "
+                                                               "2 folded ones as their twins (")
+    _nudge_folded_plans(monkeypatch)
+    assert check.main(["--file", str(path), *only]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[:2] == [f"{name}: differs" for name in FOLDED]  # their stored digests ...
+    assert out[2:4] == [  # ... and their twins, which no stored digest can excuse
+        "allreduce/2048-ranks/flow/exact: differs from allreduce/2048-ranks-fold-off/flow/exact (fold_ranks auto "
+        "against off: the rank fold changes a float)",
+        "dpsgd/nccl-fold-on/flow/exact: differs from dpsgd/nccl/flow/exact (fold_ranks on against auto: the rank "
+        "fold changes a float)"]
+    assert out[-1].startswith("2 folded check scenarios differ from their twins")
+    stored = path.read_text()
+    assert check.main(["--update", "--file", str(path), *only]) == 1
+    assert capsys.readouterr().out.splitlines()[-1] == "2 folded check scenarios differ from their twins: nothing updated"
+    assert path.read_text() == stored
+
+
+def test_a_fold_switch_that_folds_nothing_fails_the_check(check, tmp_path, capsys, monkeypatch):
+    from simcomm.strategies import _fold
+
+    only = ["--only", FOLDED[1]]
+    path = tmp_path / "hashes.json"
+    assert check.main(["--update", "--file", str(path), *only]) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(_fold, "folds", lambda workload: False)  # fold_ranks on, but every rank planned
+    assert check.main(["--file", str(path), *only]) == 1
+    assert capsys.readouterr().out.splitlines()[:2] == [
+        f"{FOLDED[1]}: differs",
+        f"{FOLDED[1]}: folded nothing (the twin check would compare a plan with itself)"]

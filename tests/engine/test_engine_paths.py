@@ -190,4 +190,6 @@ def test_run_json_names_the_engine_paths_of_each_kind(cli, extra, want):
                      *(("--strategy", "allreduce") if "--strategy" not in extra else ()), *extra)
     assert rc == 0
     kinds = json.loads(out)["kinds"]
-    assert kinds and all(k["engine"] == want for k in kinds)
+    # and the planning path: 4 training ranks are under FOLD_RANKS, so fold_ranks auto plans every rank
+    unfolded = {"setting": "auto", "used": False, "folded_ranks": 0, "folded_computes": 0}
+    assert kinds and all(k["engine"] == {**want, "rank_fold": unfolded} for k in kinds)

@@ -132,17 +132,69 @@ def test_fold_plan_folds_what_it_can():
     assert len(fold_plan(replace(w, fold_ranks=True, compute_jitter=0.1), w.n_ranks, emit).ops) == w.n_ranks
 
 
-@pytest.mark.parametrize("strategy", ["gaussian-k", "node-based"])
-def test_the_pipeline_folds_from_fold_ranks_on_with_the_same_result(strategy, monkeypatch):
-    from simcomm.pipeline import run as run_mod
+@pytest.mark.parametrize("strategy", ["gaussian-k", "node-based", "dpsgd", "ps"])
+def test_fold_ranks_on_gives_what_off_and_auto_give_bit_for_bit(strategy):
+    from simcomm.pipeline import simulate
 
-    scn = from_flat({"strategy": strategy, "nodes": 3, "gpus_per_node": 4, "cluster": "dgx-a100-hdr"})
-    full = run_mod.simulate(scn)
-    monkeypatch.setattr(run_mod, "FOLD_RANKS", 2)
-    folded = run_mod.simulate(scn)
-    assert (folded.mean_s, folded.breakdown, folded.link_bytes, folded.baseline_s, folded.analytic_mean_s) == \
-        (full.mean_s, full.breakdown, full.link_bytes, full.baseline_s, full.analytic_mean_s)
-    assert folded.assumed == full.assumed
+    flat = {"strategy": strategy, "nodes": 3, "gpus_per_node": 4, "cluster": "dgx-a100-hdr"}
+    runs = {s: simulate(from_flat({**flat, "fold_ranks": s})) for s in ("auto", "off", "on")}
+    full, folded = runs["off"], runs["on"]
+    numbers = ("mean_s", "breakdown", "link_bytes", "baseline_s", "analytic_mean_s", "epoch_s", "samples_per_s",
+               "assumed")
+    assert [getattr(folded, f) for f in numbers] == [getattr(full, f) for f in numbers] \
+        == [getattr(runs["auto"], f) for f in numbers]
+    assert [(k.time_s, k.breakdown, k.link_bytes, k.analytic_s) for k in folded.kinds] == \
+        [(k.time_s, k.breakdown, k.link_bytes, k.analytic_s) for k in full.kinds]
+    # each kind's engine paths name the fold: forced on at 12 ranks it folds; auto (under 2 048) and off do not
+    for setting, res in runs.items():
+        for kind in res.kinds:
+            fold = kind.engine["rank_fold"]
+            assert fold["setting"] == setting and fold["used"] is (setting == "on")
+            assert (fold["folded_ranks"] > 0) is (fold["folded_computes"] > 0) is (setting == "on")
+            assert fold["folded_ranks"] <= 11  # ranks 1 ... 11 of 12 training ranks
+
+
+def test_fold_ranks_auto_folds_from_fold_ranks_training_ranks_and_never_with_jitter_or_a_cpu_cost():
+    from simcomm.pipeline.run import FOLD_RANKS, _folds_ranks
+
+    assert FOLD_RANKS == 2048
+    auto, off, on = (from_flat({"fold_ranks": s}) for s in ("auto", "off", "on"))
+    assert [_folds_ranks(auto, n, 0.0) for n in (2, 2047, 2048, 16384)] == [False, False, True, True]
+    assert not any(_folds_ranks(off, n, 0.0) for n in (2, 2048, 16384))
+    assert all(_folds_ranks(on, n, 0.0) for n in (2, 2047, 2048))
+    assert not _folds_ranks(auto, 2048, 25e-9)  # a host CPU cost per byte: charged per rank
+    assert not _folds_ranks(from_flat({"compute_jitter": 0.1}), 2048, 0.0)
+
+
+@pytest.mark.parametrize("extra, why", [
+    (("--compute-jitter", "0.1"), "compute_jitter"),
+    (("--stack-cpu", "25ns"), "stack_cpu"),
+])
+def test_fold_ranks_on_refuses_what_it_cannot_fold_exactly(cli, extra, why):
+    rc, out, err = cli("run", "-s", "allreduce", "--cluster", "dgx-a100-hdr", "--nodes", "2", "--fold-ranks", "on",
+                       *extra)
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert err.startswith("error: fold_ranks: on folds ranks that compute alike, which " + why)
+
+
+def test_run_json_names_the_rank_fold_and_a_bad_setting_is_one_error_line(cli):
+    import json
+
+    argv = ("run", "-s", "gtopk", "--cluster", "dgx-a100-hdr", "--nodes", "2", "--gpus-per-node", "4", "--json")
+    rc, on, err = cli(*argv, "--fold-ranks", "on")
+    assert rc == 0, err
+    rc, off, err = cli(*argv, "--fold-ranks", "off")
+    assert rc == 0, err
+    on_kinds, off_kinds = json.loads(on)["kinds"], json.loads(off)["kinds"]
+    assert [k["engine"]["rank_fold"] for k in off_kinds] == \
+        [{"setting": "off", "used": False, "folded_ranks": 0, "folded_computes": 0}]
+    fold = on_kinds[0]["engine"]["rank_fold"]
+    assert fold["setting"] == "on" and fold["used"] and fold["folded_ranks"] == 7 and fold["folded_computes"] > 0
+    for kinds in (on_kinds, off_kinds):
+        del kinds[0]["engine"]["rank_fold"]
+    assert {**json.loads(on), "kinds": on_kinds} == {**json.loads(off), "kinds": off_kinds}  # every number equal
+    rc, out, err = cli(*argv, "--fold-ranks", "sometimes")
+    assert rc == 2 and err.strip() == "error: fold_ranks: 'sometimes' is not valid; valid choices: auto, on, off"
 
 
 # ---- sgp's pattern fold (an approximation with a measured bound) ----------------------------------------------
