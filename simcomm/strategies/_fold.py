@@ -26,8 +26,12 @@ builder, op by op:
 What the fold cannot see is outside the plan: per-iteration compute jitter (drawn per rank after planning)
 and the host CPU cost of communication (``comm_cpu``: charged per rank by the bytes its flows move, which
 tree algorithms make unequal).  The pipeline therefore folds only when neither is on
-(``Workload.fold_ranks``, set by :func:`simcomm.pipeline.run.simulate` from :data:`FOLD_RANKS` ranks up).
-``tests/strategies/test_fold.py`` compares folded and full plans bit for bit.
+(``Workload.fold_ranks``, set by :func:`simcomm.pipeline.run.simulate`).  The scenario key ``fold_ranks``
+(``--fold-ranks``) says when: ``auto`` from :data:`FOLD_RANKS` training ranks up, ``on`` at any size, ``off``
+never (every rank planned and simulated: the reference); ``--json`` names each kind's fold
+(``engine.rank_fold``: the setting, whether it folded, ``meta["folded_ranks"]`` and ``meta["folded_computes"]``).
+``tests/strategies/test_fold.py`` compares folded and full plans bit for bit, and ``benchmarks/check_hashes.py``
+checks folded scenarios (2 048 ranks, and every seed strategy forced ``on`` at 16) against their fold-off twins.
 
 :func:`pattern_ranks` is the other, approximate fold: the ranks that a shift pattern of messages (``sgp``'s
 blocking iterations) is simulated on, chosen from a routed load analysis of the whole pattern; its bound is
@@ -60,8 +64,8 @@ class FoldingBuilder(PlanBuilder):
     ``compute`` on a folded rank returns the id of the mirror's matching compute (the k-th on the same stream)
     when it is a copy (same seconds, label, category and dependencies); otherwise the rank computes on its own
     from then on.  Ranks from ``n_train`` on (parameter servers) are never folded.  ``build`` names rank 0 and
-    the ranks that computed on their own as the plan's measured ranks and records how many computes were folded
-    in ``meta``.
+    the ranks that computed on their own as the plan's measured ranks and records in ``meta`` how many computes
+    were folded (``folded_computes``) and how many ranks had at least one folded (``folded_ranks``).
     """
 
     def __init__(self, n_ranks: int, n_train: int):
