@@ -62,7 +62,13 @@ STRATEGY_OPTIONS = {
     # the worker's accumulator work is a few ms of its compute; seed 004's measured TF overheads do not apply
     "ps-layer-drop": {"servers": 1, "placement": "own", "drop_ratio": DROP_RATIO, "threshold_every": THRESHOLD_EVERY,
                       "worker_overhead": 0.0, "server_overhead": 0.0},
+    "pcnn": {},
 }
+#: DDP bucket size per strategy (MB; default 25, one bucket for the suite's 1.1 MB model).  pcnn groups the
+#: layers of a bucket into one unit; its authors' code posts one all-to-all per convolution layer as backward
+#: produces it (NU-CUCIS/pcnn ffbp_multistep.c, backprop_overlap), so a bucket per layer (1 kB closes each
+#: convolution with its batch norm, as the code's conv layer holds both)
+BUCKET_MB = {"pcnn": 0.001}
 #: strategies with a parameter server on a host of its own (the last rank)
 SERVED = ("ps", "ps-layer-drop")
 #: strategies whose per-iteration peer tables are random (a fresh derangement per segment and
@@ -250,7 +256,7 @@ def predict_e2e(spec: E2ESpec, topology, trace, scale: float, cpu_per_byte: floa
     def one(opts):
         scn = Scenario(strategy=spec.strategy, nodes=spec.nodes, gpus_per_node=spec.per_host, cluster="emulated",
                        batch=spec.batch, dataset_size=spec.epoch * spec.workers * spec.batch, fidelity="flow",
-                       workload=WorkloadSpec(bucket_mb=25.0, compute_scale=(scale,) * spec.nodes,
+                       workload=WorkloadSpec(bucket_mb=BUCKET_MB.get(spec.strategy, 25.0), compute_scale=(scale,) * spec.nodes,
                                              compute_jitter=jitter),
                        stack=StackSpec(stack, cpu_per_byte=cpu_per_byte), options=opts)
         return simulate(scn, topology=topology, trace=trace, baseline=False, analytic=False)

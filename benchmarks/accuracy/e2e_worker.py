@@ -28,7 +28,9 @@ Strategies, each written with torch.distributed primitives only:
 * ``dpsgd``, ``crossover-sgd``, ``hierarchical-crossover-sgd``: e2e_gossip.py;
 * ``gtopk``, ``gs-sgd``: e2e_sparse.py (their kernels' per-element rates are
   measured before training, beside the compute probe);
-* ``ps-layer-drop``: e2e_psdrop.py (the last rank is the server, as ``ps``).
+* ``ps-layer-drop``: e2e_psdrop.py (the last rank is the server, as ``ps``);
+* ``pcnn``: e2e_pcnn.py (seed 003's authors' code: a communication thread per
+  rank running all-to-alls and all-gathers FIFO behind the compute).
 
 Before training, a compute probe runs forward+backward+step without any
 communication on every worker at the same time (after a barrier): the
@@ -46,6 +48,7 @@ import math
 import time
 
 from e2e_gossip import GOSSIP, Gossip
+from e2e_pcnn import PCNN, Pcnn
 from e2e_ps import PS, ParameterServer
 from e2e_psdrop import PSDROP, LayerDrop
 from e2e_sparse import SPARSE, Sparse
@@ -53,7 +56,7 @@ from e2e_sparse import SPARSE, Sparse
 from simcomm.calibrate.bench import init_group
 from simcomm.calibrate.worker import exit_now, run_and_save
 
-STRATEGIES = ("allreduce", "node-based", "ps", "sgp", *GOSSIP, *SPARSE, *PSDROP)
+STRATEGIES = ("allreduce", "node-based", "ps", "sgp", *GOSSIP, *SPARSE, *PSDROP, *PCNN)
 #: strategies whose last rank is a parameter server on a host of its own
 SERVED = ("ps", *PSDROP)
 #: Bytes each worker sends (and receives) per stream-probe iteration: small enough to
@@ -106,7 +109,8 @@ class Rank:
         self.helper = (Gossip(self, a, torch, dist) if a.strategy in GOSSIP
                        else Sparse(self, a, torch, dist) if a.strategy in SPARSE
                        else LayerDrop(self, a, torch, dist) if a.strategy in PSDROP
-                       else ParameterServer(self, a, torch, dist) if a.strategy in PS else None)
+                       else ParameterServer(self, a, torch, dist) if a.strategy in PS
+                       else Pcnn(self, a, torch, dist) if a.strategy in PCNN else None)
         if self.server is not None and a.rank == self.server:
             for p in self.params:  # the server never runs backward; it steps with received gradients
                 p.grad = torch.zeros_like(p)
@@ -233,7 +237,7 @@ def run(a) -> dict | None:
             kinds.append(me.step(i))
             ends.append(time.perf_counter())
             computed.append(me.compute_end)
-        if isinstance(me.helper, ParameterServer):
+        if isinstance(me.helper, (ParameterServer, Pcnn)):
             me.helper.drain()
         dist.barrier()
         rows = [None] * a.world

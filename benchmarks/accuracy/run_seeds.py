@@ -9,7 +9,8 @@
 2. The runs: REPEATS runs of every strategy, round-robin (each strategy samples
    the machine's state alike), on a fresh 4-host star at 50 Mb/s (ps: a fifth
    host holds the server; node-based: 2 hosts x 2 ranks), e2e_worker.py ranks
-   as the seed authors' code runs each strategy; the 1-minute load average is
+   as the seed authors' code runs each strategy (pcnn: e2e_pcnn.py, seed 003's
+   NU-CUCIS/pcnn with its communication thread); the 1-minute load average is
    stamped before and after every run.  Raw records:
    results/seeds/e2e-<strategy>-r<k>.json.
 3. The prediction of each run: ``simcomm.pipeline.simulate`` on the emulated
@@ -17,10 +18,18 @@
    cost per byte (the median of the stream probes of this suite's runs with
    one rank per host), the run's own compute scale and jitter from its
    compute-only probe, measured compression kernels for gtopk / gs-sgd, and for
-   ps-layer-drop the trace's per-layer gradient L1 norms (captured here); a case
-   is the median of its runs.
+   ps-layer-drop the trace's per-layer gradient L1 norms (captured here), for
+   pcnn one unit per convolution layer (e2e.BUCKET_MB, as its authors' code
+   posts); a case is the median of its runs.
 4. The score: median and worst |error| over the strategies, and every pair
    whose measured medians differ by more than 5 % checked for order.
+
+Duration: one run is ~20 s of start-up (namespaces, four torch imports, model build) plus 15 compute
+passes of probes and 10 training iterations: pcnn took 37 s wall at load 5-6 (compute 0.66 s); at load
+13-24 a run of the others took 50-80 s.  The full suite (11 strategies x REPEATS=2 = 22 runs) is then,
+estimated, ~12 min on a quiet machine and ~25-30 min at load 15-20; ``--evaluate`` alone takes ~12 s CPU.  Records
+are appended (run k of a strategy is the next free index) and every record tagged SUITE is scored: change
+SUITE (or move the old e2e-*.json away) before a fresh full run, or old runs at another load mix in.
 
 ``--evaluate`` scores the saved records without running anything; the trace is captured once
 (results/seeds/trace-resnet20-cifar.json) and reused unless ``--fresh-trace``.
@@ -57,7 +66,7 @@ SPECS = [E2ESpec("allreduce", **_SHORT), E2ESpec("node-based", per_host=2, **{**
          E2ESpec("ps", **_SHORT), E2ESpec("sgp", **_SHORT), E2ESpec("dpsgd", **_SHORT),
          E2ESpec("crossover-sgd", **_SHORT), E2ESpec("hierarchical-crossover-sgd", **_SHORT),
          E2ESpec("gtopk", **_SHORT), E2ESpec("gs-sgd", **{**_SHORT, "iters": 6}),
-         E2ESpec("ps-layer-drop", **_SHORT)]
+         E2ESpec("ps-layer-drop", **_SHORT), E2ESpec("pcnn", **_SHORT)]
 REPEATS = 2
 ORDER_GAP = 0.05  # pairs measured further apart than this must be ranked right
 
@@ -218,7 +227,8 @@ def main(argv: list[str]) -> None:
     for key, s in scores.items():
         print(f"{key}: median |error| {s['median']:.1%}, worst {s['worst']:.1%}; {s['pairs']} pairs apart by more "
               f"than {ORDER_GAP:.0%}, misordered: {', '.join(s['misordered']) or 'none'}")
-    (RESULTS / "summary.json").write_text(json.dumps({"rows": rows, "scores": scores, "model": MODEL}, indent=1))
+    if len(specs) == len(SPECS):  # a subset (a smoke run of one strategy) leaves the suite's summary alone
+        (RESULTS / "summary.json").write_text(json.dumps({"rows": rows, "scores": scores, "model": MODEL}, indent=1))
 
 
 if __name__ == "__main__":

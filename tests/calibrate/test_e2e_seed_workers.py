@@ -111,7 +111,7 @@ def test_every_seed_strategy_has_a_suite_spec():
 
     names = {s.strategy for s in SPECS}
     assert {"allreduce", "node-based", "sgp", "dpsgd", "crossover-sgd", "hierarchical-crossover-sgd", "gtopk",
-            "gs-sgd", "ps"} <= names
+            "gs-sgd", "ps", "ps-layer-drop", "pcnn"} <= names
     assert TABLE_SEEDS >= 4
     with pytest.raises(Exception, match="strategy"):
         E2ESpec("no-such-strategy")
@@ -163,3 +163,45 @@ def test_ps_worker_pushes_each_tensor_during_backward_and_pulls_each_before_its_
     me.helper.active = False
     me.compute()  # a probe's forward consumes the pulls (each layer waits for its own), pushes nothing
     assert not me.helper.pulls and len([c for c in dist.calls if c[0] == "isend"]) == n
+
+
+class _Collectives(_Dist):
+    """Also records the collectives of pcnn's communication thread (outputs zero-filled)."""
+
+    def all_to_all_single(self, out, inp):
+        self.calls.append(("alltoall", inp.numel()))
+        out.zero_()
+
+    def all_gather_single(self, out, inp):
+        self.calls.append(("allgather", inp.numel()))
+        out.zero_()
+
+
+def test_pcnn_posts_as_the_authors_code_then_waits_per_layer_in_the_next_forward():
+    torch = pytest.importorskip("torch")
+    from e2e_worker import Rank
+
+    a = argparse.Namespace(rank=1, world=4, strategy="pcnn", model="resnet20-cifar", batch=2, per_host=1, groups=0)
+    dist = _Collectives()
+    me = Rank(a, torch, dist)
+    convs = [m.weight.numel() for m in me.model.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert len(convs) == 19 and convs[0] == 16 * 3 * 9
+    me.helper.drain()  # nothing pending: the thread just stops; a fresh one serves the step
+    from e2e_pcnn import CommThread
+
+    me.helper.comm = CommThread()
+    me.step(1)
+    me.helper.drain()
+    # forward: the FC's input activations (N' = 64 x 2 samples); backward: its errors (N = 10 x 2), then each
+    # convolution's gradient as backward produces it (last first); after backward: the updated 1/4 slices'
+    # all-gathers in forward order, the convolutions' then the FC's (10 x 64 / 4)
+    assert dist.calls == [("alltoall", 64 * 2), ("allgather", 10 * 2),
+                          *[("alltoall", n) for n in reversed(convs)],
+                          *[("allgather", n // 4) for n in convs], ("allgather", 10 * 16)]
+    assert not me.helper.gathers and not me.helper.pending
+    assert me.compute_end is not None
+    me.helper.comm = CommThread()
+    dist.calls.clear()
+    me.compute()  # a compute probe posts nothing (hooks act only inside training iterations)
+    assert dist.calls == []
+    me.helper.comm.close()
