@@ -340,7 +340,7 @@ def test_cli_json_has_cp_and_shard_group(cli):
         assert r["tp"] * r["cp"] * r["pp"] * r["dp"] == 16
         assert r["shard_group"] is None or (r["zero"] == 3 and (r["dp"] * r["cp"]) % r["shard_group"] == 0)
         assert r["estimate"]["step_s"] == pytest.approx(sum(r["estimate"][k] for k in (
-            "compute_s", "tp_s", "cp_s", "bubble_s", "dp_s", "update_s")))
+            "compute_s", "tp_s", "cp_s", "ep_s", "bubble_s", "dp_s", "update_s")))
         assert (r["estimate"]["cp_s"] > 0) == (r["cp"] > 1)
     assert {r["shard_group"] for r in d["rows"] + d["estimates"]} >= {None, 8, 4}
     # --shard-group none and --cp 1: the old search

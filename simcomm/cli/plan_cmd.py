@@ -436,8 +436,8 @@ def _assumed(ctx, cfg, space, n_gpus, nodes, precisions, n_enum, n_fit, dev, k, 
         "is kept)",
         dev.assumed(),
         "estimate (only prunes): closed form of docs/plan.md (the emitter's per-layer compute, simcomm.llm.compute; "
-        "bubble (p-1)/v stages, TP, CP ring, DP (HSDP: in and across shard groups) and point-to-point priced by the "
-        "engine's analytic NCCL model)",
+        "bubble (p-1)/v stages, TP, CP ring, the MoE dispatchers' collectives (EP), DP (HSDP: in and across shard "
+        "groups) and point-to-point priced by the engine's analytic NCCL model)",
         f"the best {k} by estimate whose plan has at most {max_ops:,} ops (--max-ops)"
         + (f", {sim_ops:,} in all (--sim-ops), " if sim_ops is not None else ", ") +
         f"simulated with the pipeline simcomm run uses ({fidelity} fidelity; {done} simulated) and ranked by their "
@@ -493,15 +493,18 @@ def _print(simulated, estimates, model, cluster, n_gpus, gb, dev, found, assumed
         for r in estimates:
             e.add_row(str(r.estimate_rank), *_cells(r, precision), f"{r.estimate.step:.4g}", _short_note(r.note))
         con.print(e)
-    b = table("breakdown of the simulated rows (seconds per step): the estimate's parts (TP, CP ring, DP: exposed "
-              "communication) and the simulation's compute and rest (exposed communication, bubble, update)",
+    moe = any(r.estimate.ep for r in simulated)  # the EP column only for a mixture-of-experts model
+    b = table("breakdown of the simulated rows (seconds per step): the estimate's parts (TP, CP ring, "
+              + ("EP, " if moe else "") + "DP: exposed communication) and the simulation's compute and rest (exposed "
+              "communication, bubble, update)",
               [("rank", "right"), ("estimate", "right"), ("compute", "right"), ("TP", "right"),
-               ("CP ring", "right"), ("bubble+p2p", "right"), ("DP", "right"), ("update", "right"),
-               ("simulated", "right"), ("sim compute", "right"), ("sim rest", "right")])
+               ("CP ring", "right"), *([("EP", "right")] if moe else []), ("bubble+p2p", "right"), ("DP", "right"),
+               ("update", "right"), ("simulated", "right"), ("sim compute", "right"), ("sim rest", "right")])
     for i, r in enumerate(simulated):
         x = r.estimate
-        b.add_row(str(i + 1), f"{x.step:.4g}", f"{x.compute:.4g}", f"{x.tp:.3g}", f"{x.cp:.3g}", f"{x.bubble:.3g}",
-                  f"{x.dp:.3g}", f"{x.update:.3g}", f"{r.step_s:.4g}", f"{r.compute_s:.4g}", f"{r.exposed_s:.3g}")
+        b.add_row(str(i + 1), f"{x.step:.4g}", f"{x.compute:.4g}", f"{x.tp:.3g}", f"{x.cp:.3g}",
+                  *([f"{x.ep:.3g}"] if moe else []), f"{x.bubble:.3g}", f"{x.dp:.3g}", f"{x.update:.3g}",
+                  f"{r.step_s:.4g}", f"{r.compute_s:.4g}", f"{r.exposed_s:.3g}")
     con.print(b)
     for line in assumed:
         sys.stdout.write(f"assumed: {line}\n")

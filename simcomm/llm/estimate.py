@@ -36,10 +36,11 @@ class Estimate:
     dp: float  # data-parallel communication not hidden behind the backward (ZeRO-3: every micro-batch's)
     update: float  # the optimizer step on this rank's (sharded) parameters
     cp: float = 0.0  # context-parallel ring steps not hidden behind the attention pieces, m micro-batches
+    ep: float = 0.0  # the MoE token dispatchers' collectives of the slowest stage, m micro-batches (on the path)
 
     @property
     def step(self) -> float:
-        return self.compute + self.tp + self.bubble + self.dp + self.update + self.cp
+        return self.compute + self.tp + self.bubble + self.dp + self.update + self.cp + self.ep
 
 
 class _Groups(tuple):
@@ -75,6 +76,8 @@ class Pricer(DataParallelTimelines):
         self._prices: dict = {}
         self._dp_memo: dict = {}
         self._layer_memo: dict = {}  # compute.layer_costs' per-layer times, shared by every layout
+        self._moes: dict = {}  # _cost_key -> the emitter's MoeCosts (None: a dense model)
+        self._ep_memo: dict = {}  # (cost key, etp, the layout's groups) -> dispatcher seconds per MoE layer
         self._at: dict = {}  # (kind, groups) -> {bytes: seconds}: price() without re-hashing the groups
         self._moe_trace = any(x.name.endswith(".moe") for x in self.trace.layers)
         self.gpn = gpus_per_node  # None: the TP-DP link sharing below is not counted
@@ -84,8 +87,15 @@ class Pricer(DataParallelTimelines):
         """:func:`~simcomm.llm.compute.layer_costs` of ``lay`` (cached on what they depend on)."""
         key = self._cost_key(lay)
         if key not in self._costs:
-            self._costs[key] = layer_costs(self.workload, lay, moe=self._moe(lay), memo=self._layer_memo)
+            self._costs[key] = layer_costs(self.workload, lay, moe=self.moe_costs(lay), memo=self._layer_memo)
         return self._costs[key]
+
+    def moe_costs(self, lay: Layout):
+        """:meth:`_moe` cached on what it depends on (the layout's shape: :meth:`_cost_key`)."""
+        key = self._cost_key(lay)
+        if key not in self._moes:
+            self._moes[key] = self._moe(lay)
+        return self._moes[key]
 
     def _moe(self, lay: Layout):
         """The emitter's :class:`~simcomm.strategies.megatron.moe.MoeCosts` of ``lay`` (None for a dense model):
@@ -206,6 +216,28 @@ class Pricer(DataParallelTimelines):
             total += fwd * (2 if lay.recompute == "full" else 1) + (cp - 1) * max(0.0, t1 - c.backward_s / cp) + t1
         return total
 
+    def expert_comm(self, lay: Layout) -> float:
+        """Seconds of one MoE layer's token-dispatcher collectives for one micro-batch, forward and backward
+        (:func:`~simcomm.strategies.megatron.moe.dispatcher_steps`, what the emitter issues before and after the
+        layer's compute, which waits for them), each priced over every expert group of stage 0 at once; full
+        recomputation runs the forward's again.  0 for a dense model."""
+        moe = self.moe_costs(lay)
+        if moe is None:
+            return 0.0
+        key = (self._cost_key(lay), lay.etp, lay.pp)
+        if key not in self._ep_memo:
+            from simcomm.strategies.megatron.moe import DISPATCH_POINTS, dispatcher_steps
+
+            place = lay.placement()
+            total = 0.0
+            for where in DISPATCH_POINTS:
+                again = 2 if lay.recompute == "full" and where.startswith("fwd") else 1
+                for kind, which, nbytes in dispatcher_steps(moe, where):
+                    groups = _Groups(g for g in getattr(place, f"{which}_groups")(0) if len(g) > 1)
+                    total += again * self.price(kind, groups, nbytes)
+            self._ep_memo[key] = total
+        return self._ep_memo[key]
+
     def estimate(self, lay: Layout) -> Estimate:
         """The closed form of docs/plan.md ("Estimate") for ``lay``."""
         tp, p, v = lay.tp, lay.pp, lay.virtual
@@ -221,6 +253,7 @@ class Pricer(DataParallelTimelines):
         # per block and micro-batch: 4 TP all-reduces (2 forward, 2 backward), 6 with full recomputation
         per_block = (6 if lay.recompute == "full" else 4) * ar
 
+        per_moe = self.expert_comm(lay)
         worst = None
         for k in range(p):
             idx = self.stage_layers(lay, k)  # embedding first on stage 0, head last on the last stage
@@ -249,18 +282,19 @@ class Pricer(DataParallelTimelines):
             shard = (hs if hs is not None else lay.replicas) if lay.zero else 1  # the strategy's optimizer shard
             upd = sum(costs[j].update_s for j in idx) / shard
             ring = self.ring(lay, idx)
-            stage_t = f + b + t_tp + per_mb_extra + ring
-            cand = (stage_t, f + b, t_tp, per_mb_extra, dp_t, upd, ring)
+            ep_t = per_moe * sum(1 for j in idx if costs[j].kind == "moe") if per_moe else 0.0
+            stage_t = f + b + t_tp + per_mb_extra + ring + ep_t
+            cand = (stage_t, f + b, t_tp, per_mb_extra, dp_t, upd, ring, ep_t)
             if worst is None or cand > worst:
                 worst = cand
         assert worst is not None  # pp >= 1 stages
-        stage_t, comp, t_tp, extra, dp_t, upd, ring = worst
+        stage_t, comp, t_tp, extra, dp_t, upd, ring, ep_t = worst
         hops = 0.0
         if p > 1:
             nbytes = costs[self.structure.blocks[0][-1]].activation_bytes
             hops = 2 * (p * v - 1) * self.price("transfer", ((0, tp * lay.cp),), nbytes)
         bubble = (p - 1) / v * stage_t + hops if p > 1 else 0.0
-        return Estimate(m * comp, m * t_tp, bubble, dp_t + m * extra, upd, m * ring)
+        return Estimate(m * comp, m * t_tp, bubble, dp_t + m * extra, upd, m * ring, m * ep_t)
 
 
 def plan_ops(cfg, lay: Layout, n_gpus: int, global_batch: int) -> int:

@@ -265,7 +265,7 @@ class Row:
                 "memory_gb": self.memory_bytes / 1e9, "step_s": self.step_s, "priced": self.priced,
                 "samples_per_s": global_batch / self.step_s if self.step_s > 0 else math.inf,
                 "estimate_rank": self.estimate_rank,
-                "estimate": {"step_s": e.step, "compute_s": e.compute, "tp_s": e.tp, "cp_s": e.cp,
+                "estimate": {"step_s": e.step, "compute_s": e.compute, "tp_s": e.tp, "cp_s": e.cp, "ep_s": e.ep,
                              "bubble_s": e.bubble, "dp_s": e.dp, "update_s": e.update},
                 "simulated": None if not self.simulated else {"compute_s": self.compute_s,
                                                               "exposed_s": self.exposed_s},

@@ -12,6 +12,8 @@ point): plans ask per micro-batch.
 
 from __future__ import annotations
 
+from simcomm.strategies.megatron.moe import dispatcher_steps
+
 
 class LayerComm:
     """The tensor- and expert-parallel communication around each layer (mixin: reads the emitter's state)."""
@@ -34,27 +36,11 @@ class LayerComm:
         return self._cached(("comm", j, p, where), lambda: self._comm_of(j, p, where))
 
     def _moe_comm(self, p: int, where: str):
-        """The token dispatcher's collectives at ``where`` (module :mod:`.moe`), in issue order."""
-        m = self.moe
-        if m is None:
+        """The token dispatcher's collectives at ``where`` (:func:`.moe.dispatcher_steps`), in issue order."""
+        if self.moe is None:
             return []
-        steps = []
-        if m.dispatcher == "alltoall":
-            fwd_pre = [("allgather", "tp_ep", m.counts_bytes), ("alltoall", "ep", m.a2a_bytes + m.a2a_probs_bytes),
-                       ("allgather", "etp", m.etp_bytes)]
-            fwd_post = [("reduce_scatter", "etp", m.etp_bytes), ("alltoall", "ep", m.a2a_bytes)]
-            bwd_pre = [("alltoall", "ep", m.a2a_bytes), ("allgather", "etp", m.etp_bytes)]
-            bwd_post = [("reduce_scatter", "etp", m.etp_bytes), ("alltoall", "ep", m.a2a_bytes + m.a2a_probs_bytes)]
-        else:
-            fwd_pre = [("allgather", "tp_ep", m.gather_bytes + m.gather_meta_bytes)]
-            fwd_post = [("reduce_scatter", "tp_ep", m.gather_bytes)]
-            bwd_pre = [("allgather", "tp_ep", m.gather_bytes)]
-            bwd_post = [("reduce_scatter", "tp_ep", m.gather_bytes + m.gather_probs_bytes)]
-        pick = {"fwd-pre": fwd_pre, "fwd-post": fwd_post, "bwd-pre": bwd_pre, "bwd-post": bwd_post}[where]
-        for kind, which, nbytes in pick:
-            if nbytes > 0:
-                steps.append((kind, "ep", self._expert_groups(p, which), nbytes))
-        return steps
+        return [(kind, "ep", self._expert_groups(p, which), nbytes)
+                for kind, which, nbytes in dispatcher_steps(self.moe, where)]
 
     def _comm_of(self, j: int, p: int, where: str):
         cost, out = self.costs[j], []

@@ -189,6 +189,32 @@ def moe_costs(p, lay, meta, microbatch: int, act: int, priced: bool = False) -> 
                     dense_param_share, shared, counts, a2a, probs, etp_b, gather, gmeta, gprobs, tuple(notes))
 
 
+#: where a layer's dispatcher collectives are issued, in the emitter's order
+DISPATCH_POINTS = ("fwd-pre", "fwd-post", "bwd-pre", "bwd-post")
+
+
+def dispatcher_steps(m: MoeCosts, where: str) -> list[tuple[str, str, float]]:
+    """The token dispatcher's collectives at ``where`` (:data:`DISPATCH_POINTS`) of one MoE layer and micro-batch,
+    in issue order: (kind, group kind: ``ep``, ``etp`` or ``tp_ep``, bytes), those of 0 bytes left out.  What the
+    emitter issues (``comm.LayerComm._moe_comm``) and the plan's estimate prices (``llm/estimate.py``), so the two
+    cannot drift.  All-to-all (Megatron-core's ``MoEAlltoAllTokenDispatcher``): the token counts' all-gather over
+    tp_ep, the rows' (and probabilities') all-to-all over ep, expert tensor parallelism's all-gather-v over etp
+    and back; all-gather (``MoEAllGatherTokenDispatcher``): the hidden states over tp_ep and reduce-scattered back."""
+    if m.dispatcher == "alltoall":
+        steps = {"fwd-pre": [("allgather", "tp_ep", m.counts_bytes), ("alltoall", "ep", m.a2a_bytes + m.a2a_probs_bytes),
+                             ("allgather", "etp", m.etp_bytes)],
+                 "fwd-post": [("reduce_scatter", "etp", m.etp_bytes), ("alltoall", "ep", m.a2a_bytes)],
+                 "bwd-pre": [("alltoall", "ep", m.a2a_bytes), ("allgather", "etp", m.etp_bytes)],
+                 "bwd-post": [("reduce_scatter", "etp", m.etp_bytes),
+                              ("alltoall", "ep", m.a2a_bytes + m.a2a_probs_bytes)]}[where]
+    else:
+        steps = {"fwd-pre": [("allgather", "tp_ep", m.gather_bytes + m.gather_meta_bytes)],
+                 "fwd-post": [("reduce_scatter", "tp_ep", m.gather_bytes)],
+                 "bwd-pre": [("allgather", "tp_ep", m.gather_bytes)],
+                 "bwd-post": [("reduce_scatter", "tp_ep", m.gather_bytes + m.gather_probs_bytes)]}[where]
+    return [(kind, which, nbytes) for kind, which, nbytes in steps if nbytes > 0]
+
+
 def check_experts(p, lay, meta, model: str) -> None:
     """Layout checks of the expert layers (one line each, as Megatron-core's asserts):
     :func:`simcomm.llm.layout.ep_problem`, the rule the plan's search enumerates by."""
