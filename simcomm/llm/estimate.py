@@ -216,6 +216,20 @@ class Pricer(DataParallelTimelines):
             total += fwd * (2 if lay.recompute == "full" else 1) + (cp - 1) * max(0.0, t1 - c.backward_s / cp) + t1
         return total
 
+    def _moe_tp(self, lay: Layout, ar: float, act: float) -> float | None:
+        """Seconds an MoE layer's tensor-parallel collectives (one micro-batch) differ from the dense MLP's the
+        closed form counts per block (:func:`~simcomm.strategies.megatron.moe.has_tp_edges`, the emitter's
+        rule): none of their own under sequence parallelism without shared experts, DeepSpeed-MoE's all-gather
+        per pass without sequence parallelism; None where they are the MLP's (or the model is dense)."""
+        from simcomm.strategies.megatron.moe import has_tp_edges
+
+        moe = self.moe_costs(lay)
+        if moe is None or has_tp_edges("moe", lay.sequence_parallel, moe):
+            return None
+        passes = 3 if lay.recompute == "full" else 2
+        gather = 0.0 if lay.sequence_parallel else self.price("allgather", self.groups(lay)["tp"], act)
+        return passes * (gather - ar)
+
     def expert_comm(self, lay: Layout) -> float:
         """Seconds of one MoE layer's token-dispatcher collectives for one micro-batch, forward and backward
         (:func:`~simcomm.strategies.megatron.moe.dispatcher_steps`, what the emitter issues before and after the
@@ -254,12 +268,15 @@ class Pricer(DataParallelTimelines):
         per_block = (6 if lay.recompute == "full" else 4) * ar
 
         per_moe = self.expert_comm(lay)
+        moe_tp = self._moe_tp(lay, ar, act) if tp > 1 else None
         worst = None
         for k in range(p):
             idx = self.stage_layers(lay, k)  # embedding first on stage 0, head last on the last stage
             f, b = stage_seconds(costs, idx, lay.recompute)
             nblocks = len(self.structure.blocks) // p
             t_tp = nblocks * per_block + (ar if k == 0 else 0.0) + (ar if k == p - 1 else 0.0)
+            if moe_tp is not None:  # the stage's MoE layers' own TP collectives instead of an MLP's
+                t_tp += moe_tp * sum(1 for j in idx if costs[j].kind == "moe")
             # the data-parallel timelines depend on fewer fields than the layout: one per stage and group
             key = (self._cost_key(lay), lay.pp, lay.virtual, k, min(lay.zero, 1) + (lay.zero == 3),
                    lay.tp, lay.dp, lay.cp, lay.shard_group)

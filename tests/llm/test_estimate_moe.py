@@ -19,7 +19,8 @@ BASE = {"cluster": "dgx-h100-ndr", "model": "mixtral-8x7b", "precision": "bf16",
 LAYOUTS = [Layout(1, 1, 8, zero=1, ep=8),  # experts over the node, no TP
            Layout(2, 1, 4, zero=1, ep=4, etp=1, sequence_parallel=True),  # MoE parallel folding: ep spans TP ranks
            Layout(1, 2, 4, zero=1, ep=2),
-           Layout(2, 1, 4, zero=1, ep=2, sequence_parallel=True)]
+           Layout(2, 1, 4, zero=1, ep=2, sequence_parallel=True),
+           Layout(2, 1, 4, zero=1, ep=2)]  # no sequence parallelism: DeepSpeed-MoE's token slices
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +50,24 @@ def test_full_recomputation_runs_the_forward_dispatch_again(estimates):
                   for where in ("fwd-pre", "fwd-post") for kind, which, n in dispatcher_steps(moe, where))
     full = Layout(1, 1, 8, zero=1, ep=8, recompute="full")
     assert pricer.expert_comm(full) == pytest.approx(pricer.expert_comm(lay) + forward, rel=1e-12)
+
+
+def test_tp_collectives_as_the_emitter_issues_them_around_moe_layers(estimates):
+    # Mixtral has no shared experts: under sequence parallelism an MoE layer has no TP collective of its own, so
+    # each of the 32 blocks has only its attention's (an all-gather and a reduce-scatter per pass), plus the
+    # embedding's and the head's; without it, DeepSpeed-MoE's all-gather of the token slices per pass instead
+    ests, pricer = estimates
+    for k in (3, 4):
+        lay, est = LAYOUTS[k], ests[k]
+        g = pricer.groups(lay)["tp"]
+        act = pricer.costs(lay)[pricer.structure.blocks[0][0]].tp_bytes
+        if lay.sequence_parallel:
+            ar = pricer.price("allgather", g, act) + pricer.price("reduce_scatter", g, act)
+            per_block = 2 * ar
+        else:
+            ar = pricer.price("allreduce", g, act)
+            per_block = 2 * ar + 2 * pricer.price("allgather", g, act)
+        assert est.tp == pytest.approx(lay.microbatches(16) * (32 * per_block + 2 * ar), rel=1e-12)
 
 
 def test_a_dense_model_has_no_ep_part():

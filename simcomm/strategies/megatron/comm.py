@@ -12,7 +12,7 @@ point): plans ask per micro-batch.
 
 from __future__ import annotations
 
-from simcomm.strategies.megatron.moe import dispatcher_steps
+from simcomm.strategies.megatron.moe import dispatcher_steps, has_tp_edges
 
 
 class LayerComm:
@@ -51,7 +51,7 @@ class LayerComm:
         # before and reduce-scatter after).  Without sequence parallelism (refused by Megatron-core) it runs as
         # DeepSpeed-MoE's MOELayer does with tensor-parallel non-experts: each rank keeps 1/tp of the replicated
         # tokens (drop_tokens, free) and all-gathers the output (gather_tokens); backward the same, mirrored
-        moe_edge = k != "moe" or (self.sequence_parallel and self.moe is not None and self.moe.shared_experts > 0)
+        moe_edge = has_tp_edges(k, self.sequence_parallel, self.moe)
         tp_gather = k == "moe" and self.layout.tp > 1 and not self.sequence_parallel
         if self.layout.tp > 1 and moe_edge:
             if k in ("attn", "mlp", "moe", "head"):

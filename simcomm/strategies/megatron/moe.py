@@ -189,6 +189,15 @@ def moe_costs(p, lay, meta, microbatch: int, act: int, priced: bool = False) -> 
                     dense_param_share, shared, counts, a2a, probs, etp_b, gather, gmeta, gprobs, tuple(notes))
 
 
+def has_tp_edges(kind: str, sequence_parallel: bool, moe: MoeCosts | None) -> bool:
+    """Whether a layer of ``kind`` has Megatron's tensor-parallel collectives at its input and output (tp > 1).
+    An MoE layer has none of its own (Megatron-core's dispatcher takes the s/tp tokens as they are under
+    sequence parallelism) unless it has shared experts under sequence parallelism (SharedExpertMLP's gather
+    before and reduce-scatter after); without sequence parallelism it runs DeepSpeed-MoE's MOELayer instead
+    (an all-gather of the token slices after it, forward and backward: ``comm.LayerComm._comm_of``)."""
+    return kind != "moe" or (sequence_parallel and moe is not None and moe.shared_experts > 0)
+
+
 #: where a layer's dispatcher collectives are issued, in the emitter's order
 DISPATCH_POINTS = ("fwd-pre", "fwd-post", "bwd-pre", "bwd-post")
 
