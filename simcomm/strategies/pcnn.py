@@ -84,7 +84,10 @@ class PCNNParams:
 
     @property
     def assumed(self) -> tuple[str, ...]:
-        out = ["non-FC layers grouped into units at the workload's bucket boundaries",
+        out = ["non-FC layers grouped into units at the workload's bucket boundaries (--bucket-mb; the authors' "
+               "code posts one all-to-all per conv layer as backward produces it: a bucket smaller than a layer, "
+               "e.g. --bucket-mb 0.001, gives that, at many more collectives; a model under one bucket runs as one "
+               "unit after the whole backward, with no overlap)",
                "parameter all-gathers of the previous iteration open the plan (steady state)",
                "one communication thread per node, blocking MPI: collectives run FIFO in posting order"]
         if self.error_fraction == 0.5:
