@@ -216,6 +216,16 @@ class Pricer(DataParallelTimelines):
             total += fwd * (2 if lay.recompute == "full" else 1) + (cp - 1) * max(0.0, t1 - c.backward_s / cp) + t1
         return total
 
+    def _edp_groups(self, lay: Layout):
+        """Stage 0's expert-data-parallel groups when the routed experts' gradients reduce apart from the dense
+        ones (a MoE model with ep > 1 or etp != tp: the emitter's ``_experts_apart``), else None."""
+        if not self._moe_trace or (lay.ep == 1 and (lay.etp or lay.tp) == lay.tp) or lay.shard_group is not None:
+            return None
+        key = ("edp", lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.etp)
+        if key not in self._groups:
+            self._groups[key] = _Groups(g for g in lay.placement().edp_groups(0) if len(g) > 1)
+        return self._groups[key]
+
     def _moe_tp(self, lay: Layout, ar: float, act: float) -> float | None:
         """Seconds an MoE layer's tensor-parallel collectives (one micro-batch) differ from the dense MLP's the
         closed form counts per block (:func:`~simcomm.strategies.megatron.moe.has_tp_edges`, the emitter's
@@ -293,7 +303,7 @@ class Pricer(DataParallelTimelines):
                 else:
                     tp_time = (self._tp_beside_buckets(lay, grp, costs, self._shares_links(lay, grp))
                                if tp > 1 and not self._moe_trace else None)
-                    exposed, slower = self.bucket_tail(lay, idx, costs, dp_groups, tp_time)
+                    exposed, slower = self.bucket_tail(lay, idx, costs, dp_groups, tp_time, self._edp_groups(lay))
                     self._dp_memo[key] = (exposed + slower, 0.0, 0.0)
             dp_t, per_mb_extra, _ = self._dp_memo[key]
             shard = (hs if hs is not None else lay.replicas) if lay.zero else 1  # the strategy's optimizer shard

@@ -39,7 +39,8 @@ class DataParallelTimelines:
     def at(self, kind: str, groups: tuple) -> Callable[[float], float]:
         raise NotImplementedError  # the host's: price(kind, groups, ·) memoised per byte count
 
-    def bucket_tail(self, lay: Layout, idx, costs, dp_groups, tp_time=None) -> tuple[float, float]:
+    def bucket_tail(self, lay: Layout, idx, costs, dp_groups, tp_time=None,
+                    expert_groups=None) -> tuple[float, float]:
         """Exposed seconds of ZeRO-0/1/2's gradient reduction after the last micro-batch's backward, as the
         emitter's ``DataParallel._reduce_grads`` runs it: the workload's buckets (restricted to the stage's
         layers), each reduced on the one data-parallel stream as soon as its last gradient is ready, in order;
@@ -50,13 +51,18 @@ class DataParallelTimelines:
         own and started ``since`` seconds after a bucket of ``bucket_bytes`` began (0 bytes: none running); None
         for no TP.  They sit on the compute's path, so they move when later buckets are ready; the emitter
         starts a layer's TP collective and the bucket its gradient completes at the same instant (both wait
-        only for the layer's backward compute), so the two cross the links side by side.  Returns (exposed
-        seconds, the seconds the TP collectives take beyond their time alone)."""
+        only for the layer's backward compute), so the two cross the links side by side.  ``expert_groups``: the
+        expert-data-parallel groups when the routed experts' gradients reduce apart (ep > 1 or etp != tp, the
+        emitter's ``_bucket_parts``): each bucket's dense part over ``dp_groups``, then its routed experts' part
+        over these, one after the other on the stream.  Returns (exposed seconds, the seconds the TP
+        collectives take beyond their time alone)."""
         if not dp_groups:
             return 0.0, 0.0
         kind = "allreduce" if lay.zero == 0 else "reduce_scatter"
         full = lay.recompute == "full"
         reduce, gather = self.at(kind, dp_groups), self.at("allgather", dp_groups)
+        if expert_groups is not None:
+            expert_reduce, expert_gather = self.at(kind, expert_groups), self.at("allgather", expert_groups)
         buckets = self._buckets(tuple(idx))
         last: dict[int, list[list[int]]] = {}  # layer -> the buckets its gradient completes (the workload's bucket order)
         for bucket in buckets:
@@ -84,11 +90,17 @@ class DataParallelTimelines:
             extra += more - alone
             for bucket in last.get(j, ()):  # in order, each once the stream is free and its gradients ready
                 nbytes = sum(costs[k].grad_bytes for k in bucket)
+                experts = sum(costs[k].expert_grad_bytes for k in bucket) if expert_groups is not None else 0.0
+                nbytes -= experts
                 start = max(stream, t)
-                stream = start + reduce(nbytes)
+                stream = start + reduce(nbytes) if nbytes > 0 else start
                 running.append((start, stream, nbytes))
-                if lay.zero in (1, 2):
+                if lay.zero in (1, 2) and nbytes > 0:
                     gathers += gather(nbytes)
+                if experts > 0:  # the routed experts' part, after the dense part on the same stream
+                    stream += expert_reduce(experts)
+                    if lay.zero in (1, 2):
+                        gathers += expert_gather(experts)
             alone, post = tp_at(j, "bwd-post")
             t += post
             extra += post - alone
