@@ -160,6 +160,8 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
                                   "EngineOptions(runtime=simcomm.runtimes.get_runtime(name))")
             # What else the runtime's schedule depends on: where the members sit (NCCL), ranks per machine (MPI).
             where = runtime.placement(op, topology, ctx.ppn)
+            if not paths.shapes:  # the reference: every group prepared on its own
+                where = (where, op.ranks)
             key = (op.kind, op.algorithm, len(op.ranks), op.nbytes, op.root, where)
             if key not in prepared:
                 prep = kept.get((runtime, ctx.ppn, key))
