@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 
 from simcomm import engine
+from simcomm.engine.flow import pricer
+from simcomm.engine.fluid.core import run_isolated
 from simcomm.engine.options import EngineOptions
 from simcomm.nccl import prepare as nccl_prepare
 from simcomm.nccl.prepare import prepare_nccl
@@ -121,18 +123,46 @@ def test_a_run_with_shared_preparations_is_the_reference_run_bit_for_bit(fidelit
         calls[0] += 1
         return prepare_nccl(*args, **kwargs)
 
+    runs = [0]
+
+    def isolated(*args, **kwargs):
+        runs[0] += 1
+        return run_isolated(*args, **kwargs)
+
     monkeypatch.setattr(nccl_prepare, "prepare_nccl", counted)
     monkeypatch.setattr("simcomm.nccl.prepare_nccl", counted)
+    monkeypatch.setattr(pricer, "run_isolated", isolated)
     out = []
     for reference in (frozenset(), frozenset({"shapes", "keep"})):
         topo = preset("dgx-a100-hdr", nodes=4, gpus_per_node=8)
         plan = _hierarchical(topo)
-        calls[0] = 0
+        calls[0] = runs[0] = 0
         tl = engine.simulate(plan, topo, fidelity=fidelity, options=EngineOptions(
             runtime=NCCL, resolution=resolution, reference=reference))
-        out.append((tl, calls[0]))
-    (fast, n_fast), (ref, n_ref) = out
+        out.append((tl, calls[0], runs[0]))
+    (fast, n_fast, iso_fast), (ref, n_ref, iso_ref) = out
     assert n_fast < n_ref  # the machine-local reduce-scatters and all-gathers prepared once per bucket
+    assert iso_fast == iso_ref  # (each group's step still runs alone on its own links)
     assert fast.start.tobytes() == ref.start.tobytes() and fast.end.tobytes() == ref.end.tobytes()
     assert fast.makespan == ref.makespan and fast.link_class_bytes == ref.link_class_bytes
     assert fast.meta == ref.meta
+
+
+def test_alike_steps_on_links_of_another_capacity_run_apart():
+    from simcomm.ops import PlanBuilder
+
+    out = []
+    for reference in (frozenset(), frozenset({"shapes"})):
+        topo = preset("dgx-a100-hdr", nodes=3, gpus_per_node=8)
+        _, links = topo.routes(np.array([8]), np.array([9]))
+        capacity = topo.capacity.copy()
+        capacity[links[0]] /= 2  # machine 1: rank 8's NVLink port at half its rate
+        topo.__dict__["capacity"] = capacity
+        b = PlanBuilder(topo.n_ranks)
+        for m in range(3):
+            b.collective("allgather", tuple(range(8 * m, 8 * m + 8)), 8e6, label=f"machine {m}")
+        tl = engine.simulate(b.build(), topo, options=EngineOptions(runtime=NCCL, reference=reference))
+        out.append(tl)
+    fast, ref = out
+    assert fast.end.tobytes() == ref.end.tobytes() and fast.meta == ref.meta
+    assert fast.end[0] == fast.end[2] < fast.end[1]  # machine 1 is slower: its run was not machine 0's
