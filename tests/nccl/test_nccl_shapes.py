@@ -3,7 +3,8 @@
 Two groups whose :func:`group_shape` is equal must get the same :class:`Prepared` (steps, latency, closed form,
 label) from a fresh :func:`prepare_nccl` each; a machine with one link of another capacity, or another rank
 count, is another class; and a whole run with one preparation per class times exactly like the reference run
-that prepares every group on its own (``EngineOptions.reference={"shapes"}``).
+that prepares every group, and runs every group's step alone, on its own
+(``EngineOptions.reference={"shapes"}``).
 """
 
 from __future__ import annotations
@@ -142,7 +143,8 @@ def test_a_run_with_shared_preparations_is_the_reference_run_bit_for_bit(fidelit
         out.append((tl, calls[0], runs[0]))
     (fast, n_fast, iso_fast), (ref, n_ref, iso_ref) = out
     assert n_fast < n_ref  # the machine-local reduce-scatters and all-gathers prepared once per bucket
-    assert iso_fast == iso_ref  # (each group's step still runs alone on its own links)
+    if fidelity == "flow":  # the machines' all-gathers run alone once (disjoint routes: FlowPricer._alike_key)
+        assert iso_fast < iso_ref
     assert fast.start.tobytes() == ref.start.tobytes() and fast.end.tobytes() == ref.end.tobytes()
     assert fast.makespan == ref.makespan and fast.link_class_bytes == ref.link_class_bytes
     assert fast.meta == ref.meta
