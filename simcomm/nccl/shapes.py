@@ -49,15 +49,20 @@ def group_shape(topology, ranks: tuple[int, ...]) -> tuple | None:
     """``(class, local indices)`` of a group on one machine, equal for groups NCCL prepares alike; else None."""
     if len(ranks) < 2:
         return None
+    seen = topology.__dict__.setdefault("_nccl_group_shapes", {})  # a plan asks for each group once per op
+    if ranks in seen:
+        return seen[ranks]
+    out = None
     machine_of = topology.machine_of
     m = machine_of(ranks[0])
-    if m is None or any(machine_of(r) != m for r in ranks):  # (a group across machines stops at its first)
-        return None
-    classes = _classes(topology)
-    if classes is None:
-        return None
-    local, cls = classes
-    return cls[m], tuple(local[r] for r in ranks)
+    if m is not None and all(machine_of(r) == m for r in ranks):  # (a group across machines stops at its first)
+        classes = _classes(topology)
+        if classes is not None:
+            local, cls = classes
+            out = cls[m], tuple(local[r] for r in ranks)
+    if len(ranks) <= MAX_LOCAL:  # (large groups are not kept: they span machines, found at the second member)
+        seen[ranks] = out
+    return out
 
 
 def _classes(topology):
