@@ -52,7 +52,8 @@ max-live-64                                                            twin and 
 no-keep        ``reference={"keep"}``                                  collective preparations kept with the
                                                                        topology for later runs
 no-shapes      ``reference={"shapes"}``                                one preparation for groups the runtime
-                                                                       places alike (NCCL: alike machines)
+                                                                       places alike (NCCL: alike machines), one
+                                                                       isolated run for alike disjoint steps
 event-loop     ``reference={"one_pass"}``                              the analytic one pass (``longest_path``;
                                                                        the event loop instead)
 =============  ======================================================  ==========================================

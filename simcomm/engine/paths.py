@@ -41,7 +41,8 @@ REFERENCES = {
     "direct": "the direct loop for plans of computes and messages (SimPy's queue instead)",
     "callbacks": "callbacks driving streams and collectives (one SimPy process each instead)",
     "keep": "collective preparations kept with the topology for later runs (prepared again each run)",
-    "shapes": "one preparation for the groups the runtime places alike (every group prepared on its own)",
+    "shapes": "one preparation for groups the runtime places alike, one isolated run for alike disjoint-route "
+              "steps (each group prepared and run on its own)",
     "per_link": "reservations of a repeated step's own links (of the whole idle network instead)",
     "coalesce": "coalesced repeats and scaled steps (every repeat of every step as plain flows)",
     "scaling": "reusing a scalable step's isolated run for another size (run alone again instead)",

@@ -83,7 +83,7 @@ class FlowPricer:
         self._pairs: dict = {}  # (src, dst) -> (latency, route length, links, bytes per family) of a message
         self._periods: dict = {}  # isolated durations (and usage) of scalable step patterns
         self._alike: dict = {}  # isolated runs of disjoint-route steps by what they depend on (see _alike_key)
-        self.shapes = paths.shapes  # (the ``shapes`` reference: every group's step run alone on its own)
+        self.shapes = paths.shapes  # (off with the ``shapes`` reference: every group's step run alone on its own)
         self._moved: np.ndarray | None = None  # per-rank bytes of finished flows (comm_cpu only)
         self._moving: dict[int, list] = {}  # rank -> [(batch id, index, bytes)] still in flight
         self._used = False  # whether any transfer or collective ran (finish_stats)
