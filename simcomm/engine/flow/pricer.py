@@ -144,9 +144,9 @@ class FlowPricer:
             links = np.asarray(ctx.topology.route(op.src, op.dst), dtype=np.int64)
             fam = (np.bincount(ctx.family_of_link[links], minlength=len(ctx.families)).astype(float)
                    if len(ctx.families) else None)
-            hit = (float(ctx.topology.latency[links].sum()), np.array([len(links)], dtype=np.int64), links, fam)
+            hit = (float(ctx.topology.latency[links].sum()), tuple(links.tolist()), links, fam)
             self._pairs[(op.src, op.dst)] = hit
-        latency, route_len, links, fam = hit
+        latency, route, links, fam = hit
         if fam is not None and ctx.link_bytes:
             w = ctx.weight(op.stream)
             ctx.family_bytes += (op.nbytes if w is None else op.nbytes * w) * fam
@@ -154,7 +154,7 @@ class FlowPricer:
                 np.add.at(ctx.per_link, links, float(op.nbytes))
         ctx.stats["steps_simulated"] += 1
         self._used = True
-        fin = yield self.net.add(np.array([float(op.nbytes)]), np.array([self.env.now + latency]), route_len, links)
+        fin = yield self.net.add_message(float(op.nbytes), self.env.now + latency, route, links)
         if fin[0] > self.env.now:
             yield self.env.timeout(float(fin[0]) - self.env.now)
 
