@@ -50,6 +50,7 @@ TOPOLOGIES = {
     "pcie-host": lambda: two_level(3, 4, intra="pcie-host", nics_per_node=2),  # staged through host memory
     "planes": lambda: two_level(4, 8, nics_per_node=4, planes=2, inter="fat-tree"),
     "uneven": lambda: two_level(4, [8, 8, 4, 8], nics_per_node=2),
+    "gb200-nvl72": lambda: preset("gb200-nvl72", nodes=36, gpus_per_node=4),  # machines share NVLink domains
 }
 
 
