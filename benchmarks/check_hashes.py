@@ -51,6 +51,9 @@ max-live-2,    ``EngineOptions(max_live=2)`` or ``64`` (default 16)    where the
 max-live-64                                                            twin and its arrays
 no-keep        ``reference={"keep"}``                                  collective preparations kept with the
                                                                        topology for later runs
+no-shapes      ``reference={"shapes"}``                                one preparation for groups the runtime
+                                                                       places alike (NCCL: alike machines), one
+                                                                       isolated run for alike disjoint steps
 event-loop     ``reference={"one_pass"}``                              the analytic one pass (``longest_path``;
                                                                        the event loop instead)
 =============  ======================================================  ==========================================
@@ -418,6 +421,7 @@ REFERENCES = (
     Reference("max-live-2", True, "simcomm.engine.fluid.core:FluidCore._solve", _options(max_live=2)),
     Reference("max-live-64", True, "simcomm.engine.fluid.core:FluidCore._solve", _options(max_live=64)),
     Reference("no-keep", True, "simcomm.engine.drive.executor._prepare", _options(frozenset({"keep"}))),
+    Reference("no-shapes", True, "simcomm.engine.drive.executor._prepare", _options(frozenset({"shapes"}))),
     Reference("event-loop", True, "simcomm.engine.flow.analytic.longest_path", _options(frozenset({"one_pass"}))),
     Reference("per-link", False, "simcomm.engine.flow.network:LiveNetwork.hold", _options(frozenset({"per_link"}))),
     Reference("coalesce", False, "simcomm.engine.flow.pricer:FlowPricer._isolated_period",

@@ -41,6 +41,8 @@ REFERENCES = {
     "direct": "the direct loop for plans of computes and messages (SimPy's queue instead)",
     "callbacks": "callbacks driving streams and collectives (one SimPy process each instead)",
     "keep": "collective preparations kept with the topology for later runs (prepared again each run)",
+    "shapes": "one preparation for groups the runtime places alike, one isolated run for alike disjoint-route "
+              "steps (each group prepared and run on its own)",
     "per_link": "reservations of a repeated step's own links (of the whole idle network instead)",
     "coalesce": "coalesced repeats and scaled steps (every repeat of every step as plain flows)",
     "scaling": "reusing a scalable step's isolated run for another size (run alone again instead)",
@@ -49,7 +51,7 @@ REFERENCES = {
     "incremental": "incremental max-min re-solves and link pruning (the textbook solver at every event)",
 }
 #: References that give every float bit for bit (the others: the same model, floats to 1e-9).
-EXACT = frozenset({"one_pass", "direct", "callbacks", "keep", "lean", "scalar"})
+EXACT = frozenset({"one_pass", "direct", "callbacks", "keep", "shapes", "lean", "scalar"})
 
 
 @dataclass(frozen=True)
@@ -62,11 +64,13 @@ class Paths:
     core: str
     keep: bool
     max_live: int
+    shapes: bool = True
 
     def to_dict(self) -> dict:
-        """What a run records: driver, pricing, scaled steps and core (``keep``/``max_live`` change no float)."""
+        """What a run records: driver, pricing, scaled steps and core (``keep``/``max_live``/``shapes`` change
+        no float)."""
         d = asdict(self)
-        del d["keep"], d["max_live"]
+        del d["keep"], d["max_live"], d["shapes"]
         return d
 
 
@@ -104,4 +108,4 @@ def choose(plan, fidelity: str, options) -> Paths:
             core = "scalar"
         else:
             core = "lean"
-    return Paths(driver, pricing, scaled, core, "keep" not in ref, options.max_live)
+    return Paths(driver, pricing, scaled, core, "keep" not in ref, options.max_live, "shapes" not in ref)

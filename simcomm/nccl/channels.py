@@ -103,6 +103,8 @@ def rings(layout: GroupLayout) -> list[Ring]:
 
 def chain(layout: GroupLayout, node: tuple[int, ...], c: int) -> tuple[int, ...]:
     """Channel ``c``'s chain inside one node, head (wired to the channel's NIC) first."""
+    if len(node) == 1:  # a node of one member is its own chain (what _node_path gives it, without the look-ups)
+        return node
     return _node_path(layout, node, c)
 
 

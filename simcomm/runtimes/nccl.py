@@ -67,7 +67,12 @@ class NcclRuntime:
         return replace(self, gpus_per_thread=gpus)
 
     def placement(self, op: Any, topology: Any, ppn: int | None) -> Hashable:
-        return op.ranks  # NCCL's channels, rings and trees follow where each member sits
+        # NCCL's channels, rings and trees follow where each member sits; groups on alike machines with the same
+        # local members are prepared alike (simcomm.nccl.shapes: one preparation, bit for bit)
+        from simcomm.nccl.shapes import group_shape
+
+        shape = group_shape(topology, op.ranks)
+        return op.ranks if shape is None else ("machine class", *shape)
 
     def prepare(self, op: Any, topology: Any, ppn: int | None) -> Prepared:
         from simcomm.nccl import prepare_nccl

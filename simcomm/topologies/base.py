@@ -43,8 +43,9 @@ TOPOLOGIES: Registry = Registry("topology", "simcomm.topologies")
 #: Batches of fewer pairs are routed one by one (array set-up would cost more);
 #: larger ones in chunks of _MANY_CHUNK pairs (memory stays bounded).
 _MANY_MIN, _MANY_CHUNK = 256, 1 << 17
-#: Batches of at least _KEEP_PAIRS pairs are kept routed, the last _KEEP_BATCHES of them (see routes()).
-_KEEP_PAIRS, _KEEP_BATCHES = 4096, 4
+#: Batches of at least _KEEP_PAIRS pairs are kept routed, the last _KEEP_BATCHES of them (see routes()),
+#: and older ones too while all kept batches hold at most _KEEP_LINKS link ids (32 MB), up to _KEEP_MOST batches.
+_KEEP_PAIRS, _KEEP_BATCHES, _KEEP_LINKS, _KEEP_MOST = 4096, 4, 1 << 22, 32
 #: Graphs up to this many nodes get a dense node-pair -> link table (64 MB at most).
 _DENSE_NODES = 4096
 
@@ -328,8 +329,8 @@ class Topology:
         src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
         if len(src) < _KEEP_PAIRS:
             return self._routes_of(src, dst)
-        # A large batch is often asked again (NCCL's closed form, then the engine, then the baseline's run):
-        # the last few are kept, read-only.
+        # A large batch is often asked again (NCCL's closed form, then the engine, then the baseline's run;
+        # hierarchical-allreduce's 8 lanes' trees once per bucket, in turn): the last few are kept, read-only.
         kept = self.__dict__.setdefault("_batches", {})
         key = (src.tobytes(), dst.tobytes())
         hit = kept.get(key)
@@ -337,8 +338,9 @@ class Topology:
             hit = self._routes_of(src, dst)
             for arr in hit:
                 arr.flags.writeable = False
-            while len(kept) >= _KEEP_BATCHES:
-                del kept[next(iter(kept))]
+            held = sum(len(links) for _, links in kept.values()) + len(hit[1])
+            while kept and (len(kept) >= _KEEP_MOST or (len(kept) >= _KEEP_BATCHES and held > _KEEP_LINKS)):
+                held -= len(kept.pop(next(iter(kept)))[1])
             kept[key] = hit
         return hit
 

@@ -117,7 +117,11 @@ def test_validation_names_the_first_edge_with_an_unknown_link():
         Topology("t", g, {"ib-edr": link_class("ib-edr")}, ("a", "b"))
 
 
-def test_large_batches_are_kept_read_only_and_equal_to_fresh_routes():
+@pytest.mark.parametrize("budget,left", [(1 << 22, 6), (1, 4)])
+def test_large_batches_are_kept_read_only_and_equal_to_fresh_routes(budget, left, monkeypatch):
+    import simcomm.topologies.base as base
+
+    monkeypatch.setattr(base, "_KEEP_LINKS", budget)
     topo = two_level(64, 8, inter="fat-tree")
     fresh = two_level(64, 8, inter="fat-tree")
     n = topo.n_ranks
@@ -128,7 +132,8 @@ def test_large_batches_are_kept_read_only_and_equal_to_fresh_routes():
         assert not got[0].flags.writeable and not got[1].flags.writeable
         want = fresh._routes_of(src, dst)
         assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
-    assert len(topo._batches) == 4  # the last four only
+    # all six within the budget of link ids; over it, the last four only
+    assert len(topo._batches) == left
     small = topo.routes(np.array([0]), np.array([9]))
     assert small[1].flags.writeable  # small batches are routed afresh
 

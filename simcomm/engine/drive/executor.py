@@ -160,6 +160,8 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
                                   "EngineOptions(runtime=simcomm.runtimes.get_runtime(name))")
             # What else the runtime's schedule depends on: where the members sit (NCCL), ranks per machine (MPI).
             where = runtime.placement(op, topology, ctx.ppn)
+            if not paths.shapes:  # the reference: every group prepared on its own
+                where = (where, op.ranks)
             key = (op.kind, op.algorithm, len(op.ranks), op.nbytes, op.root, where)
             if key not in prepared:
                 prep = kept.get((runtime, ctx.ppn, key))
@@ -384,8 +386,9 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
     add_message = core.add_message
     topology = ctx.topology
     fbytes = ctx.family_bytes.tolist()  # written back at the end (nothing else adds to it meanwhile)
-    pairs: dict = {}  # (src, dst) -> (route latency, route as a tuple, bytes per family of one byte)
     fam_of_link, n_fam = ctx.family_of_link, len(ctx.families)
+    # (src, dst) -> (route latency, route as a tuple, bytes per family of one byte, links) of every message
+    pairs = _message_routes(ops, topology, fam_of_link, n_fam)
     count_fam = ctx.link_bytes and n_fam > 0  # (FlowPricer.transfer counts families only when there are some)
     per_link = ctx.per_link
     weights = ctx.weights  # (FlowPricer.transfer's traffic weight per stream)
@@ -396,6 +399,9 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
     processed = [False] * n  # an op's done event has been processed (SimPy: callbacks is None)
     waiting: list = [None] * n  # op id -> streams waiting for its done event, in order (None: none)
     pos = [0] * len(streams)  # per stream: index of the op it is at
+    # per stream: deps of that op known processed (a stream resumes its scan there, as run()'s generator resumes
+    # its loop over the deps: an op waiting for 16 383 messages is not rescanned from its first at each one)
+    dep_at = [0] * len(streams)
     batch_of: dict[int, int] = {}  # network batch id -> the stream waiting for it
     heap: list = []
     imm: deque = deque()  # (sequence, kind, argument) of events due now at the normal priority
@@ -423,7 +429,9 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
         while i < len(q):
             oid = q[i]
             op = ops[oid]
-            for d in op.deps:
+            deps = op.deps
+            for j in range(dep_at[s], len(deps)):
+                d = deps[j]
                 if not processed[d]:
                     w = waiting[d]
                     if w is None:
@@ -431,7 +439,9 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
                     else:
                         w.append(s)
                     pos[s] = i
+                    dep_at[s] = j
                     return
+            dep_at[s] = 0
             start[oid] = now
             if is_compute[oid]:
                 if op.seconds > 0:
@@ -439,15 +449,7 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
                     pos[s] = i
                     return
             else:  # FlowPricer.transfer, one message (comm_cpu is off here)
-                hit = pairs.get((op.src, op.dst))
-                if hit is None:
-                    links = np.asarray(topology.route(op.src, op.dst), dtype=np.int64)
-                    per = np.bincount(fam_of_link[links], minlength=n_fam).astype(float) if n_fam else np.zeros(0)
-                    # the families the route crosses (adding n x 0.0 to the others changes no float)
-                    hit = (float(topology.latency[links].sum()), tuple(links.tolist()),
-                           [(f, x) for f, x in enumerate(per.tolist()) if x != 0.0], links)
-                    pairs[(op.src, op.dst)] = hit
-                latency, route, fam, links = hit
+                latency, route, fam, links = pairs[(op.src, op.dst)]
                 nbytes = op.nbytes
                 if count_fam:  # ctx.family_bytes += nbytes * fam, element by element in Python floats
                     counted = nbytes if not weights or op.stream not in weights else nbytes * weights[op.stream]
@@ -537,6 +539,33 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
     net.settles += settles
     if count_fam and n_fam:
         ctx.family_bytes[:] = fbytes
+
+
+def _message_routes(ops, topology: Topology, fam_of_link: np.ndarray, n_fam: int) -> dict:
+    """``(src, dst) -> (route latency, route tuple, [(family, links of it)], links)`` of every message of ``ops``.
+
+    What the direct loop needs of a message's route, for all pairs in one pass: routes of one length as one
+    matrix, their latencies summed row by row (``sum(axis=1)`` of a C-ordered matrix adds each row as a 1-D
+    ``sum`` does: the same float; tests/engine/test_engine_direct_routes.py) and the links of each family
+    counted, instead of a few numpy calls per pair (~60 us each: 2 s for a tree reduction over 16 384 ranks).
+    Only the families the route crosses are listed (adding n x 0.0 to the others changes no float).
+    """
+    keys = list(dict.fromkeys((op.src, op.dst) for op in ops if isinstance(op, Transfer)))
+    routes = [topology.route(a, b) for a, b in keys]  # (cached: run() primed them in one batch)
+    by_len: dict[int, list[int]] = {}
+    for i, r in enumerate(routes):
+        by_len.setdefault(len(r), []).append(i)
+    out: dict = {}
+    for length, idx in by_len.items():
+        links = np.array([routes[i] for i in idx], dtype=np.int64).reshape(len(idx), length)
+        latency = topology.latency[links].sum(axis=1).tolist()
+        fams = fam_of_link[links]
+        counts = np.stack([(fams == f).sum(axis=1) for f in range(n_fam)], axis=1).astype(float).tolist() \
+            if n_fam else [[] for _ in idx]
+        for j, i in enumerate(idx):
+            out[keys[i]] = (latency[j], routes[i], [(f, x) for f, x in enumerate(counts[j]) if x != 0.0],
+                            links[j])
+    return out
 
 
 def _prepare(runtime, op, topology: Topology, ppn: int | None):

@@ -82,6 +82,8 @@ class FlowPricer:
         self._routes: dict = {}  # routes per (group, step pattern), see route_step
         self._pairs: dict = {}  # (src, dst) -> (latency, route length, links, bytes per family) of a message
         self._periods: dict = {}  # isolated durations (and usage) of scalable step patterns
+        self._alike: dict = {}  # isolated runs of disjoint-route steps by what they depend on (see _alike_key)
+        self.shapes = paths.shapes  # (off with the ``shapes`` reference: every group's step run alone on its own)
         self._moved: np.ndarray | None = None  # per-rank bytes of finished flows (comm_cpu only)
         self._moving: dict[int, list] = {}  # rank -> [(batch id, index, bytes)] still in flight
         self._used = False  # whether any transfer or collective ran (finish_stats)
@@ -142,9 +144,9 @@ class FlowPricer:
             links = np.asarray(ctx.topology.route(op.src, op.dst), dtype=np.int64)
             fam = (np.bincount(ctx.family_of_link[links], minlength=len(ctx.families)).astype(float)
                    if len(ctx.families) else None)
-            hit = (float(ctx.topology.latency[links].sum()), np.array([len(links)], dtype=np.int64), links, fam)
+            hit = (float(ctx.topology.latency[links].sum()), tuple(links.tolist()), links, fam)
             self._pairs[(op.src, op.dst)] = hit
-        latency, route_len, links, fam = hit
+        latency, route, links, fam = hit
         if fam is not None and ctx.link_bytes:
             w = ctx.weight(op.stream)
             ctx.family_bytes += (op.nbytes if w is None else op.nbytes * w) * fam
@@ -152,7 +154,7 @@ class FlowPricer:
                 np.add.at(ctx.per_link, links, float(op.nbytes))
         ctx.stats["steps_simulated"] += 1
         self._used = True
-        fin = yield self.net.add(np.array([float(op.nbytes)]), np.array([self.env.now + latency]), route_len, links)
+        fin = yield self.net.add_message(float(op.nbytes), self.env.now + latency, route, links)
         if fin[0] > self.env.now:
             yield self.env.timeout(float(fin[0]) - self.env.now)
 
@@ -255,17 +257,24 @@ class FlowPricer:
                 t, f = prof
                 prof = (np.where(t > lat, lat + (t - lat) * (n / n0), t), f)
             return lat + (d0 - lat) * (n / n0), prof
-        iso = run_isolated(self.net.core.capacity, routed.nbytes, routed.latency, routed.route_len,
-                           routed.links, form=self.form, family_of_link=self.fam,
-                           resolution=self.ctx.resolution, max_live=self.max_live, shared=self.net.core)
+        alike = self._alike_key(routed)
+        ran = self._alike.get(alike) if alike is not None else None
+        if ran is None:
+            iso = run_isolated(self.net.core.capacity, routed.nbytes, routed.latency, routed.route_len,
+                               routed.links, form=self.form, family_of_link=self.fam,
+                               resolution=self.ctx.resolution, max_live=self.max_live, shared=self.net.core)
+            prof = None
+            if self.fam is not None:
+                prof = (np.concatenate([b[0] for b in iso.usage]), np.concatenate([b[1] for b in iso.usage]))
+            ran = (routed.end_time(0.0, iso.finish), prof, iso.solves, iso.merged)
+            if alike is not None:
+                self._alike[alike] = ran
+        # (a run an alike step stood in for counts as that step's own run: the statistics are the reference's)
+        period, prof, solves, merged = ran
         self.ctx.stats["isolated_runs"] += 1
-        self.ctx.stats["isolated_solves"] += iso.solves
-        if iso.merged:
-            self.ctx.stats["merged_flows"] += iso.merged
-        period = routed.end_time(0.0, iso.finish)
-        prof = None
-        if self.fam is not None:
-            prof = (np.concatenate([b[0] for b in iso.usage]), np.concatenate([b[1] for b in iso.usage]))
+        self.ctx.stats["isolated_solves"] += solves
+        if merged:
+            self.ctx.stats["merged_flows"] += merged
         lat = float(routed.latency[0]) if len(routed) else 0.0
         # Kept for scaling only if its bandwidth phase is resolved in floats: a few bytes on a fast link
         # (or a subnormal byte count) leave period - latency at a few ulps or zero, and scaling that to
@@ -273,6 +282,27 @@ class FlowPricer:
         if skey is not None and self.scaled and period - lat >= _RESOLVED * period:
             self._periods[skey] = (n, lat, period, prof)
         return period, prof
+
+    def _alike_key(self, routed: RoutedStep) -> tuple | None:
+        """What an isolated run of ``routed`` depends on when it runs in the lean form, else None.
+
+        The lean form (:mod:`simcomm.engine.fluid.lone`) runs a batch of at most ``max_live`` flows whose
+        routes are pairwise disjoint (no link crossed twice) as a closed form per flow: its rate is the
+        smallest capacity on its route, and every float after that is per flow slot, in slot order, at the
+        batch's own event times; link ids enter only as set members.  So two such steps with the same bytes,
+        latencies, route lengths, capacities (and link families, when usage is recorded) and reductions,
+        position by position, run to the same floats on any links: one machine's step stands for the same
+        step on every alike machine.  Exact; the ``shapes`` reference runs each alone.
+        """
+        if not self.shapes or self.form != "lean" or not 0 < len(routed) <= self.max_live:
+            return None
+        links, lens = routed.links, routed.route_len
+        if not lens.min() > 0 or len(np.unique(links)) != len(links):
+            return None
+        cap = self.net.core.capacity
+        return (lens.tobytes(), cap[links].tobytes(), routed.nbytes.tobytes(), routed.latency.tobytes(),
+                None if self.fam is None else self.fam[links].tobytes(), routed.red_slot.tobytes(),
+                routed.red_seconds.tobytes())
 
     def _replay(self, profile, t0: float, period: float, k: int, offset: float | None) -> None:
         """Record the usage of ``k`` whole repeats from ``t0``, then of the next one up to ``offset``."""
