@@ -35,7 +35,7 @@ class EngineOptions:
 
     ``reference``: names of fast paths to turn off (:data:`simcomm.engine.paths.REFERENCES`:
     ``direct``, ``callbacks``, ``one_pass``, ``keep``, ``per_link``, ``coalesce``, ``scaling``,
-    ``lean``, ``scalar``, ``incremental``); the reference paths the tests and
+    ``lean``, ``scalar``, ``incremental``, ``shapes``); the reference paths the tests and
     benchmarks/check_hashes.py compare the fast ones with.  Empty: every fast path.
     ``max_live``: live flows up to which the fluid core keeps a scalar form (any value gives
     the same floats; it only moves where the core switches to numpy arrays).
