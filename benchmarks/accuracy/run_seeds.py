@@ -58,7 +58,7 @@ RESULTS = ROOT / "benchmarks/accuracy/results/seeds"
 LINKS = RESULTS / "links-star-50.toml"
 TRACE = RESULTS / "trace-resnet20-cifar.json"
 RATE = "50Mb/s"
-SUITE = "2026-11-28 seeds"
+SUITE = "2026-11-28 seeds, quiet"
 #: Short runs: on the shared 2-vCPU machine (1-minute load 12-16 from other sessions while this suite ran) a
 #: compute pass takes ~2 s instead of ~0.3 s, so 8 measured iterations and 4 probe samples per half per worker
 _SHORT = {"iters": 8, "probe": 4, "probe_warmup": 1}
