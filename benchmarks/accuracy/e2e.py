@@ -153,6 +153,26 @@ def launch_e2e(cluster, spec: E2ESpec, *, limit: float = 300.0, timeout: float =
     return rec
 
 
+def record_run(spec: E2ESpec, rate: str, path: Path, suite: str, *, limit: float, **cluster_kw) -> dict:
+    """One suite run: ``spec`` on a fresh emulated cluster at ``rate`` , the record
+    stamped with the 1-minute load before and after and the ``suite`` tag, written to ``path``; ``cluster_kw`` goes to
+    :class:`EmulatedCluster` (mtu, qdisc, topology).  A crashed run
+    (gloo aborting, a timeout) is recorded as failed and the suite goes on."""
+    from simcomm.calibrate.emulate import EmulatedCluster
+    from simcomm.calibrate.fit import CalibrationError
+
+    load0 = os.getloadavg()[0]
+    try:
+        with EmulatedCluster(spec.hosts, rate, **cluster_kw) as cl:
+            rec = launch_e2e(cl, spec, limit=limit)
+    except CalibrationError as exc:
+        rec = {"failed": " ".join(str(exc).split()), "spec": {"strategy": spec.strategy}}
+    rec["load"] = [load0, os.getloadavg()[0]]
+    rec["suite"] = suite
+    path.write_text(json.dumps(rec, indent=1, sort_keys=True))
+    return rec
+
+
 def measure(rec: dict) -> Measured:
     """Iteration i ends when its slowest worker ends; its time is that end minus the previous one."""
     spec = E2ESpec(**rec["spec"])

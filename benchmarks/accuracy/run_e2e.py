@@ -34,14 +34,12 @@ from e2e import (
     E2ESpec,
     compute_scale,
     e2e_topology,
-    launch_e2e,
     measure,
     predict_e2e,
+    record_run,
     trace_compute_s,
 )
 
-from simcomm.calibrate.emulate import EmulatedCluster
-from simcomm.calibrate.fit import CalibrationError
 from simcomm.calibrate.launch import fit_record
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,17 +110,8 @@ def run_setting(topo: str, mbit: int, specs=SPECS, repeats: int = REPEATS, more:
     for k in range(repeats):
         for spec in specs:
             kw = {"topology": topo, "leaves": 2, "trunk_rate": mbit * 1e6 / 16} if topo == "two-tier" else {}
-            load0 = os.getloadavg()[0]
-            try:
-                with EmulatedCluster(spec.hosts, f"{mbit}Mb/s", mtu=MTU, qdisc=QDISC, **kw) as cl:
-                    rec = launch_e2e(cl, spec, limit=300)
-            except CalibrationError as exc:
-                # A crashed run (e.g. gloo aborting) is recorded as failed; the suite goes on.
-                rec = {"failed": " ".join(str(exc).split()), "spec": {"strategy": spec.strategy}}
-            rec["load"] = [load0, os.getloadavg()[0]]
-            rec["suite"] = SUITE
             path = RESULTS / f"e2e-{topo}-{mbit}-{spec.strategy}-r{first[spec.strategy] + k}.json"
-            path.write_text(json.dumps(rec, indent=1, sort_keys=True))
+            record_run(spec, f"{mbit}Mb/s", path, SUITE, limit=300, mtu=MTU, qdisc=QDISC, **kw)
             print(topo, mbit, spec.strategy, f"run {k + 1}/{repeats}", "done", file=sys.stderr)
 
 

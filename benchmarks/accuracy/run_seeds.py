@@ -39,17 +39,14 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import statistics
 import sys
 from pathlib import Path
 
 import tomllib
-from e2e import E2ESpec, compute_scale, e2e_topology, launch_e2e, measure, predict_e2e, probe_jitter
+from e2e import E2ESpec, compute_scale, e2e_topology, measure, predict_e2e, probe_jitter, record_run
 from run_e2e import BATCH, MODEL, MTU, QDISC
 
-from simcomm.calibrate.emulate import EmulatedCluster
-from simcomm.calibrate.fit import CalibrationError
 from simcomm.errors import ConfigError
 from simcomm.units import parse_bandwidth, parse_time
 
@@ -118,16 +115,8 @@ def run(specs, repeats: int) -> None:
     start = {s.strategy: len(records(s.strategy)) for s in specs}
     for k in range(repeats):
         for spec in specs:
-            load0 = os.getloadavg()[0]
-            try:
-                with EmulatedCluster(spec.hosts, RATE, mtu=MTU, qdisc=QDISC) as cl:
-                    rec = launch_e2e(cl, spec, limit=600)
-            except CalibrationError as exc:
-                rec = {"failed": " ".join(str(exc).split()), "spec": {"strategy": spec.strategy}}
-            rec["load"] = [load0, os.getloadavg()[0]]
-            rec["suite"] = SUITE
             path = RESULTS / f"e2e-{spec.strategy}-r{start[spec.strategy] + k}.json"
-            path.write_text(json.dumps(rec, indent=1, sort_keys=True))
+            rec = record_run(spec, RATE, path, SUITE, limit=600, mtu=MTU, qdisc=QDISC)
             print(spec.strategy, f"run {k + 1}/{repeats}", f"load {rec['load'][0]:.1f}->{rec['load'][1]:.1f}",
                   file=sys.stderr, flush=True)
 

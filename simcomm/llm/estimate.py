@@ -248,7 +248,7 @@ class Pricer(DataParallelTimelines):
         moe = self.moe_costs(lay)
         if moe is None:
             return 0.0
-        key = (self._cost_key(lay), lay.etp, lay.pp)
+        key = (self._cost_key(lay), lay.pp)  # the cost key holds tp, cp, ep, etp, dp and the rest of the shape
         if key not in self._ep_memo:
             from simcomm.strategies.megatron.moe import DISPATCH_POINTS, dispatcher_steps
 
