@@ -77,7 +77,7 @@ class Pricer(DataParallelTimelines):
         self._dp_memo: dict = {}
         self._layer_memo: dict = {}  # compute.layer_costs' per-layer times, shared by every layout
         self._moes: dict = {}  # _cost_key -> the emitter's MoeCosts (None: a dense model)
-        self._ep_memo: dict = {}  # (cost key, etp, the layout's groups) -> dispatcher seconds per MoE layer
+        self._ep_memo: dict = {}  # (cost key, pp) -> dispatcher seconds of one MoE layer and micro-batch
         self._at: dict = {}  # (kind, groups) -> {bytes: seconds}: price() without re-hashing the groups
         self._moe_trace = any(x.name.endswith(".moe") for x in self.trace.layers)
         self.gpn = gpus_per_node  # None: the TP-DP link sharing below is not counted
