@@ -352,8 +352,9 @@ def plan_ops(cfg, lay: Layout, n_gpus: int, global_batch: int) -> int:
     if lay.dp > 1 and fold_computes(n_gpus, m, 2 * cfg.layers + 2, lay.pp, lay.recompute) >= FOLD_ABOVE:
         # megatron's replicas=auto (the plan simulates a uniform cluster): one data replica (its whole
         # context-parallel rings) in full, the others only in the data-parallel collectives, which keep
-        # their full groups; with cp 1 the tensor-parallel lanes fold too, one compute per group
-        lanes = lay.tp if lay.cp == 1 and lay.tp > 1 else 1
-        computes, colls, ring, sends = (computes // (lay.dp * lanes), colls // lay.dp, ring // lay.dp,
-                                        sends // lay.dp)
+        # their full groups; the tensor-parallel lanes fold too, one compute per group, and with ring attention
+        # one compute, one ring send per step and one pipeline send per stage for all its tp·cp ranks
+        lanes = lay.tp * lay.cp
+        computes, colls, ring, sends = (computes // (lay.dp * lanes), colls // lay.dp, ring // (lay.dp * lanes),
+                                        sends // (lay.dp * (lanes if lay.cp > 1 else 1)))
     return computes + colls + ring + zero3 + sends

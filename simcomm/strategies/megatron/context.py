@@ -27,6 +27,8 @@ class ContextParallel:
         after the last piece (exposed).  Returns each rank's last piece; ``wait`` then also holds the last
         dK/dV arrival.  The layer's TP communication is emitted around this by ``_layer``.
         """
+        if self.fold_lanes:
+            return self._folded_ring(p, wait, fwd, secs, label, ag)
         n = self.layout.cp
         kv = self.kv_bytes  # the same block for every attention layer
         ids = {}
@@ -62,6 +64,40 @@ class ContextParallel:
                 arrived = step
             for r in g:
                 wait[r] = cur[r] + ([grad_in[r]] if r in grad_in else [])
+        return ids
+
+    def _folded_ring(self, p, wait, fwd: bool, secs: float, label: str, ag=None):
+        """:meth:`_ring` with the stage's ranks folded (the emitter's ``fold_lanes``): every rank of every ring
+        computes alike, so the stage's first rank computes the pieces for all, and its send to its ring neighbour
+        stands for every rank's send of that step (each over its own link; the others' bytes are counted by the
+        plan's ``cp`` traffic weight).  Piece k waits for that send, as each rank's piece waits for the block its
+        predecessor sent at the same instant.  The pieces start once every rank's input has arrived."""
+        lay, builder = self.layout, self.builder
+        n, kv = lay.cp, self.kv_bytes
+        ranks = self._stage(p)
+        first, neighbour = lay.cp_groups(0, p)[0][:2]
+        cur = list(dict.fromkeys(x for r in ranks for x in wait[r] + ([ag[r]] if ag and r in ag else [])))
+        arrived = sent = grad_in = None
+        secs_piece = secs / n * self.workload.scale(first)
+        for k in range(n):
+            step = None
+            if k < n - 1:
+                deps = (cur if k == 0 else [arrived]) + ([sent] if sent is not None else [])
+                sent = step = builder.transfer(first, neighbour, kv, after=deps, stream="cp",
+                                               label=f"cp-kv step{k + 1} {label}")
+                self.counts["transfer"] += 1
+            cur = [builder.compute(first, secs_piece, after=cur + ([arrived] if k > 0 else []),
+                                   label=f"{label} piece{k}")]
+            if not fwd and k > 0:
+                grad_in = builder.transfer(first, neighbour, kv, after=cur + ([grad_in] if grad_in is not None else []),
+                                           stream="cp", label=f"cp-dkv step{k} {label}")
+                self.counts["transfer"] += 1
+            arrived = step
+        done = cur + ([grad_in] if grad_in is not None else [])
+        ids = {}
+        for r in ranks:
+            wait[r] = list(done)
+            ids[r] = cur[0]
         return ids
 
     def _ulysses(self, j, p, wait, fwd: bool, label: str, ag=None):

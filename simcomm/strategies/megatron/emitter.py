@@ -38,8 +38,11 @@ class Emitter(LayerComm, ContextParallel, DataParallel):
         # waits for all of them anyway, and equal computes end max(ready) + t either way); not with ring
         # attention, whose pieces interleave with per-rank sends
         # The same holds for the live replicas of a stage that expert parallelism keeps (every MoE layer's
-        # dispatch and combine span them all): one compute per stage, on its first rank
-        self.fold_lanes = self.live < lay.dp and (lay.tp > 1 or self.live > 1) and lay.cp == 1
+        # dispatch and combine span them all) and for a ring attention's ranks (each computes its pieces on a
+        # K/V block that arrives over a link like its neighbour's): one compute per stage, on its first rank
+        # (Ulysses' all-to-alls are emitted per rank: no lane fold with them)
+        self.fold_lanes = (self.live < lay.dp and (lay.tp > 1 or self.live > 1)
+                           and (lay.cp == 1 or p.cp_kind == "ring"))
         # and, folded so, a stage's lanes send their activations alike (each to the same lane of the next stage,
         # over its own NIC): one send stands for all
         self.fold_sends = self.fold_lanes and self.live > 1
@@ -283,11 +286,15 @@ class Emitter(LayerComm, ContextParallel, DataParallel):
                         f"bytes {lay.dp // self.live} times, once per replica they stand for; the busiest links "
                         "are the simulated ones; --opt replicas=all simulates every replica)",)
             if self.fold_lanes and self.live > 1:
-                assumed += (f"a stage's {lay.tp * self.live} simulated ranks identical (the expert-parallel groups "
-                            "they form exchange tokens in every MoE layer): one compute per stage, started when every "
-                            "rank's input has arrived, and one pipeline send per stage boundary (the first rank's, "
-                            "after every rank's last op; the others' alike sends on their own NICs are counted in "
-                            "the link traffic); their collectives stay per rank",)
+                why = "the context-parallel rings they form pass alike K/V blocks" if lay.cp > 1 else \
+                    "the expert-parallel groups they form exchange tokens in every MoE layer"
+                ring = (" and one ring-attention send per ring step (the first rank's to its ring neighbour, "
+                        "which every rank's pieces wait for)") if lay.cp > 1 else ""
+                assumed += (f"a stage's {lay.tp * self.live} simulated ranks identical ({why}): one compute per "
+                            "stage, started when every rank's input has arrived, one pipeline send per stage "
+                            f"boundary (the first rank's, after every rank's last op){ring}; the others' alike "
+                            "sends on their own links are counted in the link traffic; their collectives stay per "
+                            "rank (--opt replicas=all simulates every rank)",)
             elif self.fold_lanes:
                 assumed += (f"tensor-parallel ranks identical: one compute per group of {lay.tp}, started when "
                             "every rank's input has arrived (their collectives and sends stay per rank)",)
@@ -295,6 +302,8 @@ class Emitter(LayerComm, ContextParallel, DataParallel):
         weights = {s: lay.dp / self.live for s in ("tp", "cp", "ep", "pp")} if self.live < lay.dp else None
         if self.fold_sends:
             weights["pp"] = float(lay.dp * lay.tp)  # one lane's sends stand for every lane of every replica
+            if lay.cp > 1:
+                weights["cp"] = float(lay.dp * lay.tp)  # so do its ring-attention sends (context.py _folded_ring)
         return self.builder.build(kind="every iteration", assumed=assumed, strategy="megatron",
                                   measured_ranks=measured, samples=sz.global_batch, traffic_weights=weights,
                                   layout={"tp": lay.tp, "pp": lay.pp, "dp": lay.data, "ep": lay.ep,
