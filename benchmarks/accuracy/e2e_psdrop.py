@@ -36,14 +36,14 @@ def layer_of(model) -> list[int]:
 
 
 def threshold(values: list[float], sizes: list[int], ratio: float) -> float:
-    """Alg. 1: add layers by value ascending until the dropped elements pass ratio x total."""
-    total, dropped, thr = float(sum(sizes)), 0.0, -1.0
+    """Alg. 1: add layers by value ascending; the first whose size takes the dropped count above
+    ratio x total (line 8: ``numDrop > total number of gradients x R``) gives the threshold; none: -1."""
+    total, dropped = float(sum(sizes)), 0.0
     for v, n in sorted(zip(values, sizes, strict=True)):
-        if dropped >= ratio * total:
-            break
         dropped += n
-        thr = v
-    return thr
+        if dropped > ratio * total:
+            return v
+    return -1.0
 
 
 class LayerDrop:
@@ -58,6 +58,8 @@ class LayerDrop:
             self.sizes[lay] += p.numel()
         self.accum = [torch.zeros_like(p) for p in me.params]
         self.thr = -1.0
+        #: per iteration, the fraction of elements this worker pushed and pulled (for the record)
+        self.wire: dict[str, list[float]] = {"pushed": [], "pulled": []}
 
     def step(self, i: int) -> str:
         return self._server() if self.a.rank == self.me.server else self._worker(i)
@@ -77,6 +79,8 @@ class LayerDrop:
         if (i - 1) % THRESHOLD_EVERY == 0:
             self.thr = threshold(value, self.sizes, DROP_RATIO)
         sent = [v >= self.thr for v in value]
+        total = sum(self.sizes)
+        self.wire["pushed"].append(sum(n for n, s in zip(self.sizes, sent, strict=True) if s) / total)
         server = me.server
         reqs = [dist.isend(self._flags(sent), dst=server)]
         for acc, lay in zip(self.accum, self.layer, strict=True):
@@ -88,6 +92,7 @@ class LayerDrop:
                 acc.zero_()
         union = torch.empty(self.n_layers, dtype=torch.int32)
         dist.recv(union, src=server)
+        self.wire["pulled"].append(sum(n for n, u in zip(self.sizes, union.tolist(), strict=True) if u) / total)
         with torch.no_grad():
             for p, lay in zip(me.params, self.layer, strict=True):
                 buf = torch.empty(p.numel()) if union[lay] else torch.empty(1)

@@ -120,9 +120,12 @@ def test_every_seed_strategy_has_a_suite_spec():
 def test_layer_drop_threshold_is_the_last_layer_added_until_the_ratio_is_passed():
     from e2e_psdrop import threshold
 
-    # values 1, 2, 3, 4 with 10, 60, 20, 10 elements: 90 % of 100 dropped after 1 (10), 2 (70), 3 (90): thr 3
-    assert threshold([3.0, 1.0, 4.0, 2.0], [20, 10, 10, 60], 0.9) == 3.0
-    assert threshold([3.0, 1.0], [20, 10], 0.0) == -1.0  # nothing to drop: every layer goes
+    # values 1, 2, 3, 4 with 10, 60, 20, 10 elements: dropped 10, 70, 90, 100 after each; Alg. 1 line 8 stops
+    # at the first count *above* 90 % of 100, so 4 (at 3 the count equals 90: not yet passed)
+    assert threshold([3.0, 1.0, 4.0, 2.0], [20, 10, 10, 60], 0.9) == 4.0
+    assert threshold([3.0, 1.0, 4.0, 2.0], [20, 10, 10, 60], 0.85) == 3.0
+    assert threshold([3.0, 1.0], [20, 10], 0.0) == 1.0  # the smallest value: every layer reaches it and goes
+    assert threshold([3.0, 1.0], [20, 10], 1.0) == -1.0  # never above the total: invalid, every layer goes
 
 
 def test_layer_drop_worker_sends_flags_then_one_message_per_tensor():
