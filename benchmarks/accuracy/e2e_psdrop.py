@@ -13,7 +13,12 @@ Alg. 1) as its docstring states it, written with gloo point-to-point messages:
   the one-element list ``[0]`` (Eqs. 1-2);
 * the server restores every ``[0]`` to zeros, averages, steps, and sends back
   per tensor the updated value of every layer that *any* worker pushed and
-  ``[0]`` for the others (Sec. 4.2); workers copy the updated tensors in.
+  ``[0]`` for the others (Sec. 4.2); workers copy the updated tensors in;
+* before the first iteration the server sends every worker its whole model
+  (Sec. 4.1), so the workers start from the server's parameters;
+* the worker pushes after its backward has ended and blocks on the whole
+  reply before its next forward (Sec. 4.1), which simcomm's ``push
+  after-backward`` models.
 
 One deviation, said in docs/accuracy.md: TF's messages carry their shapes, a
 gloo receive needs its size first, so each direction starts with one small
@@ -62,7 +67,25 @@ class LayerDrop:
         self.wire: dict[str, list[float]] = {"pushed": [], "pulled": []}
 
     def step(self, i: int) -> str:
+        if i == 1:
+            self._initial()
         return self._server() if self.a.rank == self.me.server else self._worker(i)
+
+    def _initial(self) -> None:
+        """Sec. 4.1: "When distributed deep learning is started, the worker receives initialized model
+        parameters from the parameter server" (every layer, none a placeholder): the workers start from the
+        server's model, not from the one their compute probes stepped.  Before iteration 1 (a warm-up)."""
+        torch, dist, me = self.torch, self.dist, self.me
+        with torch.no_grad():
+            if self.a.rank == me.server:
+                reqs = [dist.isend(p.reshape(-1).clone(), dst=w) for p in me.params for w in range(me.workers)]
+                for q in reqs:
+                    q.wait()
+                return
+            for p in me.params:
+                buf = torch.empty(p.numel())
+                dist.recv(buf, src=me.server)
+                p.copy_(buf.view_as(p))
 
     def _flags(self, sent: list[bool]):
         return self.torch.tensor([int(s) for s in sent], dtype=self.torch.int32)

@@ -131,11 +131,23 @@ def test_layer_drop_threshold_is_the_last_layer_added_until_the_ratio_is_passed(
 def test_layer_drop_worker_sends_flags_then_one_message_per_tensor():
     me, dist = _rank("ps-layer-drop", 0, world=5)
     assert me.server == 4 and me.workers == 4
+    n = len(me.params)
     assert me.step(1) == "every iteration"
+    # before iteration 1, the server's whole model, one tensor each (Sec. 4.1)
+    assert dist.calls[:n] == [("recv", 4)] * n
     sends = [c for c in dist.calls if c[0] == "isend"]
-    assert sends == [("isend", 4)] * (1 + len(me.params))
-    assert dist.calls[len(sends)] == ("recv", 4)  # then the union's flags, then a tensor each
-    assert len([c for c in dist.calls if c[0] == "recv"]) == 1 + len(me.params)
+    assert sends == [("isend", 4)] * (1 + n) and dist.calls[n:2 * n + 1] == sends  # flags, a tensor each
+    assert dist.calls[2 * n + 1] == ("recv", 4)  # then the union's flags, then a tensor each
+    assert len([c for c in dist.calls if c[0] == "recv"]) == n + 1 + n
+    dist.calls.clear()
+    assert me.step(2) == "every iteration"  # no model broadcast after the first iteration
+    assert dist.calls[:1 + n] == [("isend", 4)] * (1 + n)
+
+
+def test_layer_drop_server_sends_its_model_to_every_worker_before_iteration_1():
+    me, dist = _rank("ps-layer-drop", 4, world=5)
+    me.helper._initial()
+    assert dist.calls == [("isend", w) for _ in me.params for w in range(4)]
 
 
 def test_in_run_compute_is_start_to_end_of_backward_of_the_measured_iterations():
