@@ -136,6 +136,10 @@ class LayerDropParams(PSParams):
     @property
     def assumed(self) -> tuple[str, ...]:
         out = list(super().assumed)
+        if self.push == "after-backward" and self.pull == "per-tensor":  # ps's line says forward waits per layer
+            out = [("a tensor is pulled as soon as its server has updated it (the only server schedule under which "
+                    "seed 004's no-drop 1 Gb/s communication fits under line rate)") if line.startswith(
+                        "a tensor is pulled as soon") else line for line in out]
         if self.drop_ratio == 0.9:
             out.append("drop ratio R = 0.9 (seed 004 does not state R): workers push ~10 % of gradient elements, a "
                        "90 % cut in pushed bytes; the paper's 95 % cut of communication time at 1 Gb/s would need "
