@@ -59,9 +59,10 @@ STRATEGY_OPTIONS = {
                                    "broadcast": "segment"},
     "gtopk": {"density": 0.004, "down": "bcast"},
     "gs-sgd": {"density": 0.004, "sketch_rows": SKETCH_ROWS, "sketch_cols": SKETCH_COLS},
-    # the worker's accumulator work is a few ms of its compute; seed 004's measured TF overheads do not apply
+    # the worker's accumulator work is a few ms of its compute; seed 004's measured TF overheads do not apply.
+    # Its server steps once every push is in, then sends (Sec. 4.2 as written): pull after-update
     "ps-layer-drop": {"servers": 1, "placement": "own", "drop_ratio": DROP_RATIO, "threshold_every": THRESHOLD_EVERY,
-                      "worker_overhead": 0.0, "server_overhead": 0.0},
+                      "worker_overhead": 0.0, "server_overhead": 0.0, "pull": "after-update"},
     "pcnn": {},
 }
 #: DDP bucket size per strategy (MB; default 25, one bucket for the suite's 1.1 MB model).  pcnn groups the

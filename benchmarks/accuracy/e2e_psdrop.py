@@ -13,7 +13,12 @@ Alg. 1) as its docstring states it, written with gloo point-to-point messages:
   the one-element list ``[0]`` (Eqs. 1-2);
 * the server restores every ``[0]`` to zeros, averages, steps, and sends back
   per tensor the updated value of every layer that *any* worker pushed and
-  ``[0]`` for the others (Sec. 4.2); workers copy the updated tensors in.
+  ``[0]`` for the others (Sec. 4.2); workers copy the updated tensors in;
+* before the first iteration the server sends every worker its whole model
+  (Sec. 4.1), so the workers start from the server's parameters;
+* the worker pushes after its backward has ended and blocks on the whole
+  reply before its next forward (Sec. 4.1), which simcomm's ``push
+  after-backward`` models.
 
 One deviation, said in docs/accuracy.md: TF's messages carry their shapes, a
 gloo receive needs its size first, so each direction starts with one small
@@ -36,14 +41,14 @@ def layer_of(model) -> list[int]:
 
 
 def threshold(values: list[float], sizes: list[int], ratio: float) -> float:
-    """Alg. 1: add layers by value ascending until the dropped elements pass ratio x total."""
-    total, dropped, thr = float(sum(sizes)), 0.0, -1.0
+    """Alg. 1: add layers by value ascending; the first whose size takes the dropped count above
+    ratio x total (line 8: ``numDrop > total number of gradients x R``) gives the threshold; none: -1."""
+    total, dropped = float(sum(sizes)), 0.0
     for v, n in sorted(zip(values, sizes, strict=True)):
-        if dropped >= ratio * total:
-            break
         dropped += n
-        thr = v
-    return thr
+        if dropped > ratio * total:
+            return v
+    return -1.0
 
 
 class LayerDrop:
@@ -58,9 +63,29 @@ class LayerDrop:
             self.sizes[lay] += p.numel()
         self.accum = [torch.zeros_like(p) for p in me.params]
         self.thr = -1.0
+        #: per iteration, the fraction of elements this worker pushed and pulled (for the record)
+        self.wire: dict[str, list[float]] = {"pushed": [], "pulled": []}
 
     def step(self, i: int) -> str:
+        if i == 1:
+            self._initial()
         return self._server() if self.a.rank == self.me.server else self._worker(i)
+
+    def _initial(self) -> None:
+        """Sec. 4.1: "When distributed deep learning is started, the worker receives initialized model
+        parameters from the parameter server" (every layer, none a placeholder): the workers start from the
+        server's model, not from the one their compute probes stepped.  Before iteration 1 (a warm-up)."""
+        torch, dist, me = self.torch, self.dist, self.me
+        with torch.no_grad():
+            if self.a.rank == me.server:
+                reqs = [dist.isend(p.reshape(-1).clone(), dst=w) for p in me.params for w in range(me.workers)]
+                for q in reqs:
+                    q.wait()
+                return
+            for p in me.params:
+                buf = torch.empty(p.numel())
+                dist.recv(buf, src=me.server)
+                p.copy_(buf.view_as(p))
 
     def _flags(self, sent: list[bool]):
         return self.torch.tensor([int(s) for s in sent], dtype=self.torch.int32)
@@ -77,6 +102,8 @@ class LayerDrop:
         if (i - 1) % THRESHOLD_EVERY == 0:
             self.thr = threshold(value, self.sizes, DROP_RATIO)
         sent = [v >= self.thr for v in value]
+        total = sum(self.sizes)
+        self.wire["pushed"].append(sum(n for n, s in zip(self.sizes, sent, strict=True) if s) / total)
         server = me.server
         reqs = [dist.isend(self._flags(sent), dst=server)]
         for acc, lay in zip(self.accum, self.layer, strict=True):
@@ -88,6 +115,7 @@ class LayerDrop:
                 acc.zero_()
         union = torch.empty(self.n_layers, dtype=torch.int32)
         dist.recv(union, src=server)
+        self.wire["pulled"].append(sum(n for n, u in zip(self.sizes, union.tolist(), strict=True) if u) / total)
         with torch.no_grad():
             for p, lay in zip(me.params, self.layer, strict=True):
                 buf = torch.empty(p.numel()) if union[lay] else torch.empty(1)

@@ -243,7 +243,8 @@ def run(a) -> dict | None:
         rows = [None] * a.world
         dist.all_gather_object(rows, {"rank": a.rank, "ends": ends, "kinds": kinds, "probe": probe,
                                       "stream_probe": stream, "stream_bytes": 2 * STREAM_BYTES,
-                                      "compute_ends": computed, "rates": rates})
+                                      "compute_ends": computed, "rates": rates,
+                                      "wire": getattr(me.helper, "wire", None)})
     finally:
         dist.destroy_process_group()
     return {"ranks": rows} if a.rank == 0 else None

@@ -1,6 +1,6 @@
 """Every seed strategy on the emulated cluster vs simcomm, calibrated as a user would (issue 26).
 
-    sudo .venv/bin/python benchmarks/accuracy/run_seeds.py [--repeats N] [--evaluate] [strategy ...]
+    sudo .venv/bin/python benchmarks/accuracy/run_seeds.py [--repeats N] [--evaluate] [--suite TAG] [strategy ...]
 
 1. The link: ``simcomm calibrate --emulate 4 --rate 50Mb/s --mtu 9000 --qdisc fq
    --out results/seeds/links-star-50.toml``, run beforehand exactly as a user
@@ -29,7 +29,8 @@ passes of probes and 10 training iterations: pcnn took 37 s wall at load 5-6 (co
 13-24 a run of the others took 50-80 s.  The full suite (11 strategies x REPEATS=2 = 22 runs) is then,
 estimated, ~12 min on a quiet machine and ~25-30 min at load 15-20; ``--evaluate`` alone takes ~12 s CPU.  Records
 are appended (run k of a strategy is the next free index) and every record tagged SUITE is scored: change
-SUITE (or move the old e2e-*.json away) before a fresh full run, or old runs at another load mix in.
+SUITE (or move the old e2e-*.json away) before a fresh full run, or old runs at another load mix in;
+``--suite TAG`` records and scores under TAG instead (a smoke or loaded run kept apart from the suite's).
 
 ``--evaluate`` scores the saved records without running anything; the trace is captured once
 (results/seeds/trace-resnet20-cifar.json) and reused unless ``--fresh-trace``.
@@ -111,20 +112,20 @@ def records(strategy: str) -> list[Path]:
     return sorted(RESULTS.glob(f"e2e-{strategy}-r*.json"), key=lambda p: int(p.stem.rsplit("-r", 1)[1]))
 
 
-def run(specs, repeats: int) -> None:
+def run(specs, repeats: int, suite: str = SUITE) -> None:
     start = {s.strategy: len(records(s.strategy)) for s in specs}
     for k in range(repeats):
         for spec in specs:
             path = RESULTS / f"e2e-{spec.strategy}-r{start[spec.strategy] + k}.json"
-            rec = record_run(spec, RATE, path, SUITE, limit=600, mtu=MTU, qdisc=QDISC)
+            rec = record_run(spec, RATE, path, suite, limit=600, mtu=MTU, qdisc=QDISC)
             print(spec.strategy, f"run {k + 1}/{repeats}", f"load {rec['load'][0]:.1f}->{rec['load'][1]:.1f}",
                   file=sys.stderr, flush=True)
 
 
-def evaluate(trace, specs=SPECS) -> list[dict]:
+def evaluate(trace, specs=SPECS, suite: str = SUITE) -> list[dict]:
     alpha, bw = calibrated_link()
     recs = {s.strategy: [json.loads(p.read_text()) for p in records(s.strategy)] for s in specs}
-    recs = {k: [r for r in v if r.get("suite") == SUITE and not r.get("failed")] for k, v in recs.items()}
+    recs = {k: [r for r in v if r.get("suite") == suite and not r.get("failed")] for k, v in recs.items()}
     probes = [measure(r) for v in recs.values() for r in v if E2ESpec(**r["spec"]).per_host == 1]
     cpu = statistics.median(m.cpu_per_byte for m in probes if m.stream_probe_s is not None) if probes else 0.0
     rows = []
@@ -200,6 +201,11 @@ def main(argv: list[str]) -> None:
         i = argv.index("--repeats")
         repeats = int(argv[i + 1])
         del argv[i:i + 2]
+    suite = SUITE
+    if "--suite" in argv:
+        i = argv.index("--suite")
+        suite = argv[i + 1]
+        del argv[i:i + 2]
     only = [a for a in argv if not a.startswith("--")]
     names = [s.strategy for s in SPECS]
     if any(a not in names for a in only):
@@ -207,16 +213,16 @@ def main(argv: list[str]) -> None:
                  f"{', '.join(names)}")
     specs = [s for s in SPECS if not only or s.strategy in only]
     if "--evaluate" not in argv:
-        run(specs, repeats)
+        run(specs, repeats, suite)
     if "--fresh-trace" in argv:
         TRACE.unlink(missing_ok=True)
-    rows = evaluate(capture(), specs)
+    rows = evaluate(capture(), specs, suite)
     print(table(rows))
     scores = {key: score(rows, key) for key in ("predicted", "predicted_flat", "predicted_run")}
     for key, s in scores.items():
         print(f"{key}: median |error| {s['median']:.1%}, worst {s['worst']:.1%}; {s['pairs']} pairs apart by more "
               f"than {ORDER_GAP:.0%}, misordered: {', '.join(s['misordered']) or 'none'}")
-    if len(specs) == len(SPECS):  # a subset (a smoke run of one strategy) leaves the suite's summary alone
+    if len(specs) == len(SPECS) and suite == SUITE:  # a subset (a smoke run of one strategy) leaves the suite's summary alone
         (RESULTS / "summary.json").write_text(json.dumps({"rows": rows, "scores": scores, "model": MODEL}, indent=1))
 
 

@@ -276,6 +276,10 @@ class ParameterServer(Strategy):
     def worker_workload(self, workload):
         return workload
 
+    def push_ready(self, it) -> tuple[int, ...]:
+        """Per ready group, the op a worker's pushes of its tensors wait for: the group's gradient."""
+        return it.bucket_ready
+
     def tensor_bytes(self, workload, tens) -> tuple[list[float], list[float]]:
         """Per tensor: bytes one worker pushes and bytes the server sends each worker."""
         n = [t.nbytes for t in tens]
@@ -316,7 +320,7 @@ class ParameterServer(Strategy):
         its = {r: emit_forward_backward(b, w, r, buckets=groups) for r in range(W)}
         # The loops below emit ~10^6 ops at 1 024 workers: what does not depend on the worker is
         # looked up once per tensor (the same ops, in the same order, as the plain loops would make).
-        ready_of = [(r, its[r].bucket_ready) for r in arrival]
+        ready_of = [(r, self.push_ready(its[r])) for r in arrival]
         transfer = b.transfer
         last_in: dict[int, int] = {}
         update = {}

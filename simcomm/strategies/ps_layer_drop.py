@@ -1,7 +1,7 @@
 """``ps-layer-drop``: parameter server with layer dropping, seed 004 (Sec. 4-5, Alg. 1).
 
 Pattern: as ``ps`` (per-tensor push, server update, per-tensor pull), but
-each worker keeps a per-layer accumulator and pushes a layer only when its
+pushed only after the whole backward (``push``, below), and each worker keeps a per-layer accumulator and pushes a layer only when its
 representative value (mean |accum|) reaches a threshold; a dropped layer is
 sent as the one-element list ``[0]`` and stays accumulated (Eqs. 1-2).  The
 threshold is recomputed every ``threshold_every`` iterations so that a
@@ -20,6 +20,26 @@ worker sends layer l, the union is sent a fraction
   synchronous PS, and all thresholds restart at the same iteration;
 * ``union independent``: 1 − Π_w (1 − f_l,w), each worker's choice an
   independent draw (the pessimistic bound; 1 − 0.9^4 = 0.34 for 4 workers and R = 0.9).
+
+Schedule (``push``).  ``after-backward`` (default), as seed 004's worker
+runs (Sec. 4.1): it "computes gradients ... After computing the gradients,
+the worker performs the following tasks to compress the data": adds them to
+its accumulators, compares each layer with the threshold, builds the list
+with ``[0]`` for the dropped layers and sends it; it then receives the whole
+parameter list, replaces the ``[0]`` layers with its old values, "After
+that, the worker computes gradients".  So no push starts before the worker's
+backward ends, and its next forward waits for every pulled tensor.  The
+paper's framework says the same: TensorFlow 1.13 graphs run by a session
+with OpenMPI 3.0.0 messages between them (Sec. 6.1), a Python list with
+``[0]`` entries, which exists only once the session has returned every
+gradient; and Table 1's worker compute, PS compute and communication add up
+to its total in all four rows (0.388 + 0.073 + 3.457 = 3.918), phases one
+after the other.  The server side is ``ps``'s (per tensor: its W pushes in,
+update, pull out, ``pull`` option), the only one under which Table 1's
+no-drop 1 Gb/s communication (3.457 s for 4 x 102.2 MB each way) fits
+under GbE's line rate.  ``as-ready`` pushes each tensor as backward
+produces it and lets a layer's forward wait only for its own tensors, as
+``ps`` does (not seed 004's schedule; for comparison).
 
 Bytes per tensor of n bytes: push ``f·n + (1 − f)·placeholder``, pull
 ``u·n + (1 − u)·placeholder`` (u the union fraction); every tensor is still
@@ -42,9 +62,10 @@ from simcomm.strategies.base import register
 from simcomm.strategies.common import check_choice
 from simcomm.strategies.ps import ParameterServer, PSParams
 
-__all__ = ["LayerDropParams", "LayerDrop", "threshold", "sent_fractions", "union_fraction", "UNIONS"]
+__all__ = ["LayerDropParams", "LayerDrop", "threshold", "sent_fractions", "union_fraction", "UNIONS", "PUSHES"]
 
 UNIONS = ("shared", "independent")
+PUSHES = ("after-backward", "as-ready")
 
 
 def threshold(values: list[float], sizes: list[float], ratio: float) -> float:
@@ -60,8 +81,10 @@ def threshold(values: list[float], sizes: list[float], ratio: float) -> float:
 
 def sent_fractions(l1: list[tuple[float, ...]], params: list[int], ratio: float, every: int) -> list[float]:
     """Fraction of iterations each layer is pushed, replaying the accumulators over the L1 history."""
-    n_iter = min(len(x) for x in l1)
     live = [i for i, p in enumerate(params) if p > 0]
+    n_iter = min((len(l1[i]) for i in live), default=0)  # layers without parameters carry no history
+    if n_iter == 0:
+        return [0.0] * len(params)
     accum = [0.0] * len(params)
     sent = [0] * len(params)
     thr = -1.0
@@ -95,6 +118,7 @@ class LayerDropParams(PSParams):
     worker_overhead: float = 0.05
     server_overhead: float = 0.15
     placeholder_bytes: float = 4.0
+    push: str = "after-backward"
 
     def __post_init__(self):
         super().__post_init__()
@@ -104,6 +128,7 @@ class LayerDropParams(PSParams):
                 or self.threshold_every < 1:
             raise ConfigError(f"threshold-every: {self.threshold_every!r} must be a positive integer")
         check_choice("union", self.union, UNIONS)
+        check_choice("push", self.push, PUSHES)
         for name in ("worker_overhead", "server_overhead", "placeholder_bytes"):
             if not getattr(self, name) >= 0:
                 raise ConfigError(f"{name.replace('_', '-')}: {getattr(self, name)!r} must be >= 0")
@@ -111,6 +136,10 @@ class LayerDropParams(PSParams):
     @property
     def assumed(self) -> tuple[str, ...]:
         out = list(super().assumed)
+        if self.push == "after-backward" and self.pull == "per-tensor":  # ps's line says forward waits per layer
+            out = [("a tensor is pulled as soon as its server has updated it (the only server schedule under which "
+                    "seed 004's no-drop 1 Gb/s communication fits under line rate)") if line.startswith(
+                        "a tensor is pulled as soon") else line for line in out]
         if self.drop_ratio == 0.9:
             out.append("drop ratio R = 0.9 (seed 004 does not state R): workers push ~10 % of gradient elements, a "
                        "90 % cut in pushed bytes; the paper's 95 % cut of communication time at 1 Gb/s would need "
@@ -118,6 +147,10 @@ class LayerDropParams(PSParams):
         if self.union == "shared":
             out.append("workers drop the same layers in an iteration, so the union the server returns is one "
                        "worker's set (union independent: 1 - prod(1 - f))")
+        if self.push == "after-backward":
+            out.append("push after-backward: each worker sends its compressed list once its backward has ended and "
+                       "its next forward waits for the whole parameter list (seed 004 Sec. 4.1; push as-ready: "
+                       "each tensor as backward produces it, as ps)")
         if self.worker_overhead == 0.05 and self.server_overhead == 0.15:
             out.append("overheads: worker compute +5 %, server compute +15 % (seed 004 Table 1, 1 Gb/s)")
         return tuple(out)
@@ -155,6 +188,19 @@ class LayerDrop(ParameterServer):
             push.append(fl * t.nbytes + (1.0 - fl) * ph)
             pull.append(u * t.nbytes + (1.0 - u) * ph)
         return push, pull
+
+    def push_ready(self, it) -> tuple[int, ...]:
+        """``after-backward``: every push waits for the end of the worker's backward (seed 004 Sec. 4.1)."""
+        if self.params.push == "as-ready":
+            return super().push_ready(it)
+        return (it.backward_end,) * len(it.bucket_ready)
+
+    def _next_iteration(self, b, w, r: int, groups, fwd, got) -> int:  # type: ignore[override]
+        """``after-backward``: the first forward layer waits for every pulled tensor (the whole list)."""
+        if self.params.push == "after-backward" and fwd:
+            every = tuple(i for _, _, owned in fwd for i in owned)
+            fwd = [(fwd[0][0], fwd[0][1], every)] + [(secs, label, ()) for secs, label, _ in fwd[1:]]
+        return super()._next_iteration(b, w, r, groups, fwd, got)
 
     def worker_workload(self, workload):
         k = 1.0 + self.params.worker_overhead

@@ -16,7 +16,9 @@ phase of its own.  simcomm's pipeline overlaps push, server update and pull,
 so it has no such phase: iteration minus worker and PS compute would be a
 residual that subtracts a server time the pipeline mostly hides.  The
 communication rows are therefore shown beside the paper's but not counted;
-the iteration (``total``) is what is compared.
+the iteration (``total``) is what is compared.  The dropping rows run
+``ps-layer-drop``'s own schedule: pushes after the whole backward (Sec. 4.1),
+the server side as ``ps``.
 
 Unknowns (each a :class:`Fit` on a *no-dropping* row only):
 
@@ -209,5 +211,6 @@ def run() -> CaseResult:
                 "communication (iteration - worker - PS compute) is a residual of an overlapped pipeline, shown "
                 "beside Table 1's measured communication phase but not counted",
                 "dropping: each variable pushed as f n + (1 - f) 4 B and pulled as the union over workers, "
-                "f = 1 - R"),
+                "f = 1 - R; pushes start once the worker's backward has ended and its next forward waits for "
+                "the whole list (Sec. 4.1: the worker compresses and sends after computing the gradients)"),
         calibrated=tuple(cal), rows=explain_misses(rows, CLOSES), findings=tuple(find), fits=tuple(fits))

@@ -120,19 +120,34 @@ def test_every_seed_strategy_has_a_suite_spec():
 def test_layer_drop_threshold_is_the_last_layer_added_until_the_ratio_is_passed():
     from e2e_psdrop import threshold
 
-    # values 1, 2, 3, 4 with 10, 60, 20, 10 elements: 90 % of 100 dropped after 1 (10), 2 (70), 3 (90): thr 3
-    assert threshold([3.0, 1.0, 4.0, 2.0], [20, 10, 10, 60], 0.9) == 3.0
-    assert threshold([3.0, 1.0], [20, 10], 0.0) == -1.0  # nothing to drop: every layer goes
+    # values 1, 2, 3, 4 with 10, 60, 20, 10 elements: dropped 10, 70, 90, 100 after each; Alg. 1 line 8 stops
+    # at the first count *above* 90 % of 100, so 4 (at 3 the count equals 90: not yet passed)
+    assert threshold([3.0, 1.0, 4.0, 2.0], [20, 10, 10, 60], 0.9) == 4.0
+    assert threshold([3.0, 1.0, 4.0, 2.0], [20, 10, 10, 60], 0.85) == 3.0
+    assert threshold([3.0, 1.0], [20, 10], 0.0) == 1.0  # the smallest value: every layer reaches it and goes
+    assert threshold([3.0, 1.0], [20, 10], 1.0) == -1.0  # never above the total: invalid, every layer goes
 
 
 def test_layer_drop_worker_sends_flags_then_one_message_per_tensor():
     me, dist = _rank("ps-layer-drop", 0, world=5)
     assert me.server == 4 and me.workers == 4
+    n = len(me.params)
     assert me.step(1) == "every iteration"
+    # before iteration 1, the server's whole model, one tensor each (Sec. 4.1)
+    assert dist.calls[:n] == [("recv", 4)] * n
     sends = [c for c in dist.calls if c[0] == "isend"]
-    assert sends == [("isend", 4)] * (1 + len(me.params))
-    assert dist.calls[len(sends)] == ("recv", 4)  # then the union's flags, then a tensor each
-    assert len([c for c in dist.calls if c[0] == "recv"]) == 1 + len(me.params)
+    assert sends == [("isend", 4)] * (1 + n) and dist.calls[n:2 * n + 1] == sends  # flags, a tensor each
+    assert dist.calls[2 * n + 1] == ("recv", 4)  # then the union's flags, then a tensor each
+    assert len([c for c in dist.calls if c[0] == "recv"]) == n + 1 + n
+    dist.calls.clear()
+    assert me.step(2) == "every iteration"  # no model broadcast after the first iteration
+    assert dist.calls[:1 + n] == [("isend", 4)] * (1 + n)
+
+
+def test_layer_drop_server_sends_its_model_to_every_worker_before_iteration_1():
+    me, dist = _rank("ps-layer-drop", 4, world=5)
+    me.helper._initial()
+    assert dist.calls == [("isend", w) for _ in me.params for w in range(4)]
 
 
 def test_in_run_compute_is_start_to_end_of_backward_of_the_measured_iterations():

@@ -168,6 +168,10 @@ def test_threshold_alg1():
 def test_sent_fractions_replay_accumulators():
     l1 = [(1.0,) * 4, (2.0,) * 4, (20.0,) * 4]  # means 0.1, 0.2, 1.0
     assert sent_fractions(l1, [10, 10, 20], 0.4, 100) == [0.5, 1.0, 1.0]
+    # a layer without parameters (a ReLU) carries one placeholder entry, not a history: it must not cut
+    # the replay to one iteration (which would give a 0.0, never 0.5)
+    l1 = [(1.0,) * 4, (0.0,), (2.0,) * 4, (20.0,) * 4]
+    assert sent_fractions(l1, [10, 0, 10, 20], 0.4, 100) == [0.5, 0.0, 1.0, 1.0]
 
 
 def test_layer_drop_sends_expected_bytes_from_l1():

@@ -223,6 +223,65 @@ def test_layer_drop_union_from_l1_history():
     assert push == pytest.approx(142.0) and pull == pytest.approx(31 + 40 + 80)
 
 
+def _drop_run(mb, servers: int, **kw):
+    """ps-layer-drop with R = 0 (every layer sent, so ps's bytes) and no overheads, 2 workers."""
+    w = build_workload(_trace(mb), 2)
+    topo = _star(2, servers)
+    params = LayerDropParams(drop_ratio=0.0, worker_overhead=0.0, server_overhead=0.0, server_s_per_byte=1e-10,
+                             servers=servers, **kw)
+    plan = LayerDrop(params).plan(w, topo)
+    tl = engine.simulate(plan, topo, runtime=MPICH)
+    ops = {(op.label, op.src, op.dst) if isinstance(op, Transfer) else (op.label, op.rank): op.id
+           for op in plan.ops}
+    return plan, tl, ops
+
+
+def test_layer_drop_pushes_after_backward_by_hand():
+    """Seed 004 Sec. 4.1: the worker sends its compressed list once backward has ended (9 ms).
+
+    As test_one_server_timeline_by_hand, but every push waits for the end of backward:
+      L2: w0 9-12, w1 12-15      update 15-15.9
+      L1: w0 15-17, w1 17-19     update 19-19.6
+      L0: w0 19-20, w1 20-21     update 21-21.3
+    Pulls: L2 w0 15.9-18.9, w1 18.9-21.9; L1 21.9-23.9, 23.9-25.9; L0 25.9-26.9, 26.9-27.9.
+    w1: forward 27.9-30.9, backward 30.9-36.9: iteration 36.9 - 9 = 27.9 ms (ps, pushing as
+    backward produces each gradient: 23.9).  ``push as-ready`` is ps's schedule.
+    """
+    plan, tl, ops = _drop_run((1, 2, 3), 1)
+    push = {(t, r): _end(tl, ops, f"push[{t}/weights]", r, 2) for t in ("L0", "L1", "L2") for r in (0, 1)}
+    assert push == pytest.approx({("L2", 0): 12, ("L2", 1): 15, ("L1", 0): 17, ("L1", 1): 19,
+                                  ("L0", 0): 20, ("L0", 1): 21})
+    assert float(tl.start[ops[("push[L2/weights]", 0, 2)]]) * 1e3 == pytest.approx(9.0)
+    pull = {(t, r): _end(tl, ops, f"pull[{t}/weights]", 2, r) for t in ("L0", "L1", "L2") for r in (0, 1)}
+    assert pull == pytest.approx({("L2", 0): 18.9, ("L2", 1): 21.9, ("L1", 0): 23.9, ("L1", 1): 25.9,
+                                  ("L0", 0): 26.9, ("L0", 1): 27.9})
+    assert iteration_time(plan, tl)[0] * 1e3 == pytest.approx(27.9)
+    plan, tl, _ = _drop_run((1, 2, 3), 1, push="as-ready")
+    assert iteration_time(plan, tl)[0] * 1e3 == pytest.approx(23.9)
+    assert any("push after-backward" in line for line in LayerDropParams().assumed)
+    with pytest.raises(ConfigError, match="push"):
+        LayerDropParams(push="early")
+
+
+def test_layer_drop_forward_waits_for_the_whole_list_by_hand():
+    """3 servers (L0, L1, L2 one each), concurrent queues, tensors 1, 1, 6 MB; backward ends at 9 ms.
+
+    The 6 pushes start at 9 and share each worker's uplink three ways (1/3 GB/s each): L0 and L1
+    (1 MB) end at 12; L2's two pushes then share ps2's ingress, 0.5 GB/s each: 5 MB more, 22;
+    update 3 x 6 MB x 1e-10 = 1.8 ms, 23.8; its two pulls share ps2's egress: 6 MB at 0.5, 35.8.
+    L0 is pulled by 14.3, but the worker merges the whole list first (Sec. 4.1): forward starts at
+    35.8 on both workers, backward ends at 44.8, iteration 35.8 ms.  ``as-ready`` (pushes from 5 ms,
+    as backward produces them) lets L0's forward start when its own pull ends, 13.3, and wait only at L2.
+    """
+    plan, tl, ops = _drop_run((1, 1, 6), 3, queues="concurrent")
+    assert _end(tl, ops, "pull[L0/weights]", 2, 0) == pytest.approx(14.3)
+    assert _end(tl, ops, "pull[L2/weights]", 4, 0) == pytest.approx(35.8)
+    assert float(tl.start[ops[("forward#2[L0]", 0)]]) * 1e3 == pytest.approx(35.8)
+    assert iteration_time(plan, tl)[0] * 1e3 == pytest.approx(35.8)
+    plan, tl, ops = _drop_run((1, 1, 6), 3, queues="concurrent", push="as-ready")
+    assert float(tl.start[ops[("forward#2[L0]", 0)]]) * 1e3 == pytest.approx(13.3)
+
+
 def test_seed004_ps_preset_structure():
     from simcomm.pipeline import Context, simulate
     from simcomm.scenario import Scenario
