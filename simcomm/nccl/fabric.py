@@ -42,7 +42,8 @@ def _reference_hop_s() -> float:
 def fabric_extra_us(layout: GroupLayout) -> float:
     """Microseconds one network step of ``layout`` waits beyond NCCL's table: ``2 x (hop - InfiniBand's hop)``.
 
-    0 on one node, and on any fabric whose hop latency is InfiniBand's; negative on a faster one.
+    0 on one node, on any fabric whose hop latency is InfiniBand's, and for a NIC class that gives no latency
+    (0 s); negative on a faster fabric.
     """
     if layout.n_nodes < 2 or layout.nic_hop_latency <= 0:
         return 0.0
