@@ -226,7 +226,7 @@ def bench_command(
               f"({runtime.name} collectives{'' if why is None else '; ' + why}), {fidelity} fidelity, "
               f"{gpus_per_thread} GPU(s) per host thread (--gpus-per-thread, nccl-tests' -g){g_from}")
     # the override, then the runtime's defaults
-    assumed = [*ctx.cluster_notes(nodes, 0), *runtime.assumed(kind), *nvlink_notes(topo)]
+    assumed = [*ctx.cluster_notes(nodes, 0), *runtime.assumed(kind, topo), *nvlink_notes(topo)]
     if name == "nccl-socket" and why is not None and why == ctx.transport_switch():
         assumed.append(why)
     if table is None:

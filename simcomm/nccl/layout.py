@@ -85,6 +85,8 @@ class GroupLayout:
     gpu_nic_bw: NCCL's bandwidth of a member's path to its NIC, GB/s (PCIe attach and NIC).
     nic_bw: one NIC's line rate, GB/s (0 without a network).
     cpu: host CPU vendor (``intel`` or ``amd``): NCCL's network overhead and LL caps depend on it.
+    nic_hop_latency: seconds of one hop of the members' NIC link class, before any stack (0 without a
+        network): what a network step costs beyond NCCL's table (:mod:`simcomm.nccl.fabric`).
     """
 
     ranks: tuple[int, ...]
@@ -105,6 +107,7 @@ class GroupLayout:
     cycles: tuple[tuple[tuple[int, ...], ...], ...] = ()
     #: GPUs of a machine have no peer-to-peer path: NCCL stages their traffic through host memory (SHM)
     host_staged: bool = False
+    nic_hop_latency: float = 0.0
 
     @property
     def n_ranks(self) -> int:
@@ -157,9 +160,14 @@ def _machine_info(topology) -> dict:
     by_family: dict[str, np.ndarray] = {}
     attach_bw = np.zeros(topology.n_ranks)
     nic_bw = np.zeros(topology.n_ranks)
+    nic_lat = np.zeros(topology.n_ranks)
     families: set[str] = set()
     links = topology.links
     raw = topology.meta.get("link_raw", {})
+    raw_lat = topology.meta.get("link_raw_latency", {})  # a hop's latency before the stack's overhead
+
+    def hop(name: str) -> float:
+        return float(raw_lat.get(name, links[name].latency))
     arch = topology_arch(topology)
 
     rates: dict[str, float] = {}  # per link class: 16 384 ranks have a few classes
@@ -188,6 +196,7 @@ def _machine_info(topology) -> dict:
                 for far in g.adj[nb]:
                     if g.nodes[far].get("kind") != "rank":
                         nic_bw[r] = rate(g.edges[nb, far]["link"])
+                        nic_lat[r] = hop(g.edges[nb, far]["link"])
                         break
             elif lc.family in _INTRA:
                 fam = _INTRA[lc.family]
@@ -202,6 +211,7 @@ def _machine_info(topology) -> dict:
                     for far in g.adj[nic_node]:
                         if far != nb and g.nodes[far].get("kind") != "rank":  # its uplink, not the switch
                             nic_bw[r] = rate(g.edges[nic_node, far]["link"])
+                            nic_lat[r] = hop(g.edges[nic_node, far]["link"])
                             break
     # local NIC index: order of the NIC nodes of one machine
     machine_nics: dict = {}
@@ -219,6 +229,7 @@ def _machine_info(topology) -> dict:
     intra_bw = by_family.get(intra, np.zeros(topology.n_ranks))
     gpu_nic = np.where(attach_bw > 0, np.minimum(attach_bw, nic_bw), nic_bw)
     info = {"nic": nic, "nic_local": nic_local, "intra_bw": intra_bw, "gpu_nic_bw": gpu_nic, "nic_bw": nic_bw,
+            "nic_latency": nic_lat,
             "intra": intra, "arch": arch, "cpu": str(topology.meta.get("cpu") or "intel"),
             "nics_per_machine": max((len(v) for v in machine_nics.values()), default=0)}
     topology.__dict__["_nccl_info"] = info
@@ -345,4 +356,5 @@ def _layout(topology, ranks: tuple[int, ...]) -> GroupLayout:
     return GroupLayout(tuple(int(r) for r in ranks), tuple(nodes), node_of, info["nic"][arr], info["nic_local"][arr],
                        int(info["nics_per_machine"]), intra, arch, nvls, bool(meta.get("sharp", False)),
                        float(info["intra_bw"][arr].min()), float(info["gpu_nic_bw"][arr].min()),
-                       float(info["nic_bw"][arr].max()), info["cpu"], tuple(cycles), meta.get("p2p", True) is False)
+                       float(info["nic_bw"][arr].max()), info["cpu"], tuple(cycles), meta.get("p2p", True) is False,
+                       float(info["nic_latency"][arr].max()))

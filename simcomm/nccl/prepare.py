@@ -32,6 +32,7 @@ from simcomm.nccl.execution import (
     p2p_message_latency_us,
     proxy_wait_us,
 )
+from simcomm.nccl.fabric import fabric_extra_us, fabric_latency_us
 from simcomm.nccl.layout import group_layout
 from simcomm.nccl.tuning import ALGOS as TUNED
 from simcomm.nccl.tuning import protocols_enabled, select
@@ -98,8 +99,10 @@ def prepare_nccl(op, topology, runtime) -> Prepared | None:
         # (NVLS-Tree's doubled network share on 2 nodes): never let the flows beat the links.
         # Then what NCCL's execution loses at this size: channels it does not launch, slice handshakes.
         nb = nb / (min(1.0, mt.efficiency) * execution_efficiency(mt, op.kind, layout, op.nbytes))
-        # NCCL's model prices one channel's network step; the proxy serves the call's channels in turn
-        latency = (mt.latency_us + proxy_wait_us(mt, op.kind, layout, op.nbytes)) * 1e-6
+        # NCCL's model prices one channel's network step; the proxy serves the call's channels in turn; and its
+        # table's network steps are InfiniBand's: a slower fabric adds its own latency to each (simcomm.nccl.fabric)
+        latency = (mt.latency_us + proxy_wait_us(mt, op.kind, layout, op.nbytes)
+                   + fabric_latency_us(mt.algo, op.kind, layout)) * 1e-6
         label = f"NCCL {NCCL_ALGORITHMS.get(algo).nccl}/{_proto_name(mt.proto)}"
     else:
         latency = 0.0  # grouped p2p: the slowest message's protocol step (below), once the messages are known
@@ -125,7 +128,7 @@ def prepare_nccl(op, topology, runtime) -> Prepared | None:
         sizes = payload[keep]
         # (each kind priced only when some message is of it: an all-to-all over ranks on different nodes, an
         # expert-parallel group strided across nodes, has no in-node message at all)
-        slowest = max(([p2p_message_latency_us(layout, True, 0.0)[1]] if across.any() else [])
+        slowest = max(([p2p_message_latency_us(layout, True, 0.0)[1] + fabric_extra_us(layout)] if across.any() else [])
                       + ([p2p_message_latency_us(layout, False, float(sizes[~across].max()))[1]]
                          if (~across).any() else []))
         latency = 1e-6 * slowest * (p2p_batches(layout) if op.kind == "alltoall" else 1)

@@ -62,8 +62,9 @@ class Runtime(CollectiveRuntime, Protocol):
         """This runtime over a stack's TCP protocol between machines (MPI's eager/rendezvous; None: as it is)."""
         ...
 
-    def assumed(self, kind: str) -> tuple[str, ...]:
-        """The defaults behind this runtime's numbers for a ``kind`` collective, one ``assumed:`` line each."""
+    def assumed(self, kind: str, topology: Any = None) -> tuple[str, ...]:
+        """The defaults behind this runtime's numbers for a ``kind`` collective (on ``topology``, when given), one
+        ``assumed:`` line each."""
         ...
 
 

@@ -204,7 +204,7 @@ class MpiRuntime:
     def with_gpus_per_thread(self, gpus: int) -> MpiRuntime:
         return self  # one process per rank: nothing is launched per GPU
 
-    def assumed(self, kind: str) -> tuple[str, ...]:
+    def assumed(self, kind: str, topology: Any = None) -> tuple[str, ...]:
         if self.tcp is None:
             return ()
         return (f"{self.tcp.name} between machines: messages above its {self.tcp.eager_limit // 1024} KiB eager "

@@ -88,7 +88,7 @@ class NcclRuntime:
     def with_tcp(self, protocol: str | None) -> NcclRuntime:
         return self  # NCCL's socket transport is the stack's (nccl-socket), not an MPI protocol
 
-    def assumed(self, kind: str) -> tuple[str, ...]:
+    def assumed(self, kind: str, topology: Any = None) -> tuple[str, ...]:
         from simcomm.nccl.execution import LAUNCH_PER_GPU_S
         from simcomm.nccl.tuning import VERSION
 
@@ -99,6 +99,10 @@ class NcclRuntime:
         if kind in ("alltoall", "sendrecv"):
             out += ("point-to-point messages priced as one NCCL ring step of their protocol and hop: NCCL has no "
                     "p2p latency model (docs/nccl.md)",)
+        if topology is not None:
+            from simcomm.nccl.fabric import fabric_note
+
+            out += tuple(fabric_note(topology))
         return out
 
 

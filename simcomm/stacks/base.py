@@ -194,6 +194,7 @@ def apply_stack(topology, stack: Stack):
             g.nodes[r]["gamma"] = stack.reduce_per_byte
     links: dict[str, LinkClass] = {}
     raw: dict[str, float] = dict(topology.meta.get("link_raw", {}))
+    raw_lat: dict[str, float] = dict(topology.meta.get("link_raw_latency", {}))
     arch = 0
     if stack.nccl_nvlink:
         from simcomm.nccl.layout import topology_arch
@@ -210,10 +211,13 @@ def apply_stack(topology, stack: Stack):
             eff = stack.derive(lc, ends, arch)
             links.setdefault(eff.name, eff)
             raw.setdefault(eff.name, raw.get(lc.name, lc.bandwidth))
+            raw_lat.setdefault(eff.name, raw_lat.get(lc.name, lc.latency))
             name = derived[(lc.name, ends)] = eff.name
         data["link"] = name
     # Keep the router: it depends on graph structure only, which is unchanged.  ``link_raw`` keeps
-    # each link's line rate: NCCL's own tuning model prices the hardware, not the stack's share.
+    # each link's line rate: NCCL's own tuning model prices the hardware, not the stack's share; ``link_raw_latency``
+    # each hop's latency before the stack's overhead (the fabric's own, simcomm.nccl.fabric).
     return Topology(topology.name, g, links, topology.ranks, router=topology.router,
-                    meta={**topology.meta, "stack": stack.name, "link_raw": raw}, recipe=topology.recipe,
+                    meta={**topology.meta, "stack": stack.name, "link_raw": raw, "link_raw_latency": raw_lat},
+                    recipe=topology.recipe,
                     network=topology.network)
