@@ -354,7 +354,9 @@ def plan_ops(cfg, lay: Layout, n_gpus: int, global_batch: int) -> int:
         # context-parallel rings) in full, the others only in the data-parallel collectives, which keep
         # their full groups; the tensor-parallel lanes fold too, one compute per group, and with ring attention
         # one compute, one ring send per step and one pipeline send per stage for all its tp·cp ranks
+        # (and, in a dense model, the first ring rank's tensor-parallel collectives alone)
         lanes = lay.tp * lay.cp
-        computes, colls, ring, sends = (computes // (lay.dp * lanes), colls // lay.dp, ring // (lay.dp * lanes),
-                                        sends // (lay.dp * (lanes if lay.cp > 1 else 1)))
+        rings = lay.cp if not cfg.experts else 1
+        computes, colls, ring, sends = (computes // (lay.dp * lanes), colls // (lay.dp * rings),
+                                        ring // (lay.dp * lanes), sends // (lay.dp * (lanes if lay.cp > 1 else 1)))
     return computes + colls + ring + zero3 + sends

@@ -257,7 +257,8 @@ def test_traffic_weights_are_checked():
 
 def test_ring_attention_ranks_fold_within_a_bound_on_a_dgx_cluster():
     """On a rail-optimised DGX H100 cluster (NVSwitch, one NIC per GPU) the fold of a ring attention's ranks
-    (one compute chain and one K/V send per ring step per stage) is not exact, as the replica fold is not
+    (one compute chain and one K/V send per ring step per stage, the first ring rank's tensor-parallel
+    collectives alone) is not exact, as the replica fold is not
     either (docs/engine.md, "Replica and lane folding"): the ranks it drops no longer load their own ports,
     so flows of the kept collectives that cross those ports finish sooner.  Bound: 1e-5 of the step
     (measured +4.5e-6 at tp 4, cp 2, pp 2, dp 2, ZeRO-1 on 4 nodes; 0 without ZeRO, and at tp 2, cp 2 on 2

@@ -19,8 +19,10 @@ class LayerComm:
     """The tensor- and expert-parallel communication around each layer (mixin: reads the emitter's state)."""
 
     def _tp_groups(self, p: int):
-        """Tensor-parallel groups of stage p's simulated replicas."""
-        return self._cached(("tp", p), lambda: [self.layout.tp_group(p, d) for d in range(self.live)])
+        """Tensor-parallel groups of stage p's simulated replicas (with a dense model's ring ranks folded, the
+        first ring rank's alone: the others run alike collectives on their own GPUs)."""
+        live = 1 if self.fold_rings else self.live
+        return self._cached(("tp", p), lambda: [self.layout.tp_group(p, d) for d in range(live)])
 
     def _expert_groups(self, p: int, which: str):
         """Stage p's ``ep``, ``etp`` or ``tp_ep`` groups among the simulated ranks (live replicas hold whole

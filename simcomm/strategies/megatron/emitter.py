@@ -57,6 +57,9 @@ class Emitter(LayerComm, ContextParallel, DataParallel):
         self.ulysses_q_bytes, self.ulysses_kv_bytes = ulysses_bytes(meta, mb, tp, cp, act) if ulysses else (0.0, 0.0)
         self.moe = (moe_costs(p, lay, meta, mb, act, moe_priced(w.trace)) if any(x.name.endswith(".moe") for x in w.layers)
                     else None)
+        # and, with ring attention in a dense model, one ring rank's tensor-parallel collectives stand for the
+        # other ring ranks' (alike groups on their own GPUs; weighted in the link traffic): comm.py _tp_groups
+        self.fold_rings = self.fold_sends and lay.cp > 1 and self.moe is None
         self.costs = layer_costs(w, layout_of(p, lay, sizes), ulysses, self.moe)  # what the estimate reads
         self.ready: dict = {}  # (F or B, micro-batch, virtual stage) -> (t, d) -> what the next stage waits for
         self.last_backward: dict = {}  # (layer, rank) -> op id of that rank's final backward of the layer
@@ -288,13 +291,15 @@ class Emitter(LayerComm, ContextParallel, DataParallel):
             if self.fold_lanes and self.live > 1:
                 why = "the context-parallel rings they form pass alike K/V blocks" if lay.cp > 1 else \
                     "the expert-parallel groups they form exchange tokens in every MoE layer"
-                ring = (" and one ring-attention send per ring step (the first rank's to its ring neighbour, "
-                        "which every rank's pieces wait for)") if lay.cp > 1 else ""
+                ring = (", one ring-attention send per ring step (the first rank's to its ring neighbour, "
+                        "which every rank's pieces wait for)"
+                        + (" and the first ring rank's tensor-parallel collectives only" if self.fold_rings else "")
+                        ) if lay.cp > 1 else ""
                 assumed += (f"a stage's {lay.tp * self.live} simulated ranks identical ({why}): one compute per "
                             "stage, started when every rank's input has arrived, one pipeline send per stage "
                             f"boundary (the first rank's, after every rank's last op){ring}; the others' alike "
-                            "sends on their own links are counted in the link traffic; their collectives stay per "
-                            "rank (--opt replicas=all simulates every rank)",)
+                            "sends and collectives on their own links are counted in the link traffic; the other "
+                            "collectives stay per rank (--opt replicas=all simulates every rank)",)
             elif self.fold_lanes:
                 assumed += (f"tensor-parallel ranks identical: one compute per group of {lay.tp}, started when "
                             "every rank's input has arrived (their collectives and sends stay per rank)",)
@@ -304,6 +309,8 @@ class Emitter(LayerComm, ContextParallel, DataParallel):
             weights["pp"] = float(lay.dp * lay.tp)  # one lane's sends stand for every lane of every replica
             if lay.cp > 1:
                 weights["cp"] = float(lay.dp * lay.tp)  # so do its ring-attention sends (context.py _folded_ring)
+            if self.fold_rings:
+                weights["tp"] = float(lay.dp)  # one ring rank's tensor-parallel groups stand for every replica's
         return self.builder.build(kind="every iteration", assumed=assumed, strategy="megatron",
                                   measured_ranks=measured, samples=sz.global_batch, traffic_weights=weights,
                                   layout={"tp": lay.tp, "pp": lay.pp, "dp": lay.data, "ep": lay.ep,
