@@ -392,13 +392,12 @@ class ParameterServer(Strategy):
         fold_kw: dict = {}
         if folded is not None:
             fold_kw = {"measured_ranks": tuple(sorted(simulated)), "fold_groups": len(folded)}
-            note += "; " + fold_note(W, folded)
         return b.build(kind="every iteration", strategy=self.name, servers=servers, tensors=len(tens),
                        period=(its[last].backward_end, ends[last]), iterations_in_plan=1,
                        period_ranks={r: (its[r].backward_end, ends[r]) for r in sorted(simulated)},
                        server_compute_s=max(load),
                        worker_compute_s=max((w.forward_s + w.backward_s) * w.scale(r) for r in range(W)), **fold_kw,
-                       assumed=(note,))
+                       assumed=(note,) if folded is None else (note, fold_note(W, folded)))
 
     @staticmethod
     def _next_iteration(b: PlanBuilder, w, r: int, groups, fwd, got) -> int:
