@@ -94,3 +94,13 @@ def test_fold_on_is_refused_with_unequal_workers():
 def test_fold_workers_must_be_a_positive_integer(value):
     with pytest.raises(ConfigError, match="fold-workers"):
         setup_of("ps", {"fold_workers": value}, DGX[0], 3, 4)
+
+
+def test_the_bound_fails_without_the_latency_wait(monkeypatch):
+    import simcomm.strategies._ps_fold as fold
+
+    full = _run("ps", *DGX, fold="off", resolution=0.0)
+    parts = fold._parts
+    monkeypatch.setattr(fold, "_parts", lambda *args: (parts(*args)[0], 0.0))
+    folded = _run("ps", *DGX, fold="on", fold_workers=8, resolution=0.0)
+    assert not _close(folded.mean_s, full.mean_s, 1e3 * BOUND)
