@@ -11,9 +11,12 @@ classes, one merged message each).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simcomm.errors import ConfigError
 from simcomm.pipeline import simulate
@@ -58,10 +61,10 @@ def test_the_default_resolution_stays_within_its_own_bound():
 
 
 def test_auto_folds_only_where_the_message_fold_may():
-    st, setup, w = setup_of("ps", {}, DGX[0], 3, 4)
+    strat, setup, w = setup_of("ps", {}, DGX[0], 3, 4)
     arrival = list(range(w.n_ranks))
-    server = st.server_ranks(w, setup.topology)[0]
-    small = replace(st.params, fold_workers=4)
+    server = strat.server_ranks(w, setup.topology)[0]
+    small = replace(strat.params, fold_workers=4)
     assert worker_groups(small, replace(w, fold_ranks=True), setup.topology, arrival, server) is None
     groups = worker_groups(small, replace(w, fold_ranks=True, fold_messages=True), setup.topology, arrival, server)
     # rank 0 alone, then windows of ceil(11 / 4) = 3 workers, each simulated by its last
@@ -79,15 +82,15 @@ def test_auto_folds_only_where_the_message_fold_may():
 ])
 def test_fold_on_is_refused_where_it_could_not_hold(options, words):
     with pytest.raises(ConfigError, match=words):
-        st, setup, w = setup_of("ps", {"fold": "on", **options}, DGX[0], 3, 4)
-        st.plan(w, setup.topology)
+        strat, setup, w = setup_of("ps", {"fold": "on", **options}, DGX[0], 3, 4)
+        strat.plan(w, setup.topology)
 
 
 def test_fold_on_is_refused_with_unequal_workers():
-    st, setup, w = setup_of("ps", {"fold": "on", "fold_workers": 2}, DGX[0], 3, 4,
+    strat, setup, w = setup_of("ps", {"fold": "on", "fold_workers": 2}, DGX[0], 3, 4,
                             compute_scale=(1.0,) * 11 + (1.5,))
     with pytest.raises(ConfigError, match="compute alike"):
-        st.plan(w, setup.topology)
+        strat.plan(w, setup.topology)
 
 
 @pytest.mark.parametrize("value", [0, -3, True, 2.5])
@@ -104,3 +107,27 @@ def test_the_bound_fails_without_the_latency_wait(monkeypatch):
     monkeypatch.setattr(fold, "_parts", lambda *args: (parts(*args)[0], 0.0))
     folded = _run("ps", *DGX, fold="on", fold_workers=8, resolution=0.0)
     assert not _close(folded.mean_s, full.mean_s, 1e3 * BOUND)
+
+
+@given(st.integers(1, 20), st.integers(2, 12))
+@settings(max_examples=25, deadline=None)
+def test_every_worker_is_simulated_or_merged_exactly_once(fold_workers, workers):
+    strategy, setup, w = _small_setup()
+    params = replace(strategy.params, fold="on", fold_workers=fold_workers)
+    arrival = list(range(workers))
+    server = strategy.server_ranks(w, setup.topology)[0]
+    groups = worker_groups(params, w, setup.topology, arrival, server)
+    if groups is None:  # windows of one worker: the full plan
+        assert -(-(workers - 1) // fold_workers) <= 1
+        return
+    assert groups[0].rep == 0 and groups[-1].rep == workers - 1
+    for parts in ("push_parts", "pull_parts"):
+        merged = [n for g in groups for _, n in getattr(g, parts)]
+        assert len(groups) + sum(merged) == workers
+    reps = [g.rep for g in groups]
+    assert reps == sorted(set(reps))
+
+
+@functools.cache
+def _small_setup():
+    return setup_of("ps", {}, DGX[0], 3, 4)
