@@ -69,30 +69,38 @@ class Group:
     pull_wait: float = 0.0
 
 
-def _routes(topology, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, list[bytes]]:
-    """Per message ``src[i] -> dst[i]``: its route latency (summed as the engine sums it) and its route class.
+def _routes(topology, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per message ``src[i] -> dst[i]``: its route latency and its route class (an integer).
 
-    Two messages of one class cross links of the same capacities and families in the same order: alone on the
-    network they get the same rate (the stacks scale capacities by family) and add the same bytes per family.
+    Two messages of one class cross links of the same classes and capacities in the same order: alone on the
+    network they get the same rate (the stacks scale capacities by link family) and add the same bytes per family.
     """
     lens, links = topology.routes(src, dst)
-    lat, cap = topology.latency[links], topology.capacity[links]
-    family = {name: i for i, name in enumerate(sorted({topology.links[n].family for n in topology.link_names}))}
-    fam = np.array([family[topology.links[n].family] for n in topology.link_names], dtype=np.float64)[links]
-    out, keys = np.zeros(len(src)), []
-    a = 0
-    for i, n in enumerate(lens.tolist()):
-        out[i] = float(lat[a:a + n].sum())
-        keys.append(cap[a:a + n].tobytes() + fam[a:a + n].tobytes())
-        a += n
-    return out, keys
+    starts = np.concatenate(([0], np.cumsum(lens)[:-1])).astype(np.int64)
+    latency = np.add.reduceat(topology.latency[links], starts)  # routes have at least one link (src != dst)
+    _, code = topology.link_class_codes
+    _, cap = np.unique(topology.capacity[links], return_inverse=True)
+    hop = code[links] * (int(cap.max()) + 1) + cap.reshape(-1)  # one id per (link class, capacity)
+    base = int(hop.max()) + 1
+    klass = np.zeros(len(src), dtype=np.int64)
+    offset = 0
+    for n in np.unique(lens).tolist():  # routes of one length: a matrix of hop ids, its distinct rows
+        rows = np.flatnonzero(lens == n)
+        ids = hop[starts[rows][:, None] + np.arange(n)]
+        if base ** n < 2 ** 62:  # each row as one number (exact), far faster than unique rows
+            _, inverse = np.unique(ids @ (base ** np.arange(n, dtype=np.int64)), return_inverse=True)
+        else:
+            _, inverse = np.unique(ids, axis=0, return_inverse=True)
+        klass[rows] = offset + inverse.reshape(-1)
+        offset += int(inverse.max()) + 1
+    return latency, klass
 
 
-def _parts(members: np.ndarray, lat: np.ndarray, keys: list[bytes]) -> tuple[tuple[tuple[int, int], ...], float]:
+def _parts(members: np.ndarray, lat: np.ndarray, keys: np.ndarray) -> tuple[tuple[tuple[int, int], ...], float]:
     """Merged messages of ``members`` (indices into ``lat``/``keys``), one per route class, and the chain's wait."""
-    first: dict[bytes, list[int]] = {}
-    for j in members.tolist():
-        first.setdefault(keys[j], [j, 0])[1] += 1
+    first: dict[int, list[int]] = {}
+    for j, key in zip(members.tolist(), keys[members].tolist(), strict=True):
+        first.setdefault(key, [j, 0])[1] += 1
     paid = sum(float(lat[j]) for j, _ in first.values())
     return tuple((j, n) for j, n in first.values()), max(0.0, float(lat[members].sum()) - paid)
 
