@@ -53,6 +53,10 @@ Pull (``pull``): ``per-tensor`` (default) sends t as soon as it is updated
 rate); ``after-update`` waits for every tensor's update first, like TF's
 ``SyncReplicasOptimizer`` token.
 
+Worker fold (``fold``, ``fold_workers``; :mod:`simcomm.strategies._ps_fold`): with one server of its own and
+fifo queues, from 2 048 workers, windows of workers are simulated by their last one, the others' messages merged
+per route class plus a wait of their latencies (within 1e-9 of every worker simulated; an ``assumed:`` line).
+
 Closed form, one server on its own node behind a link of β s/B, per-message
 cost α, T tensors, the server link the bottleneck, ``fifo`` [derived]::
 
