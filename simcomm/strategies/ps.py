@@ -53,6 +53,10 @@ Pull (``pull``): ``per-tensor`` (default) sends t as soon as it is updated
 rate); ``after-update`` waits for every tensor's update first, like TF's
 ``SyncReplicasOptimizer`` token.
 
+Worker fold (``fold``, ``fold_workers``; :mod:`simcomm.strategies._ps_fold`): with one server of its own and
+fifo queues, from 2 048 workers, windows of workers are simulated by their last one, the others' messages merged
+per route class plus a wait of their latencies (within 1e-9 of every worker simulated; an ``assumed:`` line).
+
 Closed form, one server on its own node behind a link of β s/B, per-message
 cost α, T tensors, the server link the bottleneck, ``fifo`` [derived]::
 
@@ -77,6 +81,7 @@ from dataclasses import dataclass
 from simcomm.errors import ConfigError, PlanError
 from simcomm.ops import PlanBuilder
 from simcomm.strategies._fold import builder_for
+from simcomm.strategies._ps_fold import FOLDS, fold_note, worker_groups
 from simcomm.strategies.base import Strategy, register
 from simcomm.strategies.common import check_choice, emit_backward, emit_forward_backward
 
@@ -181,6 +186,9 @@ class PSParams:
     server_s_per_byte: float = SERVER_S_PER_BYTE
     #: machines of a cluster file that serve, comma-separated ("3", "0,4"); "" = new machines after the workers
     server_machines: str = ""
+    #: simulate the workers in ``fold_workers`` groups (one server, fifo; an approximation, strategies/_ps_fold.py)
+    fold: str = "auto"
+    fold_workers: int = 32
 
     def __post_init__(self):
         if isinstance(self.servers, bool) or not isinstance(self.servers, int) or self.servers < 1:
@@ -189,6 +197,9 @@ class PSParams:
         check_choice("sharding", self.sharding, SHARDINGS)
         check_choice("queues", self.queues, QUEUES)
         check_choice("pull", self.pull, PULLS)
+        check_choice("fold", self.fold, FOLDS)
+        if isinstance(self.fold_workers, bool) or not isinstance(self.fold_workers, int) or self.fold_workers < 1:
+            raise ConfigError(f"fold-workers: {self.fold_workers!r} must be a positive integer")
         if not self.server_s_per_byte >= 0:
             raise ConfigError(f"server-s-per-byte: {self.server_s_per_byte!r} must be >= 0")
         machines = self.machines  # checks the list
@@ -316,12 +327,15 @@ class ParameterServer(Strategy):
         order = [i for j in w.ready_order for i in of_layer.get(j, ())]
         arrival = sorted(range(W), key=lambda r: (w.scale(r), r))  # expected arrival order at a server
         fifo = p.fifo
+        folded = worker_groups(p, w, topology, arrival, servers[0] if len(servers) == 1 else None)
+        simulated = arrival if folded is None else [grp.rep for grp in folded]
+        rest = {} if folded is None else {grp.rep: grp for grp in folded if grp.push_parts}
         b = builder_for(w, topology.n_ranks)
-        its = {r: emit_forward_backward(b, w, r, buckets=groups) for r in range(W)}
+        its = {r: emit_forward_backward(b, w, r, buckets=groups) for r in sorted(simulated)}
         # The loops below emit ~10^6 ops at 1 024 workers: what does not depend on the worker is
         # looked up once per tensor (the same ops, in the same order, as the plain loops would make).
-        ready_of = [(r, self.push_ready(its[r])) for r in arrival]
-        transfer = b.transfer
+        ready_of = [(r, self.push_ready(its[r])) for r in simulated]
+        transfer, compute = b.transfer, b.compute
         last_in: dict[int, int] = {}
         update = {}
         for i in order:
@@ -334,29 +348,43 @@ class ParameterServer(Strategy):
                 if r == s:  # a co-located server reduces its own worker's gradient in place
                     arrived.append(ready)
                     continue
+                grp = rest.get(r)
+                if grp is not None:  # the window's other workers first: merged messages, then their latencies
+                    for src, count in grp.push_parts:
+                        last_in[k] = transfer(src, s, nbytes * count, after=(ready, last_in[k]) if k in last_in
+                                              else (ready,), label=label, stream=stream)
+                    if grp.push_wait > 0:
+                        last_in[k] = compute(s, grp.push_wait, after=(last_in[k],), label=f"{label} latencies",
+                                             stream="push-fold", category="comm")
                 after = (ready, last_in[k]) if fifo and k in last_in else (ready,)
                 last_in[k] = last = transfer(r, s, nbytes, after=after, label=label, stream=stream)
                 arrived.append(last)
-            update[i] = b.compute(s, self.server_seconds(w, t.nbytes), after=arrived, label=f"update[{t.name}]",
-                                  stream="server", category="server")
+            update[i] = compute(s, self.server_seconds(w, t.nbytes), after=arrived, label=f"update[{t.name}]",
+                                stream="server", category="server")
         every = tuple(update[i] for i in order)
-        got: dict[int, dict[int, tuple[int, ...]]] = {r: {} for r in range(W)}
+        got: dict[int, dict[int, tuple[int, ...]]] = {r: {} for r in simulated}
         last_got: dict[int, int] = {}
         for i in order:
             t, s = tens[i], servers[owner[i]]
             dep = (update[i],) if p.pull == "per-tensor" else every
             nbytes, label = pull[i], f"pull[{t.name}]"
-            for r in arrival:
+            for r in simulated:
                 if r == s:
                     got[r][i] = dep
                     continue
+                grp = rest.get(r)
+                if grp is not None:  # on the server's pull stream: the merged messages, then the latencies
+                    for dst, count in grp.pull_parts:
+                        transfer(s, dst, nbytes * count, after=dep, label=label, stream="pull")
+                    if grp.pull_wait > 0:
+                        compute(s, grp.pull_wait, label=f"{label} latencies", stream="pull", category="comm")
                 after = dep + ((last_got[r],) if fifo and r in last_got else ())
                 last_got[r] = last = transfer(s, r, nbytes, after=after, label=label,
                                               stream="pull" if fifo else f"pull{r}")
                 got[r][i] = (last,)
         fwd = [(w.forward_sum(g), f"forward#2[{w.layers[g[-1]].name}]", of_layer.get(g[-1], ()))
                for g in reversed(groups)]  # forward order; g[-1] (the first layer run) owns the group's tensors
-        ends = {r: self._next_iteration(b, w, r, groups, fwd, got[r]) for r in range(W)}
+        ends = {r: self._next_iteration(b, w, r, groups, fwd, got[r]) for r in sorted(simulated)}
         load = [0.0] * p.servers
         for i, t in enumerate(tens):
             load[owner[i]] += self.server_seconds(w, t.nbytes)
@@ -364,13 +392,16 @@ class ParameterServer(Strategy):
         note = (f"{len(tens)} tensors, one push and one pull message each per worker ({split} layers split into "
                 f"kernel/bias or gamma/beta from their shapes), {p.sharding} over {p.servers} server(s) "
                 f"{', '.join(map(str, servers))}")
-        last = max(range(W), key=lambda r: (w.scale(r), -r))
+        last = max(simulated, key=lambda r: (w.scale(r), -r))
+        fold_kw: dict = {}
+        if folded is not None:
+            fold_kw = {"measured_ranks": tuple(sorted(simulated)), "fold_groups": len(folded)}
         return b.build(kind="every iteration", strategy=self.name, servers=servers, tensors=len(tens),
                        period=(its[last].backward_end, ends[last]), iterations_in_plan=1,
-                       period_ranks={r: (its[r].backward_end, ends[r]) for r in range(W)},
+                       period_ranks={r: (its[r].backward_end, ends[r]) for r in sorted(simulated)},
                        server_compute_s=max(load),
-                       worker_compute_s=max((w.forward_s + w.backward_s) * w.scale(r) for r in range(W)),
-                       assumed=(note,))
+                       worker_compute_s=max((w.forward_s + w.backward_s) * w.scale(r) for r in range(W)), **fold_kw,
+                       assumed=(note,) if folded is None else (note, fold_note(W, folded)))
 
     @staticmethod
     def _next_iteration(b: PlanBuilder, w, r: int, groups, fwd, got) -> int:
