@@ -60,9 +60,24 @@ def needed(results: list[dict]) -> tuple[int, int, int]:
     return len(rows), sum(abs(x["error"]) <= TARGET for x in rows), len(rows) // 2 + 1
 
 
+def _score():
+    """benchmarks/nccl/score.py, loaded from beside this file under its own name (a bare ``import score`` can
+    find benchmarks/megatron/score.py first when both folders are on the path, as in a test process)."""
+    import importlib.util
+
+    mod = sys.modules.get("nccl_score")
+    if mod is None:
+        spec = importlib.util.spec_from_file_location("nccl_score", HERE / "score.py")
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["nccl_score"] = mod
+        spec.loader.exec_module(mod)
+    return mod
+
+
 def parts(model: dict, collective: str, nbytes: float) -> dict:
     """The fixed parts of simcomm's prediction for one row: table latency, proxy wait, fabric, launch (us)."""
-    import score
+    score = _score()
 
     import simcomm.nccl.algorithms  # noqa: F401  (registers the catalogue)
     from simcomm.bench import COLLECTIVES
@@ -102,7 +117,7 @@ def render(results: list[dict], models: dict, runs: dict) -> str:
 
 
 def main(argv=None) -> int:
-    import score
+    score = _score()
 
     models = tomllib.loads((HERE / "models.toml").read_text(encoding="utf-8"))
     runs, results = {}, []

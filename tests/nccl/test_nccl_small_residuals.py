@@ -49,7 +49,11 @@ def test_groups_split_a_runs_small_rows_by_what_ran_and_count_those_within_15_pe
     assert small.needed(results) == (4, 2, 3)
 
 
-def test_the_parts_of_a_small_prediction_pinned_by_hand():
+def test_the_parts_of_a_small_prediction_pinned_by_hand(monkeypatch):
+    import types
+
+    # another benchmark's score.py imported first as ``score`` (as in a test process) must not be the one read
+    monkeypatch.setitem(sys.modules, "score", types.ModuleType("score"))
     small = _small()
     models = tomllib.loads((SUITE / "models.toml").read_text(encoding="utf-8"))
     # 8 x A100 on one node, Ring/LL at 64 B, nccl-tests -g 8: NCCL's table 6.6 + 14 x 0.6 = 15.0 us, no
