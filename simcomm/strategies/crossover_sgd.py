@@ -91,8 +91,8 @@ def crossover_rounds(members, seed: int, iteration: int):
     members = tuple(members)
 
     def rounds(s: int) -> list[dict]:
-        dest = fair_peer_table(len(members), seed, iteration, s)
-        return [{r: (members[int(dest[i])],) for i, r in enumerate(members)}]
+        dest = fair_peer_table(len(members), seed, iteration, s).tolist()  # (Python ints: 16 384 of them at scale)
+        return [{r: (members[d],) for r, d in zip(members, dest, strict=True)}]
     return rounds
 
 

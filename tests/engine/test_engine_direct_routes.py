@@ -1,4 +1,5 @@
-"""The direct loop's message routes worked out in one pass (executor._message_routes) are the per-message ones.
+"""Message routes worked out in one pass (schedule.message_routes: the flow pricer, the direct loop) are the
+per-message ones.
 
 A route's latency is the sum of its links' latencies; summed row by row over a matrix of routes of one length
 it must be the very float a 1-D ``sum`` of that route gives (numpy adds a C-ordered row as it adds a vector).
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simcomm.engine.drive.executor import _message_routes
+from simcomm.engine.schedule import message_routes
 from simcomm.ops import PlanBuilder
 from simcomm.topologies.presets import preset
 
@@ -35,7 +36,7 @@ def test_message_routes_are_the_per_message_routes():
     index = {f: i for i, f in enumerate(sorted(set(fams)))}
     fam_of_link, n_fam = np.array([index[f] for f in fams], dtype=np.int64)[code], len(index)
     assert n_fam > 1
-    got = _message_routes(b.build().ops, topo, fam_of_link, n_fam)
+    got = message_routes(list(dict.fromkeys(pairs)), topo, fam_of_link, n_fam)
     assert set(got) == set(pairs)
     for (a, c), (latency, route, fam, links) in got.items():
         want = np.asarray(topo.route(a, c), dtype=np.int64)

@@ -145,6 +145,9 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     sends = [(op.src, op.dst) for op in ops if isinstance(op, Transfer)]
     if len(sends) > 1:  # a gossip plan's ~10^5 messages: their routes in one batch, not one router call each
         topology.prime_routes(*np.array(sends, dtype=np.int64).T)
+    if flow_pricer is not None and sends:
+        # what pricing a message needs of its route, for every pair at once (FlowPricer.transfer, the direct loop)
+        flow_pricer.add_messages(sends)
     prepared: dict = {}  # by op key, and by op id (the same objects)
     runtime = opts.runtime  # the caller's (setup's, from the stack): the engine has no default runtime
     chosen: dict[tuple, int] = {}
@@ -384,11 +387,11 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
     core = net.core  # messages go to the core directly: with no collectives there are no reservations, so
     # LiveNetwork's per-link bookkeeping (what a reservation would check) is not kept here
     add_message = core.add_message
-    topology = ctx.topology
     fbytes = ctx.family_bytes.tolist()  # written back at the end (nothing else adds to it meanwhile)
-    fam_of_link, n_fam = ctx.family_of_link, len(ctx.families)
+    n_fam = len(ctx.families)
     # (src, dst) -> (route latency, route as a tuple, bytes per family of one byte, links) of every message
-    pairs = _message_routes(ops, topology, fam_of_link, n_fam)
+    # (run() worked them out for the flow pricer: FlowPricer.add_messages)
+    pairs = pricer.messages
     count_fam = ctx.link_bytes and n_fam > 0  # (FlowPricer.transfer counts families only when there are some)
     per_link = ctx.per_link
     weights = ctx.weights  # (FlowPricer.transfer's traffic weight per stream)
@@ -539,33 +542,6 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
     net.settles += settles
     if count_fam and n_fam:
         ctx.family_bytes[:] = fbytes
-
-
-def _message_routes(ops, topology: Topology, fam_of_link: np.ndarray, n_fam: int) -> dict:
-    """``(src, dst) -> (route latency, route tuple, [(family, links of it)], links)`` of every message of ``ops``.
-
-    What the direct loop needs of a message's route, for all pairs in one pass: routes of one length as one
-    matrix, their latencies summed row by row (``sum(axis=1)`` of a C-ordered matrix adds each row as a 1-D
-    ``sum`` does: the same float; tests/engine/test_engine_direct_routes.py) and the links of each family
-    counted, instead of a few numpy calls per pair (~60 us each: 2 s for a tree reduction over 16 384 ranks).
-    Only the families the route crosses are listed (adding n x 0.0 to the others changes no float).
-    """
-    keys = list(dict.fromkeys((op.src, op.dst) for op in ops if isinstance(op, Transfer)))
-    routes = [topology.route(a, b) for a, b in keys]  # (cached: run() primed them in one batch)
-    by_len: dict[int, list[int]] = {}
-    for i, r in enumerate(routes):
-        by_len.setdefault(len(r), []).append(i)
-    out: dict = {}
-    for length, idx in by_len.items():
-        links = np.array([routes[i] for i in idx], dtype=np.int64).reshape(len(idx), length)
-        latency = topology.latency[links].sum(axis=1).tolist()
-        fams = fam_of_link[links]
-        counts = np.stack([(fams == f).sum(axis=1) for f in range(n_fam)], axis=1).astype(float).tolist() \
-            if n_fam else [[] for _ in idx]
-        for j, i in enumerate(idx):
-            out[keys[i]] = (latency[j], routes[i], [(f, x) for f, x in enumerate(counts[j]) if x != 0.0],
-                            links[j])
-    return out
 
 
 def _prepare(runtime, op, topology: Topology, ppn: int | None):

@@ -78,7 +78,10 @@ class LiveNetwork:
         # freed early only forgoes a reservation, never makes one wrong).
         self._busy = np.zeros(n_links, dtype=np.int64)
         self._owner = np.full(n_links, -1, dtype=np.int64)
-        self._batch_links: dict[int, np.ndarray] = {}
+        self._batch_links: dict[int, np.ndarray] = {}  # batches counted in _busy -> their links
+        # Batches added since _busy was last read, not counted yet (:meth:`_count_fresh`): a batch that is done
+        # before anyone asks (every message of a gossip round) costs no per-link work at all.
+        self._fresh: dict[int, np.ndarray] = {}
         self.interrupts = 0
         self.settles = 0
         self._waiters: dict[int, simpy.Event] = {}
@@ -98,7 +101,16 @@ class LiveNetwork:
         """
         if not self.per_link:
             return self.idle
+        if self._fresh:
+            self._count_fresh()
         return not (self._busy[links].any() or (self._owner[links] >= 0).any())
+
+    def _count_fresh(self) -> None:
+        """Count the batches added since the last read on their links (integer counts: any order)."""
+        for bid, links in self._fresh.items():
+            self._busy[links] += 1
+            self._batch_links[bid] = links
+        self._fresh.clear()
 
     def add(self, rem: np.ndarray, t_bw: np.ndarray, route_len: np.ndarray, links: np.ndarray,
             finish: np.ndarray | None = None) -> simpy.Event:
@@ -123,9 +135,9 @@ class LiveNetwork:
 
     def _started(self, bid: int, links: np.ndarray) -> simpy.Event:
         if self.per_link:
-            # (a link repeated in ``links`` counts once here and once in the decrement: balanced)
-            self._busy[links] += 1
-            self._batch_links[bid] = links
+            # counted on its links when _busy is next read (a link repeated in ``links`` counts once there and
+            # once in the decrement: balanced)
+            self._fresh[bid] = links
         ev = self.env.event()
         ev.batch = bid  # type: ignore[attr-defined]  # lets a caller follow the batch (FluidCore.bytes_left)
         self._waiters[bid] = ev
@@ -237,7 +249,7 @@ class LiveNetwork:
         self.settles += 1
         done, nxt = self.core.settle_next(self.env.now)
         for bid, fin in done:
-            if self.per_link:
+            if self.per_link and self._fresh.pop(bid, None) is None:  # (a fresh batch was never counted)
                 self._busy[self._batch_links.pop(bid)] -= 1
             self._waiters.pop(bid).succeed(fin)
         self._gen += 1

@@ -42,7 +42,7 @@ import numpy as np
 from simcomm.collectives.base import Step
 from simcomm.engine.flow.network import LiveNetwork
 from simcomm.engine.fluid.core import run_isolated
-from simcomm.engine.schedule import RoutedStep, route_step
+from simcomm.engine.schedule import RoutedStep, message_routes, route_step
 from simcomm.topologies.wiring import unique_ids
 
 __all__ = ["FlowPricer"]
@@ -80,7 +80,8 @@ class FlowPricer:
         self.net = LiveNetwork(ctx.env, ctx.topology.capacity, self.form, self.fam, ctx.resolution,
                                per_link=paths.pricing == "per-link", max_live=self.max_live)
         self._routes: dict = {}  # routes per (group, step pattern), see route_step
-        self._pairs: dict = {}  # (src, dst) -> (latency, route length, links, bytes per family) of a message
+        # (src, dst) -> (route latency, route tuple, [(family, links of it)], links) of a message (add_messages)
+        self.messages: dict = {}
         self._periods: dict = {}  # isolated durations (and usage) of scalable step patterns
         self._alike: dict = {}  # isolated runs of disjoint-route steps by what they depend on (see _alike_key)
         self.shapes = paths.shapes  # (off with the ``shapes`` reference: every group's step run alone on its own)
@@ -127,6 +128,15 @@ class FlowPricer:
         st["maxmin_rounds"] = self.net.core.rounds
         st["reservation_interrupts"] = self.net.interrupts
 
+    def add_messages(self, pairs) -> None:
+        """Work out what pricing a message needs of each route of ``pairs`` ((src, dst) of the plan's Transfers)
+        in one pass (:func:`~simcomm.engine.schedule.message_routes`) instead of a few numpy calls per message:
+        crossover-sgd at 16 384 GPUs sends ~3 x 10^5 messages between as many distinct pairs."""
+        ctx = self.ctx
+        todo = [key for key in dict.fromkeys(pairs) if key not in self.messages]
+        if todo:
+            self.messages.update(message_routes(todo, ctx.topology, ctx.family_of_link, len(ctx.families)))
+
     # ---- ops -------------------------------------------------------------
     def transfer(self, op):
         ctx = self.ctx
@@ -138,18 +148,21 @@ class FlowPricer:
             yield from self._run_step(routed)
             return
         # One message: the same flow as a one-transfer step, without building one per message
-        # (gossip plans hold tens of thousands); its route is looked up once per pair.
-        hit = self._pairs.get((op.src, op.dst))
+        # (gossip plans hold tens of thousands); its route's latency, links and families come from
+        # add_messages (all of a plan's pairs at once), or are worked out here for a pair not seen.
+        hit = self.messages.get((op.src, op.dst))
         if hit is None:
-            links = np.asarray(ctx.topology.route(op.src, op.dst), dtype=np.int64)
-            fam = (np.bincount(ctx.family_of_link[links], minlength=len(ctx.families)).astype(float)
-                   if len(ctx.families) else None)
-            hit = (float(ctx.topology.latency[links].sum()), tuple(links.tolist()), links, fam)
-            self._pairs[(op.src, op.dst)] = hit
-        latency, route, links, fam = hit
-        if fam is not None and ctx.link_bytes:
+            self.add_messages([(op.src, op.dst)])
+            hit = self.messages[(op.src, op.dst)]
+        latency, route, fam, links = hit
+        if ctx.link_bytes and fam:
+            # ctx.family_bytes += n * (links of each family), element by element: the same floats (a family
+            # the route does not cross would add n x 0.0, which changes nothing)
             w = ctx.weight(op.stream)
-            ctx.family_bytes += (op.nbytes if w is None else op.nbytes * w) * fam
+            counted = op.nbytes if w is None else op.nbytes * w
+            fbytes = ctx.family_bytes
+            for f, x in fam:
+                fbytes[f] += counted * x
             if ctx.per_link is not None:  # the busiest links count messages as Context.count_bytes counts steps
                 np.add.at(ctx.per_link, links, float(op.nbytes))
         ctx.stats["steps_simulated"] += 1
