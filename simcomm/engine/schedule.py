@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -109,25 +110,32 @@ def route_step(topology: Topology, group: np.ndarray, step: Step, gamma: np.ndar
 def message_routes(keys: list, topology: Topology, fam_of_link: np.ndarray, n_fam: int) -> dict:
     """``(src, dst) -> (route latency, route tuple, [(family, links of it)], links)`` of each pair of ``keys``.
 
-    What pricing a message needs of its route (:meth:`FlowPricer.transfer
-    <simcomm.engine.flow.pricer.FlowPricer.transfer>`, the direct loop), for all pairs in one pass: routes of one length as one
-    matrix, their latencies summed row by row (``sum(axis=1)`` of a C-ordered matrix adds each row as a 1-D
-    ``sum`` does: the same float; tests/engine/test_engine_direct_routes.py) and the links of each family
-    counted, instead of a few numpy calls per pair (~60 us each: 2 s for a tree reduction over 16 384 ranks).
-    Only the families the route crosses are listed (adding n x 0.0 to the others changes no float).
+    What pricing a message needs of its route (``FlowPricer.transfer``, the direct loop), for all pairs in one
+    pass: routes of one length as one matrix, their latencies summed row by row (``sum(axis=1)`` of a C-ordered
+    matrix adds each row as a 1-D ``sum`` does: the same float; tests/engine/test_engine_direct_routes.py) and
+    the links of each family counted, instead of a few numpy calls per pair (~60 us each: 2 s for a tree
+    reduction over 16 384 ranks).  Only the families the route crosses are listed (adding n x 0.0 to the others
+    changes no float).
     """
     routes = [topology.route(a, b) for a, b in keys]  # (cached: run() primed them in one batch)
-    by_len: dict[int, list[int]] = {}
-    for i, r in enumerate(routes):
-        by_len.setdefault(len(r), []).append(i)
+    lens = np.fromiter(map(len, routes), dtype=np.int64, count=len(routes))
+    flat = np.fromiter(chain.from_iterable(routes), dtype=np.int64, count=int(lens.sum()))
+    starts = np.cumsum(lens) - lens
     out: dict = {}
-    for length, idx in by_len.items():
-        links = np.array([routes[i] for i in idx], dtype=np.int64).reshape(len(idx), length)
+    for length in np.unique(lens).tolist():
+        idx = np.flatnonzero(lens == length)
+        links = flat[starts[idx, None] + np.arange(length)]  # the routes of this length as rows (C order)
         latency = topology.latency[links].sum(axis=1).tolist()
         fams = fam_of_link[links]
-        counts = np.stack([(fams == f).sum(axis=1) for f in range(n_fam)], axis=1).astype(float).tolist() \
-            if n_fam else [[] for _ in idx]
-        for j, i in enumerate(idx):
-            out[keys[i]] = (latency[j], routes[i], [(f, x) for f, x in enumerate(counts[j]) if x != 0.0],
-                            links[j])
+        counts = np.stack([(fams == f).sum(axis=1) for f in range(n_fam)], axis=1) if n_fam \
+            else np.zeros((len(idx), 0), dtype=np.int64)
+        # one list per pattern of family counts (a fabric has a few), shared by the routes that have it; a
+        # pattern's code is its counts as digits in base length + 1
+        codes = counts @ (length + 1) ** np.arange(n_fam, dtype=np.int64)
+        _, first, which = np.unique(codes, return_index=True, return_inverse=True)
+        lists = [[(f, x) for f, x in enumerate(row) if x != 0.0] for row in counts[first].astype(float).tolist()]
+        pick = idx.tolist()
+        fam = [lists[k] for k in which.reshape(-1).tolist()]
+        out.update(zip([keys[i] for i in pick],
+                       zip(latency, [routes[i] for i in pick], fam, links, strict=True), strict=True))
     return out

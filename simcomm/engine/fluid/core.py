@@ -318,15 +318,19 @@ class FluidCore(IncrementalSolve):
         return [(b, self._finish.pop(b)) for b in done_batches]
 
     def _retire(self, gone: np.ndarray, now: float, done_batches: list[int]) -> None:
-        # The finished flows grouped by batch, batches taken in id order.
-        per: dict[int, list[int]] = {}
-        for b, i in zip(self.batch[gone].tolist(), self.index[gone].tolist(), strict=False):
-            per.setdefault(b, []).append(i)
-        for b in sorted(per):
-            self._finish[b][per[b]] = now
-            self._left[b] -= len(per[b])
-            if self._left[b] == 0:
-                del self._left[b]
+        # The finished flows grouped by batch, batches taken in id order (a batch is done at its last flow:
+        # done_batches in id order); one flow at a time, without a list per batch (a gossip round retires
+        # thousands of one-flow batches at once).
+        batch = self.batch[gone]
+        order = np.argsort(batch, kind="stable")
+        finish, left = self._finish, self._left
+        for b, i in zip(batch[order].tolist(), self.index[gone][order].tolist(), strict=True):
+            finish[b][i] = now
+            n = left[b] - 1
+            if n:
+                left[b] = n
+            else:
+                del left[b]
                 done_batches.append(b)
         self.phase[gone] = GONE
         self.t_next[gone] = np.inf
