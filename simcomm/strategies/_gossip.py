@@ -285,10 +285,13 @@ def emit_segment_gossip(b: PlanBuilder, members: Sequence[int], ready: dict, seg
     gate = {r: ([ready[r]] if ready.get(r) is not None else []) for r in members}
     posted = {r: [] for r in members}  # overlap mode: every op the final averaging waits for
     total = dict.fromkeys(members, 0.0)
+    transfer = b.transfer
     for s, nbytes in enumerate(seg_bytes):
         recv = dict.fromkeys(members, 0.0)
+        prefix = f"{tag}segment {s} "
         for k, rnd in enumerate(rounds(s)):
             done: dict[int, list[int]] = {r: [] for r in members}
+            made: list[int] = []  # the ops of this round, in id order (each once)
             paired: set[int] = set()
             base = f"seg{s}" + (f".{k}" if k else "") if mode == "overlap" else "comm"
             for r in members:
@@ -302,22 +305,19 @@ def emit_segment_gossip(b: PlanBuilder, members: Sequence[int], ready: dict, seg
                             continue
                         paired.update((r, d))
                         op = b.collective("allreduce", (min(r, d), max(r, d)), nbytes, after=gate[r] + gate[d],
-                                          label=f"{tag}segment {s} {min(r, d)}<->{max(r, d)}", stream=stream)
-                        done[r].append(op)
-                        done[d].append(op)
+                                          label=f"{prefix}{min(r, d)}<->{max(r, d)}", stream=stream)
                         recv[r] += nbytes
-                        recv[d] += nbytes
                     else:
-                        op = b.transfer(r, d, nbytes, after=gate[r], label=f"{tag}segment {s} {r}->{d}",
-                                        stream=stream)
-                        done[r].append(op)
-                        done[d].append(op)
-                        recv[d] += nbytes
+                        op = transfer(r, d, nbytes, after=gate[r], label=f"{prefix}{r}->{d}", stream=stream)
+                    done[r].append(op)
+                    done[d].append(op)
+                    made.append(op)
+                    recv[d] += nbytes
             if mode == "overlap":
                 for r in members:
                     posted[r] += done[r]
             elif mode == "serial":
-                ids = sorted({i for v in done.values() for i in v})
+                ids = made  # (sorted and distinct: every op of the round, as made)
                 bar = b.collective("allreduce", tuple(barrier_ranks or members), BARRIER_BYTES, after=ids,
                                    label=f"{tag}barrier {s}.{k}")
                 gate = {r: [bar] for r in members}

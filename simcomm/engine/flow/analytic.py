@@ -79,8 +79,12 @@ class AnalyticPricer:
         pair, a third of its closed form's time.
         """
         ctx = self.ctx
-        pairs = np.unique(np.stack((src, dst), axis=1), axis=0) if len(src) else np.zeros((0, 2), dtype=np.int64)
-        todo = [(a, b) for a, b in pairs.tolist() if (a, b) not in self._pairs]
+        # the distinct pairs in (src, dst) order: np.unique of src x R + dst (a sort of int64, not of rows)
+        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        width = int(max(src.max(), dst.max())) + 1 if len(src) else 1
+        code = np.unique(src * width + dst)
+        pairs = zip((code // width).tolist(), (code % width).tolist(), strict=True)
+        todo = [(a, b) for a, b in pairs if (a, b) not in self._pairs]
         if not todo:
             return
         arr = np.array(todo, dtype=np.int64)
