@@ -96,9 +96,11 @@ class AnalyticPricer:
         starts = np.concatenate(([0], np.cumsum(route_len)[:-1]))
         bottleneck = np.minimum.reduceat(ctx.topology.capacity[links], starts)
         fams = ctx.family_of_link[links]
-        for i, (a, b) in enumerate(todo):
-            lo, hi = starts[i], starts[i] + route_len[i]
-            self._pairs[(a, b)] = (float(latency[i]), float(bottleneck[i]), fams[lo:hi], links[lo:hi])
+        # (as Python numbers first: the same floats and bounds, without numpy scalars per pair)
+        ends = np.cumsum(route_len).tolist()
+        for (a, b), lo, hi, lat, cap in zip(todo, starts.tolist(), ends, latency.tolist(), bottleneck.tolist(),
+                                            strict=True):
+            self._pairs[(a, b)] = (lat, cap, fams[lo:hi], links[lo:hi])
 
     def transfer_seconds(self, op) -> float:
         """``alpha + n * beta`` of a Transfer's route (routed once per pair); counts its link bytes."""
