@@ -75,7 +75,7 @@ class ContextParallel:
         lay, builder = self.layout, self.builder
         n, kv = lay.cp, self.kv_bytes
         ranks = self._stage(p)
-        first, neighbour = lay.cp_groups(0, p)[0][:2]
+        first, neighbour = self._cached(("ring-pair", p), lambda: lay.cp_groups(0, p)[0][:2])
         cur = list(dict.fromkeys(x for r in ranks for x in wait[r] + ([ag[r]] if ag and r in ag else [])))
         arrived = sent = grad_in = None
         secs_piece = secs / n * self.workload.scale(first)
