@@ -138,13 +138,22 @@ class DataParallelTimelines:
 
         In the flow model the bucket's in-node ring hops load NVLink in one window early in the bucket (its
         NVLink flows run ahead of the slower inter-node ones and finish first); a TP collective started after
-        the window runs alone.  The window's end is found once per pair of sizes by pricing starts one alone
-        TP time (at least 1/WINDOW_PROBES of the bucket's
-        time) apart until they run alone again (:meth:`_window_end`); starts inside it are priced to the
-        microsecond by a two-collective flow simulation (:meth:`_pair`), cached."""
+        the window runs alone.  The window's end is found per pair of sizes by pricing starts one alone TP
+        time (at least 1/WINDOW_PROBES of the bucket's time) apart until the first that runs alone again
+        (:meth:`_window_end`, lazily: only as far as a start needs; a gap inside the window, which no pair of
+        the measured searches has, would end it there); starts inside it are priced linearly between the
+        probes either side, each a two-collective flow simulation to the microsecond (:meth:`_pair`), cached."""
         alone = self.price(tp_kind, tp_groups[:1], tp_bytes)
         pair = (tp_kind, tp_groups, round(tp_bytes), dp_kind, dp_groups, round(dp_bytes))
-        if since >= self._window_end(pair, alone):
+        if since == 0.0:
+            # started with the bucket (the common case: the bucket the same backward completes): the window's
+            # first probe is the answer inside the window (the interpolation's weight on the next is 0), and
+            # alone when it runs alone, so the next probe is not needed
+            first = self._pair(pair, 0.0)
+            if first <= alone or self._window_end(pair, alone, 0.0) <= 0.0:
+                return alone
+            return first
+        if since >= self._window_end(pair, alone, since):
             return alone
         # inside the window: linear between the probes either side (the TP collective's end is flat in the
         # window's interior: it waits for the bucket's NVLink flows whatever its start)
@@ -156,20 +165,34 @@ class DataParallelTimelines:
     def _window_step(self, pair: tuple, alone: float) -> float:
         return max(alone, self.price(pair[3], pair[4], pair[5]) / WINDOW_PROBES)
 
-    def _window_end(self, pair: tuple, alone: float) -> float:
+    def _window_end(self, pair: tuple, alone: float, since: float) -> float:
+        """The end of ``pair``'s window as far as a start ``since`` seconds after the bucket needs it: probes
+        starts ``step`` apart from 0 while ``since`` is at or past the end found so far, up to the first that
+        runs alone after one inside (the window's end) or the bucket's span; the probes already run are kept.
+        The probes are the same sequence whichever start asks first, and the window only grows with them, so
+        a start before the end found so far is inside the final window too: every answer equals probing the
+        whole window at once, at a fraction of the flow runs (most starts fall early in it)."""
         key = ("window", pair)
-        if key not in self._prices:
-            span = self.price(pair[3], pair[4], pair[5])  # the bucket alone: no window past its end
-            step = self._window_step(pair, alone)
-            end, since, after = 0.0, 0.0, 0
-            while since < span and after < 2:
-                if self._pair(pair, since) > alone * (1 + 1e-9):
-                    end, after = since + step, 0
-                elif end:
-                    after += 1
-                since += step
-            self._prices[key] = end
-        return self._prices[key]
+        state = self._prices.get(key)
+        if state is None:
+            # [next start to probe, end so far (0: no start inside yet), whether the end is final]
+            state = self._prices[key] = [0.0, 0.0, False]
+        if state[2] or since < state[1]:
+            return state[1]
+        span = self.price(pair[3], pair[4], pair[5])  # the bucket alone: no window past its end
+        step = self._window_step(pair, alone)
+        probe, end, final = state
+        while not final and since >= end:
+            if probe >= span:
+                final = True
+            elif self._pair(pair, probe) > alone * (1 + 1e-9):
+                end = probe + step
+            elif end:  # the first start past the window runs alone: the window has ended (the
+                final = True  # interpolation reads this probe and the last inside, none later)
+            if not final:
+                probe += step
+        state[:] = [probe, end, final]
+        return end
 
     def _pair(self, pair: tuple, since: float) -> float:
         since = round(since, 6)  # to the microsecond: the price is cached per start offset
