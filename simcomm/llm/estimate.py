@@ -324,13 +324,15 @@ class Pricer(DataParallelTimelines):
         return Estimate(m * comp, m * t_tp, bubble, dp_t + m * extra, upd, m * ring, m * ep_t)
 
 
-def plan_ops(cfg, lay: Layout, n_gpus: int, global_batch: int) -> int:
+def plan_ops(cfg, lay: Layout, n_gpus: int, global_batch: int, gpus_per_node: int | None = None) -> int:
     """Approximate ops of the layout's simulated plan (docs/strategies-llm.md, "Plan size"): one compute per
     rank per sublayer per micro-batch and phase, one collective per TP group per sublayer and phase; with
     context parallelism each attention layer's compute in ``cp`` pieces and ``cp - 1`` K/V sends per rank
     forward (``2(cp - 1)`` backward); ZeRO-3 three collectives per group per sublayer (HSDP: the shard
     groups', plus the all-reduce across them).  Large plans are counted as ``megatron`` builds them with its
-    default ``replicas=auto``: one data replica in full (:data:`FOLD_ABOVE`)."""
+    default ``replicas=auto``: one data replica in full (:data:`FOLD_ABOVE`), its ring-attention ranks folded
+    when every ring hop is alike (``gpus_per_node`` given: a ring within a node or one node per ring rank, as
+    ``megatron.symmetry.rings_alike`` finds on a DGX cluster; None: assumed alike)."""
     m = lay.microbatches(global_batch)
     sub = 2 * cfg.layers // lay.pp  # attention and MLP per block on one stage
     phases = 3 if lay.recompute == "full" else 2
@@ -355,8 +357,9 @@ def plan_ops(cfg, lay: Layout, n_gpus: int, global_batch: int) -> int:
         # their full groups; the tensor-parallel lanes fold too, one compute per group, and with ring attention
         # one compute, one ring send per step and one pipeline send per stage for all its tp·cp ranks
         # (and, in a dense model, the first ring rank's tensor-parallel collectives alone)
-        lanes = lay.tp * lay.cp
-        rings = lay.cp if not cfg.experts else 1
+        alike = gpus_per_node is None or lay.tp * lay.cp <= gpus_per_node or lay.tp % gpus_per_node == 0
+        lanes = lay.tp * lay.cp if lay.cp == 1 or alike else 1
+        rings = lay.cp if not cfg.experts and lay.cp > 1 and alike else 1
         computes, colls, ring, sends = (computes // (lay.dp * lanes), colls // (lay.dp * rings),
                                         ring // (lay.dp * lanes), sends // (lay.dp * (lanes if lay.cp > 1 else 1)))
     return computes + colls + ring + zero3 + sends

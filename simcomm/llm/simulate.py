@@ -58,7 +58,7 @@ def simulate_row(row: Row, base: dict, global_batch: int, fidelity: str) -> Row:
 
 
 def choose(found: Found, cfg, global_batch: int, k: int, max_ops: int,
-           budget_ops: int | None) -> tuple[list[Row], list[int]]:
+           budget_ops: int | None, gpus_per_node: int | None = None) -> tuple[list[Row], list[int]]:
     """(rows, indices to simulate): the ``k`` best by estimate within the bounds; a row passed over gets a note
     naming the bound (the first row within ``max_ops`` is always taken, whatever ``budget_ops``)."""
     rows = list(found.rows)
@@ -67,7 +67,7 @@ def choose(found: Found, cfg, global_batch: int, k: int, max_ops: int,
     for i, r in enumerate(rows):
         if len(todo) == k:
             break
-        ops = plan_ops(cfg, r.layout, found.gpus, global_batch)
+        ops = plan_ops(cfg, r.layout, found.gpus, global_batch, gpus_per_node)
         if ops > max_ops:
             rows[i] = replace(r, note=f"not simulated: plan of ~{ops:,} ops > --max-ops {max_ops:,}")
         elif todo and budget_ops is not None and spent + ops > budget_ops:
@@ -87,8 +87,9 @@ def simulate_best(found: Found, cfg, base: dict, nodes: int, global_batch: int, 
     :func:`~simcomm.llm.search.rank_rows`: the simulated ones first.  ``workers`` > 1 runs the simulations in
     that many processes when their plans hold ``parallel_from`` ops or more in all; the rows are the same for
     any number."""
-    rows, todo = choose(found, cfg, global_batch, k, max_ops, budget_ops)
-    sizes = {i: plan_ops(cfg, rows[i].layout, found.gpus, global_batch) for i in todo}
+    gpn = max(1, found.gpus // nodes)
+    rows, todo = choose(found, cfg, global_batch, k, max_ops, budget_ops, gpn)
+    sizes = {i: plan_ops(cfg, rows[i].layout, found.gpus, global_batch, gpn) for i in todo}
     ops = sum(sizes.values())
     tick = progress(f"simulating {len(todo)} layout(s) ({fidelity})", len(todo)) if progress and todo else None
     where = {**base, "nodes": nodes}

@@ -255,21 +255,47 @@ def test_traffic_weights_are_checked():
         engine.EngineOptions(traffic_weights=(("tp", 2.0), ("pp", 2.0), ("tp", 3.0)))  # dict() kept the last
 
 
-def test_ring_attention_ranks_fold_within_a_bound_on_a_dgx_cluster():
+RING = {"strategy": "megatron", "fidelity": "flow", "precision": "bf16", "model": "megatron-1.7b",
+        "cluster": "dgx-h100-ndr", "sequence_parallel": True, "global_batch": 16}
+
+
+@pytest.mark.parametrize("shape", [dict(nodes=4, tp=4, cp=2, pp=2, dp=2, zero=1, global_batch=32),
+                                   dict(nodes=4, tp=2, cp=4, pp=2, dp=2),
+                                   dict(nodes=8, tp=8, cp=4, pp=1, dp=2)])
+def test_ring_attention_ranks_fold_within_a_bound_on_a_dgx_cluster(shape):
     """On a rail-optimised DGX H100 cluster (NVSwitch, one NIC per GPU) the fold of a ring attention's ranks
     (one compute chain and one K/V send per ring step per stage, the first ring rank's tensor-parallel
-    collectives alone) is not exact, as the replica fold is not
-    either (docs/engine.md, "Replica and lane folding"): the ranks it drops no longer load their own ports,
-    so flows of the kept collectives that cross those ports finish sooner.  Bound: 1e-5 of the step
-    (measured +4.5e-6 at tp 4, cp 2, pp 2, dp 2, ZeRO-1 on 4 nodes; 0 without ZeRO, and at tp 2, cp 2 on 2
-    nodes)."""
+    collectives alone) is not exact, as the replica fold is not either (docs/engine.md, "Replica and lane
+    folding"): the ranks it drops no longer load their own ports, so flows of the kept collectives that cross
+    those ports finish sooner.  Bound: 1e-3 of the step (measured +4.5e-6, +1.1e-4 and −3.9e-4 for these three;
+    the replica fold alone gives 0, −8.9e-7 and −3.0e-4)."""
     from simcomm.pipeline import simulate
     from simcomm.scenario import from_flat
 
-    keys = {"strategy": "megatron", "fidelity": "flow", "precision": "bf16", "model": "megatron-1.7b",
-            "cluster": "dgx-h100-ndr", "nodes": 4, "tp": 4, "cp": 2, "pp": 2, "dp": 2, "global_batch": 32,
-            "sequence_parallel": True, "zero": 1}
+    keys = {**RING, **shape}
     full = simulate(from_flat({**keys, "replicas": "all"}), baseline=False, analytic=False)
     one = simulate(from_flat({**keys, "replicas": "one"}), baseline=False, analytic=False)
-    assert abs(one.mean_s - full.mean_s) <= 1e-5 * full.mean_s
+    assert abs(one.mean_s - full.mean_s) <= 1e-3 * full.mean_s
     assert any("ring-attention send per ring step" in line for line in one.assumed)
+    assert not any("would share links" in line for line in one.assumed)
+
+
+def test_a_ring_that_leaves_its_node_on_some_hops_is_not_folded_and_shared_spines_are_said():
+    """tp 2, cp 8 over two DGX nodes per ring: 6 NVLink hops and 2 over the NICs (GPU 6 -> GPU 0 of the next
+    node, through a spine), so the ring ranks are not folded (symmetry.rings_alike); and every replica's alike
+    hop takes the same spine up-link, which the replica fold does not simulate (23.5 % under every replica
+    simulated, 0.1403 against 0.1834 s): the plan says so (symmetry.replicas_apart)."""
+    from simcomm.llm.placement import Placement
+    from simcomm.pipeline import Context, simulate
+    from simcomm.scenario import from_flat
+    from simcomm.strategies.megatron.symmetry import replicas_apart, rings_alike
+
+    keys = {**RING, "nodes": 8, "tp": 2, "cp": 8, "pp": 2, "dp": 2}
+    one = simulate(from_flat({**keys, "replicas": "one"}), baseline=False, analytic=False)
+    assert not any("ring-attention send per ring step" in line for line in one.assumed)
+    assert any("would share links" in line and "replicas=all" in line for line in one.assumed)
+    _, topo = Context(from_flat({**keys})).cluster(8, 0)
+    crossing = Placement(tp=2, pp=2, dp=16, cp=8, virtual=1)
+    assert not rings_alike(crossing, topo) and not replicas_apart(crossing, topo)
+    inside = Placement(tp=2, pp=2, dp=8, cp=4, virtual=1)  # a ring within a node, stages on the same rails
+    assert rings_alike(inside, topo) and replicas_apart(inside, topo)

@@ -24,7 +24,8 @@ from simcomm.strategies.megatron.zero import resolve_schedule
 class Emitter(LayerComm, ContextParallel, DataParallel):
     """Builds one iteration's plan (:meth:`plan`)."""
 
-    def __init__(self, p: MegatronParams, lay: Placement, s, sizes: BatchSizes, w, n_ranks: int):
+    def __init__(self, p: MegatronParams, lay: Placement, s, sizes: BatchSizes, w, n_ranks: int,
+                 rings_alike: bool = False, replicas_apart: bool = True):
         # the data-parallel schedule: the framework's defaults under the user's options (zero.py)
         self.zero = resolve_schedule(p, lay.dp, w.dtype_bytes)
         if self.zero.grad_bucket_bytes is not None:
@@ -33,6 +34,7 @@ class Emitter(LayerComm, ContextParallel, DataParallel):
         self.builder = PlanBuilder(n_ranks)
         # replicas simulated in full (the rest: only in the data-parallel collectives)
         self.live = live_replicas(p, lay, w, sizes.microbatches)
+        self.replicas_apart = replicas_apart  # symmetry.replicas_apart: the fold's premise, said when it fails
         # With the replicas folded, the tensor-parallel ranks of a group also compute alike: one compute per
         # group, on its first rank, started once every rank's input is there (the group's next collective
         # waits for all of them anyway, and equal computes end max(ready) + t either way); not with ring
@@ -40,9 +42,10 @@ class Emitter(LayerComm, ContextParallel, DataParallel):
         # The same holds for the live replicas of a stage that expert parallelism keeps (every MoE layer's
         # dispatch and combine span them all) and for a ring attention's ranks (each computes its pieces on a
         # K/V block that arrives over a link like its neighbour's): one compute per stage, on its first rank
-        # (Ulysses' all-to-alls are emitted per rank: no lane fold with them)
+        # when every hop of every ring crosses links of the same classes (context.rings_alike: a ring that leaves
+        # its node on some hops only is paced by those; Ulysses' all-to-alls are emitted per rank: no lane fold)
         self.fold_lanes = (self.live < lay.dp and (lay.tp > 1 or self.live > 1)
-                           and (lay.cp == 1 or p.cp_kind == "ring"))
+                           and (lay.cp == 1 or (p.cp_kind == "ring" and rings_alike)))
         # and, folded so, a stage's lanes send their activations alike (each to the same lane of the next stage,
         # over its own NIC): one send stands for all
         self.fold_sends = self.fold_lanes and self.live > 1
@@ -288,6 +291,12 @@ class Emitter(LayerComm, ContextParallel, DataParallel):
                         f"ranks; link traffic per link class counts their tensor, context, expert and pipeline "
                         f"bytes {lay.dp // self.live} times, once per replica they stand for; the busiest links "
                         "are the simulated ones; --opt replicas=all simulates every replica)",)
+            if not self.replicas_apart:
+                assumed += ("the folded replicas' tensor, context or pipeline hops would share links with the "
+                            "simulated ones' (hops that leave their rail cross a spine; a PCIe switch): the fold does "
+                            "not simulate that contention, so the step may be too fast (--opt replicas=all simulates "
+                            "it, with such hops routed through the spines, where NCCL's PXN relays a message over "
+                            "NVLink to the destination's rail)",)
             if self.fold_lanes and self.live > 1:
                 why = "the context-parallel rings they form pass alike K/V blocks" if lay.cp > 1 else \
                     "the expert-parallel groups they form exchange tokens in every MoE layer"

@@ -10,6 +10,7 @@ from simcomm.strategies.base import Strategy, register
 from simcomm.strategies.megatron.emitter import Emitter
 from simcomm.strategies.megatron.params import MegatronParams
 from simcomm.strategies.megatron.sizing import resolve_layout, stage_layers
+from simcomm.strategies.megatron.symmetry import replicas_apart, rings_alike
 from simcomm.strategies.megatron.zero import resolve_schedule
 
 
@@ -78,5 +79,7 @@ class Megatron(Strategy):
     def plan(self, workload, topology):
         names = [layer.name for layer in workload.layers]
         lay, s, sizes = resolve_layout(self.params, workload, names)
-        return Emitter(self.params, lay, s, sizes, workload, topology.n_ranks).plan()
+        apart = self.params.replicas == "all" or replicas_apart(lay, topology)
+        return Emitter(self.params, lay, s, sizes, workload, topology.n_ranks,
+                       rings_alike=lay.cp > 1 and rings_alike(lay, topology), replicas_apart=apart).plan()
 
