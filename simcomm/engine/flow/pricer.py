@@ -17,6 +17,9 @@ shared network, and the remaining repeats run plainly.  A single *scalable*
 step (same bytes and route latency on every transfer, no reduction: the
 pairwise steps of an all-to-all) is reserved the same way, its isolated time
 scaled from one run of the same pattern at another size (see :func:`_scalable`).
+A large step whose every link carries transfers of one size (NCCL's all-to-all: relayed in-node shares on
+NVLink, rail messages on the network) is reserved for its closed form, the fluid model's answer for it
+alone (see :func:`_closed_period`).
 
 Per-link reservations (the default; the ``per_link`` reference turns them off): a step is reserved when
 none of its own links carries a live flow or is held by another reservation,
@@ -66,6 +69,47 @@ def _scalable(routed: RoutedStep) -> bool:
     return bool(nb[0] > 0 and (nb == nb[0]).all() and (lat == lat[0]).all())
 
 
+#: a step is priced by its closed form only if its transfers have at most this many distinct sizes (each size's
+#: links are marked in turn to check that no link carries two)
+_CLOSED_SIZES = 8
+
+
+def _closed_period(routed: RoutedStep, capacity: np.ndarray) -> float | None:
+    """``latency + max over links (bytes / capacity)`` when that is the fluid model's answer for ``routed`` alone.
+
+    It is when every transfer waits the same latency, nothing is reduced and every link carries transfers of
+    one size (None otherwise).  Proof (docs/engine.md, "Steps of one size per link"): no schedule moves a
+    link's bytes faster than its capacity, so the step lasts at least that long; and a max-min fair rate is
+    never below ``capacity / transfers`` on some link of the transfer's route (its bottleneck link is full,
+    and no transfer there is faster), a bound that only grows as transfers finish; so a transfer of ``s``
+    bytes ends by ``max over its links (s x transfers / capacity)``, which is that link's bytes over its
+    capacity when all its transfers carry ``s``.  The fluid core computes the same value to rounding (1e-12).
+    """
+    if not len(routed) or len(routed.red_ranks):
+        return None
+    lat, nb = routed.latency, routed.nbytes
+    if not ((lat == lat[0]).all() and nb.min() > 0):
+        return None
+    sizes, which = np.unique(nb, return_inverse=True)
+    if len(sizes) > _CLOSED_SIZES:
+        return None
+    links = routed.links
+    if len(sizes) > 1:
+        per_entry = np.repeat(which.astype(np.int8), routed.route_len)
+        seen = np.zeros(len(capacity), dtype=bool)
+        for k in range(len(sizes)):
+            mine = np.zeros(len(capacity), dtype=bool)
+            mine[links[per_entry == k]] = True
+            if (seen & mine).any():
+                return None
+            seen |= mine
+    if not len(links):
+        return float(lat[0])
+    load = np.bincount(links, weights=np.repeat(nb, routed.route_len), minlength=len(capacity))
+    used = load > 0
+    return float(lat[0]) + float((load[used] / capacity[used]).max())
+
+
 class FlowPricer:
     """Prices Transfers and Collectives on a shared :class:`LiveNetwork`."""
 
@@ -77,6 +121,7 @@ class FlowPricer:
         self.form = paths.core  # the fluid core's form, for the shared network and every isolated run
         self.max_live = paths.max_live
         self.scaled = paths.scaled  # reuse a scalable step's isolated run for other sizes
+        self.closed_from = paths.closed_from  # steps of this many transfers and one size per link: closed form
         self.net = LiveNetwork(ctx.env, ctx.topology.capacity, self.form, self.fam, ctx.resolution,
                                per_link=paths.pricing == "per-link", max_live=self.max_live)
         self._routes: dict = {}  # routes per (group, step pattern), see route_step
@@ -162,7 +207,7 @@ class FlowPricer:
         ctx = self.ctx
         self._used = True
         w = ctx.weight(op.stream)
-        for routed, skey, held, fbytes in self._steps(op, prep):
+        for routed, skey, held, fbytes, closed in self._steps(op, prep):
             if fbytes is not None:
                 ctx.family_bytes += (routed.repeat if w is None else routed.repeat * w) * fbytes
             elif ctx.link_bytes:
@@ -170,7 +215,10 @@ class FlowPricer:
             left = routed.repeat
             period = profile = None
             while left > 0:
-                if held is not None and (left > 1 or skey is not None) and self.net.free(held):
+                if closed is not None and (self.fam is not None or self._moved is not None):
+                    closed = None  # link usage and per-rank bytes follow flows: run it as flows
+                if held is not None and (left > 1 or skey is not None or closed is not None) \
+                        and self.net.free(held):
                     res = None
                     if self.net.per_link:
                         # Hold the links and price the step only at the end of this instant: traffic
@@ -181,7 +229,9 @@ class FlowPricer:
                             yield from self._run_step(routed)
                             left -= 1
                             continue
-                    if period is None:
+                    if period is None and closed is not None:
+                        period = self._closed_step(closed)
+                    elif period is None:
                         period, profile = self._isolated_period(routed, skey)
                     if period <= 0.0:  # nothing to wait for in any repeat
                         if res is not None:
@@ -206,7 +256,7 @@ class FlowPricer:
                 left -= 1
 
     def _steps(self, op, prep) -> list:
-        """Per step of ``prep`` on ``op``'s group: ``(routed, scalable key, held links, family bytes)``.
+        """Per step of ``prep`` on ``op``'s group: ``(routed, scalable key, held links, family bytes, closed)``.
 
         Routing, NCCL's latency, the scalable test, the held links and the bytes per link
         family depend on the group and the preparation alone, so they are worked out once
@@ -229,17 +279,25 @@ class FlowPricer:
                 routed = replace(routed, latency=np.full(len(routed), float(prep.latency[i])))
             skey = ((gkey, step.src.tobytes(), step.dst.tobytes(), float(routed.latency[0]))
                     if _scalable(routed) else None)
+            closed = (_closed_period(routed, self.net.core.capacity)
+                      if self.closed_from and len(routed) >= self.closed_from else None)
             # the links a reservation of this step holds (see LiveNetwork.free)
             held = (unique_ids(routed.links, len(ctx.topology.capacity))
-                    if ctx.paths.pricing != "plain" and (step.repeat > 1 or skey is not None) else None)
+                    if ctx.paths.pricing != "plain" and (step.repeat > 1 or skey is not None or closed is not None)
+                    else None)
             fbytes = None
             if ctx.link_bytes and len(routed) and len(ctx.families) and ctx.per_link is None:
                 fbytes = routed.family_bytes(ctx.family_of_link, len(ctx.families))
-            out.append((routed, skey, held, fbytes))
+            out.append((routed, skey, held, fbytes, closed))
         self._shapes[key] = (prep, out)  # the preparation is kept alive with its id
         return out
 
     # ---- steps -----------------------------------------------------------
+    def _closed_step(self, period: float) -> float:
+        """A step priced alone by its closed form (:func:`_closed_period`): counted, its ``period`` returned."""
+        self.ctx.stats["steps_closed"] += 1
+        return period
+
     def _isolated_period(self, routed: RoutedStep, skey=None):
         """``(duration, usage profile or None)`` of one run of ``routed`` alone on the network.
 

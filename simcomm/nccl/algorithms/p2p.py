@@ -17,7 +17,9 @@ root's receives or sends; ``p2p`` is one message.
 
 from __future__ import annotations
 
-from simcomm.nccl.base import NcclAlgorithm, pack, register
+import numpy as np
+
+from simcomm.nccl.base import Flows, NcclAlgorithm, pack, register
 
 
 @register
@@ -37,18 +39,20 @@ class P2P(NcclAlgorithm):
             return pack(pairs, nbytes / p)
         L, N = layout.ppn, layout.n_nodes
         if N == 1 or L == 1 or not layout.uniform or layout.nics_per_node == 0 or not layout.pxn:
-            return pack([(i, j) for i in range(p) for j in range(p) if i != j], nbytes / p)
-        pairs, size = [], []
-        for node in layout.nodes:
-            for a in node:
-                for b in node:
-                    if a != b:
-                        pairs.append((a, b))
-                        size.append(N * nbytes / p)
-        for j in range(L):
-            for k in range(N):
-                for k2 in range(N):
-                    if k != k2:
-                        pairs.append((layout.nodes[k][j], layout.nodes[k2][j]))
-                        size.append(L * nbytes / p)
-        return pack(pairs, size)
+            return _all_pairs(np.arange(p, dtype=np.int64)[None, :], nbytes / p)
+        members = np.asarray(layout.nodes, dtype=np.int64)  # node x local position
+        # GPU i hands GPU j of its own node everything meant for position j of every node (N n/p), in node
+        # order; then GPU j of every node sends each other node's share on its own rail (L n/p), rail by rail
+        src_in, dst_in, nb_in = _all_pairs(members, N * nbytes / p)
+        src_out, dst_out, nb_out = _all_pairs(members.T, L * nbytes / p)
+        return (np.concatenate((src_in, src_out)), np.concatenate((dst_in, dst_out)),
+                np.concatenate((nb_in, nb_out)))
+
+
+def _all_pairs(groups: np.ndarray, size: float) -> Flows:
+    """Every ordered pair (a, b), a != b, within each row of ``groups``: row by row, a outer, b inner."""
+    rows, width = groups.shape
+    other = ~np.eye(width, dtype=bool)
+    src = np.broadcast_to(groups[:, :, None], (rows, width, width))[:, other]
+    dst = np.broadcast_to(groups[:, None, :], (rows, width, width))[:, other]
+    return src.ravel(), dst.ravel(), np.full(src.size, size)
