@@ -9,6 +9,8 @@ all-to-alls and the strategies that run them, priced both ways.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -62,8 +64,11 @@ def one_size_per_link(draw):
 @given(one_size_per_link())
 def test_one_size_per_link_ends_at_its_closed_form(case):
     s, capacity = case
-    closed = _closed_period(s, np.asarray(capacity, float))
-    assert closed is not None
+    found = _closed_period(s, np.asarray(capacity, float))
+    assert found is not None
+    closed, load = found
+    assert load == pytest.approx(np.bincount(s.links, weights=np.repeat(s.nbytes, s.route_len),
+                                             minlength=len(capacity)), rel=1e-12)
     assert closed == pytest.approx(fluid(s, capacity), rel=1e-9)
 
 
@@ -79,7 +84,7 @@ def test_two_sizes_on_one_link_is_left_to_the_fluid_run():
 
 def test_a_reduction_or_unequal_latencies_are_left_to_the_fluid_run():
     s = step([1.0, 1.0], [[0], [1]])
-    assert _closed_period(s, np.ones(2)) == 1.0
+    assert _closed_period(s, np.ones(2))[0] == 1.0
     assert _closed_period(step([1.0, 1.0], [[0], [1]]).__class__(
         s.src, s.dst, s.nbytes, np.array([0.0, 1e-6]), s.route_len, s.links, 1, NONE, np.zeros(0),
         s.red_slot), np.ones(2)) is None
@@ -155,3 +160,27 @@ def test_closed_steps_must_be_a_positive_count():
     for bad in (0, -1, 2.5, True):
         with pytest.raises(ConfigError, match="closed_steps"):
             EngineOptions(closed_steps=bad)
+
+
+def test_loads_summed_in_chunks_are_the_loads(monkeypatch):
+    import simcomm.engine.flow.pricer as pricer
+    from simcomm.engine.schedule import route_step
+    from simcomm.nccl.prepare import prepare_nccl
+    from simcomm.ops import Collective
+
+    topo = pxn(3)
+    op = Collective(0, "alltoall", tuple(range(topo.n_ranks)), 818e3)
+    prep = prepare_nccl(op, topo, NcclRuntime())
+    routed = route_step(topo, np.arange(topo.n_ranks), prep.steps[0], np.zeros(topo.n_ranks))
+    routed = replace(routed, latency=np.full(len(routed), prep.latency[0]))  # NCCL's, as the pricer sets it
+    whole = _closed_period(routed, topo.capacity)
+    monkeypatch.setattr(pricer, "_CHUNK", 7)  # passes that end mid-way through both sizes' transfers
+    chunked = _closed_period(routed, topo.capacity)
+    assert whole is not None and chunked is not None
+    assert chunked[0] == pytest.approx(whole[0], rel=1e-12)
+    assert chunked[1] == pytest.approx(whole[1], rel=1e-12)
+    # two sizes on one link are seen across passes too: the in-node relays doubled onto a rail's route
+    two = RoutedStep(routed.src, routed.dst, np.where(np.arange(len(routed)) == len(routed) - 1,
+                                                      routed.nbytes * 2, routed.nbytes), routed.latency,
+                     routed.route_len, routed.links, 1, NONE, np.zeros(0), routed.red_slot)
+    assert _closed_period(two, topo.capacity) is None

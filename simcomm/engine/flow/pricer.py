@@ -72,42 +72,55 @@ def _scalable(routed: RoutedStep) -> bool:
 #: a step is priced by its closed form only if its transfers have at most this many distinct sizes (each size's
 #: links are marked in turn to check that no link carries two)
 _CLOSED_SIZES = 8
+#: transfers per pass when a large step's link loads are summed (bounds the per-entry temporaries: an
+#: all-to-all over 16 384 GPUs crosses 3 x 10^8 links in all)
+_CHUNK = 1 << 21
 
 
-def _closed_period(routed: RoutedStep, capacity: np.ndarray) -> float | None:
-    """``latency + max over links (bytes / capacity)`` when that is the fluid model's answer for ``routed`` alone.
+def _closed_period(routed: RoutedStep, capacity: np.ndarray) -> tuple[float, np.ndarray] | None:
+    """``(latency + max over links (bytes / capacity), bytes per link)`` when that is the fluid model's answer
+    for ``routed`` alone, else None.
 
     It is when every transfer waits the same latency, nothing is reduced and every link carries transfers of
-    one size (None otherwise).  Proof (docs/engine.md, "Steps of one size per link"): no schedule moves a
-    link's bytes faster than its capacity, so the step lasts at least that long; and a max-min fair rate is
-    never below ``capacity / transfers`` on some link of the transfer's route (its bottleneck link is full,
-    and no transfer there is faster), a bound that only grows as transfers finish; so a transfer of ``s``
-    bytes ends by ``max over its links (s x transfers / capacity)``, which is that link's bytes over its
-    capacity when all its transfers carry ``s``.  The fluid core computes the same value to rounding (1e-12).
+    one size.  Proof (docs/engine.md, "Steps of one size per link"): no schedule moves a link's bytes faster
+    than its capacity, so the step lasts at least that long; and a max-min fair rate is never below
+    ``capacity / transfers`` on some link of the transfer's route (its bottleneck link is full, and no
+    transfer there is faster), a bound that only grows as transfers finish; so a transfer of ``s`` bytes ends
+    by ``max over its links (s x transfers / capacity)``, which is that link's bytes over its capacity when all
+    its transfers carry ``s``.  The fluid core computes the same value to rounding (1e-12).
     """
     if not len(routed) or len(routed.red_ranks):
         return None
-    lat, nb = routed.latency, routed.nbytes
+    lat, nb, lens, links = routed.latency, routed.nbytes, routed.route_len, routed.links
     if not ((lat == lat[0]).all() and nb.min() > 0):
         return None
-    sizes, which = np.unique(nb, return_inverse=True)
-    if len(sizes) > _CLOSED_SIZES:
+    which = np.full(len(nb), -1, dtype=np.int8)  # each transfer's size, as an index (few sizes: no sort)
+    n_sizes = 0
+    while (free := np.flatnonzero(which < 0)).size:
+        if n_sizes == _CLOSED_SIZES:
+            return None
+        which[free[nb[free] == nb[free[0]]]] = n_sizes
+        n_sizes += 1
+    n_links = len(capacity)
+    marks = np.zeros((n_sizes, n_links), dtype=bool) if n_sizes > 1 else None
+    load = np.zeros(n_links)
+    ends = np.cumsum(lens)
+    e0 = 0
+    for c0 in range(0, len(nb), _CHUNK):
+        c1 = min(c0 + _CHUNK, len(nb))
+        e1 = int(ends[c1 - 1])
+        part = links[e0:e1]
+        if marks is not None:
+            kind = np.repeat(which[c0:c1], lens[c0:c1])
+            for k in range(n_sizes):
+                marks[k, part[kind == k]] = True
+        load += np.bincount(part, weights=np.repeat(nb[c0:c1], lens[c0:c1]), minlength=n_links)
+        e0 = e1
+    if marks is not None and (marks.sum(axis=0) > 1).any():
         return None
-    links = routed.links
-    if len(sizes) > 1:
-        per_entry = np.repeat(which.astype(np.int8), routed.route_len)
-        seen = np.zeros(len(capacity), dtype=bool)
-        for k in range(len(sizes)):
-            mine = np.zeros(len(capacity), dtype=bool)
-            mine[links[per_entry == k]] = True
-            if (seen & mine).any():
-                return None
-            seen |= mine
-    if not len(links):
-        return float(lat[0])
-    load = np.bincount(links, weights=np.repeat(nb, routed.route_len), minlength=len(capacity))
     used = load > 0
-    return float(lat[0]) + float((load[used] / capacity[used]).max())
+    busiest = float((load[used] / capacity[used]).max()) if used.any() else 0.0
+    return float(lat[0]) + busiest, load
 
 
 class FlowPricer:
@@ -279,15 +292,19 @@ class FlowPricer:
                 routed = replace(routed, latency=np.full(len(routed), float(prep.latency[i])))
             skey = ((gkey, step.src.tobytes(), step.dst.tobytes(), float(routed.latency[0]))
                     if _scalable(routed) else None)
-            closed = (_closed_period(routed, self.net.core.capacity)
-                      if self.closed_from and len(routed) >= self.closed_from else None)
+            found = (_closed_period(routed, self.net.core.capacity)
+                     if self.closed_from and len(routed) >= self.closed_from else None)
+            closed = None if found is None else found[0]
             # the links a reservation of this step holds (see LiveNetwork.free)
             held = (unique_ids(routed.links, len(ctx.topology.capacity))
                     if ctx.paths.pricing != "plain" and (step.repeat > 1 or skey is not None or closed is not None)
                     else None)
             fbytes = None
             if ctx.link_bytes and len(routed) and len(ctx.families) and ctx.per_link is None:
-                fbytes = routed.family_bytes(ctx.family_of_link, len(ctx.families))
+                # a closed step's bytes per family from its link loads (the same sum in another order: no
+                # second pass over its entries)
+                fbytes = (routed.family_bytes(ctx.family_of_link, len(ctx.families)) if found is None else
+                          np.bincount(ctx.family_of_link, weights=found[1], minlength=len(ctx.families)))
             out.append((routed, skey, held, fbytes, closed))
         self._shapes[key] = (prep, out)  # the preparation is kept alive with its id
         return out
