@@ -51,3 +51,27 @@ def test_alltoall_pairs_as_arrays_equal_the_loops(name, members):
         got, want = P2P().flows("alltoall", layout, nbytes, 0), _loops(layout, nbytes)
         for g, w in zip(got, want, strict=True):
             assert g.dtype == w.dtype and g.tobytes() == w.tobytes()
+
+
+def test_one_pattern_per_layout_shared_by_every_size():
+    # pcnn runs an all-to-all per conv unit, each of its own size: the pairs (and their routed global ranks)
+    # are built once per layout and shared, read-only; only the bytes are each call's own
+    import simcomm.nccl.algorithms  # noqa: F401  (registers the catalogue)
+    from simcomm.engine.schedule import route_step
+    from simcomm.nccl.prepare import prepare_nccl
+    from simcomm.ops import Collective
+    from simcomm.runtimes import NcclRuntime
+
+    topo = apply_stack(FABRICS["nvswitch 3 x 8 (PXN)"](), get_stack("nccl"))
+    layout = group_layout(topo, list(range(topo.n_ranks)))
+    a, b = P2P().flows("alltoall", layout, 8e6, 0), P2P().flows("alltoall", layout, 3e6, 0)
+    assert a[0] is b[0] and a[1] is b[1] and not a[0].flags.writeable
+    assert a[2].tobytes() == _loops(layout, 8e6)[2].tobytes() and b[2].tobytes() == _loops(layout, 3e6)[2].tobytes()
+    cache: dict = {}
+    group = np.arange(topo.n_ranks)
+    steps = [prepare_nccl(Collective(0, "alltoall", tuple(range(topo.n_ranks)), n), topo, NcclRuntime()).steps[0]
+             for n in (8e6, 3e6)]
+    assert np.shares_memory(steps[0].src, a[0])  # the preparation keeps every message: no copy
+    one, two = (route_step(topo, group, s, np.zeros(topo.n_ranks), cache) for s in steps)
+    assert one.src is two.src and one.links is two.links and one.red_slot is two.red_slot
+    assert one.nbytes.tobytes() != two.nbytes.tobytes()
