@@ -19,11 +19,15 @@ from simcomm.collectives.runtime import CollectiveRuntime, Prepared
 from simcomm.engine.fluid.small import MAX_LIVE
 from simcomm.errors import ConfigError
 
-__all__ = ["EngineOptions", "Pricer", "FIDELITIES", "EXACT", "SCENARIO_RESOLUTION"]
+__all__ = ["EngineOptions", "Pricer", "FIDELITIES", "EXACT", "SCENARIO_RESOLUTION", "CLOSED_STEPS"]
 
 FIDELITIES = ("flow", "analytic")
 #: the engine's own default: every flow completion is its own event
 EXACT = 0.0
+#: transfers from which a step alone that carries one size per link is priced by its closed form (exact in the
+#: model, docs/engine.md "Steps of one size per link"; below it, where flows are cheap, the fluid run prices it
+#: and every stored hash and golden output keeps its floats): an all-to-all over 4 096 GPUs holds 2.1 M
+CLOSED_STEPS = 1 << 20
 #: a scenario's default: completions within 1 % of the finishing transfers' durations share one event
 #: (keeps crossover-sgd at 1 024 GPUs under 10 s and moves its communication time by about 0.02 %)
 SCENARIO_RESOLUTION = 0.01
@@ -35,8 +39,11 @@ class EngineOptions:
 
     ``reference``: names of fast paths to turn off (:data:`simcomm.engine.paths.REFERENCES`:
     ``direct``, ``callbacks``, ``one_pass``, ``keep``, ``per_link``, ``coalesce``, ``scaling``,
-    ``lean``, ``scalar``, ``incremental``, ``shapes``); the reference paths the tests and
+    ``lean``, ``scalar``, ``incremental``, ``shapes``, ``closed_steps``); the reference paths the tests and
     benchmarks/check_hashes.py compare the fast ones with.  Empty: every fast path.
+    ``closed_steps``: transfers from which a step alone on its links that carries one size per link (NCCL's
+    all-to-all) is priced by its closed form, ``latency + max over links (bytes / capacity)``: the fluid
+    model's own answer (docs/engine.md, "Steps of one size per link"); the ``closed_steps`` reference turns it off.
     ``max_live``: live flows up to which the fluid core keeps a scalar form (any value gives
     the same floats; it only moves where the core switches to numpy arrays).
     ``ppn``: ranks per machine given to hierarchical algorithms (None: from the topology).
@@ -64,6 +71,7 @@ class EngineOptions:
     link_bytes: bool = True
     busiest_links: int = 0
     traffic_weights: tuple[tuple[str, float], ...] = ()
+    closed_steps: int = CLOSED_STEPS
 
     def __post_init__(self) -> None:
         from simcomm.engine.paths import REFERENCES
@@ -87,6 +95,9 @@ class EngineOptions:
         res = self.resolution
         if isinstance(res, bool) or not (isinstance(res, (int, float)) and 0 <= res < 1):
             raise ConfigError(f"resolution: {res!r} must be a number in [0, 1) (0 = exact flow events)")
+        big = self.closed_steps
+        if isinstance(big, bool) or not isinstance(big, int) or big < 1:
+            raise ConfigError(f"closed_steps: {big!r} must be a positive integer (transfers per step)")
         ppn = self.ppn
         if ppn is not None and (isinstance(ppn, bool) or not isinstance(ppn, int) or ppn < 1):
             raise ConfigError(f"ppn: {ppn!r} must be a positive integer")

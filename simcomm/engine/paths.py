@@ -17,7 +17,9 @@ of ``simcomm run`` as each kind's ``engine``).
   ``per-link`` (repeated steps reserve their own links), ``whole-network`` (they reserve
   the idle network: with link usage recorded or a CPU cost of communication, or the
   ``per_link`` reference), ``plain`` (every repeat as flows: the ``coalesce`` reference);
-  ``scaled``: a scalable step's isolated run is reused for other sizes.
+  ``scaled``: a scalable step's isolated run is reused for other sizes; ``closed_from``: a step of at
+  least this many transfers that carries one size per link is priced alone by its closed form
+  (docs/engine.md, "Steps of one size per link"; 0: never).
 * **core** (the fluid core's most specialised form; it moves to the arrays when more than
   ``max_live`` flows are live): ``lean`` (Python floats while live routes are disjoint,
   :mod:`simcomm.engine.fluid.lone`), ``scalar`` (Python floats, :mod:`simcomm.engine.fluid.small`),
@@ -49,6 +51,8 @@ REFERENCES = {
     "lean": "the scalar core's lean form for disjoint routes (the general scalar form instead)",
     "scalar": "the fluid core's scalar form for few flows (numpy arrays throughout instead)",
     "incremental": "incremental max-min re-solves and link pruning (the textbook solver at every event)",
+    "closed_steps": "a large step of one transfer size per link priced alone by its closed form (run as flows "
+                    "instead)",
 }
 #: References that give every float bit for bit (the others: the same model, floats to 1e-9).
 EXACT = frozenset({"one_pass", "direct", "callbacks", "keep", "shapes", "lean", "scalar"})
@@ -65,12 +69,14 @@ class Paths:
     keep: bool
     max_live: int
     shapes: bool = True
+    closed_from: int = 0
 
     def to_dict(self) -> dict:
         """What a run records: driver, pricing, scaled steps and core (``keep``/``max_live``/``shapes`` change
-        no float)."""
+        no float; ``closed_from`` moves a float only at or above its size, where the run's statistics count
+        ``steps_closed``)."""
         d = asdict(self)
-        del d["keep"], d["max_live"], d["shapes"]
+        del d["keep"], d["max_live"], d["shapes"], d["closed_from"]
         return d
 
 
@@ -108,4 +114,6 @@ def choose(plan, fidelity: str, options) -> Paths:
             core = "scalar"
         else:
             core = "lean"
-    return Paths(driver, pricing, scaled, core, "keep" not in ref, options.max_live, "shapes" not in ref)
+    closed_from = options.closed_steps if flow and pricing != "plain" and "closed_steps" not in ref else 0
+    return Paths(driver, pricing, scaled, core, "keep" not in ref, options.max_live, "shapes" not in ref,
+                 closed_from)

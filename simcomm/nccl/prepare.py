@@ -114,8 +114,10 @@ def prepare_nccl(op, topology, runtime) -> Prepared | None:
     group = np.asarray(op.ranks, dtype=np.int64)
     # staged through host memory (SHM without P2P, a network without GDR): a GPU writing and reading it at once
     # is slower than its port (execution.HOST_BIDIR_SHARE)
-    nb = nb * host_bidirectional_stretch(topology, group, src[keep], dst[keep], nb[keep], payload[keep])
-    step = Step.make(src[keep], dst[keep], nb[keep])
+    if not keep.all():  # (an all-to-all keeps every message: its pattern's arrays are used as they are)
+        src, dst, nb, payload = src[keep], dst[keep], nb[keep], payload[keep]
+    nb = nb * host_bidirectional_stretch(topology, group, src, dst, nb, payload)
+    step = Step.make(src, dst, nb)
     if not len(step):  # a zero-byte NCCL collective returns at once (ncclAllReduce with count 0)
         return Prepared(None, 1, (), closed_form=0.0, label=label, key=f"{op.kind}/nccl-{algo}")
     if mt is None:
@@ -124,8 +126,8 @@ def prepare_nccl(op, topology, runtime) -> Prepared | None:
         # step of the protocol NCCL runs it with, once per batch a channel runs
         # (a message's price grows with its size, LL to Simple, and a network step costs the most: price the
         # largest message of each kind once, not each of an all-to-all's p^2 messages)
-        across = layout.node_of[src[keep]] != layout.node_of[dst[keep]]
-        sizes = payload[keep]
+        across = layout.node_of[src] != layout.node_of[dst]
+        sizes = payload
         # (each kind priced only when some message is of it: an all-to-all over ranks on different nodes, an
         # expert-parallel group strided across nodes, has no in-node message at all)
         slowest = max(([p2p_message_latency_us(layout, True, 0.0)[1] + fabric_extra_us(layout)] if across.any() else [])

@@ -17,6 +17,9 @@ shared network, and the remaining repeats run plainly.  A single *scalable*
 step (same bytes and route latency on every transfer, no reduction: the
 pairwise steps of an all-to-all) is reserved the same way, its isolated time
 scaled from one run of the same pattern at another size (see :func:`_scalable`).
+A large step whose every link carries transfers of one size (NCCL's all-to-all: relayed in-node shares on
+NVLink, rail messages on the network) is reserved for its closed form, the fluid model's answer for it
+alone (see :func:`_closed_period`).
 
 Per-link reservations (the default; the ``per_link`` reference turns them off): a step is reserved when
 none of its own links carries a live flow or is held by another reservation,
@@ -66,6 +69,60 @@ def _scalable(routed: RoutedStep) -> bool:
     return bool(nb[0] > 0 and (nb == nb[0]).all() and (lat == lat[0]).all())
 
 
+#: a step is priced by its closed form only if its transfers have at most this many distinct sizes (each size's
+#: links are marked in turn to check that no link carries two)
+_CLOSED_SIZES = 8
+#: transfers per pass when a large step's link loads are summed (bounds the per-entry temporaries: an
+#: all-to-all over 16 384 GPUs crosses 3 x 10^8 links in all)
+_CHUNK = 1 << 21
+
+
+def _closed_period(routed: RoutedStep, capacity: np.ndarray) -> tuple[float, np.ndarray] | None:
+    """``(latency + max over links (bytes / capacity), bytes per link)`` when that is the fluid model's answer
+    for ``routed`` alone, else None.
+
+    It is when every transfer waits the same latency, nothing is reduced and every link carries transfers of
+    one size.  Proof (docs/engine.md, "Steps of one size per link"): no schedule moves a link's bytes faster
+    than its capacity, so the step lasts at least that long; and a max-min fair rate is never below
+    ``capacity / transfers`` on some link of the transfer's route (its bottleneck link is full, and no
+    transfer there is faster), a bound that only grows as transfers finish; so a transfer of ``s`` bytes ends
+    by ``max over its links (s x transfers / capacity)``, which is that link's bytes over its capacity when all
+    its transfers carry ``s``.  The fluid core computes the same value to rounding (1e-12).
+    """
+    if not len(routed) or len(routed.red_ranks):
+        return None
+    lat, nb, lens, links = routed.latency, routed.nbytes, routed.route_len, routed.links
+    if not ((lat == lat[0]).all() and nb.min() > 0):
+        return None
+    which = np.full(len(nb), -1, dtype=np.int8)  # each transfer's size, as an index (few sizes: no sort)
+    n_sizes = 0
+    while (free := np.flatnonzero(which < 0)).size:
+        if n_sizes == _CLOSED_SIZES:
+            return None
+        which[free[nb[free] == nb[free[0]]]] = n_sizes
+        n_sizes += 1
+    n_links = len(capacity)
+    marks = np.zeros((n_sizes, n_links), dtype=bool) if n_sizes > 1 else None
+    load = np.zeros(n_links)
+    ends = np.cumsum(lens)
+    e0 = 0
+    for c0 in range(0, len(nb), _CHUNK):
+        c1 = min(c0 + _CHUNK, len(nb))
+        e1 = int(ends[c1 - 1])
+        part = links[e0:e1]
+        if marks is not None:
+            kind = np.repeat(which[c0:c1], lens[c0:c1])
+            for k in range(n_sizes):
+                marks[k, part[kind == k]] = True
+        load += np.bincount(part, weights=np.repeat(nb[c0:c1], lens[c0:c1]), minlength=n_links)
+        e0 = e1
+    if marks is not None and (marks.sum(axis=0) > 1).any():
+        return None
+    used = load > 0
+    busiest = float((load[used] / capacity[used]).max()) if used.any() else 0.0
+    return float(lat[0]) + busiest, load
+
+
 class FlowPricer:
     """Prices Transfers and Collectives on a shared :class:`LiveNetwork`."""
 
@@ -77,6 +134,7 @@ class FlowPricer:
         self.form = paths.core  # the fluid core's form, for the shared network and every isolated run
         self.max_live = paths.max_live
         self.scaled = paths.scaled  # reuse a scalable step's isolated run for other sizes
+        self.closed_from = paths.closed_from  # steps of this many transfers and one size per link: closed form
         self.net = LiveNetwork(ctx.env, ctx.topology.capacity, self.form, self.fam, ctx.resolution,
                                per_link=paths.pricing == "per-link", max_live=self.max_live)
         self._routes: dict = {}  # routes per (group, step pattern), see route_step
@@ -175,7 +233,7 @@ class FlowPricer:
         ctx = self.ctx
         self._used = True
         w = ctx.weight(op.stream)
-        for routed, skey, held, fbytes in self._steps(op, prep):
+        for routed, skey, held, fbytes, closed in self._steps(op, prep):
             if fbytes is not None:
                 ctx.family_bytes += (routed.repeat if w is None else routed.repeat * w) * fbytes
             elif ctx.link_bytes:
@@ -183,7 +241,10 @@ class FlowPricer:
             left = routed.repeat
             period = profile = None
             while left > 0:
-                if held is not None and (left > 1 or skey is not None) and self.net.free(held):
+                if closed is not None and (self.fam is not None or self._moved is not None):
+                    closed = None  # link usage and per-rank bytes follow flows: run it as flows
+                if held is not None and (left > 1 or skey is not None or closed is not None) \
+                        and self.net.free(held):
                     res = None
                     if self.net.per_link:
                         # Hold the links and price the step only at the end of this instant: traffic
@@ -194,7 +255,9 @@ class FlowPricer:
                             yield from self._run_step(routed)
                             left -= 1
                             continue
-                    if period is None:
+                    if period is None and closed is not None:
+                        period = self._closed_step(closed)
+                    elif period is None:
                         period, profile = self._isolated_period(routed, skey)
                     if period <= 0.0:  # nothing to wait for in any repeat
                         if res is not None:
@@ -219,7 +282,7 @@ class FlowPricer:
                 left -= 1
 
     def _steps(self, op, prep) -> list:
-        """Per step of ``prep`` on ``op``'s group: ``(routed, scalable key, held links, family bytes)``.
+        """Per step of ``prep`` on ``op``'s group: ``(routed, scalable key, held links, family bytes, closed)``.
 
         Routing, NCCL's latency, the scalable test, the held links and the bytes per link
         family depend on the group and the preparation alone, so they are worked out once
@@ -242,17 +305,29 @@ class FlowPricer:
                 routed = replace(routed, latency=np.full(len(routed), float(prep.latency[i])))
             skey = ((gkey, step.src.tobytes(), step.dst.tobytes(), float(routed.latency[0]))
                     if _scalable(routed) else None)
+            found = (_closed_period(routed, self.net.core.capacity)
+                     if self.closed_from and len(routed) >= self.closed_from else None)
+            closed = None if found is None else found[0]
             # the links a reservation of this step holds (see LiveNetwork.free)
             held = (unique_ids(routed.links, len(ctx.topology.capacity))
-                    if ctx.paths.pricing != "plain" and (step.repeat > 1 or skey is not None) else None)
+                    if ctx.paths.pricing != "plain" and (step.repeat > 1 or skey is not None or closed is not None)
+                    else None)
             fbytes = None
             if ctx.link_bytes and len(routed) and len(ctx.families) and ctx.per_link is None:
-                fbytes = routed.family_bytes(ctx.family_of_link, len(ctx.families))
-            out.append((routed, skey, held, fbytes))
+                # a closed step's bytes per family from its link loads (the same sum in another order: no
+                # second pass over its entries)
+                fbytes = (routed.family_bytes(ctx.family_of_link, len(ctx.families)) if found is None else
+                          np.bincount(ctx.family_of_link, weights=found[1], minlength=len(ctx.families)))
+            out.append((routed, skey, held, fbytes, closed))
         self._shapes[key] = (prep, out)  # the preparation is kept alive with its id
         return out
 
     # ---- steps -----------------------------------------------------------
+    def _closed_step(self, period: float) -> float:
+        """A step priced alone by its closed form (:func:`_closed_period`): counted, its ``period`` returned."""
+        self.ctx.stats["steps_closed"] += 1
+        return period
+
     def _isolated_period(self, routed: RoutedStep, skey=None):
         """``(duration, usage profile or None)`` of one run of ``routed`` alone on the network.
 
