@@ -250,3 +250,14 @@ def test_seed001_says_why_the_t4_is_not_calibrated(results):
     finding = next(f for f in res.findings if f.startswith("the T4's compute is not calibrated"))
     assert "prints no single-instance time, throughput or all-reduce time" in finding
     assert finding.count("% of peak") == 2  # the reported 13 pp is reached at two computes
+
+
+def test_seed003_names_what_both_rows_of_a_model_imply(results):
+    """The paper's pcnn/allreduce pair needs a cost only the all-reduce pays: beyond the simulated (bandwidth) ratio."""
+    import re
+
+    res = next(r for r in results if r.name == "seed003-pcnn")
+    finding = next(f for f in res.findings if f.startswith("what both rows of a model imply"))
+    pairs = re.findall(r"\(([\d.]+)x apart, simulated ([\d.]+)x\)", finding)
+    assert len(pairs) == 2 and all(float(paper) > float(sim) for paper, sim in pairs)
+    assert "residual inference, not a row" in finding and "no one per-byte rate closes both" in finding
