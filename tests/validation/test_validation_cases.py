@@ -230,3 +230,34 @@ def test_no_residual_is_counted(results):
     res = next(r for r in results if r.name == "seed004-table1")
     comm = [r for r in res.rows if r.label.endswith("communication")]
     assert len(comm) == 4 and all(r.role == "not-a-test" and "residual" in r.note for r in comm)
+
+
+def test_seed001_compute_for_gap_is_the_closed_form():
+    """gap(c) = c/(c+a) - c/(c+b): a = 1, b = 4 peaks at 1/3 (c = 2); 0.2 is reached at c = 5 -/+ sqrt(21)."""
+    from simcomm.validation import seed001
+
+    lo, hi = seed001.compute_for_gap(0.2, 1.0, 4.0)
+    assert (lo, hi) == (pytest.approx(5 - 21 ** 0.5), pytest.approx(5 + 21 ** 0.5))
+    for c in (lo, hi):
+        assert c / (c + 1.0) - c / (c + 4.0) == pytest.approx(0.2)
+    assert seed001.compute_for_gap(1 / 3, 1.0, 4.0) == (pytest.approx(2.0), pytest.approx(2.0))
+    assert seed001.compute_for_gap(0.34, 1.0, 4.0) is None  # above the peak (sqrt 4 - 1) / (sqrt 4 + 1)
+    assert seed001.compute_for_gap(0.2, 4.0, 1.0) is None  # a must add less than b
+
+
+def test_seed001_says_why_the_t4_is_not_calibrated(results):
+    res = next(r for r in results if r.name == "seed001-time-efficiency")
+    finding = next(f for f in res.findings if f.startswith("the T4's compute is not calibrated"))
+    assert "prints no single-instance time, throughput or all-reduce time" in finding
+    assert finding.count("% of peak") == 2  # the reported 13 pp is reached at two computes
+
+
+def test_seed003_names_what_both_rows_of_a_model_imply(results):
+    """The paper's pcnn/allreduce pair needs a cost only the all-reduce pays: beyond the simulated (bandwidth) ratio."""
+    import re
+
+    res = next(r for r in results if r.name == "seed003-pcnn")
+    finding = next(f for f in res.findings if f.startswith("what both rows of a model imply"))
+    pairs = re.findall(r"\(([\d.]+)x apart, simulated ([\d.]+)x\)", finding)
+    assert len(pairs) == 2 and all(float(paper) > float(sim) for paper, sim in pairs)
+    assert "residual inference, not a row" in finding and "no one per-byte rate closes both" in finding
