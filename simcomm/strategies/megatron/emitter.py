@@ -37,12 +37,11 @@ class Emitter(LayerComm, ContextParallel, DataParallel):
         self.replicas_apart = replicas_apart  # symmetry.replicas_apart: the fold's premise, said when it fails
         # With the replicas folded, the tensor-parallel ranks of a group also compute alike: one compute per
         # group, on its first rank, started once every rank's input is there (the group's next collective
-        # waits for all of them anyway, and equal computes end max(ready) + t either way); not with ring
-        # attention, whose pieces interleave with per-rank sends
+        # waits for all of them anyway, and equal computes end max(ready) + t either way)
         # The same holds for the live replicas of a stage that expert parallelism keeps (every MoE layer's
         # dispatch and combine span them all) and for a ring attention's ranks (each computes its pieces on a
         # K/V block that arrives over a link like its neighbour's): one compute per stage, on its first rank
-        # when every hop of every ring crosses links of the same classes (context.rings_alike: a ring that leaves
+        # when every hop of every ring crosses links of the same classes (symmetry.rings_alike: a ring that leaves
         # its node on some hops only is paced by those; Ulysses' all-to-alls are emitted per rank: no lane fold)
         self.fold_lanes = (self.live < lay.dp and (lay.tp > 1 or self.live > 1)
                            and (lay.cp == 1 or (p.cp_kind == "ring" and rings_alike)))

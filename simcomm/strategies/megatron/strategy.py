@@ -9,7 +9,7 @@ from __future__ import annotations
 from simcomm.strategies.base import Strategy, register
 from simcomm.strategies.megatron.emitter import Emitter
 from simcomm.strategies.megatron.params import MegatronParams
-from simcomm.strategies.megatron.sizing import resolve_layout, stage_layers
+from simcomm.strategies.megatron.sizing import live_replicas, resolve_layout, stage_layers
 from simcomm.strategies.megatron.symmetry import replicas_apart, rings_alike
 from simcomm.strategies.megatron.zero import resolve_schedule
 
@@ -79,7 +79,9 @@ class Megatron(Strategy):
     def plan(self, workload, topology):
         names = [layer.name for layer in workload.layers]
         lay, s, sizes = resolve_layout(self.params, workload, names)
-        apart = self.params.replicas == "all" or replicas_apart(lay, topology)
+        # what the folds assume of the cluster (symmetry.py), checked on its routes only when a plan folds
+        folds = lay.dp > 1 and live_replicas(self.params, lay, workload, sizes.microbatches) < lay.dp
         return Emitter(self.params, lay, s, sizes, workload, topology.n_ranks,
-                       rings_alike=lay.cp > 1 and rings_alike(lay, topology), replicas_apart=apart).plan()
+                       rings_alike=folds and lay.cp > 1 and rings_alike(lay, topology),
+                       replicas_apart=not folds or replicas_apart(lay, topology)).plan()
 

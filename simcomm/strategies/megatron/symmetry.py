@@ -6,11 +6,12 @@ replica's flows then meet only their own (docs/engine.md, "Replica and lane fold
 breaks it when a replica's point-to-point hops leave their rail (a ring-attention ring of 16 ranks over two
 DGX nodes sends GPU 6 -> GPU 0 of the next node through a spine, and every replica's alike hop takes the same
 spine up-link): folded, those hops run alone and the step comes out too fast (tp 2, cp 8, pp 2, dp 2 on 8 DGX
-H100 nodes: 23.5 % under every replica simulated).  :func:`replicas_apart` checks the premise on the routes,
-and a folded plan says in an ``assumed:`` line when it fails.  It is not a reason to simulate every replica:
-the full plan routes such a hop through a spine, where NCCL's PXN (``NCCL_PXN_DISABLE=0``, the default since
-2.12) relays it over NVLink to the GPU on the destination's rail and keeps it on that rail's leaf, where the
-replicas are apart again; and keeping all replicas would multiply the plans ``plan`` simulates by dp.
+H100 nodes: 23.5 % under every replica simulated).  :func:`replicas_apart` checks the premise on the routes
+(only when a plan folds), and a folded plan says in an ``assumed:`` line when it fails.  It is not a reason to
+simulate every replica: the full plan routes such a hop through a spine, where NCCL's PXN (``NCCL_PXN_DISABLE=0``, the default since
+2.12; ``src/graph/paths.cc``, the proxy GPU chosen on the destination NIC's rail) relays it over NVLink to the
+GPU on the destination's rail and keeps it on that rail's leaf, where the replicas are apart again; and
+keeping all replicas would multiply the plans ``plan`` simulates by dp.
 
 The ring fold (one compute chain and one send per ring step per stage) also needs every hop of a ring to cross
 the same link classes (:func:`rings_alike`): a ring that leaves its node on some hops only is paced by those.
@@ -48,14 +49,11 @@ def replicas_apart(lay, topology) -> bool:
     data = lay.dp // lay.cp
     if data < 2:
         return True
-    first = _replica_hops(lay, 0)
-    if not first:
+    hops = np.array([_replica_hops(lay, e) for e in range(data)], dtype=np.int64)  # (replica, hop, src/dst)
+    if hops.shape[1] == 0:
         return True
-    n = len(first)
-    src = np.array([a for e in range(data) for a, _ in (first if e == 0 else _replica_hops(lay, e))], dtype=np.int64)
-    dst = np.array([b for e in range(data) for _, b in (first if e == 0 else _replica_hops(lay, e))], dtype=np.int64)
-    lens, links = topology.routes(src, dst)
-    owner = np.repeat(np.arange(len(src)) // n, lens)  # the replica of each routed link
+    lens, links = topology.routes(hops[:, :, 0].ravel(), hops[:, :, 1].ravel())
+    owner = np.repeat(np.arange(hops.shape[0] * hops.shape[1]) // hops.shape[1], lens)  # each link's replica
     mine = np.unique(links[owner == 0])
     return not bool(np.isin(links[owner > 0], mine).any())
 
