@@ -223,6 +223,12 @@ class PSParams:
         return self.queues == "fifo" or (self.queues == "auto" and self.servers == 1)
 
     @property
+    def per_tensor_pull_note(self) -> str:
+        """The ``assumed:`` line of ``pull per-tensor`` (a strategy whose forward waits otherwise says so)."""
+        return ("a tensor is pulled as soon as its server has updated it and the next forward of a layer waits only "
+                "for its tensors (MXNet/BytePS; seed-code-facts C10)")
+
+    @property
     def assumed(self) -> tuple[str, ...]:
         out = []
         if self.servers == 1:
@@ -244,8 +250,7 @@ class PSParams:
             out.append(f"{how}: messages share links concurrently (TF's gRPC, MXNet, BytePS): the flow fidelity prices "
                        "the incast, the closed form prices each message alone and misses it")
         if self.pull == "per-tensor":
-            out.append("a tensor is pulled as soon as its server has updated it and the next forward of a layer "
-                       "waits only for its tensors (MXNet/BytePS; seed-code-facts C10)")
+            out.append(self.per_tensor_pull_note)
         if self.server_s_per_byte == SERVER_S_PER_BYTE:
             out.append("server reduce+update 1.43e-10 s/B x (workers+1) x tensor bytes (seed 004 Table 1, 1 Gb/s)")
         return tuple(out)

@@ -1,7 +1,8 @@
 """``ps-layer-drop``: parameter server with layer dropping, seed 004 (Sec. 4-5, Alg. 1).
 
 Pattern: as ``ps`` (per-tensor push, server update, per-tensor pull), but
-pushed only after the whole backward (``push``, below), and each worker keeps a per-layer accumulator and pushes a layer only when its
+pushed only after the whole backward (``push``, below), and each worker
+keeps a per-layer accumulator and pushes a layer only when its
 representative value (mean |accum|) reaches a threshold; a dropped layer is
 sent as the one-element list ``[0]`` and stays accumulated (Eqs. 1-2).  The
 threshold is recomputed every ``threshold_every`` iterations so that a
@@ -134,12 +135,16 @@ class LayerDropParams(PSParams):
                 raise ConfigError(f"{name.replace('_', '-')}: {getattr(self, name)!r} must be >= 0")
 
     @property
+    def per_tensor_pull_note(self) -> str:
+        if self.push == "as-ready":
+            return super().per_tensor_pull_note
+        # the forward waits for the whole list (the push line says so)
+        return ("a tensor is pulled as soon as its server has updated it (the only server schedule under which "
+                "seed 004's no-drop 1 Gb/s communication fits under line rate)")
+
+    @property
     def assumed(self) -> tuple[str, ...]:
         out = list(super().assumed)
-        if self.push == "after-backward" and self.pull == "per-tensor":  # ps's line says forward waits per layer
-            out = [("a tensor is pulled as soon as its server has updated it (the only server schedule under which "
-                    "seed 004's no-drop 1 Gb/s communication fits under line rate)") if line.startswith(
-                        "a tensor is pulled as soon") else line for line in out]
         if self.drop_ratio == 0.9:
             out.append("drop ratio R = 0.9 (seed 004 does not state R): workers push ~10 % of gradient elements, a "
                        "90 % cut in pushed bytes; the paper's 95 % cut of communication time at 1 Gb/s would need "
