@@ -54,12 +54,21 @@ a stretch of the whole pattern.
   A network step of a channel is handed to the NIC by a CPU proxy thread, one per GPU, which runs every
   active operation's progress function in turn (``progressOps``, ``src/proxy.cc``), and a send's or a
   receive's progress walks its channels one after another (``sendProxyProgress``/``recvProxyProgress``,
-  ``src/transport/net.cc``: ``for (s = 0; s < args->nsubs; s++)``, one sub per channel).  A proxy whose
-  NIC carries ``c`` of the call's channels thus serves ``2c`` operations (a send and a receive each) per
-  network step, and the last of them waits for the other ``2c - 1``.  Each costs NCCL's own host
-  overhead of a network step (``netOverhead``: 1 us on Intel hosts, 2 us on AMD, three times that for
-  Simple, as NCCL's ring latency counts it; ``src/graph/tuning.cc``); NCCL's table prices one channel's
-  step.  The channels spread over ``min(channels, NICs, GPUs per node)`` proxies.  Small buffers launch
+  ``src/transport/net.cc``: ``for (s = 0; s < args->nsubs; s++)``, one sub per channel).  Which of them
+  a step waits for depends on the protocol.  Simple: the receiving GPU waits for the tail the proxy
+  writes once the receive has completed (and, with GPUDirect RDMA, been flushed: ``ncclNetIflush``), so
+  a proxy whose NIC carries ``c`` of the call's channels serves ``2c`` operations (a send and a receive
+  each) per network step, and the last of them waits for the other ``2c - 1``.  LL and LL128: the
+  receiving GPU polls the flags of the lines the NIC writes into its buffer (``readLL``,
+  ``src/device/prims_ll.h``; LL128's flag word per line, ``prims_ll128.h``), and ``recvProxyProgress``
+  posts its receives as soon as the operation starts, up to NCCL_STEPS ahead (it returns before testing
+  any completion while it still posts: ``if (args->idle == 0) return``), so no receive is on the
+  step's path: only the ``c`` sends are (``sendProxyProgress`` posts one ``isend`` per ready sub in
+  turn), and the last waits for the other ``c - 1``.  Each costs NCCL's own host overhead of a network
+  step (``netOverhead``, "network post overhead": 1 us on Intel hosts, 2 us on AMD, three times that
+  for Simple, as NCCL's ring latency counts it; ``src/graph/tuning.cc``); NCCL's table prices one
+  channel's step, its own post included.  The channels spread over ``min(channels, NICs, GPUs per
+  node)`` proxies.  Small buffers launch
   few channels, so the wait grows with the buffer until every channel runs.  NVLS-Tree and CollNet are
   left as NCCL's table prices them: their network latencies (20.9 and 30-31 us per hop) are NCCL's
   figures for their fixed channel counts, and CollNet's proxy hands groups of channels to the SHARP
@@ -205,9 +214,11 @@ def network_steps(algo: str, kind: str, layout: GroupLayout) -> int:
 def proxy_wait_us(mt: ModelTime, kind: str, layout: GroupLayout, nbytes: float) -> float:
     """Microseconds a call's network steps wait for proxy threads serving each channel's operations in turn.
 
-    Per network step ``(2c - 1) x netOverhead`` where ``c`` is the channels one proxy serves: the call's
-    channels (:func:`channels_used`) over ``min(channels, NICs per node, GPUs per node)`` proxies, rounded
-    up (module docstring).  Ring and Tree only; 0 on one node.
+    Per network step ``(2c - 1) x netOverhead`` for Simple (the step's sends and receives) and ``(c - 1) x
+    netOverhead`` for LL and LL128 (its sends only: their receives are posted ahead and the GPU polls the
+    lines' flags), where ``c`` is the channels one proxy serves: the call's channels (:func:`channels_used`)
+    over ``min(channels, NICs per node, GPUs per node)`` proxies, rounded up (module docstring).  Ring and
+    Tree only; 0 on one node.
     """
     steps = network_steps(mt.algo, kind, layout)
     if steps == 0 or mt.algo not in ("ring", "tree"):
@@ -216,7 +227,8 @@ def proxy_wait_us(mt: ModelTime, kind: str, layout: GroupLayout, nbytes: float) 
     proxies = max(1, min(used, layout.nics_per_node, layout.ppn))
     per_proxy = math.ceil(used / proxies)
     overhead = NET_OVERHEAD.get(layout.cpu, 1.0) * (3.0 if mt.proto == "simple" else 1.0)
-    return steps * (2 * per_proxy - 1) * overhead
+    ahead = 2 * per_proxy - 1 if mt.proto == "simple" else per_proxy - 1
+    return steps * ahead * overhead
 
 
 def launch_s(gpus_per_thread: int = 1) -> float:

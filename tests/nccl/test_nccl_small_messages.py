@@ -53,19 +53,38 @@ def test_proxy_serves_a_steps_channels_in_turn_pinned_by_hand():
 
     lay = group_layout(hopper_box(8, nodes=2), list(range(16)))
     tree = tuning.model("tree", "ll", "allreduce", lay, 8.0)
-    # Tree/LL drops to one channel below 4 KiB (512 threads x 8 B): one proxy holds that channel's send and
-    # receive, so the last of the 2 waits for 1 operation of netOverhead (1 us, Intel) at each of the tree's
-    # 2 network steps (up and down one level): 2 us
+    # Tree/LL drops to one channel below 4 KiB (512 threads x 8 B): its proxy posts that channel's one send
+    # (NCCL's table prices it); the receive was posted ahead and the GPU polls the LL flags, so nothing waits
     assert channels_used("tree", "ll", "allreduce", lay, 8.0)[0] == 1
-    assert proxy_wait_us(tree, "allreduce", lay, 8.0) == pytest.approx(2.0)
-    # 64 KiB: 16 channels over 8 NICs' proxies, 2 each: 2 x 2 - 1 = 3 operations ahead, at 2 steps: 6 us
+    assert proxy_wait_us(tree, "allreduce", lay, 8.0) == 0.0
+    # 64 KiB: 16 channels over 8 NICs' proxies, 2 each: the second send waits 1 post of netOverhead (1 us,
+    # Intel) at each of the tree's 2 network steps (up and down one level): 2 us
     assert channels_used("tree", "ll", "allreduce", lay, 65536.0)[0] == 16
-    assert proxy_wait_us(tree, "allreduce", lay, 65536.0) == pytest.approx(6.0)
+    assert proxy_wait_us(tree, "allreduce", lay, 65536.0) == pytest.approx(2.0)
     # one node: no network step, no proxy; NVLS-Tree keeps NCCL's own price for its fixed channels
     one = group_layout(hopper_box(8), list(range(8)))
     assert proxy_wait_us(tuning.model("ring", "ll", "allreduce", one, 8.0), "allreduce", one, 8.0) == 0.0
     nvls_tree = tuning.model("nvls-tree", "simple", "allreduce", lay, float(1 << 30))
     assert proxy_wait_us(nvls_tree, "allreduce", lay, float(1 << 30)) == 0.0
+
+
+def test_simple_waits_for_sends_and_receives_ll128_for_sends_only():
+    from simcomm.nccl import tuning
+    from simcomm.nccl.execution import channels_used, proxy_wait_us
+
+    lay = group_layout(hopper_box(8, nodes=2), list(range(16)))
+    n = float(1 << 20)
+    # 1 MiB on a 2 x 8 ring: every one of the 16 channels runs (LL128 and Simple alike), 2 per NIC's proxy;
+    # the ring crosses the node boundary twice for an all-reduce
+    assert channels_used("ring", "ll128", "allreduce", lay, n)[0] == 16
+    assert channels_used("ring", "simple", "allreduce", lay, n)[0] == 16
+    # LL128: the GPU polls each line's flag, so only the sends serialise: 1 post ahead x 1 us x 2 steps
+    ll128 = tuning.model("ring", "ll128", "allreduce", lay, n)
+    assert proxy_wait_us(ll128, "allreduce", lay, n) == pytest.approx(2.0)
+    # Simple: the GPU waits for the tail the proxy writes after each receive, so a step's 2 sends and 2
+    # receives serialise: 3 operations ahead x 3 x 1 us x 2 steps
+    simple = tuning.model("ring", "simple", "allreduce", lay, n)
+    assert proxy_wait_us(simple, "allreduce", lay, n) == pytest.approx(18.0)
 
 
 def test_one_gpu_per_node_on_an_amd_host_pays_simples_triple_overhead():
@@ -88,8 +107,8 @@ def test_small_all_reduce_time_is_the_execution_model_pinned_by_hand():
 
     prep = _ops(hopper_box(8, nodes=2), "allreduce", 8.0)
     assert prep.label == "NCCL Tree/LL"
-    # NCCL's Tree/LL latency 6.8 + 2 x (7 x 0.6 + 1 x 5.0) = 25.2 us, the proxy's wait 2 us (above), the launch
-    assert prep.latency[0] == pytest.approx((25.2 + 2.0) * 1e-6 + LAUNCH_PER_GPU_S, rel=1e-12)
+    # NCCL's Tree/LL latency 6.8 + 2 x (7 x 0.6 + 1 x 5.0) = 25.2 us, no proxy wait (one channel: above), the launch
+    assert prep.latency[0] == pytest.approx(25.2e-6 + LAUNCH_PER_GPU_S, rel=1e-12)
     # on one node nothing is added to NCCL's Ring/LL latency 6.6 + 14 x 0.6 = 15.0 us
     one = _ops(hopper_box(8), "allreduce", 8.0)
     assert one.label == "NCCL Ring/LL"
@@ -101,12 +120,13 @@ def test_small_all_reduce_time_is_the_execution_model_pinned_by_hand():
     (1, "ring", "ll", 6.6 + 14 * 0.6),
     (1, "tree", "ll", 6.8 + 2 * 7 * 0.6),
     (1, "nvls", "simple", 25.0),
-    # 2 x 8: Ring/LL 6.6 + 28 intranode steps at max(0.6, netOverhead 1.0) + 2 network steps of 2.7, and the
-    # proxy's wait (1 channel: 1 operation of 1 us at each of the 2 network steps); Ring/Simple the same with
-    # 8.4 + 28 x max(3.4, 3 x 1.0) + 2 x 14, its proxy operations 3 us; NVLS-Tree 25 + 2 x 20.9, no proxy wait
-    (2, "ring", "ll", 6.6 + 28 * 1.0 + 2 * 2.7 + 2 * 1.0),
+    # 2 x 8: Ring/LL 6.6 + 28 intranode steps at max(0.6, netOverhead 1.0) + 2 network steps of 2.7, no proxy
+    # wait (1 channel: its one send is NCCL's own; the receive is posted ahead); Ring/Simple 8.4 + 28 x max(3.4,
+    # 3 x 1.0) + 2 x 14 and the proxy's wait (its send and receive: 1 operation of 3 x 1 us at each of the 2
+    # network steps); NVLS-Tree 25 + 2 x 20.9, no proxy wait
+    (2, "ring", "ll", 6.6 + 28 * 1.0 + 2 * 2.7),
     (2, "ring", "simple", 8.4 + 28 * 3.4 + 2 * 14.0 + 2 * 3.0),
-    (2, "tree", "ll", 6.8 + 2 * (7 * 0.6 + 5.0) + 2 * 1.0),
+    (2, "tree", "ll", 6.8 + 2 * (7 * 0.6 + 5.0)),
     (2, "nvls-tree", "simple", 25.0 + 2 * 20.9),
 ])
 def test_each_algorithms_small_size_latency_pinned_by_hand(nodes, algo, proto, latency_us):
@@ -118,10 +138,10 @@ def test_each_algorithms_small_size_latency_pinned_by_hand(nodes, algo, proto, l
 
 @pytest.mark.parametrize(("algo", "want_us"), [
     # Tree/LL: baseLat 6.8 + 2 x (7 NVLink hops x 0.6 + 1 network level x 5.0) = 25.2; the proxy: one channel,
-    # its send and receive, 1 x netOverhead (1 us, Intel) at each of 2 network steps = 2; one launch 1.825
-    ("tree", 25.2 + 2.0 + 1.825),
-    # Ring/LL: 6.6 + 28 steps inside nodes x max(0.6, netOverhead 1.0) + 2 network steps x 2.7 = 40.0; proxy 2 x 1
-    ("ring", 40.0 + 2.0 + 1.825),
+    # one send a step (NCCL's own), nothing ahead of it; one launch 1.825
+    ("tree", 25.2 + 1.825),
+    # Ring/LL: 6.6 + 28 steps inside nodes x max(0.6, netOverhead 1.0) + 2 network steps x 2.7 = 40.0
+    ("ring", 40.0 + 1.825),
     # NVLS-Tree: NVLink 25 + 2 x log2(2) x 20.9 = 66.8, NCCL's table price for its fixed channels; no proxy term
     ("nvls-tree", 66.8 + 1.825),
 ])

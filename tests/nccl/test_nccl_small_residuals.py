@@ -62,10 +62,16 @@ def test_the_parts_of_a_small_prediction_pinned_by_hand(monkeypatch):
     assert p["table"] == pytest.approx(15.0) and p["proxy"] == 0.0 and p["launch"] == pytest.approx(14.6)
     assert p["fabric"] == 0.0
     # 2 x 8 H100 over InfiniBand, Tree/LL at 16 B, one GPU per process: 6.8 + 2 x (7 x 0.6 + 1 x 5.0) = 25.2
-    # us; the proxy's wait 2 network steps x (2 x 1 channel - 1) x 1 us (Intel) = 2 us; one launch 1.825 us
+    # us; the proxy's wait 2 network steps x (1 channel - 1) sends ahead = 0 (LL: the receive is posted ahead and
+    # the GPU polls the lines' flags); one launch 1.825 us
     p = small.parts(models["nebius-h100-2x8-ib-allreduce"], "all_reduce", 16.0)
-    assert p["table"] == pytest.approx(25.2) and p["proxy"] == pytest.approx(2.0)
+    assert p["table"] == pytest.approx(25.2) and p["proxy"] == 0.0
     assert p["launch"] == pytest.approx(1.825) and p["fabric"] == 0.0  # InfiniBand: NCCL's table as it is
+    # 2 x 1 T4 over EFA, Ring/Simple at 4 B (NCCL_PROTO=Simple, Intel host): the GPU waits for the tail the proxy
+    # writes after each receive, so a step's send and receive serialise: 1 operation of 3 x 1 us at each of the
+    # ring's 2 network steps = 6 us
+    p = small.parts(models["aws-eks-efa-t4-2x1-allreduce"], "all_reduce", 4.0)
+    assert p["proxy"] == pytest.approx(6.0)
     # 2 x 1 V100 over EFA (p3dn), Ring/LL at 8 B: 6.6 + 2 x 5.0 us; each of its 2 network steps waits EFA's
     # 9.87 us one way against InfiniBand's 1.4 us: 2 x 8.47 = 16.94 us
     p = small.parts(models["aws-p3dn-v100-2x1-efa-allreduce"], "all_reduce", 8.0)
