@@ -1,0 +1,145 @@
+"""The host work of seed 001's AWS timing loop that is neither forward, backward nor communication.
+
+The timer of ``220606_aws/imagenet_test.py`` starts (``batch_time = time.time()``)
+*before* the synthetic batch is made and stops after the closing barrier, and
+everything in between runs one op after another on one Python thread.  Besides
+forward, backward (the trace) and the exchange (the strategy), each timed
+iteration does, for every method and for the single-instance reference alike:
+
+1. **Input.**  ``torch.rand(batch, 3, 224, 224).cuda()`` and
+   ``torch.zeros(batch, 1000, dtype=int64).cuda()``: the batch is drawn on the
+   *CPU* (PyTorch's CPU ``uniform_`` draws element by element from one
+   mt19937 generator, whatever the thread count) and copied from pageable
+   memory to the GPU.
+2. **Per-tensor loops with host synchronisations**, over the model's
+   parameter tensors (torchvision ResNet-50: 161, i.e. 53 conv weights, 53
+   batch-norm weights and biases, the fc weight and bias):
+
+   * ``optimizer.zero_grad()`` (PyTorch 1.4's ``Optimizer.zero_grad``: one
+     ``p.grad.zero_()`` per tensor);
+   * ``torch.nn.utils.clip_grad_norm`` (PyTorch 1.4, the version the paper
+     states, S1:L235): one ``p.grad.norm()`` and one ``.item()`` per tensor (the
+     per-tensor ``.item()`` was replaced by ``torch.stack`` in 1.5:
+     pytorch/pytorch#31474, #38615);
+   * the norms loop (aws: ``norms = []`` ... ``optimizer.set_norms``): per
+     tensor ``torch.norm(w).item()``, ``torch.isnan(g).any()`` and
+     ``torch.isinf(g).any()`` read as Python bools, ``torch.norm(g).item()``;
+   * the LARS step (``lars.py`` ``LARS.step``, imported by the AWS code): per
+     tensor ``grad.clone()``, the isnan/isinf checks of the gradient, the
+     momentum update as five separate tensor ops, the isnan/isinf checks of the
+     buffer, ``p.data.add_(-buf)``; tensors of two or more dimensions also
+     compare ``grad_norm > 0 and weight_norm > 0`` (two 0-d CUDA tensors read
+     as bools) and build the local rate from them in six 0-d tensor ops.
+
+   This replaces the trace's fused optimizer update (SGD's five words per
+   parameter), so the trace's ``update_s`` is subtracted.
+3. **Apex AMP's unscale** on leaving ``amp.scale_loss`` (O1: the fp32
+   gradients multiplied by 1/scale in place, one fused ``multi_tensor_scale``
+   pass, 8 bytes per parameter; ``delay_overflow_check=True``, so no read back).
+
+Priced a priori, nothing fitted (the paper prints no time of the AWS runs):
+
+* the CPU draw at :data:`RAND_S_PER_ELEMENT`, measured; the copies at PCIe
+  Gen3 x16's 12 GB/s (NCCL's figure for the link, ``pcie3-nccl`` in
+  docs/links.md);
+* the unscale as one launch plus its bytes at the memory roofline;
+* per tensor, ``max(kernels · launch, bytes / (mem_bw · memory_eff)) +
+  syncs · launch``: between two synchronisations the GPU runs the kernels as
+  the host launches them, so a tensor costs its launches or its memory
+  traffic, whichever is longer; each synchronisation (a 4-byte device-to-host
+  copy and a stream wait) then costs one more launch, serially.  ``launch`` is
+  the device's per-kernel overhead (5 us, simcomm.traces.devices), the
+  bandwidth the device's calibrated memory roofline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["LoopCost", "loop_cost", "parameter_tensors", "OPS", "MATRIX_OPS", "RAND_S_PER_ELEMENT", "H2D_RATE"]
+
+#: seconds per float ``torch.rand`` draws on one CPU core: 65.9 ms of CPU time for 64 x 3 x 224 x 224
+#: (torch 2.13, one thread, best of 20, the 2-core Xeon development machine of 2026-11-28; PyTorch 1.4's
+#: CPU uniform_ is the same serial draw from one mt19937 generator)
+RAND_S_PER_ELEMENT = 65.9e-3 / (64 * 3 * 224 * 224)
+#: host-to-device copy rate over PCIe Gen3 x16 (the T4's link on g4dn): NCCL's 12 GB/s for the link
+H2D_RATE = 12e9
+#: per parameter tensor, every tensor: (kernels launched, host synchronisations, bytes of memory traffic per
+#: fp32 element), one entry per loop of the timed region
+OPS = {
+    # Optimizer.zero_grad: p.grad.zero_() (write 4 B)
+    "zero_grad": (1, 0, 4),
+    # torch 1.4 clip_grad_norm_: p.grad.norm (read 4 B) then .item()
+    "clip_grad_norm": (1, 1, 4),
+    # norm(w) 4 B; isnan(g) 4+1, any 1; isinf(g) 4+1, any 1; norm(g) 4 B; four reads back to the host
+    "norms": (6, 4, 20),
+    # lars.py: clone 8; isnan/isinf(grad) + any 6 + 6; wd * p 8; d_p + (.) 12; mul(., lr) 8; buf.mul_ 8;
+    # .add_(.) 12; isnan/isinf(buf) + any 6 + 6; -buf 8; p.add_ 12 (16 kernels, 100 B, four bools)
+    "lars": (16, 4, 100),
+}
+#: tensors of two or more dimensions (conv and fc weights) in the LARS step: grad_norm > 0, weight_norm > 0
+#: (two kernels, two bools) and the local rate in six 0-d ops (wd * w, g +, + 1e-9, w /, * eta, * lr)
+MATRIX_OPS = (8, 2, 0)
+
+
+@dataclass(frozen=True)
+class LoopCost:
+    """The loop's host work per iteration (seconds) and what it is made of."""
+
+    input_s: float  # CPU draw of the batch and the pageable copies of batch and target
+    loops_s: float  # the per-tensor loops (zero_grad, clip, norms, LARS)
+    unscale_s: float  # Apex AMP's fused unscale of the gradients
+    replaced_update_s: float  # the trace's own optimizer update, which the LARS step replaces
+    tensors: int
+    kernels: int
+    syncs: int
+
+    @property
+    def total_s(self) -> float:
+        """What the loop adds to the trace's iteration."""
+        return self.input_s + self.loops_s + self.unscale_s - self.replaced_update_s
+
+
+def parameter_tensors(trace) -> list[tuple[int, int]]:
+    """(elements, dimensions) of each parameter tensor of a CNN trace: a conv has its weight (no bias in
+    torchvision's ResNets), a batch norm a weight and a bias, a linear layer a weight and a bias."""
+    out: list[tuple[int, int]] = []
+    for layer in trace.layers:
+        if not layer.params:
+            continue
+        kind = layer.module_type
+        if kind.startswith("Conv"):
+            out.append((layer.params, 4))
+        elif kind.startswith("BatchNorm"):
+            out += [(layer.params // 2, 1)] * 2
+        elif kind == "Linear":
+            bias = int(layer.output_shape[-1])
+            out += [(layer.params - bias, 2), (bias, 1)]
+        else:
+            raise ValueError(f"{layer.name}: no parameter tensors known for a {kind} layer")
+    return out
+
+
+def loop_cost(trace, device, batch: int, image: tuple[int, int, int] = (3, 224, 224), classes: int = 1000) -> LoopCost:
+    """The AWS loop's host work for ``trace`` on ``device`` (a :class:`simcomm.traces.devices.DeviceSpec`)."""
+    c, h, w = image
+    elements = batch * c * h * w
+    input_s = elements * RAND_S_PER_ELEMENT + (4 * elements + 8 * batch * classes) / H2D_RATE
+    bandwidth = device.mem_bw * device.memory_eff
+    launch = device.launch_s
+    loops = 0.0
+    kernels = syncs = 0
+    tensors = parameter_tensors(trace)
+    for numel, dims in tensors:
+        k = sum(op[0] for op in OPS.values())
+        s = sum(op[1] for op in OPS.values())
+        nbytes = numel * sum(op[2] for op in OPS.values())
+        if dims >= 2:
+            k, s = k + MATRIX_OPS[0], s + MATRIX_OPS[1]
+        loops += max(k * launch, nbytes / bandwidth) + s * launch
+        kernels += k
+        syncs += s
+    params = sum(numel for numel, _ in tensors)
+    unscale = launch + 8 * params / bandwidth
+    update = sum(layer.update_s for layer in trace.layers)
+    return LoopCost(input_s, loops, unscale, update, len(tensors), kernels + 1, syncs)
