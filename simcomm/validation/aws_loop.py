@@ -15,12 +15,16 @@ iteration does, for every method and for the single-instance reference alike:
    parameter tensors (torchvision ResNet-50: 161, i.e. 53 conv weights, 53
    batch-norm weights and biases, the fc weight and bias):
 
-   * ``optimizer.zero_grad()`` (PyTorch 1.4's ``Optimizer.zero_grad``: one
-     ``p.grad.zero_()`` per tensor);
-   * ``torch.nn.utils.clip_grad_norm`` (PyTorch 1.4, the version the paper
-     states, S1:L235): one ``p.grad.norm()`` and one ``.item()`` per tensor (the
-     per-tensor ``.item()`` was replaced by ``torch.stack`` in 1.5:
-     pytorch/pytorch#31474, #38615);
+   * ``optimizer.zero_grad()`` (``Optimizer.zero_grad``: one ``p.grad.zero_()``
+     per tensor);
+   * ``torch.nn.utils.clip_grad_norm``: one ``p.grad.norm()`` per tensor, the
+     norms stacked on the GPU (PyTorch >= 1.5, pytorch/pytorch#38615; up to 1.4
+     it read every norm back with ``.item()``, pytorch/pytorch#31474).  The AWS
+     code needs PyTorch >= 1.8 whatever the paper's "PyTorch 1.4" (S1:L235):
+     it calls ``dist.send``/``dist.recv`` on the NCCL backend, which
+     ProcessGroupNCCL supports from 1.8 (pytorch/pytorch#44921, NCCL >= 2.7);
+     one read back of the clip coefficient is counted (1.8's ``if clip_coef <
+     1``), not 1.9+'s multiplication of every gradient by the clamped one;
    * the norms loop (aws: ``norms = []`` ... ``optimizer.set_norms``): per
      tensor ``torch.norm(w).item()``, ``torch.isnan(g).any()`` and
      ``torch.isinf(g).any()`` read as Python bools, ``torch.norm(g).item()``;
@@ -56,11 +60,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["LoopCost", "loop_cost", "parameter_tensors", "OPS", "MATRIX_OPS", "RAND_S_PER_ELEMENT", "H2D_RATE"]
+__all__ = ["LoopCost", "loop_cost", "parameter_tensors", "OPS", "MATRIX_OPS", "CLIP_ONCE", "RAND_S_PER_ELEMENT",
+           "H2D_RATE"]
 
 #: seconds per float ``torch.rand`` draws on one CPU core: 65.9 ms of CPU time for 64 x 3 x 224 x 224
-#: (torch 2.13, one thread, best of 20, the 2-core Xeon development machine of 2026-11-28; PyTorch 1.4's
-#: CPU uniform_ is the same serial draw from one mt19937 generator)
+#: (torch 2.13, one thread, best of 20, the 2-core Xeon development machine of 2026-11-28); PyTorch's CPU
+#: uniform_ draws serially from one mt19937 generator under its lock (cpu_serial_kernel in
+#: aten/src/ATen/native/cpu/DistributionTemplates.h) in the versions the AWS code can run on
 RAND_S_PER_ELEMENT = 65.9e-3 / (64 * 3 * 224 * 224)
 #: host-to-device copy rate over PCIe Gen3 x16 (the T4's link on g4dn): NCCL's 12 GB/s for the link
 H2D_RATE = 12e9
@@ -69,8 +75,9 @@ H2D_RATE = 12e9
 OPS = {
     # Optimizer.zero_grad: p.grad.zero_() (write 4 B)
     "zero_grad": (1, 0, 4),
-    # torch 1.4 clip_grad_norm_: p.grad.norm (read 4 B) then .item()
-    "clip_grad_norm": (1, 1, 4),
+    # clip_grad_norm_ (PyTorch >= 1.5): p.grad.norm (read 4 B), stacked on the GPU; its one read back is
+    # counted once per iteration (CLIP_ONCE)
+    "clip_grad_norm": (1, 0, 4),
     # norm(w) 4 B; isnan(g) 4+1, any 1; isinf(g) 4+1, any 1; norm(g) 4 B; four reads back to the host
     "norms": (6, 4, 20),
     # lars.py: clone 8; isnan/isinf(grad) + any 6 + 6; wd * p 8; d_p + (.) 12; mul(., lr) 8; buf.mul_ 8;
@@ -80,6 +87,8 @@ OPS = {
 #: tensors of two or more dimensions (conv and fc weights) in the LARS step: grad_norm > 0, weight_norm > 0
 #: (two kernels, two bools) and the local rate in six 0-d ops (wd * w, g +, + 1e-9, w /, * eta, * lr)
 MATRIX_OPS = (8, 2, 0)
+#: clip_grad_norm_ once per iteration: stack, norm, add, div kernels and the read back of ``clip_coef < 1``
+CLIP_ONCE = (4, 1)
 
 
 @dataclass(frozen=True)
@@ -139,6 +148,9 @@ def loop_cost(trace, device, batch: int, image: tuple[int, int, int] = (3, 224, 
         loops += max(k * launch, nbytes / bandwidth) + s * launch
         kernels += k
         syncs += s
+    loops += (CLIP_ONCE[0] + CLIP_ONCE[1]) * launch
+    kernels += CLIP_ONCE[0]
+    syncs += CLIP_ONCE[1]
     params = sum(numel for numel, _ in tensors)
     unscale = launch + 8 * params / bandwidth
     update = sum(layer.update_s for layer in trace.layers)

@@ -24,11 +24,12 @@ def test_resnet50_has_torchvisions_161_parameter_tensors():
 
 
 def test_per_tensor_counts_are_the_codes():
-    # zero_grad 1 kernel; clip 1 + .item(); norms 6 kernels, 4 reads; lars.py 16 kernels, 4 bools
+    # zero_grad 1 kernel; clip 1 norm (stacked on the GPU); norms 6 kernels, 4 reads; lars.py 16 kernels, 4 bools
     assert sum(op[0] for op in aws_loop.OPS.values()) == 24
-    assert sum(op[1] for op in aws_loop.OPS.values()) == 9
+    assert sum(op[1] for op in aws_loop.OPS.values()) == 8
     assert sum(op[2] for op in aws_loop.OPS.values()) == 128
     assert aws_loop.MATRIX_OPS == (8, 2, 0)
+    assert aws_loop.CLIP_ONCE == (4, 1)  # stack, norm, add, div; clip_coef < 1 read back once
 
 
 def test_loop_cost_by_hand():
@@ -36,17 +37,18 @@ def test_loop_cost_by_hand():
                                     _layer("bn", "BatchNorm2d", 10)))
     device = SimpleNamespace(mem_bw=1e9, memory_eff=0.5, launch_s=1e-6)
     cost = loop_cost(trace, device, batch=1, image=(1, 2, 2), classes=10)
-    # conv weight (4-D): 32 kernels, 11 reads, 128 B x 1000 at 0.5 GB/s = 256 us > 32 us of launches
-    conv = 256e-6 + 11e-6
-    # each bn tensor (5 elements, 1-D): 24 launches (24 us) > 640 B / 0.5 GB/s, then 9 reads
-    bn = 2 * (24e-6 + 9e-6)
-    assert cost.loops_s == pytest.approx(conv + bn)
-    assert (cost.tensors, cost.kernels, cost.syncs) == (3, 32 + 24 + 24 + 1, 11 + 9 + 9)
+    # conv weight (4-D): 32 kernels, 10 reads, 128 B x 1000 at 0.5 GB/s = 256 us > 32 us of launches
+    conv = 256e-6 + 10e-6
+    # each bn tensor (5 elements, 1-D): 24 launches (24 us) > 640 B / 0.5 GB/s, then 8 reads
+    bn = 2 * (24e-6 + 8e-6)
+    clip = 4e-6 + 1e-6  # once: 4 launches and one read
+    assert cost.loops_s == pytest.approx(conv + bn + clip)
+    assert (cost.tensors, cost.kernels, cost.syncs) == (3, 32 + 24 + 24 + 4 + 1, 10 + 8 + 8 + 1)
     assert cost.unscale_s == pytest.approx(1e-6 + 8 * 1010 / 0.5e9)
     # 4 floats drawn on the CPU, then 16 B of batch and 80 B of int64 target over PCIe
     assert cost.input_s == pytest.approx(4 * aws_loop.RAND_S_PER_ELEMENT + 96 / 12e9)
     assert cost.replaced_update_s == pytest.approx(2e-4)
-    assert cost.total_s == pytest.approx(cost.input_s + conv + bn + cost.unscale_s - 2e-4)
+    assert cost.total_s == pytest.approx(cost.input_s + conv + bn + clip + cost.unscale_s - 2e-4)
 
 
 def test_linear_splits_weight_and_bias():
@@ -70,3 +72,12 @@ def test_seed001_reference_carries_the_loop(monkeypatch):
     loop = seed001.host_loop(seed001._trace())
     assert len(seen) >= 4 and set(seen) == {loop.total_s}
     assert 0.05 < loop.total_s < 0.2  # tens of ms of CPU draw plus ~1 600 host reads
+
+
+def test_aws_preset_names_the_loops_host_work():
+    """The aws-g4dn preset leaves the loop to --dataload but says how much validate charges."""
+    from simcomm.scenario.seed_settings import SETTINGS
+    from simcomm.validation import seed001
+
+    loop = seed001.host_loop(seed001._trace())
+    assert f"~{loop.total_s * 1e3:.0f} ms for ResNet-50 at batch 64" in SETTINGS["aws-g4dn"].load_source
