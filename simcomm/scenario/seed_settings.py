@@ -89,7 +89,7 @@ SETTINGS: dict[str, SeedSetting] = {
         dataset="imagenet", dataset_size=1_281_167,
         # the timed loop draws its batch on the CPU and runs per-tensor host loops (norms, LARS): simcomm validate
         # prices them for ResNet-50 (simcomm.validation.aws_loop); a run here leaves them to --dataload
-        load_source="synthetic torch.rand input, no data loading (the timed loop's host work, ~105 ms for "
+        load_source="synthetic torch.rand input, no data loading (the timed loop's host work, ~102 ms for "
                     "ResNet-50 at batch 64, is in simcomm validate's seed001 case: simcomm.validation.aws_loop)",
         precision="amp-fp16",
         options={"sgp": {"mode": "blocking"}, "crossover-sgd": {"mode": "blocking"},

@@ -47,13 +47,19 @@ Priced a priori, nothing fitted (the paper prints no time of the AWS runs):
   Gen3 x16's 12 GB/s (NCCL's figure for the link, ``pcie3-nccl`` in
   docs/links.md);
 * the unscale as one launch plus its bytes at the memory roofline;
-* per tensor, ``max(kernels · launch, bytes / (mem_bw · memory_eff)) +
-  syncs · launch``: between two synchronisations the GPU runs the kernels as
-  the host launches them, so a tensor costs its launches or its memory
-  traffic, whichever is longer; each synchronisation (a 4-byte device-to-host
-  copy and a stream wait) then costs one more launch, serially.  ``launch`` is
-  the device's per-kernel overhead (5 us, simcomm.traces.devices), the
-  bandwidth the device's calibrated memory roofline.
+* per tensor, ``max(kernels · call, bytes / (mem_bw · memory_eff)) +
+  syncs · call``: between two synchronisations the GPU runs the kernels as
+  the host issues them, so a tensor costs its calls or its memory traffic,
+  whichever is longer; each synchronisation (a 4-byte device-to-host copy and
+  a stream wait) then costs one more call, serially.  A call is PyTorch's
+  host dispatch from Python (:data:`DISPATCH_S`, measured) plus the device's
+  per-kernel launch (5 us, simcomm.traces.devices); the bandwidth is the
+  device's calibrated memory roofline.
+
+Both host constants are measured on the development machine's 2.1 GHz core,
+not on g4dn's Cascade Lake (up to 3.5 GHz), and the launch is the device's
+bare figure: the result is uncertain by tens of percent either way, which
+docs/validation.md's seed 001 findings carry through to the rows.
 """
 
 from __future__ import annotations
@@ -61,13 +67,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["LoopCost", "loop_cost", "parameter_tensors", "OPS", "MATRIX_OPS", "CLIP_ONCE", "RAND_S_PER_ELEMENT",
-           "H2D_RATE"]
+           "DISPATCH_S", "H2D_RATE"]
 
-#: seconds per float ``torch.rand`` draws on one CPU core: 65.9 ms of CPU time for 64 x 3 x 224 x 224
-#: (torch 2.13, one thread, best of 20, the 2-core Xeon development machine of 2026-11-28); PyTorch's CPU
+#: seconds per float ``torch.rand`` draws on one CPU core: 51.3 ms of CPU time for 64 x 3 x 224 x 224
+#: (torch 2.13, one thread, the best of 120 draws in four sessions (the sessions' best: 65.9, 51.3, 52.2,
+#: 54.4 ms), the 2.1 GHz Xeon core of the development machine, 2026-11-28); PyTorch's CPU
 #: uniform_ draws serially from one mt19937 generator under its lock (cpu_serial_kernel in
 #: aten/src/ATen/native/cpu/DistributionTemplates.h) in the versions the AWS code can run on
-RAND_S_PER_ELEMENT = 65.9e-3 / (64 * 3 * 224 * 224)
+RAND_S_PER_ELEMENT = 51.3e-3 / (64 * 3 * 224 * 224)
+#: host seconds of one PyTorch call from Python (dispatch, output allocation, a trivial kernel): one 1-D
+#: tensor's calls of this loop (24 ops and 8 reads as Python values) on a 4-element CPU tensor took 76.2 us
+#: of CPU time (torch 2.13, one thread, best of 30 x 1000, the same core); a CUDA call adds the launch
+DISPATCH_S = 76.2e-6 / 32
 #: host-to-device copy rate over PCIe Gen3 x16 (the T4's link on g4dn): NCCL's 12 GB/s for the link
 H2D_RATE = 12e9
 #: per parameter tensor, every tensor: (kernels launched, host synchronisations, bytes of memory traffic per
@@ -129,13 +140,15 @@ def parameter_tensors(trace) -> list[tuple[int, int]]:
     return out
 
 
-def loop_cost(trace, device, batch: int, image: tuple[int, int, int] = (3, 224, 224), classes: int = 1000) -> LoopCost:
-    """The AWS loop's host work for ``trace`` on ``device`` (a :class:`simcomm.traces.devices.DeviceSpec`)."""
+def loop_cost(trace, device, batch: int, image: tuple[int, int, int] = (3, 224, 224), classes: int = 1000,
+              rand_s_per_element: float = RAND_S_PER_ELEMENT, dispatch_s: float = DISPATCH_S) -> LoopCost:
+    """The AWS loop's host work for ``trace`` on ``device`` (a :class:`simcomm.traces.devices.DeviceSpec`);
+    the two host constants can be changed to show what they do (validate's seed 001 findings)."""
     c, h, w = image
     elements = batch * c * h * w
-    input_s = elements * RAND_S_PER_ELEMENT + (4 * elements + 8 * batch * classes) / H2D_RATE
+    input_s = elements * rand_s_per_element + (4 * elements + 8 * batch * classes) / H2D_RATE
     bandwidth = device.mem_bw * device.memory_eff
-    launch = device.launch_s
+    call = device.launch_s + dispatch_s  # one call from Python: dispatch, then the kernel launch
     loops = 0.0
     kernels = syncs = 0
     tensors = parameter_tensors(trace)
@@ -145,13 +158,13 @@ def loop_cost(trace, device, batch: int, image: tuple[int, int, int] = (3, 224, 
         nbytes = numel * sum(op[2] for op in OPS.values())
         if dims >= 2:
             k, s = k + MATRIX_OPS[0], s + MATRIX_OPS[1]
-        loops += max(k * launch, nbytes / bandwidth) + s * launch
+        loops += max(k * call, nbytes / bandwidth) + s * call
         kernels += k
         syncs += s
-    loops += (CLIP_ONCE[0] + CLIP_ONCE[1]) * launch
+    loops += (CLIP_ONCE[0] + CLIP_ONCE[1]) * call
     kernels += CLIP_ONCE[0]
     syncs += CLIP_ONCE[1]
     params = sum(numel for numel, _ in tensors)
-    unscale = launch + 8 * params / bandwidth
+    unscale = call + 8 * params / bandwidth
     update = sum(layer.update_s for layer in trace.layers)
     return LoopCost(input_s, loops, unscale, update, len(tensors), kernels + 1, syncs)

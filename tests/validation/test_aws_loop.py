@@ -36,7 +36,7 @@ def test_loop_cost_by_hand():
     trace = SimpleNamespace(layers=(_layer("conv", "Conv2d", 1000), _layer("relu", "ReLU", 0, update=0.0),
                                     _layer("bn", "BatchNorm2d", 10)))
     device = SimpleNamespace(mem_bw=1e9, memory_eff=0.5, launch_s=1e-6)
-    cost = loop_cost(trace, device, batch=1, image=(1, 2, 2), classes=10)
+    cost = loop_cost(trace, device, batch=1, image=(1, 2, 2), classes=10, dispatch_s=0.0)
     # conv weight (4-D): 32 kernels, 10 reads, 128 B x 1000 at 0.5 GB/s = 256 us > 32 us of launches
     conv = 256e-6 + 10e-6
     # each bn tensor (5 elements, 1-D): 24 launches (24 us) > 640 B / 0.5 GB/s, then 8 reads
@@ -81,3 +81,14 @@ def test_aws_preset_names_the_loops_host_work():
 
     loop = seed001.host_loop(seed001._trace())
     assert f"~{loop.total_s * 1e3:.0f} ms for ResNet-50 at batch 64" in SETTINGS["aws-g4dn"].load_source
+
+
+def test_a_call_is_dispatch_plus_launch():
+    """Host-bound tensors pay the measured PyTorch dispatch on top of the launch for every call and read."""
+    trace = SimpleNamespace(layers=(_layer("bn", "BatchNorm2d", 2, update=0.0),))
+    device = SimpleNamespace(mem_bw=1e12, memory_eff=1.0, launch_s=1e-6)
+    bare = loop_cost(trace, device, batch=1, image=(1, 1, 1), classes=1, dispatch_s=0.0)
+    with_dispatch = loop_cost(trace, device, batch=1, image=(1, 1, 1), classes=1, dispatch_s=2e-6)
+    calls = 2 * (24 + 8) + 4 + 1 + 1  # two 1-D tensors' kernels and reads, clip once, the unscale
+    assert with_dispatch.total_s - bare.total_s == pytest.approx(calls * 2e-6)
+    assert abs(32 * aws_loop.DISPATCH_S - 76.2e-6) < 1e-15  # the measured loop: 32 calls
