@@ -49,7 +49,7 @@ def test_efficiency_is_reference_over_time(monkeypatch):
     """E = T_ref / T(N); hierarchical configurations need fewer groups than instances."""
     seen = []
 
-    def fake(trace, strategy, nodes, options, batch):
+    def fake(trace, strategy, nodes, options, batch, load):  # load: the AWS loop's host work, alike in all
         seen.append((strategy, nodes, tuple(sorted(options.items()))))
         t = {"allreduce": 1.0 if nodes == 1 else 2.0, "sgp": 1.25, "crossover-sgd": 1.3}.get(strategy, 4.0)
         return SimpleNamespace(mean_s=t)

@@ -249,7 +249,8 @@ def test_seed001_says_why_the_t4_is_not_calibrated(results):
     res = next(r for r in results if r.name == "seed001-time-efficiency")
     finding = next(f for f in res.findings if f.startswith("the T4's compute is not calibrated"))
     assert "prints no single-instance time, throughput or all-reduce time" in finding
-    assert finding.count("% of peak") == 2  # the reported 13 pp is reached at two computes
+    # the reported 13 pp is reached at two computes; the smaller is below the host loop (aws_loop) alone
+    assert finding.count("% of peak") == 1 and "less than the host loop alone" in finding
 
 
 def test_seed003_names_what_both_rows_of_a_model_imply(results):
