@@ -142,10 +142,10 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
 
     ops = plan.ops
     n = len(ops)
-    sends = [(op.src, op.dst) for op in ops if isinstance(op, Transfer)]
-    if len(sends) > 1 and paths.driver != "one-pass":
-        # a gossip plan's ~10^5 messages: their routes in one batch, not one router call each (the analytic one
-        # pass routes its pairs in one batch of its own: AnalyticPricer.route_pairs)
+    # (the analytic one pass routes its pairs in one batch of its own: AnalyticPricer.route_pairs)
+    sends = [(op.src, op.dst) for op in ops if isinstance(op, Transfer)] if paths.driver != "one-pass" else []
+    if len(sends) > 1:
+        # a gossip plan's ~10^5 messages: their routes in one batch, not one router call each
         topology.prime_routes(*np.array(sends, dtype=np.int64).T)
     if flow_pricer is not None and sends:
         # what pricing a message needs of its route, for every pair at once (FlowPricer.transfer, the direct loop)
