@@ -144,8 +144,9 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     n = len(ops)
     # (the analytic one pass routes its pairs in one batch of its own: AnalyticPricer.route_pairs)
     sends = [(op.src, op.dst) for op in ops if isinstance(op, Transfer)] if paths.driver != "one-pass" else []
-    if len(sends) > 1:
-        # a gossip plan's ~10^5 messages: their routes in one batch, not one router call each
+    if len(sends) > 1 and (flow_pricer is None or opts.comm_cpu > 0):
+        # a gossip plan's ~10^5 messages: their routes in one batch, not one router call each, for the pricers
+        # that route a message by route() (the flow pricer's messages are routed in one batch by add_messages)
         topology.prime_routes(*np.array(sends, dtype=np.int64).T)
     if flow_pricer is not None and sends:
         # what pricing a message needs of its route, for every pair at once (FlowPricer.transfer, the direct loop)
