@@ -91,43 +91,50 @@ def cuts_only(ops) -> bool:
     on SimPy's queue, between its own runs of the messages (docs/engine.md, "The direct loop").  One pass in
     op order (ids are a topological order): an op after the last cut descends from it when one of its
     predecessors does (every op between them already does), so when a predecessor's id is at least the cut's;
-    the ops since the last cut that nothing has followed yet (``open``) must all be predecessors of the next.
+    the ops since the last cut that nothing has followed yet must all be predecessors of the next.
     """
-    from simcomm.ops import Collective, Transfer
+    from simcomm.ops import Collective, Compute, Transfer
 
     last: dict[tuple[int, str], int] = {}  # (rank, stream) -> the last op on it
-    open_: set[int] = set()
+    get = last.get
+    followed = bytearray(len(ops))  # op -> some later op has it as a predecessor
     cut = -1  # the last collective (every one so far a cut)
     messages = False
     for op in ops:
-        if isinstance(op, Collective):
-            preds = set(op.deps)
-            for r in op.ranks:
-                key = (r, op.stream)
-                prev = last.get(key)
-                if prev is not None:
-                    preds.add(prev)
-                last[key] = op.id
-            if (cut >= 0 and not (preds and max(preds) >= cut)) or not open_ <= preds:
+        kind = type(op)
+        if kind is Transfer or kind is Compute:  # one stream: the common case, kept to a few operations
+            if kind is Transfer:
+                key = (op.src, op.stream)
+                messages = True
+            else:
+                key = (op.rank, op.stream)
+            prev = get(key)
+            last[key] = op.id
+            deps = op.deps
+            for d in deps:
+                followed[d] = 1
+            if prev is not None:
+                followed[prev] = 1
+            if cut >= 0 and not ((deps and max(deps) >= cut) or (prev is not None and prev >= cut)):
                 return False
-            open_.clear()
-            cut = op.id
             continue
-        # a message or a compute: one stream (the common case, kept to a few operations)
-        if isinstance(op, Transfer):
-            key = (op.src, op.stream)
-            messages = True
-        else:
-            key = (op.rank, op.stream)
-        prev = last.get(key)
-        last[key] = op.id
-        deps = op.deps
-        if cut >= 0 and not ((deps and max(deps) >= cut) or (prev is not None and prev >= cut)):
+        if not isinstance(op, Collective):  # (another kind of op: not this path)
             return False
-        if open_:
-            open_.difference_update(deps)
-            open_.discard(prev)
-        open_.add(op.id)
+        preds = set(op.deps)
+        for r in op.ranks:
+            key = (r, op.stream)
+            prev = get(key)
+            if prev is not None:
+                preds.add(prev)
+            last[key] = op.id
+        if cut >= 0 and not (preds and max(preds) >= cut):
+            return False
+        # every op since the last cut is followed by a later one or is a predecessor of this one
+        if any(not followed[a] and a not in preds for a in range(cut + 1, op.id)):
+            return False
+        for d in preds:
+            followed[d] = 1
+        cut = op.id
     return messages
 
 
