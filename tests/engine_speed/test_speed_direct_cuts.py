@@ -122,3 +122,68 @@ def test_crossover_sgd_runs_on_the_direct_loop_bit_for_bit(mode, driver):
 
     a, ref = both(plan, topo, runtime=get_runtime("nccl"), record_link_usage=True)
     check(a, ref)
+
+
+@st.composite
+def mixed_plans(draw):
+    """Rounds closed by a collective over some or all ranks, with ops that may or may not wait for the round."""
+    n = 6
+    b = PlanBuilder(n)
+    ids: list[int] = []
+    gate: list[int] = []
+    for _ in range(draw(st.integers(1, 3))):
+        made: list[int] = []
+        for _ in range(draw(st.integers(0, 5))):
+            after = draw(st.sampled_from([gate, [], draw(st.lists(st.sampled_from(ids), max_size=2)) if ids else []]))
+            stream = draw(st.sampled_from(["comm", "x"]))
+            if draw(st.booleans()):
+                src = draw(st.integers(0, n - 1))
+                made.append(b.transfer(src, (src + draw(st.integers(1, n - 1))) % n, 1e3, after=after, stream=stream))
+            else:
+                made.append(b.compute(draw(st.integers(0, n - 1)), 1e-6, after=after, stream=stream))
+        ids += made
+        ranks = tuple(range(n)) if draw(st.booleans()) else tuple(sorted(draw(st.sets(st.integers(0, n - 1),
+                                                                                            min_size=1))))
+        wait = made if draw(st.booleans()) else made[: draw(st.integers(0, len(made)))]
+        gate = [b.collective("allreduce", ranks, 8.0, after=wait, stream=draw(st.sampled_from(["comm", "x", "y"])))]
+        ids += gate
+    return b.build()
+
+
+def _cut_by_definition(ops) -> bool:
+    """Messages, and every collective a cut, from the transitive closure of deps and stream order."""
+    from simcomm.ops import Collective, Transfer
+
+    preds: list[set[int]] = []
+    last: dict = {}
+    for op in ops:
+        members = (op.src,) if isinstance(op, Transfer) else op.ranks
+        p = set(op.deps)
+        for r in members:
+            if (r, op.stream) in last:
+                p.add(last[(r, op.stream)])
+            last[(r, op.stream)] = op.id
+        preds.append(p)
+    anc: list[set[int]] = []
+    for i in range(len(ops)):
+        a: set[int] = set()
+        for p in preds[i]:
+            a |= anc[p] | {p}
+        anc.append(a)
+    for op in ops:
+        if isinstance(op, Collective):
+            c = op.id
+            if anc[c] != set(range(c)) or any(c not in anc[j] for j in range(c + 1, len(ops))):
+                return False
+    return any(isinstance(op, Transfer) for op in ops)
+
+
+@settings(max_examples=300, deadline=None)
+@given(mixed_plans())
+def test_cuts_only_is_the_definition(plan):
+    cut = _cut_by_definition(plan.ops)
+    assert cuts_only(plan.ops) is cut
+    if cut:  # (collectives over some ranks too): the direct loop is SimPy's queue
+        a, b = both(plan, TOPO)
+        assert a.paths["driver"] == "direct"
+        check(a, b)
