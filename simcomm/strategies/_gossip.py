@@ -290,7 +290,8 @@ def emit_segment_gossip(b: PlanBuilder, members: Sequence[int], ready: dict, seg
         recv = dict.fromkeys(members, 0.0)
         prefix = f"{tag}segment {s} "
         for k, rnd in enumerate(rounds(s)):
-            done: dict[int, list[int]] = {r: [] for r in members}
+            # each rank's ops of this round (blocking and overlap read them; serial's barrier waits for ``made``)
+            done: dict[int, list[int]] = {r: [] for r in members} if mode != "serial" else {}
             made: list[int] = []  # the ops of this round, in id order (each once)
             paired: set[int] = set()
             base = f"seg{s}" + (f".{k}" if k else "") if mode == "overlap" else "comm"
@@ -309,8 +310,9 @@ def emit_segment_gossip(b: PlanBuilder, members: Sequence[int], ready: dict, seg
                         recv[r] += nbytes
                     else:
                         op = transfer(r, d, nbytes, after=gate[r], label=f"{prefix}{r}->{d}", stream=stream)
-                    done[r].append(op)
-                    done[d].append(op)
+                    if done:
+                        done[r].append(op)
+                        done[d].append(op)
                     made.append(op)
                     recv[d] += nbytes
             if mode == "overlap":
