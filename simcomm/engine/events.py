@@ -16,7 +16,9 @@ below, and nowhere else:
   events (SimPy's ``succeed`` queues at the normal one): it sets ``_ok`` and
   ``_value`` as ``succeed`` does;
 * :class:`Driver` resumes a generator as ``Process._resume`` does (reads a yielded
-  event's ``_ok`` and ``_value``).
+  event's ``_ok`` and ``_value``);
+* :func:`run_alone` sets ``env._now`` (on an empty queue) to run one collective from the direct
+  loop's instant, as the whole run would have reached it.
 
 Each keeps SimPy's (time, priority, sequence) order, so every event runs at the
 same instant and in the same order as through the public API (docs/engine.md,
@@ -30,7 +32,7 @@ from heapq import heappop
 
 import simpy
 
-__all__ = ["Environment", "LateEvent", "Driver", "started", "run_events", "LATE"]
+__all__ = ["Environment", "LateEvent", "Driver", "started", "run_events", "run_alone", "LATE"]
 
 #: Network bookkeeping runs after ordinary (priority 1) events of the same instant.
 LATE = simpy.events.EventPriority(simpy.events.NORMAL + 1)
@@ -84,6 +86,26 @@ def run_events(env: simpy.Environment) -> None:
             callback(event)
         if not event._ok and not hasattr(event, "_defused"):
             raise event._value
+
+
+def run_alone(env: simpy.Environment, now: float, gen) -> float:
+    """Drive ``gen`` from time ``now`` on an empty queue until no event is left; the time ``gen`` ended at.
+
+    The direct loop's cut collectives (``paths.cuts_only``): nothing else is pending, so the queue holds only
+    ``gen``'s events, in SimPy's order.  The queue is drained after ``gen`` ends (a live network's superseded
+    wake-ups, which do nothing), so the end is taken when ``gen`` returns, not from ``env.now`` afterwards.
+    """
+    assert not env._queue, "run_alone needs an empty queue"
+    env._now = now
+    ended: list[float] = []
+
+    def body():
+        yield from gen
+        ended.append(env.now)
+
+    Driver(env, body())
+    run_events(env)
+    return ended[0]
 
 
 class Driver:

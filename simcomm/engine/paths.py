@@ -9,8 +9,9 @@ of ``simcomm run`` as each kind's ``engine``).
 * **driver** (how the plan's ops are run through time):
   ``one-pass`` (analytic without link bytes: every op's times in op order,
   :func:`simcomm.engine.flow.analytic.longest_path`), ``direct`` (a flow run of computes and
-  messages alone, no CPU cost of communication: a heap that replays SimPy's events,
-  :func:`simcomm.engine.drive.executor._run_direct`), ``callbacks`` (SimPy's queue, streams and
+  messages, no CPU cost of communication: a heap that replays SimPy's events,
+  :func:`simcomm.engine.drive.executor._run_direct`; collectives too when every one is a *cut*,
+  :func:`cuts_only`, each then run alone on SimPy's queue), ``callbacks`` (SimPy's queue, streams and
   collectives driven by callbacks, :mod:`simcomm.engine.events`), ``processes`` (one SimPy
   process per stream and collective: the reference).
 * **pricing** (how a collective's steps are priced): ``closed-forms`` (analytic),
@@ -35,12 +36,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-__all__ = ["Paths", "choose", "REFERENCES", "EXACT"]
+__all__ = ["Paths", "choose", "cuts_only", "REFERENCES", "EXACT"]
 
 #: Every reference path: name -> the fast path it turns off.
 REFERENCES = {
     "one_pass": "the analytic one pass (analytic runs without link bytes go through the event loop)",
-    "direct": "the direct loop for plans of computes and messages (SimPy's queue instead)",
+    "direct": "the direct loop for plans of computes and messages, and collectives that are cuts (SimPy's queue "
+              "instead)",
     "callbacks": "callbacks driving streams and collectives (one SimPy process each instead)",
     "keep": "collective preparations kept with the topology for later runs (prepared again each run)",
     "shapes": "one preparation for groups the runtime places alike, one isolated run for alike disjoint-route "
@@ -80,6 +82,62 @@ class Paths:
         return d
 
 
+def cuts_only(ops) -> bool:
+    """Whether the plan has messages and every collective of it is a *cut*: every earlier op runs before it
+    (an ancestor, through deps or stream order) and every later op after it (a descendant).
+
+    Such a collective (crossover-sgd's barrier over all ranks after each round of messages) starts on an idle
+    network with nothing else pending and ends before anything else starts, so the direct loop runs it alone
+    on SimPy's queue, between its own runs of the messages (docs/engine.md, "The direct loop").  One pass in
+    op order (ids are a topological order): an op after the last cut descends from it when one of its
+    predecessors does (every op between them already does), so when a predecessor's id is at least the cut's;
+    the ops since the last cut that nothing has followed yet must all be predecessors of the next.
+    """
+    from simcomm.ops import Collective, Compute, Transfer
+
+    last: dict[tuple[int, str], int] = {}  # (rank, stream) -> the last op on it
+    get = last.get
+    followed = bytearray(len(ops))  # op -> some later op has it as a predecessor
+    cut = -1  # the last collective (every one so far a cut)
+    messages = False
+    for op in ops:
+        kind = type(op)
+        if kind is Transfer or kind is Compute:  # one stream: the common case, kept to a few operations
+            if kind is Transfer:
+                key = (op.src, op.stream)
+                messages = True
+            else:
+                key = (op.rank, op.stream)
+            prev = get(key)
+            last[key] = op.id
+            deps = op.deps
+            for d in deps:
+                followed[d] = 1
+            if prev is not None:
+                followed[prev] = 1
+            if cut >= 0 and not ((deps and max(deps) >= cut) or (prev is not None and prev >= cut)):
+                return False
+            continue
+        if not isinstance(op, Collective):  # (another kind of op: not this path)
+            return False
+        preds = set(op.deps)
+        for r in op.ranks:
+            key = (r, op.stream)
+            prev = get(key)
+            if prev is not None:
+                preds.add(prev)
+            last[key] = op.id
+        if cut >= 0 and not (preds and max(preds) >= cut):
+            return False
+        # every op since the last cut is followed by a later one or is a predecessor of this one
+        if any(not followed[a] and a not in preds for a in range(cut + 1, op.id)):
+            return False
+        for d in preds:
+            followed[d] = 1
+        cut = op.id
+    return messages
+
+
 def choose(plan, fidelity: str, options) -> Paths:
     """The paths a run of ``plan`` at ``fidelity`` with ``options`` (EngineOptions) takes."""
     from simcomm.ops import Collective
@@ -89,7 +147,8 @@ def choose(plan, fidelity: str, options) -> Paths:
     cpu = flow and options.comm_cpu > 0  # the analytic fidelity has no shared network to count bytes on
     if not flow and not options.link_bytes and "one_pass" not in ref:
         driver = "one-pass"
-    elif flow and not cpu and "direct" not in ref and not any(isinstance(op, Collective) for op in plan.ops):
+    elif flow and not cpu and "direct" not in ref and (
+            not any(isinstance(op, Collective) for op in plan.ops) or cuts_only(plan.ops)):
         driver = "direct"
     elif "callbacks" not in ref:
         driver = "callbacks"

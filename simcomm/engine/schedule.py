@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import chain
 
 import numpy as np
 
@@ -122,10 +121,13 @@ def message_routes(keys: list, topology: Topology, fam_of_link: np.ndarray, n_fa
     reduction over 16 384 ranks).  Only the families the route crosses are listed (adding n x 0.0 to the others
     changes no float).
     """
-    routes = [topology.route(a, b) for a, b in keys]  # (cached: run() primed them in one batch)
-    lens = np.fromiter(map(len, routes), dtype=np.int64, count=len(routes))
-    flat = np.fromiter(chain.from_iterable(routes), dtype=np.int64, count=int(lens.sum()))
+    # every pair routed in one batch (Topology.routes: the links route() gives each pair; crossover-sgd's 3 x 10^5
+    # pairs were primed into route()'s cache as tuples, then read back one by one)
+    pairs = np.array(keys, dtype=np.int64).reshape(-1, 2)
+    lens, flat = topology.routes(pairs[:, 0], pairs[:, 1])
     starts = np.cumsum(lens) - lens
+    flat_list = flat.tolist()
+    routes = [tuple(flat_list[lo:hi]) for lo, hi in zip(starts.tolist(), (starts + lens).tolist(), strict=True)]
     out: dict = {}
     for length in np.unique(lens).tolist():
         idx = np.flatnonzero(lens == length)

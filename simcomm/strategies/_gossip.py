@@ -136,10 +136,10 @@ def select_sources(n_ranks: int, seed: int, iteration: int, segment: int) -> np.
     if n_ranks < 2:
         raise NotApplicable("fair peer selection needs at least 2 ranks")
     rng = np.random.default_rng([int(seed), int(iteration), int(segment)])
-    u = rng.random(n_ranks)
+    u = rng.random(n_ranks).tolist()  # (Python floats: the same values, read faster than numpy scalars)
     pool = list(range(n_ranks))  # ranks nobody has chosen yet
     pos = list(range(n_ranks))  # pos[x] = index of x in pool, -1 once chosen
-    sel = np.empty(n_ranks, dtype=np.int64)
+    sel = [0] * n_ranks
     for i in range(n_ranks):
         if i == n_ranks - 2 and pos[n_ranks - 1] >= 0:
             k = pos[n_ranks - 1]  # the forced choice of select_layer
@@ -156,7 +156,7 @@ def select_sources(n_ranks: int, seed: int, iteration: int, segment: int) -> np.
         pool.pop()
         pos[pick] = -1
         sel[i] = pick
-    return sel
+    return np.array(sel, dtype=np.int64)
 
 
 def fair_peer_table(n_ranks: int, seed: int, iteration: int, segment: int) -> np.ndarray:
@@ -290,7 +290,8 @@ def emit_segment_gossip(b: PlanBuilder, members: Sequence[int], ready: dict, seg
         recv = dict.fromkeys(members, 0.0)
         prefix = f"{tag}segment {s} "
         for k, rnd in enumerate(rounds(s)):
-            done: dict[int, list[int]] = {r: [] for r in members}
+            # each rank's ops of this round (blocking and overlap read them; serial's barrier waits for ``made``)
+            done: dict[int, list[int]] = {r: [] for r in members} if mode != "serial" else {}
             made: list[int] = []  # the ops of this round, in id order (each once)
             paired: set[int] = set()
             base = f"seg{s}" + (f".{k}" if k else "") if mode == "overlap" else "comm"
@@ -309,8 +310,9 @@ def emit_segment_gossip(b: PlanBuilder, members: Sequence[int], ready: dict, seg
                         recv[r] += nbytes
                     else:
                         op = transfer(r, d, nbytes, after=gate[r], label=f"{prefix}{r}->{d}", stream=stream)
-                    done[r].append(op)
-                    done[d].append(op)
+                    if done:
+                        done[r].append(op)
+                        done[d].append(op)
                     made.append(op)
                     recv[d] += nbytes
             if mode == "overlap":

@@ -27,7 +27,7 @@ from dataclasses import fields
 import numpy as np
 import simpy
 
-from simcomm.engine.events import Driver, Environment, run_events, started
+from simcomm.engine.events import Driver, Environment, run_alone, run_events, started
 from simcomm.engine.options import FIDELITIES, EngineOptions, Pricer
 from simcomm.engine.paths import Paths, choose
 from simcomm.engine.timeline import Timeline
@@ -142,10 +142,11 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
 
     ops = plan.ops
     n = len(ops)
-    sends = [(op.src, op.dst) for op in ops if isinstance(op, Transfer)]
-    if len(sends) > 1 and paths.driver != "one-pass":
-        # a gossip plan's ~10^5 messages: their routes in one batch, not one router call each (the analytic one
-        # pass routes its pairs in one batch of its own: AnalyticPricer.route_pairs)
+    # (the analytic one pass routes its pairs in one batch of its own: AnalyticPricer.route_pairs)
+    sends = [(op.src, op.dst) for op in ops if isinstance(op, Transfer)] if paths.driver != "one-pass" else []
+    if len(sends) > 1 and (flow_pricer is None or opts.comm_cpu > 0):
+        # a gossip plan's ~10^5 messages: their routes in one batch, not one router call each, for the pricers
+        # that route a message by route() (the flow pricer's messages are routed in one batch by add_messages)
         topology.prime_routes(*np.array(sends, dtype=np.int64).T)
     if flow_pricer is not None and sends:
         # what pricing a message needs of its route, for every pair at once (FlowPricer.transfer, the direct loop)
@@ -284,7 +285,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     try:
         if direct:
             assert flow_pricer is not None
-            _run_direct(ops, [queues[k] for k in sorted(queues)], flow_pricer, ctx, start, end)
+            _run_direct(ops, [queues[k] for k in sorted(queues)], flow_pricer, ctx, start, end, prepared)
         else:
             run_events(env)
     except Exception as exc:
@@ -363,7 +364,8 @@ class _Arrivals:
         self.pos = i
 
 
-def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list, end: list) -> None:
+def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list, end: list,
+                prepared: dict) -> None:
     """Run a plan of Computes and Transfers as ``run()``'s SimPy processes would, without SimPy.
 
     It replays SimPy's scheduling exactly: one heap of ``(time, priority, sequence)`` entries,
@@ -380,6 +382,13 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
     statistics are the flow pricer's own, so every float is the same; what is saved is SimPy's
     per-event objects, generator resumptions and callback lists (a run of the per-tensor
     parameter server at 1 024 GPUs schedules ~2.4 million events).
+
+    Collectives that are cuts (:func:`simcomm.engine.paths.cuts_only`: crossover-sgd's barriers between its
+    rounds of messages) run as ``run()``'s do: each member's stream arrives and waits for its done event, the
+    last arrival starts the collective (an urgent event), which waits for its deps in order; then, once nothing
+    else is due at this instant (nothing else can run before it ends), it is priced alone on SimPy's queue from
+    this instant (:func:`simcomm.engine.events.run_alone`: the flow pricer's own generator on the idle network,
+    the same events in the same order as in the whole run), and its done event is due at its end.
     """
     from collections import deque
     from heapq import heappop, heappush
@@ -398,9 +407,14 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
     per_link = ctx.per_link
     weights = ctx.weights  # (FlowPricer.transfer's traffic weight per stream)
     urgent, normal, late = simpy.events.URGENT, simpy.events.NORMAL, simpy.events.NORMAL + 1
-    INIT, TIMER, DONE, GOT, KICK = range(5)
+    INIT, TIMER, DONE, GOT, KICK, COLL = range(6)
     n = len(ops)
     is_compute = [isinstance(op, Compute) for op in ops]
+    is_coll = [isinstance(op, Collective) for op in ops]
+    arrived = [0] * n  # members of each collective arrived so far
+    coll_dep: dict[int, int] = {}  # collective id -> deps known processed (it waits for them in order, as run()'s collective)
+    ready: list[int] = []  # collectives whose deps are done: each runs alone once nothing else is due now
+    env = ctx.env
     processed = [False] * n  # an op's done event has been processed (SimPy: callbacks is None)
     waiting: list = [None] * n  # op id -> streams waiting for its done event, in order (None: none)
     pos = [0] * len(streams)  # per stream: index of the op it is at
@@ -434,6 +448,20 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
         while i < len(q):
             oid = q[i]
             op = ops[oid]
+            if is_coll[oid]:  # run()'s stream: arrive (the last starts it), then wait for its done event
+                arrived[oid] += 1
+                if arrived[oid] == len(op.ranks):
+                    heappush(heap, (now, urgent, next(seq), COLL, oid))
+                i += 1
+                if not processed[oid]:
+                    w = waiting[oid]
+                    if w is None:
+                        waiting[oid] = [s]
+                    else:
+                        w.append(s)
+                    pos[s] = i
+                    return
+                continue
             deps = op.deps
             for j in range(dep_at[s], len(deps)):
                 d = deps[j]
@@ -473,6 +501,36 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
             i += 1
         pos[s] = i
 
+    def collective(c: int) -> None:
+        # run()'s collective process: wait for each unprocessed dep in order (a waiter ~c), then it is ready
+        deps = ops[c].deps
+        for j in range(coll_dep.get(c, 0), len(deps)):
+            d = deps[j]
+            if not processed[d]:
+                w = waiting[d]
+                if w is None:
+                    waiting[d] = [~c]
+                else:
+                    w.append(~c)
+                coll_dep[c] = j
+                return
+        start[c] = now
+        ready.append(c)
+
+    def run_ready() -> float:
+        # the one ready collective alone on SimPy's queue from now (a cut: nothing else is live or due)
+        c = ready.pop()
+        assert not ready and not heap and not kicked and wake_t is None and core.empty, "not a cut"
+        if count_fam:
+            ctx.family_bytes[:] = fbytes  # the collective adds its bytes to the array, after the messages'
+        t = run_alone(env, now, pricer.collective(ops[c], prepared[c]))
+        assert net.idle, "a cut collective leaves the network idle"
+        if count_fam:
+            fbytes[:] = ctx.family_bytes.tolist()
+        end[c] = t
+        imm.append((next(seq), DONE, c))
+        return t
+
     settle_next, inf = core.settle_next, math.inf
     settles = 0  # net.settles, added at the end
 
@@ -501,6 +559,9 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
             if kicked:  # the kick due now settles
                 continue
             kind = KICK  # settle now (kicked is already False)
+        elif ready and not (heap and heap[0][0] == now):
+            now = run_ready()  # nothing else due now: the collective runs (its done event is due at its end)
+            continue
         elif heap:
             now, _, _, kind, arg = heappop(heap)
         else:
@@ -511,7 +572,10 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
             if w is not None:
                 waiting[arg] = None
                 for s in w:
-                    advance(s)
+                    if s >= 0:
+                        advance(s)
+                    else:
+                        collective(~s)
         elif kind == TIMER:  # the op the stream is at ends now
             ends_now(arg)
         elif kind == GOT:
@@ -534,10 +598,12 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
                 wake_t, wake_seq = now + (d if not d < 0.0 else 0.0), next(seq)  # max(d, 0.0)
             else:
                 wake_t = None
+        elif kind == COLL:
+            collective(arg)
         else:
             advance(arg)
     # FlowPricer.transfer's bookkeeping, once: one simulated step per message started
-    started = sum(1 for oid, c in enumerate(is_compute) if not c and start[oid] == start[oid])  # (NaN: never)
+    started = sum(1 for oid, op in enumerate(ops) if type(op) is Transfer and start[oid] == start[oid])  # NaN: never
     if started:
         ctx.stats["steps_simulated"] += started
         pricer._used = True

@@ -52,7 +52,7 @@ class AnalyticPricer:
         # seconds, bytes per family, bytes per link (None: not counted)
         self._cache: dict[tuple, tuple[float, np.ndarray | None, np.ndarray | None]] = {}
         # latency, bottleneck, the route's families, its links
-        self._pairs: dict[tuple[int, int], tuple[float, float, np.ndarray, np.ndarray]] = {}
+        self._pairs: dict[tuple[int, int], tuple] = {}  # (latency, bottleneck[, families, links])
 
     # The Pricer protocol's bookkeeping: closed forms merge no flows and record no link usage.
     live_merged = 0
@@ -95,6 +95,10 @@ class AnalyticPricer:
         latency = np.bincount(owner, weights=ctx.topology.latency[links], minlength=len(arr))
         starts = np.concatenate(([0], np.cumsum(route_len)[:-1]))
         bottleneck = np.minimum.reduceat(ctx.topology.capacity[links], starts)
+        if not ctx.link_bytes and ctx.per_link is None:
+            # nothing counts bytes (the one pass of a closed form): each pair's links are never read
+            self._pairs.update(zip(todo, zip(latency.tolist(), bottleneck.tolist(), strict=True), strict=True))
+            return
         fams = ctx.family_of_link[links]
         # (as Python numbers first: the same floats and bounds, without numpy scalars per pair)
         ends = np.cumsum(route_len).tolist()
@@ -112,7 +116,10 @@ class AnalyticPricer:
             lat, cap = self._route_params(routed)
             hit = (float(lat[0]), float(cap[0]), ctx.family_of_link[routed.links], routed.links)
             self._pairs[(op.src, op.dst)] = hit
-        latency, bottleneck, fams, links = hit
+        latency, bottleneck = hit[0], hit[1]
+        if len(hit) == 2:  # routed by route_pairs for a run that counts no bytes
+            return latency + op.nbytes / bottleneck
+        fams, links = hit[2], hit[3]
         if ctx.link_bytes and len(ctx.families):  # as RoutedStep.family_bytes: n once per link crossed
             w = ctx.weight(op.stream)
             nb = float(op.nbytes if w is None else op.nbytes * w)
@@ -213,20 +220,26 @@ def longest_path(ops, pricer: AnalyticPricer, prepared: dict) -> tuple[np.ndarra
     start = [0.0] * n
     end = [0.0] * n
     free: dict[tuple[int, str], float] = {}  # (rank, stream) -> end of its last op
+    # a message's seconds straight from its routed pair when nothing counts bytes (transfer_seconds' float)
+    routed = pricer._pairs if not pricer.ctx.link_bytes and pricer.ctx.per_link is None else {}
     for op in ops:
-        if isinstance(op, Collective):
+        transfer = isinstance(op, Transfer)
+        if transfer:
+            t = free.get((op.src, op.stream), 0.0)
+        elif isinstance(op, Collective):
             t = max(free.get((r, op.stream), 0.0) for r in op.ranks)
         else:
-            t = free.get((op.src if isinstance(op, Transfer) else op.rank, op.stream), 0.0)
+            t = free.get((op.rank, op.stream), 0.0)
         for d in op.deps:
             if end[d] > t:
                 t = end[d]
-        if isinstance(op, Compute):
+        if transfer:
+            hit = routed.get((op.src, op.dst))
+            e = t + (hit[0] + op.nbytes / hit[1] if hit is not None else pricer.transfer_seconds(op))
+            free[(op.src, op.stream)] = e
+        elif isinstance(op, Compute):
             e = t + op.seconds if op.seconds > 0 else t
             free[(op.rank, op.stream)] = e
-        elif isinstance(op, Transfer):
-            e = t + pricer.transfer_seconds(op)
-            free[(op.src, op.stream)] = e
         else:
             seconds = pricer.collective_seconds(op, prepared[op.id])
             e = t + seconds if seconds > 0 else t
