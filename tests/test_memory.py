@@ -78,7 +78,7 @@ def test_non_zoo_trace_says_what_it_could_not_count():
     assert "attention/recurrent internals not counted" in e.note and e.activations < estimate(trace, 8).activations
 
 
-# published facts (data/published_throughput.json, "memory"); our maximum batch for each, pinned
+# published facts (data/published_memory.json); our maximum batch for each, pinned
 def _max_batch(m) -> int:
     def fits(b):
         return estimate(m.model, b, dtype=m.dtype, optimizer=m.optimizer).total <= m.memory_gib * GIB

@@ -1,8 +1,8 @@
 """Per-layer compute traces: schema, files, capture (torch, lazily), import and synthesis.
 
 Catalogues (printed by ``simcomm list models|devices|traces``): :data:`MODELS`
-(the built-in zoo), :data:`DEVICES` (roofline device specs, calibrated against
-published throughput) and :data:`BUNDLED` (traces shipped as package data).
+(the built-in zoo), :data:`DEVICES` (roofline device specs, calibrated on allowed
+single-GPU sources) and :data:`BUNDLED` (traces shipped as package data).
 :func:`default_trace` is what ``simcomm run`` uses when the user names no
 trace; :func:`trace_for` picks a bundled trace or synthesizes one for a
 (model, device, batch, dtype).

@@ -106,7 +106,7 @@ def regenerate_roofline(out_dir: str | Path | None = None) -> list[dict]:
         trace = _rounded(synth_trace(model, device, batch))
         save_trace(trace, out / f"{name}.json")
         eff = DEVICES.get(device).efficiency("fp32")
-        how = (f"calibrated (compute_eff {eff.compute:g}, {eff.source.split(' (')[0]})" if eff.calibrated
+        how = (f"calibrated (compute_eff {eff.compute:g}, {eff.origin})" if eff.calibrated
                else "default efficiencies, not calibrated")
         rows.append({"name": name, "file": f"{name}.json", "kind": "roofline",
                      "summary": f"roofline synthesis: {model} on {device}, batch {batch}, fp32, SGD, {how}",
@@ -161,4 +161,5 @@ def _how(dev, dtype: str, transformer: bool = False) -> str:
         return "uncalibrated roofline: default efficiencies" + form
     if eff.source.startswith("CNN factors"):
         return "roofline with ResNet-50's factors (no transformer fit for this device)" + form
-    return "calibrated roofline" + (", factors borrowed" if eff.source.startswith("borrowed") else "") + form
+    borrowed = eff.source.startswith("borrowed")
+    return "calibrated roofline" + (f", factors {eff.origin}" if borrowed else "") + form

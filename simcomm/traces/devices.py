@@ -4,15 +4,21 @@ Peaks come from ``shared/reference/cost-models-and-hardware.md`` section 4 and,
 for the devices added later (A100 80 GB, H200, B200, GB200, L40S), from the sources
 listed in docs/traces.md (keys in each entry's reference).  Real training
 kernels never reach peak, so the roofline multiplies the peaks by efficiency
-factors.  Where a published single-GPU throughput exists, the factors are
-**fitted** on one published row per (device, precision) (see
-:mod:`simcomm.traces.calibration` and ``data/published_throughput.json``);
-elsewhere the engineering defaults :data:`DEFAULT_COMPUTE_EFF` and
-:data:`DEFAULT_MEMORY_EFF` apply and are labelled as such.
+factors.  A CNN compute factor is **fitted** only on an allowed source
+(DEVELOPERS.md: a seed paper's stated single-GPU compute time, or this project's
+own capture), one unknown per device, on a row that is then reported only as a
+calibration (:mod:`simcomm.traces.calibration`, ``data/compute_anchors.json``):
+the V100 and GTX 1080 Ti on seed 004's worker compute, the H100 on its own CUDA
+run.  The device's other precisions keep the same fraction of their own peak.
+Every other GPU **borrows** the factor of the nearest fitted device (its source
+says which and why); the CPU keeps the engineering defaults
+:data:`DEFAULT_COMPUTE_EFF` and :data:`DEFAULT_MEMORY_EFF`.  Published training
+benchmarks (NVIDIA DeepLearningExamples, Lambda, MLPerf) are neither collected
+nor fitted.
 
 ``fp32`` on Ampere and later runs on TF32 tensor cores by default in NVIDIA's
-containers (``fp32_math = "tf32"``), which is what the published fp32 rows of
-those GPUs measured; a strict-FP32 model would be up to 8x slower for GEMMs.
+containers and in torch's convolutions (``fp32_math = "tf32"``); a strict-FP32
+model would be up to 8x slower for GEMMs.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from simcomm.registry import Registry
 __all__ = ["DeviceSpec", "Efficiency", "DEVICES", "DEFAULT_COMPUTE_EFF", "DEFAULT_MEMORY_EFF", "CLUSTER_DEVICES",
            "get_device", "device_for_cluster"]
 
-#: fraction of peak FLOP/s assumed where no published measurement was fitted
+#: fraction of peak FLOP/s assumed where no allowed measurement was fitted nor borrowed (the CPU)
 DEFAULT_COMPUTE_EFF = 0.5
 #: fraction of peak memory bandwidth sustained by streaming (elementwise, BN) kernels; also kept for fitted devices
 DEFAULT_MEMORY_EFF = 0.7
@@ -37,11 +43,20 @@ class Efficiency:
 
     compute: float
     memory: float
-    source: str  # "fitted on <row id> (...)", "borrowed from ...", or "default (not calibrated)"
+    source: str  # "fitted on <anchor id> (...)", "borrowed: <why>; <its source>", or "default (not calibrated)"
 
     @property
     def calibrated(self) -> bool:
         return not self.source.startswith("default")
+
+    @property
+    def origin(self) -> str:
+        """Short form of the source: ``fitted on <anchor>``, ``borrowed from <device>, fitted on <anchor>``, ..."""
+        if not self.source.startswith("borrowed: from "):
+            return self.source.split(" (")[0]
+        lender = self.source[len("borrowed: from "):].split(",")[0]
+        fitted = self.source[self.source.rfind("fitted on "):].split(" (")[0] if "fitted on " in self.source else ""
+        return ", ".join(x for x in (f"borrowed from {lender}", fitted) if x)
 
 
 @dataclass(frozen=True)
@@ -105,12 +120,28 @@ _GPU_LAUNCH = 5e-6
 _GIB = 2**30
 
 
-def _fit(compute: float, row: str, memory: float = DEFAULT_MEMORY_EFF) -> Efficiency:
-    return Efficiency(compute, memory, f"fitted on {row} (data/published_throughput.json)")
+def _fit(compute: float, row: str) -> Efficiency:
+    return Efficiency(compute, DEFAULT_MEMORY_EFF, f"fitted on {row} (data/compute_anchors.json)")
 
 
 def _borrow(eff: Efficiency, why: str) -> Efficiency:
     return Efficiency(eff.compute, eff.memory, f"borrowed: {why}; {eff.source}")
+
+
+def _one_unknown(dtype: str, eff: Efficiency, others: tuple[str, ...]) -> tuple:
+    """``fitted`` for a device with one fitted precision: its other precisions keep the same fraction of peak."""
+    return ((dtype, eff),) + tuple((d, _borrow(eff, f"from the {dtype} fit, the same fraction of the {d} peak (one "
+                                                  "unknown per device)")) for d in others)
+
+
+def _borrow_all(fits: tuple, why: str) -> tuple:
+    """Every precision of ``fits`` borrowed for ``why``."""
+    return tuple((d, _borrow(e, why)) for d, e in fits)
+
+
+def _from(fits: tuple, device: str, why: str) -> tuple:
+    """``device``'s factors, every precision, borrowed for ``why``."""
+    return tuple((d, _borrow(e, f"from {device}, {why}")) for d, e in fits)
 
 
 # Streaming multiprocessors per GPU (the GEMM model's wave size): NVIDIA's architecture whitepapers (V100 80,
@@ -124,19 +155,20 @@ _FP8_H100 = {"fp8": 1978.9e12}
 _FP8_B200 = {"fp8": 4.5e15, "mxfp8": 4.5e15}
 _FP8_GB200 = {"fp8": 5e15, "mxfp8": 5e15}
 
-# Fitted compute efficiencies (memory efficiency held at DEFAULT_MEMORY_EFF: one published row fits one factor).
-# Regenerate with simcomm.traces.calibration.fit_all(); tests/traces/test_calibration.py checks they agree.
-_V100_FP32 = _fit(0.828, "v100-rn50-fp32-dle2103")
-_V100_FP16 = _fit(0.514, "v100-rn50-fp16-dle2103")
-_A100_FP32 = _fit(0.225, "a100-rn50-tf32-dle2103")
-_A100_FP16 = _fit(0.383, "a100-rn50-fp16-dle2103")
-_H100_FP32 = _fit(0.145, "h100-rn50-tf32-lambda")
-_H100_FP16 = _fit(0.0914, "h100-rn50-fp16-lambda")
-_T4_FP32 = _fit(0.639, "t4-rn50-fp32-inf-b128 (forward-only: no published T4 training number was found)")
-_T4_FP16 = _fit(0.292, "t4-rn50-fp16-inf-b128 (forward-only: no published T4 training number was found)")
-_1080TI_FP32 = _fit(0.613, "1080ti-rn50-fp32-lambda2020")
-_L40S_FP32 = _fit(0.234, "l40s-rn50-fp32-lambda-rtx6000ada (RTX 6000 Ada: same AD102 chip)")
-_L40S_FP16 = _fit(0.164, "l40s-rn50-fp16-lambda-rtx6000ada (RTX 6000 Ada: same AD102 chip)")
+# The fitted CNN compute factors, one per device (memory factor held at DEFAULT_MEMORY_EFF: one row fits one
+# factor).  Regenerate with simcomm.traces.calibration.fit_all(); tests/traces/test_calibration.py checks they agree.
+# V100, 1080 Ti: seed 004 Table 1's no-drop worker compute (ResNet-50, TensorFlow 1.13, fp32, batch 64 assumed),
+# the forward + backward of one worker; those two rows are then seed004's calibration rows, not predictions.
+# H100: this project's unhooked ResNet-50 step (batch 64, TF32 convolutions, zoo module) on one H100.
+_V100_FP32 = _fit(0.593, "seed004-v100-rn50-worker")
+_1080TI_FP32 = _fit(0.478, "seed004-1080ti-rn50-worker")
+_H100_FP32 = _fit(0.154, "h100-rn50-fp32-b64")
+_V100_FITS = _one_unknown("fp32", _V100_FP32, ("fp16",))
+_H100_FITS = _one_unknown("fp32", _H100_FP32, ("fp16", "bf16"))
+# Devices with no allowed single-GPU source borrow the nearest fitted device's factor: Ampere and later tensor-core
+# GPUs the H100's (the one fitted tensor-core GPU), the T4 the V100's (Turing's SM derives from Volta's; seed 001
+# prints no single-instance time)
+_NO_SOURCE = "no allowed single-GPU source"
 
 
 def _add(name, kind, summary, reference, peaks, mem_bw, memory, label, launch=_GPU_LAUNCH, **kw):
@@ -145,12 +177,11 @@ def _add(name, kind, summary, reference, peaks, mem_bw, memory, label, launch=_G
                 summary=summary, reference=reference)
 
 
-_add("v100", "gpu", "NVIDIA V100 SXM2: 15.7 TF fp32, 125 TF fp16 tensor, 900 GB/s HBM2 (calibrated fp32, fp16)",
-     "[V100-wp] [V100-bw] [V100-32]; fitted on NVIDIA DLE ResNet-50 (PyTorch 21.03)",
-     {"fp32": 15.7e12, "fp16": 125e12}, 900e9, 16 * _GIB, "V100", fitted=(("fp32", _V100_FP32), ("fp16", _V100_FP16)))
+_add("v100", "gpu", "NVIDIA V100 SXM2: 15.7 TF fp32, 125 TF fp16 tensor, 900 GB/s HBM2 (calibrated on seed 004)",
+     "[V100-wp] [V100-bw] [V100-32]; fitted on seed 004 Table 1 (worker compute, ResNet-50)",
+     {"fp32": 15.7e12, "fp16": 125e12}, 900e9, 16 * _GIB, "V100", fitted=_V100_FITS)
 _A100_PEAKS = {"fp32": 19.5e12, "tf32": 156e12, "fp16": 312e12, "bf16": 312e12}
-_A100_FITS = (("fp32", _A100_FP32), ("fp16", _A100_FP16),
-              ("bf16", _borrow(_A100_FP16, "bf16 runs at the fp16 tensor peak; no bf16 row was published")))
+_A100_FITS = _from(_H100_FITS, "h100", f"the nearest fitted tensor-core GPU; {_NO_SOURCE} for the A100")
 # Transformers (additive roofline, GEMMs priced by their shapes: simcomm.traces.gemm): the one scalar calibrated
 # on Korthikanti et al. 2022's 22B row (full recomputation, tp 8 on one DGX A100 80 GB, Megatron-LM's unfused
 # attention; docs/validation.md, "Large-model training"), whose other 17 rows it then predicts; 0.758 under the
@@ -159,15 +190,14 @@ _A100_TF = Efficiency(0.784, DEFAULT_MEMORY_EFF, "calibrated on Korthikanti et a
                       "recompute (docs/validation.md)")
 _A100_TF_FITS = (("fp16", _A100_TF), ("bf16", _borrow(_A100_TF, "bf16 runs at the fp16 tensor peak")))
 _add("a100", "gpu", "NVIDIA A100 SXM4 40 GB: 19.5 TF fp32, 156 TF tf32, 312 TF fp16/bf16 tensor, 1555 GB/s",
-     "[A100-gk] [A100-pc2] [A100-tc]; factors of the a100-80g fit", _A100_PEAKS, 1555e9, 40 * _GIB, "A100 40GB",
-     fp32_math="tf32", fitted=tuple((d, _borrow(e, "same GA100 silicon as a100-80g")) for d, e in _A100_FITS),
+     "[A100-gk] [A100-pc2] [A100-tc]; CNN factors borrowed from the h100 fit, transformer factor of a100-80g",
+     _A100_PEAKS, 1555e9, 40 * _GIB, "A100 40GB", fp32_math="tf32", fitted=_A100_FITS,
      fitted_transformer=tuple((d, _borrow(e, "same GA100 silicon as a100-80g")) for d, e in _A100_TF_FITS))
 _add("a100-80g", "gpu", "NVIDIA A100 SXM4 80 GB: 19.5 TF fp32, 156 TF tf32, 312 TF fp16/bf16 tensor, 2039 GB/s",
-     "[A100-gk] (80 GB: 2039 GB/s); fitted on NVIDIA DLE ResNet-50 (PyTorch 21.03)", _A100_PEAKS, 2039e9,
-     80 * _GIB, "A100 80GB", fp32_math="tf32", fitted=_A100_FITS, fitted_transformer=_A100_TF_FITS)
+     "[A100-gk] (80 GB: 2039 GB/s); CNN factors borrowed from the h100 fit; transformer factor on Korthikanti et "
+     "al. 2022", _A100_PEAKS, 2039e9, 80 * _GIB, "A100 80GB", fp32_math="tf32", fitted=_A100_FITS,
+     fitted_transformer=_A100_TF_FITS)
 _H100_PEAKS = {"fp32": 66.9e12, "tf32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12, **_FP8_H100}
-_H100_FITS = (("fp32", _H100_FP32), ("fp16", _H100_FP16),
-              ("bf16", _borrow(_H100_FP16, "bf16 runs at the fp16 tensor peak; no bf16 row was published")))
 # Transformers (additive roofline with GEMMs priced by their shapes, simcomm.traces.synth): fitted so the
 # roofline's forward+backward of megatron-1.7b (batch 4, sequence 2048, bf16 autocast) equals its CUDA capture
 # on an H100 SXM5 (2026-11-26, benchmarks/gpu/h100-2026-11-26-llm; docs/traces.md, "Transformer capture");
@@ -177,43 +207,38 @@ _H100_TF = Efficiency(0.675, DEFAULT_MEMORY_EFF, "fitted on an H100 CUDA capture
                       "(benchmarks/gpu/h100-2026-11-26-llm)")
 _H100_TF_FITS = (("bf16", _H100_TF), ("fp16", _borrow(_H100_TF, "fp16 runs at the bf16 tensor peak")))
 _add("h100", "gpu", "NVIDIA H100 SXM5: 66.9 TF fp32, 494.7 TF tf32, 989.4 TF fp16/bf16 tensor, 3.35 TB/s",
-     "[H100-gk]; fitted on Lambda 2023 ResNet-50 (DLE code, NGC 22.10)", _H100_PEAKS, 3.35e12, 80 * _GIB, "H100",
-     fp32_math="tf32", fitted=_H100_FITS, fitted_transformer=_H100_TF_FITS)
+     "[H100-gk]; fitted on this project's H100 ResNet-50 run (benchmarks/gpu/h100-2026-11-26)", _H100_PEAKS,
+     3.35e12, 80 * _GIB, "H100", fp32_math="tf32", fitted=_H100_FITS, fitted_transformer=_H100_TF_FITS)
 _add("h800", "gpu", "NVIDIA H800 SXM: H100 compute (GH100, 989.4 TF bf16), 80 GB HBM3 at 3.35 TB/s; NVLink cut to "
      "400 GB/s", "[H800] (the H100's compute and memory, NVLink 400 GB/s); factors of the h100 fit", _H100_PEAKS,
-     3.35e12, 80 * _GIB, "H800", fp32_math="tf32",
-     fitted=tuple((d, _borrow(e, "same GH100 compute as h100")) for d, e in _H100_FITS),
-     fitted_transformer=tuple((d, _borrow(e, "same GH100 compute as h100")) for d, e in _H100_TF_FITS))
+     3.35e12, 80 * _GIB, "H800", fp32_math="tf32", fitted=_from(_H100_FITS, "h100", "the same GH100 compute"),
+     fitted_transformer=_borrow_all(_H100_TF_FITS, "same GH100 compute as h100"))
 _add("h200", "gpu", "NVIDIA H200 SXM: H100 compute (GH100), 141 GB HBM3e, 4.8 TB/s",
      "[H200-gt] [H200-lz]; factors of the h100 fit", _H100_PEAKS, 4.8e12, 141 * _GIB, "H200", fp32_math="tf32",
-     fitted=tuple((d, _borrow(e, "same GH100 compute as h100")) for d, e in _H100_FITS),
-     fitted_transformer=tuple((d, _borrow(e, "same GH100 compute as h100")) for d, e in _H100_TF_FITS))
+     fitted=_from(_H100_FITS, "h100", "the same GH100 compute"),
+     fitted_transformer=_borrow_all(_H100_TF_FITS, "same GH100 compute as h100"))
 _add("b200", "gpu", "NVIDIA B200 (HGX, 1000 W): 80 TF fp32, 1100 TF tf32, 2250 TF fp16/bf16 dense, 8 TB/s, 192 GB",
-     "[B200-gk]; factors borrowed from the h100 fit (no published B200 single-GPU number)",
+     "[B200-gk]; factors borrowed from the h100 fit (no B200 single-GPU source)",
      {"fp32": 80e12, "tf32": 1100e12, "fp16": 2250e12, "bf16": 2250e12, **_FP8_B200}, 8e12, 192 * _GIB, "B200", fp32_math="tf32",
-     fitted=tuple((d, _borrow(e, "nearest calibrated datacenter GPU (h100); no published B200 row"))
-                  for d, e in _H100_FITS),
-     fitted_transformer=tuple((d, _borrow(e, "nearest calibrated datacenter GPU (h100); no B200 capture"))
-                              for d, e in _H100_TF_FITS))
+     fitted=_from(_H100_FITS, "h100", f"the nearest fitted datacenter GPU; {_NO_SOURCE} for the B200"),
+     fitted_transformer=_borrow_all(_H100_TF_FITS, "nearest calibrated datacenter GPU (h100); no B200 capture"))
 _add("gb200", "gpu", "B200 GPU of an NVIDIA GB200 superchip (1200 W): 90 TF fp32, 1250 TF tf32, 2500 TF fp16, 8 TB/s",
-     "[B200-gk] (GB200 table); factors borrowed from the h100 fit (no published GB200 single-GPU number)",
+     "[B200-gk] (GB200 table); factors borrowed from the h100 fit (no GB200 single-GPU source)",
      {"fp32": 90e12, "tf32": 1250e12, "fp16": 2500e12, "bf16": 2500e12, **_FP8_GB200}, 8e12, 192 * _GIB, "GB200 (B200 GPU)",
-     fp32_math="tf32",
-     fitted=tuple((d, _borrow(e, "nearest calibrated datacenter GPU (h100); no published GB200 row"))
-                  for d, e in _H100_FITS),
-     fitted_transformer=tuple((d, _borrow(e, "nearest calibrated datacenter GPU (h100); no GB200 capture"))
-                              for d, e in _H100_TF_FITS))
+     fp32_math="tf32", fitted=_from(_H100_FITS, "h100", f"the nearest fitted datacenter GPU; {_NO_SOURCE} for the GB200"),
+     fitted_transformer=_borrow_all(_H100_TF_FITS, "nearest calibrated datacenter GPU (h100); no GB200 capture"))
 _add("l40s", "gpu", "NVIDIA L40S: 91.6 TF fp32, 183 TF tf32, 362 TF fp16/bf16 tensor (dense), 864 GB/s, 48 GB",
-     "[L40S-ds]; fitted on Lambda 2023 RTX 6000 Ada ResNet-50 (same AD102 chip)",
+     "[L40S-ds]; factors borrowed from the h100 fit (no L40S single-GPU source)",
      {"fp32": 91.6e12, "tf32": 183e12, "fp16": 362.05e12, "bf16": 362.05e12, "fp8": 733e12}, 864e9, 48 * _GIB, "L40S",
-     fp32_math="tf32", fitted=(("fp32", _L40S_FP32), ("fp16", _L40S_FP16),
-                               ("bf16", _borrow(_L40S_FP16, "bf16 runs at the fp16 tensor peak"))))
-_add("t4", "gpu", "NVIDIA T4: 8.1 TF fp32, 65 TF fp16 tensor, 320 GB/s GDDR6 (fitted on forward-only throughput)",
-     "[T4-sys] [T4-es]; fitted on DLE ResNet-50 T4 inference", {"fp32": 8.1e12, "fp16": 65e12}, 320e9, 16 * _GIB,
-     "T4", fitted=(("fp32", _T4_FP32), ("fp16", _T4_FP16)))
-_add("1080ti", "gpu", "NVIDIA GTX 1080 Ti: 11.34 TF fp32 (3584 cores x 2 x 1.582 GHz), 484 GB/s (calibrated fp32)",
-     "[1080Ti] (fp32 peak derived); fitted on Lambda 2020 ResNet-50", {"fp32": 11.34e12}, 484e9, 11 * _GIB,
-     "GTX 1080 Ti", fitted=(("fp32", _1080TI_FP32),))
+     fp32_math="tf32", fitted=_from(_H100_FITS, "h100", f"the nearest fitted tensor-core GPU; {_NO_SOURCE} for the L40S"))
+_add("t4", "gpu", "NVIDIA T4: 8.1 TF fp32, 65 TF fp16 tensor, 320 GB/s GDDR6 (factors borrowed from the V100)",
+     "[T4-sys] [T4-es]; factors borrowed from the v100 fit (seed 001 prints no single-instance time)",
+     {"fp32": 8.1e12, "fp16": 65e12}, 320e9, 16 * _GIB, "T4",
+     fitted=_from(_V100_FITS, "v100", f"the nearest fitted GPU (Turing's SM derives from Volta's); {_NO_SOURCE} "
+                                      "for the T4"))
+_add("1080ti", "gpu", "NVIDIA GTX 1080 Ti: 11.34 TF fp32 (3584 cores x 2 x 1.582 GHz), 484 GB/s (calibrated on seed 004)",
+     "[1080Ti] (fp32 peak derived); fitted on seed 004 Table 1 (worker compute, ResNet-50)", {"fp32": 11.34e12},
+     484e9, 11 * _GIB, "GTX 1080 Ti", fitted=(("fp32", _1080TI_FP32),))
 _add("haswell", "cpu", "Cori Haswell node, 2x E5-2698 v3: 2.36 TF fp32, 136.6 GB/s DDR4",
      "[CORI] [HSW-uw] [HSW-bw] (fp32 = 2x DP, derived; not calibrated)", {"fp32": 2.36e12}, 136.6e9, 128 * _GIB,
      "Haswell node", launch=2e-6)
@@ -223,10 +248,8 @@ _add("gb300", "gpu", "Blackwell Ultra GPU of an NVIDIA GB300 superchip: 288 GB H
      "figure collected; Blackwell Ultra's gains are FP4 and attention), factors borrowed from the h100 fit",
      {"fp32": 90e12, "tf32": 1250e12, "fp16": 2500e12, "bf16": 2500e12, **_FP8_GB200}, 8e12, 288 * _GIB,
      "GB300 (Blackwell Ultra; GB200's peaks assumed)", fp32_math="tf32", sms=_SMS["gb200"],
-     fitted=tuple((d, _borrow(e, "nearest calibrated datacenter GPU (h100); no published GB300 row"))
-                  for d, e in _H100_FITS),
-     fitted_transformer=tuple((d, _borrow(e, "nearest calibrated datacenter GPU (h100); no GB300 capture"))
-                              for d, e in _H100_TF_FITS))
+     fitted=_from(_H100_FITS, "h100", f"the nearest fitted datacenter GPU; {_NO_SOURCE} for the GB300"),
+     fitted_transformer=_borrow_all(_H100_TF_FITS, "nearest calibrated datacenter GPU (h100); no GB300 capture"))
 
 #: topology device names (simcomm/topologies/devices.py, presets) -> trace device names
 CLUSTER_DEVICES = {"v100": "v100", "a100": "a100", "a100-80g": "a100-80g", "h100": "h100", "h800": "h800", "h200": "h200",

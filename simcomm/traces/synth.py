@@ -191,7 +191,7 @@ def synth_trace(model: str, device: str | DeviceSpec, batch: int | list[int] = 6
     attention = check_attention_for(model, attention, shaped=config is not None)
     shape = config if config is not None else (TRANSFORMERS[model][0] if model in TRANSFORMERS else None)
     dev.flops_for(dtype)  # unknown dtype for this device: one clear line before any work
-    # the device's factors for this precision (fitted where published throughput exists), unless overridden
+    # the device's factors for this precision (fitted, borrowed or default: their source says), unless overridden
     transformer = shape is not None
     base = dev.efficiency(dtype, "transformer" if transformer else "cnn")
     source = base.source if compute_eff is None and memory_eff is None else "given on the command line"

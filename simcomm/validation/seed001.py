@@ -239,11 +239,11 @@ def _gap_compute_finding(t: dict[str, float], trace) -> str:
 #: what would close each missed row: a quantity the paper or the AWS runs do not publish
 CLOSES = (
     ("- AllReduce efficiency", "the AWS runs' per-instance batch (no launch command is published) and the T4's "
-                               "training compute on those instances: the roofline synthesis, fitted on forward-only "
-                               "T4 throughput, prices 165 ms of forward, backward and update and the host loop "
-                               "(aws_loop) adds about 100 ms, where the authors' logs (an independent check, not "
-                               "fitted) show every timed iteration at 0.45 s or more, so the exchange is still too "
-                               "large a share of the step here; see the findings)"),
+                               "training compute on those instances: the roofline synthesis, its factor borrowed from "
+                               "the V100 fit (no allowed T4 source), prices 131 ms of forward, backward and update and "
+                               "the host loop (aws_loop) adds about 100 ms, where the authors' logs (an independent "
+                               "check, not fitted) show every timed iteration at 0.45 s or more, so the exchange is "
+                               "still too large a share of the step here; see the findings)"),
     ("SGP - Crossover-SGD", "a peer-selection time inside the timed region: the published AWS code draws its "
                             "tables before the timer, so the measured 1-2 pp came from code that timed them "
                             "(unpublished)"),
@@ -303,8 +303,8 @@ def run() -> CaseResult:
                      "AWS code runs its 8-group phase only with >= 8 processes)",
                      f"batch {BATCH}: the AWS timing code's --batch_size default; no launch command for the AWS runs "
                      "is published, and Table 1's 256 is the NEURON training setting (V100 32 GB)",
-                     "T4 compute from the calibrated roofline synthesis in fp16; Apex O1's per-iteration weight "
-                     "casts are not modelled",
+                     "T4 compute from the roofline synthesis in fp16, its factor borrowed from the V100 fit (no "
+                     "allowed T4 source); Apex O1's per-iteration weight casts are not modelled",
                      _loop_assumption(),
                      "no peer-selection cost: the AWS code draws every table before the timer starts"),
         calibrated=(), rows=explain_misses(rows, CLOSES),

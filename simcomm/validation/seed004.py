@@ -36,9 +36,11 @@ Unknowns (each a :class:`Fit` on a *no-dropping* row only):
   frames (1448 payload bytes per 1538 on the wire), so that row's total is a
   prediction.
 
-A priori: batch 64 per worker (not stated; seed-code-facts D3), worker compute
-from the calibrated roofline of each GPU, R = 0.9 (not stated), the stack's
-40 us per message, layer choices shared by the workers.  The dropping rows
+The GPUs' compute factors (1080 Ti, V100) are fitted on the no-drop worker
+rows (``simcomm.traces.calibration``, ``data/compute_anchors.json``), which are
+therefore calibrations.  A priori: batch 64 per worker (not stated;
+seed-code-facts D3), R = 0.9 (not stated), the stack's 40 us per message,
+layer choices shared by the workers.  The dropping rows
 take the compute overheads the paper states for the *other* network (+3.6 %/
 +23 % at 1 Gb/s, +5 %/+15 % at 56 Gb/s), so they are predictions too.
 """
@@ -148,8 +150,8 @@ def network_rows(key: str, base: Baseline) -> tuple[list[Row], list[Fit], list[s
     residual = "simcomm's residual (iteration - worker - PS compute): its pipeline hides most PS time, so not counted"
     other = NETWORKS[OTHER[key]][5]
     rows = [
-        Row(f"{net}, no drop: worker compute", r[f"{key}.worker"], nodrop[1], "s", "prediction", "Table 1",
-            f"roofline trace, batch {BATCH}"),
+        Row(f"{net}, no drop: worker compute", r[f"{key}.worker"], nodrop[1], "s", "calibration", "Table 1",
+            f"roofline trace, batch {BATCH}; the GPU's compute factor is fitted on this row (simcomm.traces.calibration)"),
         Row(f"{net}, no drop: PS compute", r[f"{key}.ps"], nodrop[2], "s", "calibration", "Table 1",
             "fits s_B"),
         Row(f"{net}, no drop: communication", r[f"{key}.comm"], comm_of(nodrop), "s", "not-a-test", "Table 1",
@@ -230,7 +232,8 @@ def run() -> CaseResult:
                "56 Gbit Ethernet as Sec. 6.2 states (--inter eth-56g; the preset's FDR is seed 001's NEURON)"),
         assumptions=(f"per-worker batch {BATCH} (not stated; seed-code-facts D3)",
                      f"drop ratio R = {DROP_RATIO} (not stated), workers drop the same layers (union shared)",
-                     "worker compute from the calibrated roofline of each GPU (predicted, not read from Table 1)",
+                     "worker compute from each GPU's roofline, whose one compute factor is fitted on its no-drop worker row "
+                     "(data/compute_anchors.json): those rows are calibrations",
                      f"1 Gb/s: stack cpu-ps at TCP's goodput ceiling on GbE ({TCP_GBE:.4f} of line rate), 40 us "
                      "per message",
                      "56 Gb/s: stack mpi-tcp (the preset's), 40 us per message, goodput fitted; TCP over Ethernet "
