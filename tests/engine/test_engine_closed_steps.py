@@ -155,6 +155,29 @@ def test_strategies_running_alltoalls_are_priced_alike(strategy, resolution):
         assert t_closed == pytest.approx(t_flows, rel=1e-9 if resolution == 0 else resolution)
 
 
+@pytest.mark.parametrize("nodes", [3, 21])
+def test_counted_closed_steps_equal_the_routed_ones(nodes, monkeypatch):
+    # a PXN all-to-all kept as blocks of pairs is priced from each link's count of pairs, never routed: the
+    # same closed form, link bytes and statistics as the routed step's, bit for bit
+    from simcomm.nccl.algorithms.p2p import P2P
+
+    topo = apply_stack(two_level(nodes, 8, intra="nvswitch", nic_link="ib-hdr", nics_per_node=8, device="a100",
+                                 inter="rail", inter_options={"nodes_per_leaf": 4}), get_stack("nccl"))
+    b = PlanBuilder(topo.n_ranks)
+    first = b.collective("alltoall", range(topo.n_ranks), 818e3)
+    b.collective("alltoall", range(topo.n_ranks), 1e8 / 3, after=[first])
+    plan = b.build()
+    routes = []
+    real = type(topo).routes
+    monkeypatch.setattr(type(topo), "routes", lambda self, s, d: routes.append(len(s)) or real(self, s, d))
+    counted = engine.simulate(plan, topo, runtime=NcclRuntime(), closed_steps=1)
+    assert counted.meta["steps_closed"] == 2 and not any(n > 64 for n in routes)  # no all-to-all routed
+    monkeypatch.setattr(P2P, "blocks", lambda *args: None)
+    routed = engine.simulate(plan, topo, runtime=NcclRuntime(), closed_steps=1)
+    assert counted.end.tobytes() == routed.end.tobytes() and counted.start.tobytes() == routed.start.tobytes()
+    assert counted.link_class_bytes == routed.link_class_bytes and counted.meta == routed.meta
+
+
 def test_closed_steps_must_be_a_positive_count():
     assert EngineOptions().closed_steps == CLOSED_STEPS
     for bad in (0, -1, 2.5, True):

@@ -43,6 +43,7 @@ from dataclasses import replace
 import numpy as np
 
 from simcomm.collectives.base import Step
+from simcomm.collectives.pairs import block_loads
 from simcomm.engine.flow.network import LiveNetwork
 from simcomm.engine.fluid.core import run_isolated
 from simcomm.engine.schedule import RoutedStep, message_routes, route_step
@@ -123,6 +124,24 @@ def _closed_period(routed: RoutedStep, capacity: np.ndarray) -> tuple[float, np.
     return float(lat[0]) + busiest, load
 
 
+class _Unrouted:
+    """A step priced by its closed form from counts of its pairs per link: routed only if it must run as flows
+    (traffic interrupted its reservation)."""
+
+    def __init__(self, make, repeat: int):
+        self._make, self.repeat = make, repeat
+        self._routed: RoutedStep | None = None
+
+    def get(self) -> RoutedStep:
+        if self._routed is None:
+            self._routed = self._make()
+        return self._routed
+
+
+def _routed(step) -> RoutedStep:
+    return step.get() if isinstance(step, _Unrouted) else step
+
+
 class FlowPricer:
     """Prices Transfers and Collectives on a shared :class:`LiveNetwork`."""
 
@@ -147,6 +166,7 @@ class FlowPricer:
         self._moving: dict[int, list] = {}  # rank -> [(batch id, index, bytes)] still in flight
         self._used = False  # whether any transfer or collective ran (finish_stats)
         self._shapes: dict = {}  # (group, preparation) -> its routed steps (see _steps)
+        self._counts: dict = {}  # (group, block rows) -> crossings per link of a block of pairs (_counted)
 
     @property
     def live_merged(self) -> int:
@@ -237,7 +257,7 @@ class FlowPricer:
             if fbytes is not None:
                 ctx.family_bytes += (routed.repeat if w is None else routed.repeat * w) * fbytes
             elif ctx.link_bytes:
-                ctx.count_bytes(routed, routed.repeat, w)
+                ctx.count_bytes(_routed(routed), routed.repeat, w)
             left = routed.repeat
             period = profile = None
             while left > 0:
@@ -252,13 +272,13 @@ class FlowPricer:
                         res = self.net.hold(held)
                         yield self.net.late()
                         if res.event.triggered:  # taken back before anything ran: run this repeat live
-                            yield from self._run_step(routed)
+                            yield from self._run_step(_routed(routed))
                             left -= 1
                             continue
                     if period is None and closed is not None:
                         period = self._closed_step(closed)
                     elif period is None:
-                        period, profile = self._isolated_period(routed, skey)
+                        period, profile = self._isolated_period(_routed(routed), skey)
                     if period <= 0.0:  # nothing to wait for in any repeat
                         if res is not None:
                             self.net.release(res)
@@ -276,9 +296,9 @@ class FlowPricer:
                     k, offset = outcome
                     ctx.stats["steps_coalesced"] += k
                     left -= k
-                    yield from self._run_step(routed, resume=offset)
+                    yield from self._run_step(_routed(routed), resume=offset)
                 else:
-                    yield from self._run_step(routed)
+                    yield from self._run_step(_routed(routed))
                 left -= 1
 
     def _steps(self, op, prep) -> list:
@@ -299,6 +319,10 @@ class FlowPricer:
         gkey = group.tobytes()
         out = []
         for i, step in enumerate(prep.steps):
+            counted = self._counted(group, gkey, step, None if prep.latency is None else prep.latency[i])
+            if counted is not None:
+                out.append(counted)
+                continue
             routed = route_step(ctx.topology, group, step, ctx.gamma, self._routes, gkey)
             if prep.latency is not None and prep.latency[i] is not None:
                 # NCCL's pipelined steps: every transfer waits the tuning model's latency, not the route's.
@@ -321,6 +345,41 @@ class FlowPricer:
             out.append((routed, skey, held, fbytes, closed))
         self._shapes[key] = (prep, out)  # the preparation is kept alive with its id
         return out
+
+    def _counted(self, group: np.ndarray, gkey: bytes, step, latency: float | None) -> tuple | None:
+        """:meth:`_steps`' entry of a large step of blocks of pairs (:class:`~simcomm.collectives.pairs.PairsStep`,
+        NCCL's PXN all-to-all) of one size per link, from each link's count of pairs
+        (:meth:`~simcomm.topologies.base.Topology.pair_counts`) instead of every routed transfer: its closed
+        form, held links and bytes per family are the ones :func:`_closed_period` finds on the routed step (the
+        same loads, bit for bit: :func:`~simcomm.collectives.pairs.block_loads`); the step is routed only if it
+        must run as flows.  None when it is not such a step or flows follow it anyway (link usage, per-rank or
+        per-link bytes)."""
+        ctx = self.ctx
+        blocks = getattr(step, "blocks", None)
+        if (blocks is None or latency is None or not self.closed_from or len(step) < self.closed_from
+                or self.fam is not None or self._moved is not None or (ctx.link_bytes and ctx.per_link is not None)
+                or min(blocks.sizes) <= 0):
+            return None
+        counts = []
+        for rows in blocks.rows:
+            key = (gkey, rows.shape, rows.tobytes())
+            if key not in self._counts:
+                self._counts[key] = ctx.topology.pair_counts(group[rows])
+            counts.append(self._counts[key])
+        loads = block_loads(blocks, counts)
+        if loads is None:
+            return None
+        used = loads > 0
+        closed = float(latency) + (float((loads[used] / self.net.core.capacity[used]).max()) if used.any() else 0.0)
+        fbytes = None
+        if ctx.link_bytes and len(ctx.families):
+            fbytes = np.bincount(ctx.family_of_link, weights=loads, minlength=len(ctx.families))
+
+        def make() -> RoutedStep:
+            routed = route_step(ctx.topology, group, step, ctx.gamma, self._routes, gkey)
+            return replace(routed, latency=np.full(len(routed), float(latency)))
+
+        return _Unrouted(make, step.repeat), None, np.flatnonzero(used), fbytes, closed
 
     # ---- steps -----------------------------------------------------------
     def _closed_step(self, period: float) -> float:

@@ -1,0 +1,148 @@
+"""How many routes of every ordered pair within groups of ranks cross each link, counted by classes.
+
+:meth:`~simcomm.topologies.base.Topology.pair_counts` asks the router first: a router (or fabric) whose
+routes follow from a few coordinates of the two ends counts the pairs crossing each link from how many
+members share those coordinates, with no route per pair.  Built for the two-level cluster on a hub (NVSwitch,
+one PCIe switch, shared memory) without PXN relays or PCIe ports (:func:`two_level_counts`) over the
+rail-optimised leaf-spine with InfiniBand's destination routing (:func:`rail_counts`): every DGX SuperPOD
+preset.  Anything else (ECMP hashes each pair; other fabrics) is routed a chunk of rows at a time and counted
+(:func:`routed_counts`), the same integers.  tests/topologies/test_topologies_pair_counts.py draws fabrics and
+groups and compares the two bit for bit.
+
+Two-level, per row of members (each with its group: the NVLink domain; a pair of one group stays on the hub):
+``rank -> hub`` and ``hub -> rank`` are crossed once per partner in its group; ``rank -> NIC`` and ``NIC ->
+rank`` once per partner in another group; the fabric sees those pairs between the members' NICs.
+
+Rail fabric with ``d-mod-k`` (spine = destination NIC mod spines; same leaf: straight across), per row of NICs
+with classes (pairs of one class do not enter the fabric): a NIC's link to its leaf and back carry one route
+per partner of another class; the uplink from leaf ``L`` to spine ``s`` carries, for each source ``a`` on
+``L``, the destinations on spine ``s`` that are neither on ``L`` nor of ``a``'s class, by inclusion and
+exclusion ``D[s] - D[L, s] - E[c, s] + E[c, L, s]`` (``D`` members per spine, per leaf and spine; ``E`` of
+class ``c`` per spine, per leaf and spine); the downlink from ``s`` to leaf ``L'`` carries, for each
+destination on ``L'`` and ``s``, the sources neither on ``L'`` nor of its class.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["pair_counts", "routed_counts", "two_level_counts", "rail_counts"]
+
+#: pairs routed per chunk when a router cannot count by classes (bounded memory)
+_CHUNK_PAIRS = 1 << 20
+
+
+def pair_counts(topo, rows: np.ndarray) -> np.ndarray:
+    """See :meth:`simcomm.topologies.base.Topology.pair_counts`."""
+    count = getattr(topo.router, "pair_counts", None)
+    got = count(topo, rows) if count is not None and rows.size else None
+    return got if got is not None else routed_counts(topo, rows)
+
+
+def routed_counts(topo, rows: np.ndarray) -> np.ndarray:
+    """Route every pair of ``rows``, a chunk of rows at a time, and count the links crossed."""
+    from simcomm.collectives.pairs import all_pairs
+
+    n_links = len(topo.capacity)
+    counts = np.zeros(n_links, dtype=np.int64)
+    n_rows, width = rows.shape
+    if width < 2:
+        return counts
+    per = max(1, _CHUNK_PAIRS // (width * (width - 1)))
+    for lo in range(0, n_rows, per):
+        src, dst = all_pairs(rows[lo:lo + per])
+        counts += np.bincount(topo._routes_of(src, dst)[1], minlength=n_links)
+    return counts
+
+
+def _add(counts: np.ndarray, ids: np.ndarray, times: np.ndarray) -> None:
+    np.add.at(counts, ids, np.asarray(times, dtype=np.int64))
+
+
+def _partners(rows: np.ndarray, cls: np.ndarray) -> np.ndarray:
+    """Per member (rows flattened): members of its row in its class, itself included."""
+    n_rows, width = rows.shape
+    key = np.repeat(np.arange(n_rows, dtype=np.int64), width) * (int(cls.max()) + 1) + cls.ravel()
+    _, inverse, count = np.unique(key, return_inverse=True, return_counts=True)
+    return count[inverse.reshape(-1)]
+
+
+def two_level_counts(router, topo, rows: np.ndarray) -> np.ndarray | None:
+    """Counts on a two-level cluster whose groups sit on a hub (see the module docstring), or None."""
+    cache = router._cached(topo.node_index)
+    if cache["kind"] != "hub" or router.relay is not None or any(p is not None for p in router.port):
+        return None
+    fabric = None
+    if router.fabric is not None:
+        fabric = getattr(router.fabric, "pair_counts", None)
+        if fabric is None:
+            return None
+    n_rows, width = rows.shape
+    counts = np.zeros(len(topo.capacity), dtype=np.int64)
+    if width < 2:
+        return counts
+    flat = rows.ravel()
+    group = router.group_arr[flat]
+    same = _partners(rows, group.reshape(rows.shape)) - 1
+    far = (width - 1) - same
+    rank = cache["rank"][flat]
+    on = same > 0
+    if on.any():
+        hub = cache["hub"][group[on]]
+        _add(counts, topo.link_ids(rank[on], hub), same[on])
+        _add(counts, topo.link_ids(hub, rank[on]), same[on])
+    on = far > 0
+    if on.any():
+        assert fabric is not None  # members of two groups: the cluster has nodes joined by a fabric
+        idx = topo.node_index
+        nic = np.asarray(router.nic_of, dtype=np.int64)[flat]
+        nic_node = np.fromiter((idx[router.nic_names[i]] for i in nic[on].tolist()), dtype=np.int64,
+                               count=int(on.sum()))
+        _add(counts, topo.link_ids(rank[on], nic_node), far[on])
+        _add(counts, topo.link_ids(nic_node, rank[on]), far[on])
+        keep = (far.reshape(rows.shape) > 0).any(axis=1)
+        got = fabric(topo, nic.reshape(rows.shape)[keep], group.reshape(rows.shape)[keep])
+        if got is None:
+            return None
+        counts += got
+    return counts
+
+
+def rail_counts(fabric, topo, hosts: np.ndarray, cls: np.ndarray) -> np.ndarray | None:
+    """Counts on a rail fabric with destination routing for pairs of ``hosts`` (NIC positions, one row per
+    group) whose ``cls`` differ (see the module docstring), or None (ECMP: each pair's hash)."""
+    if fabric.routing != "d-mod-k":
+        return None
+    host_node, leaf_node, spine_node = fabric._nodes.of(topo.node_index)
+    n_spines = len(fabric.spines)
+    counts = np.zeros(len(topo.capacity), dtype=np.int64)
+    for h, c in zip(hosts, cls, strict=True):
+        width = len(h)
+        leaf_of, spine = fabric._leaf(h), h % n_spines
+        leaves, li = np.unique(leaf_of, return_inverse=True)
+        _, ci = np.unique(c, return_inverse=True)
+        _, gi = np.unique(ci * len(leaves) + li, return_inverse=True)
+        li, ci, gi = li.reshape(-1), ci.reshape(-1), gi.reshape(-1)
+        far = width - np.bincount(ci)[ci]
+        _add(counts, topo.link_ids(host_node[h], leaf_node[leaf_of]), far)
+        _add(counts, topo.link_ids(leaf_node[leaf_of], host_node[h]), far)
+        if len(leaves) < 2:  # one leaf: every route goes straight across
+            continue
+        per_spine = np.bincount(spine, minlength=n_spines)
+        by_leaf = np.zeros((len(leaves), n_spines), dtype=np.int64)
+        np.add.at(by_leaf, (li, spine), 1)
+        by_cls = np.zeros((int(ci.max()) + 1, n_spines), dtype=np.int64)
+        np.add.at(by_cls, (ci, spine), 1)
+        by_both = np.zeros((int(gi.max()) + 1, n_spines), dtype=np.int64)
+        np.add.at(by_both, (gi, spine), 1)
+        up = np.zeros((len(leaves), n_spines), dtype=np.int64)
+        np.add.at(up, li, per_spine[None, :] - by_leaf[li] - by_cls[ci] + by_both[gi])
+        # sources of each destination b that are on another leaf and of another class
+        senders = width - np.bincount(li)[li] - np.bincount(ci)[ci] + np.bincount(gi)[gi]
+        down = np.zeros((len(leaves), n_spines), dtype=np.int64)
+        np.add.at(down, (li, spine), senders)
+        for table, forward in ((up, True), (down, False)):
+            at, sp = np.nonzero(table)
+            lf, sn = leaf_node[leaves[at]], spine_node[sp]
+            _add(counts, topo.link_ids(lf, sn) if forward else topo.link_ids(sn, lf), table[at, sp])
+    return counts
