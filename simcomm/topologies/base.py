@@ -430,11 +430,22 @@ class Topology:
 
         A router with ``pair_counts`` counts them from classes of the members (no route per pair: an
         all-to-all over 16 384 GPUs crosses 3 x 10^8 links); otherwise the rows are routed a chunk at a time
-        (bounded memory) and counted (:mod:`simcomm.topologies.pair_counts`).
+        (bounded memory) and counted (:mod:`simcomm.topologies.pair_counts`).  The last few answers are kept,
+        read-only (every size of one group's all-to-all, pcnn's one per conv unit, asks the same).
         """
         from simcomm.topologies.pair_counts import pair_counts
 
-        return pair_counts(self, np.asarray(rows, dtype=np.int64))
+        rows = np.asarray(rows, dtype=np.int64)
+        kept = self.__dict__.setdefault("_pair_counts", {})
+        key = (rows.shape, rows.tobytes())
+        hit = kept.get(key)
+        if hit is None:
+            hit = pair_counts(self, rows)
+            hit.flags.writeable = False
+            while len(kept) >= _KEEP_BATCHES:
+                kept.pop(next(iter(kept)))
+            kept[key] = hit
+        return hit
 
     def route_latency(self, a: int, b: int) -> float:
         lat = self.latency

@@ -166,7 +166,6 @@ class FlowPricer:
         self._moving: dict[int, list] = {}  # rank -> [(batch id, index, bytes)] still in flight
         self._used = False  # whether any transfer or collective ran (finish_stats)
         self._shapes: dict = {}  # (group, preparation) -> its routed steps (see _steps)
-        self._counts: dict = {}  # (group, block rows) -> crossings per link of a block of pairs (_counted)
 
     @property
     def live_merged(self) -> int:
@@ -360,13 +359,7 @@ class FlowPricer:
                 or self.fam is not None or self._moved is not None or (ctx.link_bytes and ctx.per_link is not None)
                 or min(blocks.sizes) <= 0):
             return None
-        counts = []
-        for rows in blocks.rows:
-            key = (gkey, rows.shape, rows.tobytes())
-            if key not in self._counts:
-                self._counts[key] = ctx.topology.pair_counts(group[rows])
-            counts.append(self._counts[key])
-        loads = block_loads(blocks, counts)
+        loads = block_loads(blocks, [ctx.topology.pair_counts(group[rows]) for rows in blocks.rows])
         if loads is None:
             return None
         used = loads > 0
