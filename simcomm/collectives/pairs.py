@@ -26,7 +26,7 @@ import numpy as np
 
 from simcomm.collectives.base import Step
 
-__all__ = ["all_pairs", "PairBlocks", "PairsStep", "repeated_sum", "block_loads"]
+__all__ = ["all_pairs", "PairBlocks", "PairsStep", "repeated_sum", "block_loads", "block_family_bytes"]
 
 
 def all_pairs(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -173,3 +173,22 @@ def block_loads(blocks: PairBlocks, counts: list[np.ndarray]) -> np.ndarray | No
         on = size_of == s
         loads[on] = repeated_sum(s, total[on])
     return loads
+
+
+def block_family_bytes(blocks: PairBlocks, counts: list[np.ndarray], family_of_link: np.ndarray,
+                       n_families: int) -> np.ndarray:
+    """Bytes per link family of one run of a step of ``blocks`` (each block's crossings per link: ``counts``),
+    bit for bit what :meth:`~simcomm.engine.schedule.RoutedStep.family_bytes` adds up over the routed step.
+
+    That sum goes crossing by crossing in transfer order, so a family's total is block 0's size added once per
+    crossing of it in that family, then block 1's, and so on (:func:`_advance`).
+    """
+    per_block = [np.bincount(family_of_link, weights=c, minlength=n_families) for c in counts]
+    out = np.zeros(n_families)
+    for f in range(n_families):
+        total = 0.0
+        for s, crossings in zip(blocks.sizes, per_block, strict=True):
+            if crossings[f] and s > 0:  # (zero bytes add nothing)
+                total = _advance(total, float(s), int(crossings[f]))
+        out[f] = total
+    return out

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simcomm.collectives.pairs import PairBlocks, PairsStep, all_pairs, block_loads, repeated_sum
+from simcomm.collectives.pairs import PairBlocks, PairsStep, all_pairs, block_family_bytes, block_loads, repeated_sum
 
 
 def _loop(value: float, k: int) -> float:
@@ -75,3 +75,20 @@ def test_a_link_carrying_two_sizes_has_no_block_loads():
     assert block_loads(blocks, [np.array([1, 0]), np.array([1, 1])]) is None
     same = PairBlocks((np.zeros((1, 2), dtype=np.int64),) * 2, (2.0, 2.0))  # one size: fine
     assert block_loads(same, [np.array([1, 0]), np.array([1, 1])]).tolist() == [4.0, 2.0]
+
+
+@settings(max_examples=30, deadline=None)
+@given(sizes=st.lists(st.floats(1e-3, 1e9), min_size=1, max_size=3), data=st.data())
+def test_block_family_bytes_are_the_routed_family_sums(sizes, data):
+    # transfers crossing links in transfer order (block by block), links in families: the sum per family,
+    # crossing by crossing, as RoutedStep.family_bytes adds it, equals the one from the counts
+    n_links, n_fam = 6, 3
+    family_of_link = np.array(data.draw(st.lists(st.integers(0, n_fam - 1), min_size=n_links, max_size=n_links)))
+    crossings = [np.array(data.draw(st.lists(st.integers(0, n_links - 1), max_size=300)), dtype=np.int64)
+                 for _ in sizes]
+    want = np.bincount(family_of_link[np.concatenate(crossings)],
+                       weights=np.concatenate([np.full(len(c), s) for c, s in zip(crossings, sizes, strict=True)]),
+                       minlength=n_fam)
+    blocks = PairBlocks(tuple(np.zeros((1, 2), dtype=np.int64) for _ in sizes), tuple(sizes))
+    counts = [np.bincount(c, minlength=n_links) for c in crossings]
+    assert block_family_bytes(blocks, counts, family_of_link, n_fam).tobytes() == want.tobytes()

@@ -171,11 +171,16 @@ def test_counted_closed_steps_equal_the_routed_ones(nodes, monkeypatch):
     real = type(topo).routes
     monkeypatch.setattr(type(topo), "routes", lambda self, s, d: routes.append(len(s)) or real(self, s, d))
     counted = engine.simulate(plan, topo, runtime=NcclRuntime(), closed_steps=1)
+    analytic = engine.simulate(plan, topo, runtime=NcclRuntime(), fidelity="analytic")
     assert counted.meta["steps_closed"] == 2 and not any(n > 64 for n in routes)  # no all-to-all routed
     monkeypatch.setattr(P2P, "blocks", lambda *args: None)
     routed = engine.simulate(plan, topo, runtime=NcclRuntime(), closed_steps=1)
     assert counted.end.tobytes() == routed.end.tobytes() and counted.start.tobytes() == routed.start.tobytes()
     assert counted.link_class_bytes == routed.link_class_bytes and counted.meta == routed.meta
+    # the analytic fidelity's bytes per family from the counts: the routed sums, bit for bit
+    again = engine.simulate(plan, topo, runtime=NcclRuntime(), fidelity="analytic")
+    assert analytic.link_class_bytes == again.link_class_bytes and analytic.end.tobytes() == again.end.tobytes()
+    assert analytic.link_class_bytes and all(v > 0 for v in analytic.link_class_bytes.values())
 
 
 def test_closed_steps_must_be_a_positive_count():
