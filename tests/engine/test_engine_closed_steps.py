@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simcomm import engine
-from simcomm.engine.flow.pricer import _closed_period
+from simcomm.engine.flow.closed import closed_period as _closed_period
 from simcomm.engine.fluid.core import run_isolated
 from simcomm.engine.options import CLOSED_STEPS, EngineOptions
 from simcomm.engine.schedule import RoutedStep
@@ -191,7 +191,7 @@ def test_closed_steps_must_be_a_positive_count():
 
 
 def test_loads_summed_in_chunks_are_the_loads(monkeypatch):
-    import simcomm.engine.flow.pricer as pricer
+    import simcomm.engine.flow.closed as pricer
     from simcomm.engine.schedule import route_step
     from simcomm.nccl.prepare import prepare_nccl
     from simcomm.ops import Collective
