@@ -81,6 +81,9 @@ class PairsStep(Step):
     def __len__(self) -> int:
         return self._n
 
+    def __repr__(self) -> str:  # (the dataclass's repr would build every transfer)
+        return f"PairsStep({len(self)} transfers in {len(self.blocks.rows)} blocks, repeat={self.repeat})"
+
     @cached_property
     def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return self.blocks.arrays()
