@@ -56,3 +56,13 @@ def test_other_fabrics_are_routed_and_counted(inter, opts):
     rows = np.arange(24).reshape(6, 4).T
     assert topo.router.pair_counts(topo, rows) is None
     assert topo.pair_counts(rows).tobytes() == _routed(topo, rows).tobytes()
+
+
+@pytest.mark.parametrize("opts", [{"planes": 2}, {"intra": "pcie"}, {"intra": "nvlink-mesh"}])
+def test_clusters_the_class_count_leaves_out_are_routed_and_counted(opts):
+    # PXN relays between planes, PCIe ports shared by peers and the NIC, NVLink meshes: routed and counted
+    topo = two_level(5, 4, nics_per_node=4, nic_link="ib-hdr", inter="rail", **opts)
+    rows = np.arange(20).reshape(5, 4)
+    for r in (rows, rows.T, rows[:, ::-1]):
+        assert topo.router.pair_counts(topo, r) is None
+        assert topo.pair_counts(r).tobytes() == _routed(topo, r).tobytes()
