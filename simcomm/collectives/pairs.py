@@ -26,7 +26,8 @@ import numpy as np
 
 from simcomm.collectives.base import Step
 
-__all__ = ["all_pairs", "PairBlocks", "PairsStep", "repeated_sum", "block_loads", "block_family_bytes"]
+__all__ = ["all_pairs", "PairBlocks", "PairsStep", "repeated_sum", "block_loads", "block_family_bytes",
+           "add_block_link_bytes"]
 
 
 def all_pairs(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -195,3 +196,27 @@ def block_family_bytes(blocks: PairBlocks, counts: list[np.ndarray], family_of_l
                 total = _advance(total, float(s), int(crossings[f]))
         out[f] = total
     return out
+
+
+def add_block_link_bytes(per_link: np.ndarray, blocks: PairBlocks, counts: list[np.ndarray], times: int) -> None:
+    """``per_link += `` each link's bytes of ``times`` runs of a step of ``blocks``, bit for bit what
+    ``np.add.at(per_link, links, times * bytes of each crossing)`` adds over the routed step.
+
+    ``np.add.at`` adds crossing by crossing in transfer order onto what the link held: block 0's ``times x
+    size`` once per crossing, then block 1's (:func:`_advance`); links that held the same and are crossed as
+    often by each block end alike, so each such class is summed once.
+    """
+    used = np.flatnonzero(np.sum(counts, axis=0) > 0)
+    if not used.size:
+        return
+    keys = np.stack([per_link[used]] + [c[used].astype(float) for c in counts], axis=1)
+    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+    steps = [times * float(s) for s in blocks.sizes]
+    sums = np.empty(len(uniq))
+    for i, row in enumerate(uniq.tolist()):
+        total = row[0]
+        for value, k in zip(steps, row[1:], strict=True):
+            if k and value > 0:
+                total = _advance(total, value, int(k))
+        sums[i] = total
+    per_link[used] = sums[inverse.reshape(-1)]

@@ -8,7 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simcomm.collectives.pairs import PairBlocks, PairsStep, all_pairs, block_family_bytes, block_loads, repeated_sum
+from simcomm.collectives.pairs import (
+    PairBlocks,
+    PairsStep,
+    add_block_link_bytes,
+    all_pairs,
+    block_family_bytes,
+    block_loads,
+    repeated_sum,
+)
 
 
 def _loop(value: float, k: int) -> float:
@@ -92,3 +100,21 @@ def test_block_family_bytes_are_the_routed_family_sums(sizes, data):
     blocks = PairBlocks(tuple(np.zeros((1, 2), dtype=np.int64) for _ in sizes), tuple(sizes))
     counts = [np.bincount(c, minlength=n_links) for c in crossings]
     assert block_family_bytes(blocks, counts, family_of_link, n_fam).tobytes() == want.tobytes()
+
+
+@settings(max_examples=30, deadline=None)
+@given(sizes=st.lists(st.floats(1e-3, 1e9), min_size=1, max_size=3), times=st.integers(1, 5), data=st.data())
+def test_block_link_bytes_are_what_add_at_adds(sizes, times, data):
+    # onto links that already hold bytes (earlier collectives), crossing by crossing, block by block
+    n_links = 8
+    start = np.array(data.draw(st.lists(st.sampled_from([0.0, 1.5, 1e6 / 3, 7e8]), min_size=n_links,
+                                        max_size=n_links)))
+    crossings = [np.array(data.draw(st.lists(st.integers(0, n_links - 1), max_size=300)), dtype=np.int64)
+                 for _ in sizes]
+    want = start.copy()
+    np.add.at(want, np.concatenate(crossings),
+              times * np.concatenate([np.full(len(c), s) for c, s in zip(crossings, sizes, strict=True)]))
+    got = start.copy()
+    blocks = PairBlocks(tuple(np.zeros((1, 2), dtype=np.int64) for _ in sizes), tuple(sizes))
+    add_block_link_bytes(got, blocks, [np.bincount(c, minlength=n_links) for c in crossings], times)
+    assert got.tobytes() == want.tobytes()

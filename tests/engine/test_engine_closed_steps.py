@@ -170,17 +170,20 @@ def test_counted_closed_steps_equal_the_routed_ones(nodes, monkeypatch):
     routes = []
     real = type(topo).routes
     monkeypatch.setattr(type(topo), "routes", lambda self, s, d: routes.append(len(s)) or real(self, s, d))
-    counted = engine.simulate(plan, topo, runtime=NcclRuntime(), closed_steps=1)
-    analytic = engine.simulate(plan, topo, runtime=NcclRuntime(), fidelity="analytic")
-    assert counted.meta["steps_closed"] == 2 and not any(n > 64 for n in routes)  # no all-to-all routed
+    runs = {(fidelity, busiest): dict(runtime=NcclRuntime(), closed_steps=1, fidelity=fidelity,
+                                      busiest_links=busiest)
+            for fidelity in ("flow", "analytic") for busiest in (0, 5)}
+    counted = {key: engine.simulate(plan, topo, **opts) for key, opts in runs.items()}
+    assert counted["flow", 0].meta["steps_closed"] == 2 and not any(n > 64 for n in routes)  # none routed
     monkeypatch.setattr(P2P, "blocks", lambda *args: None)
-    routed = engine.simulate(plan, topo, runtime=NcclRuntime(), closed_steps=1)
-    assert counted.end.tobytes() == routed.end.tobytes() and counted.start.tobytes() == routed.start.tobytes()
-    assert counted.link_class_bytes == routed.link_class_bytes and counted.meta == routed.meta
-    # the analytic fidelity's bytes per family from the counts: the routed sums, bit for bit
-    again = engine.simulate(plan, topo, runtime=NcclRuntime(), fidelity="analytic")
-    assert analytic.link_class_bytes == again.link_class_bytes and analytic.end.tobytes() == again.end.tobytes()
-    assert analytic.link_class_bytes and all(v > 0 for v in analytic.link_class_bytes.values())
+    for key, opts in runs.items():
+        # the closed form, bytes per family and the busiest links (bytes per link) from the counts: the routed
+        # step's, bit for bit, in both fidelities
+        one, two = counted[key], engine.simulate(plan, topo, **opts)
+        assert one.end.tobytes() == two.end.tobytes() and one.start.tobytes() == two.start.tobytes()
+        assert one.link_class_bytes == two.link_class_bytes and one.meta == two.meta
+        assert one.link_class_bytes and all(v > 0 for v in one.link_class_bytes.values())
+        assert ("busiest_links" in one.meta) == (key[1] > 0)
 
 
 def test_closed_steps_must_be_a_positive_count():

@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from simcomm.collectives.base import Step
-from simcomm.collectives.pairs import block_family_bytes
+from simcomm.collectives.pairs import add_block_link_bytes, block_family_bytes
 from simcomm.engine.schedule import algorithm_cost, route_step, takes_ppn
 from simcomm.ops import Collective, Compute, Transfer
 
@@ -174,11 +174,15 @@ class AnalyticPricer:
             if fam is not None or per is not None:
                 for s in steps:
                     blocks = getattr(s, "blocks", None)
-                    if blocks is not None and per is None and fam is not None:
-                        # blocks of pairs (NCCL's PXN all-to-all): the families' bytes from each link's count of
-                        # pairs, the routed sums bit for bit (an all-to-all over 16 384 GPUs is never routed)
+                    if blocks is not None:
+                        # blocks of pairs (NCCL's PXN all-to-all): bytes per family and per link from each link's
+                        # count of pairs, the routed sums bit for bit (an all-to-all over 16 384 GPUs is never routed)
                         counts = [ctx.topology.pair_counts(group[rows]) for rows in blocks.rows]
-                        fam += s.repeat * block_family_bytes(blocks, counts, ctx.family_of_link, len(ctx.families))
+                        if fam is not None:
+                            fam += s.repeat * block_family_bytes(blocks, counts, ctx.family_of_link,
+                                                                 len(ctx.families))
+                        if per is not None:
+                            add_block_link_bytes(per, blocks, counts, s.repeat)
                         continue
                     self._count(fam, per, route_step(ctx.topology, group, s, ctx.gamma), s.repeat)
             return float(prep.closed_form), fam, per

@@ -4,17 +4,18 @@
 docs/engine.md, "Steps of one size per link"); :func:`counted_step` finds it on a step of blocks of pairs
 (:class:`~simcomm.collectives.pairs.PairsStep`, NCCL's PXN all-to-all) from each link's count of pairs,
 without routing a pair (docs/engine.md, "Link loads counted by classes"), and :class:`Unrouted` stands for
-such a step in the pricer until traffic makes it run as flows.
+such a step in the pricer until traffic makes it run as flows (:func:`count_bytes` counts its bytes per family
+and per link from the same counts).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from simcomm.collectives.pairs import block_loads
+from simcomm.collectives.pairs import add_block_link_bytes, block_family_bytes, block_loads
 from simcomm.engine.schedule import RoutedStep
 
-__all__ = ["closed_period", "counted_step", "Unrouted", "routed_now"]
+__all__ = ["closed_period", "counted_step", "Unrouted", "routed_now", "count_bytes"]
 
 #: a step is priced by its closed form only if its transfers have at most this many distinct sizes (each size's
 #: links are marked in turn to check that no link carries two)
@@ -74,8 +75,9 @@ class Unrouted:
     """A step priced by its closed form from counts of its pairs per link: routed only if it must run as flows
     (traffic interrupted its reservation)."""
 
-    def __init__(self, make, repeat: int):
+    def __init__(self, make, repeat: int, blocks=None, counts: list | None = None):
         self._make, self.repeat = make, repeat
+        self.blocks, self.counts = blocks, counts  # what byte counts per link need instead of routes
         self._routed: RoutedStep | None = None
 
     def get(self) -> RoutedStep:
@@ -88,8 +90,22 @@ def routed_now(step) -> RoutedStep:
     return step.get() if isinstance(step, Unrouted) else step
 
 
+def count_bytes(ctx, step, repeats: int, weight: float | None) -> None:
+    """``ctx.count_bytes`` of ``step`` (a routed step, or an :class:`Unrouted` one counted from its blocks: the
+    same bytes per family and per link, bit for bit, :mod:`simcomm.collectives.pairs`)."""
+    if not isinstance(step, Unrouted) or step.counts is None:
+        ctx.count_bytes(routed_now(step), repeats, weight)
+        return
+    if ctx.link_bytes and len(ctx.families):
+        times = repeats if weight is None else repeats * weight
+        ctx.family_bytes += times * block_family_bytes(step.blocks, step.counts, ctx.family_of_link,
+                                                       len(ctx.families))
+        if ctx.per_link is not None:
+            add_block_link_bytes(ctx.per_link, step.blocks, step.counts, repeats)
+
+
 def counted_step(topology, group: np.ndarray, step, latency: float | None,
-                 capacity: np.ndarray) -> tuple[float, np.ndarray] | None:
+                 capacity: np.ndarray) -> tuple[float, np.ndarray, list] | None:
     """:func:`closed_period` of a step of blocks of pairs from its pair counts, or None when it is no such step,
     its latency is not one for all (NCCL's is), a size is zero or a link carries two sizes.
 
@@ -99,8 +115,9 @@ def counted_step(topology, group: np.ndarray, step, latency: float | None,
     blocks = getattr(step, "blocks", None)
     if blocks is None or latency is None or min(blocks.sizes) <= 0:
         return None
-    loads = block_loads(blocks, [topology.pair_counts(group[rows]) for rows in blocks.rows])
+    counts = [topology.pair_counts(group[rows]) for rows in blocks.rows]
+    loads = block_loads(blocks, counts)
     if loads is None:
         return None
     used = loads > 0
-    return float(latency) + (float((loads[used] / capacity[used]).max()) if used.any() else 0.0), loads
+    return float(latency) + (float((loads[used] / capacity[used]).max()) if used.any() else 0.0), loads, counts

@@ -44,7 +44,7 @@ from dataclasses import replace
 import numpy as np
 
 from simcomm.collectives.base import Step
-from simcomm.engine.flow.closed import Unrouted, closed_period, counted_step, routed_now
+from simcomm.engine.flow.closed import Unrouted, closed_period, count_bytes, counted_step, routed_now
 from simcomm.engine.flow.network import LiveNetwork
 from simcomm.engine.fluid.core import run_isolated
 from simcomm.engine.schedule import RoutedStep, message_routes, route_step
@@ -185,7 +185,7 @@ class FlowPricer:
             if fbytes is not None:
                 ctx.family_bytes += (routed.repeat if w is None else routed.repeat * w) * fbytes
             elif ctx.link_bytes:
-                ctx.count_bytes(routed_now(routed), routed.repeat, w)
+                count_bytes(ctx, routed, routed.repeat, w)
             left = routed.repeat
             period = profile = None
             while left > 0:
@@ -278,24 +278,23 @@ class FlowPricer:
         """:meth:`_steps`' entry of a large step of blocks of pairs priced from its pair counts
         (:func:`~simcomm.engine.flow.closed.counted_step`), or None."""
         ctx = self.ctx
-        if (not self.closed_from or len(step) < self.closed_from or self.fam is not None or self._moved is not None
-                or (ctx.link_bytes and ctx.per_link is not None)):
+        if not self.closed_from or len(step) < self.closed_from or self.fam is not None or self._moved is not None:
             return None
         found = counted_step(ctx.topology, group, step, latency, self.net.core.capacity)
         if found is None:
             return None
-        closed, loads = found
+        closed, loads, counts = found
         assert latency is not None  # (counted_step takes only steps of one latency)
         fixed = float(latency)
-        fbytes = None
-        if ctx.link_bytes and len(ctx.families):
+        fbytes = None  # (with the busiest links asked for, count_bytes counts both from the blocks)
+        if ctx.link_bytes and len(ctx.families) and ctx.per_link is None:
             fbytes = np.bincount(ctx.family_of_link, weights=loads, minlength=len(ctx.families))
 
         def make() -> RoutedStep:
             routed = route_step(ctx.topology, group, step, ctx.gamma, self._routes, gkey)
             return replace(routed, latency=np.full(len(routed), fixed))
 
-        return Unrouted(make, step.repeat), None, np.flatnonzero(loads > 0), fbytes, closed
+        return Unrouted(make, step.repeat, step.blocks, counts), None, np.flatnonzero(loads > 0), fbytes, closed
 
     # ---- steps -----------------------------------------------------------
     def _closed_step(self, period: float) -> float:
