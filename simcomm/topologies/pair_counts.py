@@ -4,10 +4,10 @@
 routes follow from a few coordinates of the two ends counts the pairs crossing each link from how many
 members share those coordinates, with no route per pair.  Built for the two-level cluster on a hub (NVSwitch,
 one PCIe switch, shared memory) without PXN relays or PCIe ports (:func:`two_level_counts`) over the
-rail-optimised leaf-spine with InfiniBand's destination routing (:func:`rail_counts`): every DGX SuperPOD
-preset.  Anything else (ECMP hashes each pair; other fabrics) is routed a chunk of rows at a time and counted
-(:func:`routed_counts`), the same integers.  tests/topologies/test_topologies_pair_counts.py draws fabrics and
-groups and compares the two bit for bit.
+rail-optimised leaf-spine with InfiniBand's destination routing (:func:`rail_counts`: every DGX SuperPOD
+preset) or one switch (:func:`star_counts`: the cloud presets).  Anything else (ECMP hashes each pair; other
+fabrics) is routed a chunk of rows at a time and counted (:func:`routed_counts`), the same integers.
+tests/topologies/test_topologies_pair_counts.py draws fabrics and groups and compares the two bit for bit.
 
 Two-level, per row of members (each with its group: the NVLink domain; a pair of one group stays on the hub):
 ``rank -> hub`` and ``hub -> rank`` are crossed once per partner in its group; ``rank -> NIC`` and ``NIC ->
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["pair_counts", "routed_counts", "two_level_counts", "rail_counts"]
+__all__ = ["pair_counts", "routed_counts", "two_level_counts", "rail_counts", "star_counts"]
 
 #: pairs routed per chunk when a router cannot count by classes (bounded memory)
 _CHUNK_PAIRS = 1 << 20
@@ -105,6 +105,27 @@ def two_level_counts(router, topo, rows: np.ndarray) -> np.ndarray | None:
         if got is None:
             return None
         counts += got
+    return counts
+
+
+def _far(cls_row: np.ndarray) -> np.ndarray:
+    """Per member of a row: partners of another class (its routes through the fabric)."""
+    _, ci = np.unique(cls_row, return_inverse=True)
+    ci = ci.reshape(-1)
+    return len(cls_row) - np.bincount(ci)[ci]
+
+
+def star_counts(fabric, topo, hosts: np.ndarray, cls: np.ndarray) -> np.ndarray:
+    """Counts on one switch for pairs of ``hosts`` of different ``cls``: each host's link to the switch and
+    back, once per partner of another class."""
+    idx = topo.node_index
+    host_node = np.fromiter((idx[n] for n in fabric.hosts), dtype=np.int64, count=len(fabric.hosts))
+    switch = np.full(hosts.shape[1], idx[fabric.switch], dtype=np.int64)
+    counts = np.zeros(len(topo.capacity), dtype=np.int64)
+    for h, c in zip(hosts, cls, strict=True):
+        far = _far(c)
+        _add(counts, topo.link_ids(host_node[h], switch), far)
+        _add(counts, topo.link_ids(switch, host_node[h]), far)
     return counts
 
 

@@ -50,6 +50,18 @@ def test_pxn_blocks_on_the_superpod_preset(nodes):
         assert topo.pair_counts(rows).tobytes() == _routed(topo, rows).tobytes()
 
 
+@settings(max_examples=25, deadline=None)
+@given(nodes=st.integers(1, 12), gpn=st.integers(1, 8), nics=st.sampled_from([1, 2, 8]), data=st.data())
+def test_class_counts_on_one_switch_equal_the_routed_counts(nodes, gpn, nics, data):
+    topo = two_level(nodes, gpn, intra="nvswitch", nics_per_node=min(nics, gpn), inter="switch")
+    p = topo.n_ranks
+    width = data.draw(st.integers(1, min(p, 10)))
+    rng = np.random.default_rng(data.draw(st.integers(0, 1000)))
+    rows = np.stack([rng.permutation(p)[:width] for _ in range(data.draw(st.integers(1, 3)))])
+    counted = topo.router.pair_counts(topo, rows)
+    assert counted is not None and counted.tobytes() == _routed(topo, rows).tobytes()
+
+
 @pytest.mark.parametrize("inter, opts", [("rail", {"routing": "ecmp"}), ("fat-tree", {}), ("torus", {})])
 def test_other_fabrics_are_routed_and_counted(inter, opts):
     topo = two_level(6, 4, nics_per_node=4, nic_link="ib-hdr", inter=inter, inter_options=opts)
