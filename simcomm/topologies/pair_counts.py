@@ -5,8 +5,9 @@ routes follow from a few coordinates of the two ends counts the pairs crossing e
 members share those coordinates, with no route per pair.  Built for the two-level cluster on a hub (NVSwitch,
 one PCIe switch, shared memory) without PXN relays or PCIe ports (:func:`two_level_counts`) over the
 rail-optimised leaf-spine with InfiniBand's destination routing (:func:`rail_counts`: every DGX SuperPOD
-preset) or one switch (:func:`star_counts`: the cloud presets).  Anything else (ECMP hashes each pair; other
-fabrics) is routed a chunk of rows at a time and counted (:func:`routed_counts`), the same integers.
+preset), a fat-tree with D-mod-K (:func:`fat_tree_counts`, InfiniBand's default) or one switch
+(:func:`star_counts`: the cloud presets).  Anything else (ECMP hashes each pair; other fabrics) is routed a
+chunk of rows at a time and counted (:func:`routed_counts`), the same integers.
 tests/topologies/test_topologies_pair_counts.py draws fabrics and groups and compares the two bit for bit.
 
 Two-level, per row of members (each with its group: the NVLink domain; a pair of one group stays on the hub):
@@ -19,14 +20,16 @@ per partner of another class; the uplink from leaf ``L`` to spine ``s`` carries,
 ``L``, the destinations on spine ``s`` that are neither on ``L`` nor of ``a``'s class, by inclusion and
 exclusion ``D[s] - D[L, s] - E[c, s] + E[c, L, s]`` (``D`` members per spine, per leaf and spine; ``E`` of
 class ``c`` per spine, per leaf and spine); the downlink from ``s`` to leaf ``L'`` carries, for each
-destination on ``L'`` and ``s``, the sources neither on ``L'`` nor of its class.
+destination on ``L'`` and ``s``, the sources neither on ``L'`` nor of its class.  A fat-tree with D-mod-K is
+the same count twice (:func:`_up_down`): edge switches below and the destination's aggregation switch above,
+then pods below and the destination's (aggregation switch, core) above.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["pair_counts", "routed_counts", "two_level_counts", "rail_counts", "star_counts"]
+__all__ = ["pair_counts", "routed_counts", "two_level_counts", "rail_counts", "fat_tree_counts", "star_counts"]
 
 #: pairs routed per chunk when a router cannot count by classes (bounded memory)
 _CHUNK_PAIRS = 1 << 20
@@ -129,6 +132,45 @@ def star_counts(fabric, topo, hosts: np.ndarray, cls: np.ndarray) -> np.ndarray:
     return counts
 
 
+def _host_links(counts, topo, host_nodes: np.ndarray, first_hop: np.ndarray, far: np.ndarray) -> None:
+    """Each host's link to its first switch and back, once per partner of another class."""
+    _add(counts, topo.link_ids(host_nodes, first_hop), far)
+    _add(counts, topo.link_ids(first_hop, host_nodes), far)
+
+
+def _up_down(counts, topo, below: np.ndarray, choice: np.ndarray, ci: np.ndarray, n_choices: int,
+             lower, upper) -> None:
+    """One up/down layer of destination routing for one row: a pair of members on different ``below`` groups
+    climbs from ``lower(B, S)`` to ``upper(B, S)`` (node indices) at its source's group ``B`` and the
+    destination's choice ``S``, and comes down from ``upper(B', S)`` to ``lower(B', S)`` at the destination's
+    group ``B'``; pairs of one class (``ci``) never enter the fabric.  Counted by inclusion and exclusion
+    (the module docstring)."""
+    groups, bi = np.unique(below, return_inverse=True)
+    bi = bi.reshape(-1)
+    if len(groups) < 2:  # one group: every route stays below
+        return
+    _, gi = np.unique(ci * len(groups) + bi, return_inverse=True)
+    gi = gi.reshape(-1)
+    width = len(below)
+    per_choice = np.bincount(choice, minlength=n_choices)
+    by_group = np.zeros((len(groups), n_choices), dtype=np.int64)
+    np.add.at(by_group, (bi, choice), 1)
+    by_cls = np.zeros((int(ci.max()) + 1, n_choices), dtype=np.int64)
+    np.add.at(by_cls, (ci, choice), 1)
+    by_both = np.zeros((int(gi.max()) + 1, n_choices), dtype=np.int64)
+    np.add.at(by_both, (gi, choice), 1)
+    up = np.zeros((len(groups), n_choices), dtype=np.int64)
+    np.add.at(up, bi, per_choice[None, :] - by_group[bi] - by_cls[ci] + by_both[gi])
+    # sources of each destination that are below another group and of another class
+    senders = width - np.bincount(bi)[bi] - np.bincount(ci)[ci] + np.bincount(gi)[gi]
+    down = np.zeros((len(groups), n_choices), dtype=np.int64)
+    np.add.at(down, (bi, choice), senders)
+    for table, rising in ((up, True), (down, False)):
+        at, sc = np.nonzero(table)
+        lo, hi = lower(groups[at], sc), upper(groups[at], sc)
+        _add(counts, topo.link_ids(lo, hi) if rising else topo.link_ids(hi, lo), table[at, sc])
+
+
 def rail_counts(fabric, topo, hosts: np.ndarray, cls: np.ndarray) -> np.ndarray | None:
     """Counts on a rail fabric with destination routing for pairs of ``hosts`` (NIC positions, one row per
     group) whose ``cls`` differ (see the module docstring), or None (ECMP: each pair's hash)."""
@@ -138,32 +180,34 @@ def rail_counts(fabric, topo, hosts: np.ndarray, cls: np.ndarray) -> np.ndarray 
     n_spines = len(fabric.spines)
     counts = np.zeros(len(topo.capacity), dtype=np.int64)
     for h, c in zip(hosts, cls, strict=True):
-        width = len(h)
-        leaf_of, spine = fabric._leaf(h), h % n_spines
-        leaves, li = np.unique(leaf_of, return_inverse=True)
+        leaf_of = fabric._leaf(h)
         _, ci = np.unique(c, return_inverse=True)
-        _, gi = np.unique(ci * len(leaves) + li, return_inverse=True)
-        li, ci, gi = li.reshape(-1), ci.reshape(-1), gi.reshape(-1)
-        far = width - np.bincount(ci)[ci]
-        _add(counts, topo.link_ids(host_node[h], leaf_node[leaf_of]), far)
-        _add(counts, topo.link_ids(leaf_node[leaf_of], host_node[h]), far)
-        if len(leaves) < 2:  # one leaf: every route goes straight across
+        ci = ci.reshape(-1)
+        _host_links(counts, topo, host_node[h], leaf_node[leaf_of], len(h) - np.bincount(ci)[ci])
+        _up_down(counts, topo, leaf_of, h % n_spines, ci, n_spines,
+                 lambda leaf, s: leaf_node[leaf], lambda leaf, s: spine_node[s])
+    return counts
+
+
+def fat_tree_counts(fabric, topo, hosts: np.ndarray, cls: np.ndarray) -> np.ndarray | None:
+    """Counts on a fat-tree (two or three levels) with destination routing (D-mod-K: the destination's
+    digits pick the aggregation switch and the core), or None (ECMP)."""
+    if fabric.routing != "d-mod-k":
+        return None
+    host_node, edge_node, agg_node, core_node = fabric._nodes.of(topo.node_index)
+    half = fabric.half
+    counts = np.zeros(len(topo.capacity), dtype=np.int64)
+    for h, c in zip(hosts, cls, strict=True):
+        _, ci = np.unique(c, return_inverse=True)
+        ci = ci.reshape(-1)
+        edge, a = h // half, h % half
+        _host_links(counts, topo, host_node[h], edge_node[edge], len(h) - np.bincount(ci)[ci])
+        if fabric.levels == 2:
+            _up_down(counts, topo, edge, a, ci, half, lambda e, s: edge_node[e], lambda e, s: agg_node[s])
             continue
-        per_spine = np.bincount(spine, minlength=n_spines)
-        by_leaf = np.zeros((len(leaves), n_spines), dtype=np.int64)
-        np.add.at(by_leaf, (li, spine), 1)
-        by_cls = np.zeros((int(ci.max()) + 1, n_spines), dtype=np.int64)
-        np.add.at(by_cls, (ci, spine), 1)
-        by_both = np.zeros((int(gi.max()) + 1, n_spines), dtype=np.int64)
-        np.add.at(by_both, (gi, spine), 1)
-        up = np.zeros((len(leaves), n_spines), dtype=np.int64)
-        np.add.at(up, li, per_spine[None, :] - by_leaf[li] - by_cls[ci] + by_both[gi])
-        # sources of each destination b that are on another leaf and of another class
-        senders = width - np.bincount(li)[li] - np.bincount(ci)[ci] + np.bincount(gi)[gi]
-        down = np.zeros((len(leaves), n_spines), dtype=np.int64)
-        np.add.at(down, (li, spine), senders)
-        for table, forward in ((up, True), (down, False)):
-            at, sp = np.nonzero(table)
-            lf, sn = leaf_node[leaves[at]], spine_node[sp]
-            _add(counts, topo.link_ids(lf, sn) if forward else topo.link_ids(sn, lf), table[at, sp])
+        _up_down(counts, topo, edge, a, ci, half,
+                 lambda e, s: edge_node[e], lambda e, s: agg_node[(e // half) * half + s])
+        core = (h // half) % half  # the core among the aggregation switch's: the destination's next digit
+        _up_down(counts, topo, edge // half, a * half + core, ci, half * half,
+                 lambda pod, s: agg_node[pod * half + s // half], lambda pod, s: core_node[s])
     return counts

@@ -62,7 +62,27 @@ def test_class_counts_on_one_switch_equal_the_routed_counts(nodes, gpn, nics, da
     assert counted is not None and counted.tobytes() == _routed(topo, rows).tobytes()
 
 
-@pytest.mark.parametrize("inter, opts", [("rail", {"routing": "ecmp"}), ("fat-tree", {}), ("torus", {})])
+@settings(max_examples=30, deadline=None)
+@given(nodes=st.integers(1, 24), gpn=st.integers(1, 4), nics=st.sampled_from([1, 2, 4]), levels=st.sampled_from([2, 3]),
+       k=st.sampled_from([None, 4, 6]), data=st.data())
+def test_class_counts_on_fat_trees_equal_the_routed_counts(nodes, gpn, nics, levels, k, data):
+    nics = min(nics, gpn)
+    opts = {"levels": levels, "routing": "d-mod-k"}
+    hosts = nodes * nics
+    if k is not None and (k ** 3 // 4 if levels == 3 else k * k // 2) >= hosts:
+        opts["k"] = k
+    topo = two_level(nodes, gpn, intra="nvswitch", nics_per_node=nics, nic_link="ib-hdr", inter="fat-tree",
+                     inter_options=opts)
+    p = topo.n_ranks
+    width = data.draw(st.integers(1, min(p, 12)))
+    rng = np.random.default_rng(data.draw(st.integers(0, 1000)))
+    rows = np.stack([rng.permutation(p)[:width] for _ in range(data.draw(st.integers(1, 3)))])
+    counted = topo.router.pair_counts(topo, rows)
+    assert counted is not None and counted.tobytes() == _routed(topo, rows).tobytes()
+
+
+@pytest.mark.parametrize("inter, opts", [("rail", {"routing": "ecmp"}), ("fat-tree", {"routing": "ecmp"}),
+                                         ("torus", {})])
 def test_other_fabrics_are_routed_and_counted(inter, opts):
     topo = two_level(6, 4, nics_per_node=4, nic_link="ib-hdr", inter=inter, inter_options=opts)
     rows = np.arange(24).reshape(6, 4).T
