@@ -19,6 +19,7 @@ link"), and a fabric with a regular structure counts the pairs crossing each lin
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -47,6 +48,9 @@ class PairBlocks:
 
     rows: tuple[np.ndarray, ...]
     sizes: tuple[float, ...]
+    #: ``() -> (src, dst)`` of every transfer when someone keeps them already (NCCL: one pattern per layout,
+    #: shared by every size), else None: :meth:`arrays` builds them
+    pairs: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None
 
     def __post_init__(self) -> None:
         if len(self.rows) != len(self.sizes) or any(np.ndim(r) != 2 for r in self.rows):
@@ -58,10 +62,13 @@ class PairBlocks:
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(src, dst, nbytes)`` of every transfer, block by block."""
-        pairs = [all_pairs(r) for r in self.rows]
-        src = np.concatenate([p[0] for p in pairs])
-        dst = np.concatenate([p[1] for p in pairs])
-        nbytes = np.concatenate([np.full(len(p[0]), float(s)) for p, s in zip(pairs, self.sizes, strict=True)])
+        if self.pairs is not None:
+            src, dst = self.pairs()
+        else:
+            pairs = [all_pairs(r) for r in self.rows]
+            src = np.concatenate([p[0] for p in pairs])
+            dst = np.concatenate([p[1] for p in pairs])
+        nbytes = np.concatenate([np.full(n, float(s)) for n, s in zip(self.counts(), self.sizes, strict=True)])
         return src, dst, nbytes
 
 

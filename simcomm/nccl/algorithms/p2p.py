@@ -38,12 +38,7 @@ class P2P(NcclAlgorithm):
         if kind in ("gather", "scatter"):
             pairs = [(i, root) if kind == "gather" else (root, i) for i in range(p) if i != root]
             return pack(pairs, nbytes / p)
-        # The pairs depend on the layout alone: built once per layout (read-only), each call its own bytes
-        # (an all-to-all over 2 048 nodes x 8 is 3.4 x 10^7 pairs, one per conv unit of pcnn)
-        kept = layout.__dict__.setdefault("_p2p_patterns", {})
-        if kind not in kept:
-            kept[kind] = self._pattern(layout)
-        src, dst, n_in, relayed = kept[kind]
+        src, dst, n_in, relayed = self._kept(layout)
         if not relayed:
             return src, dst, np.full(len(src), nbytes / p)
         L, N = layout.ppn, layout.n_nodes
@@ -56,7 +51,17 @@ class P2P(NcclAlgorithm):
             return None
         members = np.asarray(layout.nodes, dtype=np.int64)  # node x local position
         p, L, N = layout.n_ranks, layout.ppn, layout.n_nodes
-        return PairBlocks((members, members.T), (N * nbytes / p, L * nbytes / p))
+        # (if its transfers are ever built, they are the layout's pattern, shared with every size)
+        return PairBlocks((members, members.T), (N * nbytes / p, L * nbytes / p),
+                          pairs=lambda: self._kept(layout)[:2])
+
+    def _kept(self, layout) -> tuple[np.ndarray, np.ndarray, int, bool]:
+        """:meth:`_pattern` of ``layout``, built once per layout (read-only); each call brings its own bytes
+        (an all-to-all over 2 048 nodes x 8 is 3.4 x 10^7 pairs, one per conv unit of pcnn)."""
+        kept = layout.__dict__.setdefault("_p2p_patterns", {})
+        if "alltoall" not in kept:
+            kept["alltoall"] = self._pattern(layout)
+        return kept["alltoall"]
 
     @staticmethod
     def _relays(layout) -> bool:
