@@ -159,8 +159,10 @@ def test_strategies_running_alltoalls_are_priced_alike(strategy, resolution):
 def test_counted_closed_steps_equal_the_routed_ones(nodes, monkeypatch):
     # a PXN all-to-all kept as blocks of pairs is priced from each link's count of pairs, never routed: the
     # same closed form, link bytes and statistics as the routed step's, bit for bit
+    import simcomm.nccl.prepare as prepare
     from simcomm.nccl.algorithms.p2p import P2P
 
+    monkeypatch.setattr(prepare, "BLOCKS_FROM", 1)  # (kept as blocks at any size here)
     topo = apply_stack(two_level(nodes, 8, intra="nvswitch", nic_link="ib-hdr", nics_per_node=8, device="a100",
                                  inter="rail", inter_options={"nodes_per_leaf": 4}), get_stack("nccl"))
     b = PlanBuilder(topo.n_ranks)

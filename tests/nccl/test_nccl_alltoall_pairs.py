@@ -86,12 +86,14 @@ def test_blocks_prepare_the_flows_preparation_bit_for_bit(name, nbytes, monkeypa
     # PXN's all-to-all prepared from its blocks (each link's bytes counted by classes, no pair routed) has the
     # flows' closed form, latency, label and messages, bit for bit
     import simcomm.nccl.algorithms  # noqa: F401  (registers the catalogue)
+    import simcomm.nccl.prepare as prepare
     from simcomm.nccl.prepare import prepare_nccl
     from simcomm.ops import Collective
     from simcomm.runtimes import NcclRuntime
 
     topo = apply_stack(FABRICS[name](), get_stack("nccl"))
     op = Collective(0, "alltoall", tuple(range(topo.n_ranks)), nbytes)
+    monkeypatch.setattr(prepare, "BLOCKS_FROM", 1)  # (a small all-to-all is routed: counting costs more there)
     kept = prepare_nccl(op, topo, NcclRuntime())
     monkeypatch.setattr(P2P, "blocks", lambda *args: None)
     flows = prepare_nccl(op, topo, NcclRuntime())
