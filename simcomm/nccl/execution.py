@@ -149,6 +149,12 @@ def host_staged(topology, a: int, b: int) -> bool:
     return meta.get("gdr", True) is False or meta.get("stack") == "nccl-socket"
 
 
+def any_host_staging(topology) -> bool:
+    """Whether some pair of GPUs could move through host memory here (:func:`host_staged`)."""
+    meta = topology.meta
+    return meta.get("p2p", True) is False or meta.get("gdr", True) is False or meta.get("stack") == "nccl-socket"
+
+
 def host_bidirectional_stretch(topology, group: np.ndarray, src: np.ndarray, dst: np.ndarray, moved: np.ndarray,
                                payload: np.ndarray | None = None) -> float:
     """How much longer (>= 1) host-memory staging makes this pattern than its busiest link does.
@@ -165,7 +171,7 @@ def host_bidirectional_stretch(topology, group: np.ndarray, src: np.ndarray, dst
     """
     meta = topology.meta
     shm, net = meta.get("p2p", True) is False, meta.get("gdr", True) is False or meta.get("stack") == "nccl-socket"
-    if not len(moved) or not (shm or net):
+    if not len(moved) or not any_host_staging(topology):
         return 1.0
     payload = moved if payload is None else payload
     gsrc, gdst = group[src], group[dst]

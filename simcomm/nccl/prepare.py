@@ -21,10 +21,12 @@ from __future__ import annotations
 import numpy as np
 
 from simcomm.collectives.base import Step
+from simcomm.collectives.pairs import PairBlocks, PairsStep, block_loads
 from simcomm.collectives.runtime import Prepared
 from simcomm.errors import ConfigError
 from simcomm.nccl.base import NCCL_ALGORITHMS
 from simcomm.nccl.execution import (
+    any_host_staging,
     execution_efficiency,
     host_bidirectional_stretch,
     launch_s,
@@ -40,6 +42,9 @@ from simcomm.nccl.tuning import protocols_enabled, select
 __all__ = ["prepare_nccl", "choose", "TUNED"]
 #: collectives NCCL runs as grouped point-to-point operations, not through the tuning model
 P2P_KINDS = ("alltoall", "gather", "scatter", "p2p")
+#: a PXN all-to-all of at least this many transfers is kept as blocks of pairs and its link loads counted by
+#: classes (the same floats); below, routing its pairs costs less (~1 ms at 128 ranks, ~3 ms to count)
+BLOCKS_FROM = 1 << 13
 
 
 def choose(kind: str, layout, nbytes: float, forced: str | None, proto: str | None):
@@ -92,6 +97,14 @@ def prepare_nccl(op, topology, runtime) -> Prepared | None:
                                                           for a in forced.split(",")):
         forced = None
     algo, mt = choose(op.kind, layout, op.nbytes, forced, runtime.nccl_proto)
+    group = np.asarray(op.ranks, dtype=np.int64)
+    blocks = getattr(NCCL_ALGORITHMS.get(algo), "blocks", None)
+    blocks = blocks(op.kind, layout, op.nbytes) if blocks is not None and not any_host_staging(topology) else None
+    if blocks is not None and sum(blocks.counts()) >= BLOCKS_FROM:
+        # PXN's all-to-all: two blocks of pairs, each link counted, no pair built or routed
+        done = _prepare_blocks(op, topology, runtime, layout, group, blocks, algo)
+        if done is not None:
+            return done
     src, dst, nb = NCCL_ALGORITHMS.get(algo).flows(op.kind, layout, op.nbytes, op.root)
     payload = nb
     if mt is not None:
@@ -111,7 +124,6 @@ def prepare_nccl(op, topology, runtime) -> Prepared | None:
     # ncclEnqueueCheck hands Send/Recv to the p2p path before its count-0 return; NVIDIA/nccl#345: "Zero-size
     # messages are supported"): the call still pays its launch and a protocol step
     keep = (nb > 0) | (mt is None)
-    group = np.asarray(op.ranks, dtype=np.int64)
     # staged through host memory (SHM without P2P, a network without GDR): a GPU writing and reading it at once
     # is slower than its port (execution.HOST_BIDIR_SHARE)
     if not keep.all():  # (an all-to-all keeps every message: its pattern's arrays are used as they are)
@@ -130,14 +142,32 @@ def prepare_nccl(op, topology, runtime) -> Prepared | None:
         sizes = payload
         # (each kind priced only when some message is of it: an all-to-all over ranks on different nodes, an
         # expert-parallel group strided across nodes, has no in-node message at all)
-        slowest = max(([p2p_message_latency_us(layout, True, 0.0)[1] + fabric_extra_us(layout)] if across.any() else [])
-                      + ([p2p_message_latency_us(layout, False, float(sizes[~across].max()))[1]]
-                         if (~across).any() else []))
-        latency = 1e-6 * slowest * (p2p_batches(layout) if op.kind == "alltoall" else 1)
+        latency = _p2p_latency(op, layout, across.any(), float(sizes[~across].max()) if (~across).any() else None)
     # the kernel launches NCCL's model leaves out (the same for every algorithm)
     latency += launch_s(runtime.gpus_per_thread)
     closed = _closed_form(step, topology, group, latency)
     return Prepared(None, 1, (step,), (latency,), closed, label, key=f"{op.kind}/nccl-{algo}")
+
+
+def _p2p_latency(op, layout, across: bool, in_node: float | None) -> float:
+    """Grouped p2p: the slowest message's protocol step, once per batch a channel runs (see prepare_nccl)."""
+    slowest = max(([p2p_message_latency_us(layout, True, 0.0)[1] + fabric_extra_us(layout)] if across else [])
+                  + ([p2p_message_latency_us(layout, False, in_node)[1]] if in_node is not None else []))
+    return 1e-6 * slowest * (p2p_batches(layout) if op.kind == "alltoall" else 1)
+
+
+def _prepare_blocks(op, topology, runtime, layout, group: np.ndarray, blocks: PairBlocks, algo: str) -> Prepared | None:
+    """:func:`prepare_nccl` of a PXN all-to-all kept as its blocks (in-node relays, rail messages): the same
+    step, latency and closed form as the flows would give, bit for bit, with each link's bytes from
+    :meth:`~simcomm.topologies.base.Topology.pair_counts`; None when a link carries both sizes."""
+    loads = block_loads(blocks, [topology.pair_counts(group[rows]) for rows in blocks.rows])
+    if loads is None:
+        return None
+    # (relays stay in their node, rail messages cross nodes; no host staging here, so no stretch)
+    latency = _p2p_latency(op, layout, True, float(blocks.sizes[0])) + launch_s(runtime.gpus_per_thread)
+    closed = latency + _busiest(loads, topology.capacity)
+    label = "NCCL P2P" + (" (PXN)" if layout.pxn else "")
+    return Prepared(None, 1, (PairsStep(blocks),), (latency,), closed, label, key=f"{op.kind}/nccl-{algo}")
 
 
 def _proto_name(proto: str) -> str:
@@ -153,6 +183,10 @@ def _closed_form(step: Step, topology, group: np.ndarray, latency: float) -> flo
         load, capacity = np.bincount(slot, weights=weights, minlength=len(ids)), topology.capacity[ids]
     else:  # (each link's bytes added in the same order either way: the same floats)
         load, capacity = np.bincount(links, weights=weights, minlength=len(topology.capacity)), topology.capacity
+    return latency + _busiest(load, capacity)
+
+
+def _busiest(load: np.ndarray, capacity: np.ndarray) -> float:
+    """The busiest link's bytes over its rate (0 when nothing moves)."""
     used = load > 0
-    busiest = float((load[used] / capacity[used]).max()) if used.any() else 0.0
-    return latency + busiest
+    return float((load[used] / capacity[used]).max()) if used.any() else 0.0

@@ -145,9 +145,11 @@ def _emit_pcnn(b: PlanBuilder, w, topology, p: PCNNParams, overlap: bool, units)
         last_comm[:] = [cid]
         return cid
 
+    scale = [w.scale(r) for r in ranks]  # (read once: the loops below run units x ranks times)
+
     def comp(r, secs, after=(), label="", category="compute"):
         extra = last_comm if not overlap else []
-        return b.compute(r, secs * w.scale(r), after=list(after) + extra, label=label, category=category)
+        return b.compute(r, secs * scale[r], after=list(after) + extra, label=label, category=category)
 
     ag = {u: comm("allgather", nbytes[u], (), f"params allgather[{u}]") for u in range(len(units)) if nbytes[u] > 0}
     all_ag = list(ag.values())
@@ -165,32 +167,34 @@ def _emit_pcnn(b: PlanBuilder, w, topology, p: PCNNParams, overlap: bool, units)
             a2a[u] = comm("alltoall", math.prod(layer.input_shape) * w.batch * w.dtype_bytes, inputs_ready,
                           f"activations alltoall[{u}]")
         ops = []
+        first = ([ag[u]] if u in ag else []) if overlap else all_ag if u == 0 else []
+        label = f"forward[{u}]"
         for r in ranks:
-            after = ([ag[u]] if u in ag else []) if overlap else all_ag if u == 0 else []
-            if u == 0 and r in load:
-                after = after + [load[r]]
-            ops.append(comp(r, fwd_s[u], after, f"forward[{u}]"))
+            after = first + [load[r]] if u == 0 and r in load else first
+            ops.append(comp(r, fwd_s[u], after, label))
         inputs_ready = ops
     for u in reversed(range(len(units))):
         kind, idx = units[u]
         frac = p.error_fraction if kind == "fc" else 1.0
-        ops = [comp(r, bwd_s[u] * frac, (), f"backward[{u}]") for r in ranks]
+        label = f"backward[{u}]"
+        ops = [comp(r, bwd_s[u] * frac, (), label) for r in ranks]
         if kind == "fc":
             layer = w.layers[idx[0]]
             agerr[u] = comm("allgather", math.prod(layer.output_shape) * w.batch * n * w.dtype_bytes, ops,
                             f"errors allgather[{u}]")
         elif nbytes[u] > 0:
             a2ag[u] = comm("alltoall", nbytes[u], ops, f"gradient alltoall[{u}]")
+    gamma = topology.gammas()  # (each rank's topology.gamma(r), read once)
     for u in reversed(range(len(units))):
         kind, _ = units[u]
+        partial, local, update = f"partial gradient[{u}]", f"local sum[{u}]", f"slice update[{u}]"
         for r in ranks:
             if kind == "fc":
-                comp(r, bwd_s[u] * (1 - p.error_fraction), [a2a[u], agerr[u]], f"partial gradient[{u}]")
+                comp(r, bwd_s[u] * (1 - p.error_fraction), [a2a[u], agerr[u]], partial)
             elif u in a2ag:
-                b.compute(r, topology.gamma(r) * nbytes[u] * (n - 1) / n,
-                          after=[a2ag[u]] + (last_comm if not overlap else []), label=f"local sum[{u}]",
-                          category="update")
-            comp(r, upd_s[u] / n, (), f"slice update[{u}]", category="update")
+                b.compute(r, float(gamma[r]) * nbytes[u] * (n - 1) / n,
+                          after=[a2ag[u]] + (last_comm if not overlap else []), label=local, category="update")
+            comp(r, upd_s[u] / n, (), update, category="update")
     fc = sum(1 for k, _ in units if k == "fc")
     return b.build(kind="pcnn" if overlap else "pcnn (no overlap)", units=len(units), fc_layers=fc)
 

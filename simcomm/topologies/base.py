@@ -420,6 +420,33 @@ class Topology:
                                 f"({int(keys[bad][0])} as node pair key)")
         return hop.sum(axis=1).astype(np.int64), links
 
+    def link_ids(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Directed link ids from graph node indices ``u[i]`` to ``v[i]`` (an error if one is no edge)."""
+        return self._links_of_paths(np.stack((np.asarray(u, np.int64), np.asarray(v, np.int64)), axis=1))[1]
+
+    def pair_counts(self, rows: np.ndarray) -> np.ndarray:
+        """Per link id, how many routes of every ordered pair ``(a, b)``, ``a != b``, within each row of
+        ``rows`` (global ranks, distinct in a row) cross it: ``np.bincount`` of those routes' links, as int64.
+
+        A router with ``pair_counts`` counts them from classes of the members (no route per pair: an
+        all-to-all over 16 384 GPUs crosses 3 x 10^8 links); otherwise the rows are routed a chunk at a time
+        (bounded memory) and counted (:mod:`simcomm.topologies.pair_counts`).  The last few answers are kept,
+        read-only (every size of one group's all-to-all, pcnn's one per conv unit, asks the same).
+        """
+        from simcomm.topologies.pair_counts import pair_counts
+
+        rows = np.asarray(rows, dtype=np.int64)
+        kept = self.__dict__.setdefault("_pair_counts", {})
+        key = (rows.shape, rows.tobytes())
+        hit = kept.get(key)
+        if hit is None:
+            hit = pair_counts(self, rows)
+            hit.flags.writeable = False
+            while len(kept) >= _KEEP_BATCHES:
+                kept.pop(next(iter(kept)))
+            kept[key] = hit
+        return hit
+
     def route_latency(self, a: int, b: int) -> float:
         lat = self.latency
         return float(sum(lat[i] for i in self.route(a, b)))

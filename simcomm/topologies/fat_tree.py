@@ -142,6 +142,13 @@ class FatTreeFabric:
             out[far, 5] = 2 * j[far] + 1
         return out
 
+    def pair_counts(self, topo, hosts: np.ndarray, cls: np.ndarray) -> np.ndarray | None:
+        """Links crossed by the pairs of each row of ``hosts`` of different ``cls``, counted by classes
+        (D-mod-K; None under ECMP): :func:`simcomm.topologies.pair_counts.fat_tree_counts`."""
+        from simcomm.topologies.pair_counts import fat_tree_counts
+
+        return fat_tree_counts(self, topo, hosts, cls)
+
 
 def _wiring(n: int, k: int, levels: int, gamma: float, classes: tuple[str, str, str]) -> tuple[Wiring, tuple]:
     """The graph ``rank_graph(n)`` + :func:`add_fat_tree` make, as arrays (see :mod:`simcomm.topologies.wiring`).

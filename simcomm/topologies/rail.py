@@ -66,6 +66,13 @@ class RailFabric:
         out[far, 3], out[far, 4] = leaf[lj[far]], host[j[far]]
         return out
 
+    def pair_counts(self, topo, hosts: np.ndarray, cls: np.ndarray) -> np.ndarray | None:
+        """Links crossed by the pairs of each row of ``hosts`` of different ``cls``, counted by classes
+        (destination routing; None under ECMP): :func:`simcomm.topologies.pair_counts.rail_counts`."""
+        from simcomm.topologies.pair_counts import rail_counts
+
+        return rail_counts(self, topo, hosts, cls)
+
 
 def add_rail(g: nx.Graph, hosts: list, host_link: LinkClass, links: dict, *, rails: int,
              nodes_per_leaf: int = 32, spines: int | None = None, oversubscription: float = 1.0,

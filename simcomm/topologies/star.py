@@ -32,6 +32,13 @@ class StarFabric:
         host = np.array([idx[n] for n in self.hosts], dtype=np.int64)
         return np.stack([host[i], np.full(len(i), idx[self.switch], dtype=np.int64), host[j]], axis=1)
 
+    def pair_counts(self, topo, hosts: np.ndarray, cls: np.ndarray) -> np.ndarray:
+        """Links crossed by the pairs of each row of ``hosts`` of different ``cls``, counted by classes:
+        :func:`simcomm.topologies.pair_counts.star_counts`."""
+        from simcomm.topologies.pair_counts import star_counts
+
+        return star_counts(self, topo, hosts, cls)
+
 
 def add_star(g: nx.Graph, hosts: list, host_link: LinkClass, *, name: str = "sw0") -> StarFabric:
     """Add one switch joined to every host by ``host_link``."""

@@ -210,6 +210,12 @@ class TwoLevelRouter:
             out[sel, :rows.shape[1]] = rows
         return out
 
+    def pair_counts(self, topo, rows: np.ndarray) -> np.ndarray | None:
+        """Links crossed by every pair within each row, counted by classes (:mod:`simcomm.topologies.pair_counts`)."""
+        from simcomm.topologies.pair_counts import two_level_counts
+
+        return two_level_counts(self, topo, rows)
+
     def _port_arr(self, idx) -> np.ndarray | None:
         """Node index of each rank's port switch (-1: none), or None when no rank has one."""
         if not any(self.port):

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simcomm import engine
-from simcomm.engine.flow.pricer import _closed_period
+from simcomm.engine.flow.closed import closed_period as _closed_period
 from simcomm.engine.fluid.core import run_isolated
 from simcomm.engine.options import CLOSED_STEPS, EngineOptions
 from simcomm.engine.schedule import RoutedStep
@@ -155,6 +155,39 @@ def test_strategies_running_alltoalls_are_priced_alike(strategy, resolution):
         assert t_closed == pytest.approx(t_flows, rel=1e-9 if resolution == 0 else resolution)
 
 
+@pytest.mark.parametrize("nodes", [3, 21])
+def test_counted_closed_steps_equal_the_routed_ones(nodes, monkeypatch):
+    # a PXN all-to-all kept as blocks of pairs is priced from each link's count of pairs, never routed: the
+    # same closed form, link bytes and statistics as the routed step's, bit for bit
+    import simcomm.nccl.prepare as prepare
+    from simcomm.nccl.algorithms.p2p import P2P
+
+    monkeypatch.setattr(prepare, "BLOCKS_FROM", 1)  # (kept as blocks at any size here)
+    topo = apply_stack(two_level(nodes, 8, intra="nvswitch", nic_link="ib-hdr", nics_per_node=8, device="a100",
+                                 inter="rail", inter_options={"nodes_per_leaf": 4}), get_stack("nccl"))
+    b = PlanBuilder(topo.n_ranks)
+    first = b.collective("alltoall", range(topo.n_ranks), 818e3)
+    b.collective("alltoall", range(topo.n_ranks), 1e8 / 3, after=[first])
+    plan = b.build()
+    routes = []
+    real = type(topo).routes
+    monkeypatch.setattr(type(topo), "routes", lambda self, s, d: routes.append(len(s)) or real(self, s, d))
+    runs = {(fidelity, busiest): dict(runtime=NcclRuntime(), closed_steps=1, fidelity=fidelity,
+                                      busiest_links=busiest)
+            for fidelity in ("flow", "analytic") for busiest in (0, 5)}
+    counted = {key: engine.simulate(plan, topo, **opts) for key, opts in runs.items()}
+    assert counted["flow", 0].meta["steps_closed"] == 2 and not any(n > 64 for n in routes)  # none routed
+    monkeypatch.setattr(P2P, "blocks", lambda *args: None)
+    for key, opts in runs.items():
+        # the closed form, bytes per family and the busiest links (bytes per link) from the counts: the routed
+        # step's, bit for bit, in both fidelities
+        one, two = counted[key], engine.simulate(plan, topo, **opts)
+        assert one.end.tobytes() == two.end.tobytes() and one.start.tobytes() == two.start.tobytes()
+        assert one.link_class_bytes == two.link_class_bytes and one.meta == two.meta
+        assert one.link_class_bytes and all(v > 0 for v in one.link_class_bytes.values())
+        assert ("busiest_links" in one.meta) == (key[1] > 0)
+
+
 def test_closed_steps_must_be_a_positive_count():
     assert EngineOptions().closed_steps == CLOSED_STEPS
     for bad in (0, -1, 2.5, True):
@@ -163,7 +196,7 @@ def test_closed_steps_must_be_a_positive_count():
 
 
 def test_loads_summed_in_chunks_are_the_loads(monkeypatch):
-    import simcomm.engine.flow.pricer as pricer
+    import simcomm.engine.flow.closed as pricer
     from simcomm.engine.schedule import route_step
     from simcomm.nccl.prepare import prepare_nccl
     from simcomm.ops import Collective

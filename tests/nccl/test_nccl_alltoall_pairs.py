@@ -71,7 +71,33 @@ def test_one_pattern_per_layout_shared_by_every_size():
     group = np.arange(topo.n_ranks)
     steps = [prepare_nccl(Collective(0, "alltoall", tuple(range(topo.n_ranks)), n), topo, NcclRuntime()).steps[0]
              for n in (8e6, 3e6)]
-    assert np.shares_memory(steps[0].src, a[0])  # the preparation keeps every message: no copy
+    # the preparation keeps the pattern as its blocks of pairs (simcomm.collectives.pairs); built, its messages
+    # are the layout's pattern, shared (no copy)
+    assert all(np.shares_memory(s.src, a[0]) and np.shares_memory(s.dst, a[1]) for s in steps)
+    assert steps[0].nbytes.tobytes() == a[2].tobytes() and steps[1].nbytes.tobytes() == b[2].tobytes()
     one, two = (route_step(topo, group, s, np.zeros(topo.n_ranks), cache) for s in steps)
     assert one.src is two.src and one.links is two.links and one.red_slot is two.red_slot
     assert one.nbytes.tobytes() != two.nbytes.tobytes()
+
+
+@pytest.mark.parametrize("name", ["nvswitch 3 x 8 (PXN)", "pcie 2 x 4 (no PXN)", "one GPU per node"])
+@pytest.mark.parametrize("nbytes", [0.0, 3.0, 818e3, 1e8 / 3])
+def test_blocks_prepare_the_flows_preparation_bit_for_bit(name, nbytes, monkeypatch):
+    # PXN's all-to-all prepared from its blocks (each link's bytes counted by classes, no pair routed) has the
+    # flows' closed form, latency, label and messages, bit for bit
+    import simcomm.nccl.algorithms  # noqa: F401  (registers the catalogue)
+    import simcomm.nccl.prepare as prepare
+    from simcomm.nccl.prepare import prepare_nccl
+    from simcomm.ops import Collective
+    from simcomm.runtimes import NcclRuntime
+
+    topo = apply_stack(FABRICS[name](), get_stack("nccl"))
+    op = Collective(0, "alltoall", tuple(range(topo.n_ranks)), nbytes)
+    monkeypatch.setattr(prepare, "BLOCKS_FROM", 1)  # (a small all-to-all is routed: counting costs more there)
+    kept = prepare_nccl(op, topo, NcclRuntime())
+    monkeypatch.setattr(P2P, "blocks", lambda *args: None)
+    flows = prepare_nccl(op, topo, NcclRuntime())
+    assert type(kept.steps[0]).__name__ == ("PairsStep" if name.endswith("(PXN)") else "Step")
+    assert kept.closed_form == flows.closed_form and kept.latency == flows.latency and kept.label == flows.label
+    for field in ("src", "dst", "nbytes", "reduce"):
+        assert getattr(kept.steps[0], field).tobytes() == getattr(flows.steps[0], field).tobytes()

@@ -34,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from simcomm.collectives.base import Step
+from simcomm.collectives.pairs import add_block_link_bytes, block_family_bytes
 from simcomm.engine.schedule import algorithm_cost, route_step, takes_ppn
 from simcomm.ops import Collective, Compute, Transfer
 
@@ -172,6 +173,17 @@ class AnalyticPricer:
         if prep.closed_form is not None:  # the runtime's own closed form (NCCL's patterns, simcomm.nccl)
             if fam is not None or per is not None:
                 for s in steps:
+                    blocks = getattr(s, "blocks", None)
+                    if blocks is not None:
+                        # blocks of pairs (NCCL's PXN all-to-all): bytes per family and per link from each link's
+                        # count of pairs, the routed sums bit for bit (an all-to-all over 16 384 GPUs is never routed)
+                        counts = [ctx.topology.pair_counts(group[rows]) for rows in blocks.rows]
+                        if fam is not None:
+                            fam += s.repeat * block_family_bytes(blocks, counts, ctx.family_of_link,
+                                                                 len(ctx.families))
+                        if per is not None:
+                            add_block_link_bytes(per, blocks, counts, s.repeat)
+                        continue
                     self._count(fam, per, route_step(ctx.topology, group, s, ctx.gamma), s.repeat)
             return float(prep.closed_form), fam, per
         assert alg is not None  # a Prepared without a closed form names its catalogue algorithm

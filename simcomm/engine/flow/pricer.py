@@ -19,7 +19,8 @@ pairwise steps of an all-to-all) is reserved the same way, its isolated time
 scaled from one run of the same pattern at another size (see :func:`_scalable`).
 A large step whose every link carries transfers of one size (NCCL's all-to-all: relayed in-node shares on
 NVLink, rail messages on the network) is reserved for its closed form, the fluid model's answer for it
-alone (see :func:`_closed_period`).
+alone (see :func:`~simcomm.engine.flow.closed.closed_period`; a step of blocks of pairs from its pair counts,
+:func:`~simcomm.engine.flow.closed.counted_step`).
 
 Per-link reservations (the default; the ``per_link`` reference turns them off): a step is reserved when
 none of its own links carries a live flow or is held by another reservation,
@@ -43,6 +44,7 @@ from dataclasses import replace
 import numpy as np
 
 from simcomm.collectives.base import Step
+from simcomm.engine.flow.closed import Unrouted, closed_period, count_bytes, counted_step, routed_now
 from simcomm.engine.flow.network import LiveNetwork
 from simcomm.engine.fluid.core import run_isolated
 from simcomm.engine.schedule import RoutedStep, message_routes, route_step
@@ -67,60 +69,6 @@ def _scalable(routed: RoutedStep) -> bool:
         return False
     nb, lat = routed.nbytes, routed.latency
     return bool(nb[0] > 0 and (nb == nb[0]).all() and (lat == lat[0]).all())
-
-
-#: a step is priced by its closed form only if its transfers have at most this many distinct sizes (each size's
-#: links are marked in turn to check that no link carries two)
-_CLOSED_SIZES = 8
-#: transfers per pass when a large step's link loads are summed (bounds the per-entry temporaries: an
-#: all-to-all over 16 384 GPUs crosses 3 x 10^8 links in all)
-_CHUNK = 1 << 21
-
-
-def _closed_period(routed: RoutedStep, capacity: np.ndarray) -> tuple[float, np.ndarray] | None:
-    """``(latency + max over links (bytes / capacity), bytes per link)`` when that is the fluid model's answer
-    for ``routed`` alone, else None.
-
-    It is when every transfer waits the same latency, nothing is reduced and every link carries transfers of
-    one size.  Proof (docs/engine.md, "Steps of one size per link"): no schedule moves a link's bytes faster
-    than its capacity, so the step lasts at least that long; and a max-min fair rate is never below
-    ``capacity / transfers`` on some link of the transfer's route (its bottleneck link is full, and no
-    transfer there is faster), a bound that only grows as transfers finish; so a transfer of ``s`` bytes ends
-    by ``max over its links (s x transfers / capacity)``, which is that link's bytes over its capacity when all
-    its transfers carry ``s``.  The fluid core computes the same value to rounding (1e-12).
-    """
-    if not len(routed) or len(routed.red_ranks):
-        return None
-    lat, nb, lens, links = routed.latency, routed.nbytes, routed.route_len, routed.links
-    if not ((lat == lat[0]).all() and nb.min() > 0):
-        return None
-    which = np.full(len(nb), -1, dtype=np.int8)  # each transfer's size, as an index (few sizes: no sort)
-    n_sizes = 0
-    while (free := np.flatnonzero(which < 0)).size:
-        if n_sizes == _CLOSED_SIZES:
-            return None
-        which[free[nb[free] == nb[free[0]]]] = n_sizes
-        n_sizes += 1
-    n_links = len(capacity)
-    marks = np.zeros((n_sizes, n_links), dtype=bool) if n_sizes > 1 else None
-    load = np.zeros(n_links)
-    ends = np.cumsum(lens)
-    e0 = 0
-    for c0 in range(0, len(nb), _CHUNK):
-        c1 = min(c0 + _CHUNK, len(nb))
-        e1 = int(ends[c1 - 1])
-        part = links[e0:e1]
-        if marks is not None:
-            kind = np.repeat(which[c0:c1], lens[c0:c1])
-            for k in range(n_sizes):
-                marks[k, part[kind == k]] = True
-        load += np.bincount(part, weights=np.repeat(nb[c0:c1], lens[c0:c1]), minlength=n_links)
-        e0 = e1
-    if marks is not None and (marks.sum(axis=0) > 1).any():
-        return None
-    used = load > 0
-    busiest = float((load[used] / capacity[used]).max()) if used.any() else 0.0
-    return float(lat[0]) + busiest, load
 
 
 class FlowPricer:
@@ -237,7 +185,7 @@ class FlowPricer:
             if fbytes is not None:
                 ctx.family_bytes += (routed.repeat if w is None else routed.repeat * w) * fbytes
             elif ctx.link_bytes:
-                ctx.count_bytes(routed, routed.repeat, w)
+                count_bytes(ctx, routed, routed.repeat, w)
             left = routed.repeat
             period = profile = None
             while left > 0:
@@ -252,13 +200,13 @@ class FlowPricer:
                         res = self.net.hold(held)
                         yield self.net.late()
                         if res.event.triggered:  # taken back before anything ran: run this repeat live
-                            yield from self._run_step(routed)
+                            yield from self._run_step(routed_now(routed))
                             left -= 1
                             continue
                     if period is None and closed is not None:
                         period = self._closed_step(closed)
                     elif period is None:
-                        period, profile = self._isolated_period(routed, skey)
+                        period, profile = self._isolated_period(routed_now(routed), skey)
                     if period <= 0.0:  # nothing to wait for in any repeat
                         if res is not None:
                             self.net.release(res)
@@ -276,9 +224,9 @@ class FlowPricer:
                     k, offset = outcome
                     ctx.stats["steps_coalesced"] += k
                     left -= k
-                    yield from self._run_step(routed, resume=offset)
+                    yield from self._run_step(routed_now(routed), resume=offset)
                 else:
-                    yield from self._run_step(routed)
+                    yield from self._run_step(routed_now(routed))
                 left -= 1
 
     def _steps(self, op, prep) -> list:
@@ -299,13 +247,17 @@ class FlowPricer:
         gkey = group.tobytes()
         out = []
         for i, step in enumerate(prep.steps):
+            counted = self._counted(group, gkey, step, None if prep.latency is None else prep.latency[i])
+            if counted is not None:
+                out.append(counted)
+                continue
             routed = route_step(ctx.topology, group, step, ctx.gamma, self._routes, gkey)
             if prep.latency is not None and prep.latency[i] is not None:
                 # NCCL's pipelined steps: every transfer waits the tuning model's latency, not the route's.
                 routed = replace(routed, latency=np.full(len(routed), float(prep.latency[i])))
             skey = ((gkey, step.src.tobytes(), step.dst.tobytes(), float(routed.latency[0]))
                     if _scalable(routed) else None)
-            found = (_closed_period(routed, self.net.core.capacity)
+            found = (closed_period(routed, self.net.core.capacity)
                      if self.closed_from and len(routed) >= self.closed_from else None)
             closed = None if found is None else found[0]
             # the links a reservation of this step holds (see LiveNetwork.free)
@@ -322,9 +274,31 @@ class FlowPricer:
         self._shapes[key] = (prep, out)  # the preparation is kept alive with its id
         return out
 
+    def _counted(self, group: np.ndarray, gkey: bytes, step, latency: float | None) -> tuple | None:
+        """:meth:`_steps`' entry of a large step of blocks of pairs priced from its pair counts
+        (:func:`~simcomm.engine.flow.closed.counted_step`), or None."""
+        ctx = self.ctx
+        if not self.closed_from or len(step) < self.closed_from or self.fam is not None or self._moved is not None:
+            return None
+        found = counted_step(ctx.topology, group, step, latency, self.net.core.capacity)
+        if found is None:
+            return None
+        closed, loads, counts = found
+        assert latency is not None  # (counted_step takes only steps of one latency)
+        fixed = float(latency)
+        fbytes = None  # (with the busiest links asked for, count_bytes counts both from the blocks)
+        if ctx.link_bytes and len(ctx.families) and ctx.per_link is None:
+            fbytes = np.bincount(ctx.family_of_link, weights=loads, minlength=len(ctx.families))
+
+        def make() -> RoutedStep:
+            routed = route_step(ctx.topology, group, step, ctx.gamma, self._routes, gkey)
+            return replace(routed, latency=np.full(len(routed), fixed))
+
+        return Unrouted(make, step.repeat, step.blocks, counts), None, np.flatnonzero(loads > 0), fbytes, closed
+
     # ---- steps -----------------------------------------------------------
     def _closed_step(self, period: float) -> float:
-        """A step priced alone by its closed form (:func:`_closed_period`): counted, its ``period`` returned."""
+        """A step priced alone by its closed form (:mod:`simcomm.engine.flow.closed`): counted, its ``period`` returned."""
         self.ctx.stats["steps_closed"] += 1
         return period
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from simcomm.nccl.base import Flows, NcclAlgorithm, pack, register
+from simcomm.collectives.pairs import PairBlocks, all_pairs
+from simcomm.nccl.base import NcclAlgorithm, pack, register
 
 
 @register
@@ -37,41 +38,53 @@ class P2P(NcclAlgorithm):
         if kind in ("gather", "scatter"):
             pairs = [(i, root) if kind == "gather" else (root, i) for i in range(p) if i != root]
             return pack(pairs, nbytes / p)
-        # The pairs depend on the layout alone: built once per layout (read-only), each call its own bytes
-        # (an all-to-all over 2 048 nodes x 8 is 3.4 x 10^7 pairs, one per conv unit of pcnn)
-        kept = layout.__dict__.setdefault("_p2p_patterns", {})
-        if kind not in kept:
-            kept[kind] = self._pattern(layout)
-        src, dst, n_in, relayed = kept[kind]
+        src, dst, n_in, relayed = self._kept(layout)
         if not relayed:
             return src, dst, np.full(len(src), nbytes / p)
         L, N = layout.ppn, layout.n_nodes
         return src, dst, np.concatenate((np.full(n_in, N * nbytes / p), np.full(len(src) - n_in, L * nbytes / p)))
 
+    def blocks(self, kind, layout, nbytes) -> PairBlocks | None:
+        """The PXN all-to-all of :meth:`flows` as blocks of pairs (the in-node relays of each node, then each
+        rail's messages), the same transfers in the same order; None for anything else."""
+        if kind != "alltoall" or not self._relays(layout):
+            return None
+        members = np.asarray(layout.nodes, dtype=np.int64)  # node x local position
+        p, L, N = layout.n_ranks, layout.ppn, layout.n_nodes
+        # (if its transfers are ever built, they are the layout's pattern, shared with every size)
+        return PairBlocks((members, members.T), (N * nbytes / p, L * nbytes / p),
+                          pairs=lambda: self._kept(layout)[:2])
+
+    def _kept(self, layout) -> tuple[np.ndarray, np.ndarray, int, bool]:
+        """:meth:`_pattern` of ``layout``, built once per layout (read-only); each call brings its own bytes
+        (an all-to-all over 2 048 nodes x 8 is 3.4 x 10^7 pairs, one per conv unit of pcnn)."""
+        kept = layout.__dict__.setdefault("_p2p_patterns", {})
+        if "alltoall" not in kept:
+            kept["alltoall"] = self._pattern(layout)
+        return kept["alltoall"]
+
+    @staticmethod
+    def _relays(layout) -> bool:
+        """Whether an all-to-all on ``layout`` relays through PXN (several nodes of several GPUs on NVLink)."""
+        return not (layout.n_nodes == 1 or layout.ppn == 1 or not layout.uniform or layout.nics_per_node == 0
+                    or not layout.pxn)
+
     @staticmethod
     def _pattern(layout) -> tuple[np.ndarray, np.ndarray, int, bool]:
         """(src, dst, in-node relays first, whether PXN relays) of an all-to-all on ``layout``, read-only."""
         p, L, N = layout.n_ranks, layout.ppn, layout.n_nodes
-        if N == 1 or L == 1 or not layout.uniform or layout.nics_per_node == 0 or not layout.pxn:
-            src, dst, _ = _all_pairs(np.arange(p, dtype=np.int64)[None, :], 0.0)
+        if not P2P._relays(layout):
+            src, dst = all_pairs(np.arange(p, dtype=np.int64)[None, :])
             relayed = False
         else:
             members = np.asarray(layout.nodes, dtype=np.int64)  # node x local position
             # GPU i hands GPU j of its own node everything meant for position j of every node (N n/p), in
             # node order; then GPU j of every node sends each other node's share on its own rail (L n/p)
-            src_in, dst_in, _ = _all_pairs(members, 0.0)
-            src_out, dst_out, _ = _all_pairs(members.T, 0.0)
+            src_in, dst_in = all_pairs(members)
+            src_out, dst_out = all_pairs(members.T)
             src, dst = np.concatenate((src_in, src_out)), np.concatenate((dst_in, dst_out))
             relayed = True
         src.flags.writeable = dst.flags.writeable = False
         n_in = len(src) - (L * N * (N - 1) if relayed else len(src))
         return src, dst, n_in, relayed
 
-
-def _all_pairs(groups: np.ndarray, size: float) -> Flows:
-    """Every ordered pair (a, b), a != b, within each row of ``groups``: row by row, a outer, b inner."""
-    rows, width = groups.shape
-    other = ~np.eye(width, dtype=bool)
-    src = np.broadcast_to(groups[:, :, None], (rows, width, width))[:, other]
-    dst = np.broadcast_to(groups[:, None, :], (rows, width, width))[:, other]
-    return src.ravel(), dst.ravel(), np.full(src.size, size)
