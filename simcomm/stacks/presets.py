@@ -50,17 +50,19 @@ define(Stack("nccl", 0.96, 3e-6, 0.8, 3e-6, None, "NCCL: ~96 % of network, NVLin
              "of PCIe, 3 us per message", "reference [M4], [NCCL-topo], [NCCL-tuning]", collectives="nccl",
              nccl_nvlink=True, over_plain_ethernet="nccl-socket"))
 define(Stack("mpi-tcp", 0.4, 40e-6, 0.5, 1e-6, None, "Open MPI over TCP sockets: ~40 % of line rate, 40 us per "
-             "message, coll/tuned algorithm choice",
+             "message (in eth-* links' own latency), coll/tuned algorithm choice",
              "reference [M5], [M6], [M7], [UCX-11020]; seed 000 used TCP over InfiniBand", collectives="openmpi",
              tcp_protocol="ob1-tcp", socket_overhead=True))
-define(Stack("gloo", 0.5, 40e-6, 0.3, 5e-6, None, "gloo over TCP: ~50 % of line rate, 40 us per message",
+define(Stack("gloo", 0.5, 40e-6, 0.3, 5e-6, None,
+             "gloo over TCP: ~50 % of line rate, 40 us per message (in eth-* links' own latency)",
              "reference [M5], [M6], [M7]; intranode efficiency assumed", collectives="gloo", socket_overhead=True))
 define(Stack("cpu-ps", 0.94, 40e-6, 0.5, 1e-6, 0.42e9,
              "CPU parameter server over MPI/TCP: 94 % of line rate capped at 0.42 GB/s per link",
              "seed 004 Table 1 [derived]; 40 us per message [M7]", collectives="openmpi", tcp_protocol="ob1-tcp",
              socket_overhead=True))
 define(Stack("nccl-socket", 0.45, 40e-6, 0.8, 3e-6, None,
-             "NCCL over TCP sockets (no RDMA): ~45 % of line rate, 40 us per network message",
+             "NCCL over TCP sockets (no RDMA): ~45 % of line rate, 40 us per network message (in eth-* "
+             "links' own latency)",
              "reference [M5] (100 Gb/s TCP: 4-6 GB/s busbw), [M6] (<= 60 % of 32 Gb/s), [M7] (8 B broadcast "
              "38-46 us)", collectives="nccl", nccl_nvlink=True, socket_overhead=True))
 define(Stack("cray-mpich", 1.0, 1e-6, 1.0, 0.3e-6, None,
