@@ -29,6 +29,9 @@ class LinkClass:
     family: ``nvlink``, ``nvswitch``, ``pcie``, ``infiniband``, ``roce``,
         ``ethernet``, ``aries``, ``shm`` or ``custom``; reports group bytes by it.
     measured: a calibrated class (``--links``): transport stacks leave it unscaled.
+    socket_latency: the latency is TCP sockets' one-way small-message time, measured end to end
+        through the socket stack (the ``eth-*`` classes, [M7]): a TCP stack's per-message overhead,
+        taken from the same measurement, is already in it (:meth:`simcomm.stacks.Stack.derive`).
     """
 
     name: str
@@ -39,6 +42,8 @@ class LinkClass:
     reference: str = ""
     #: measured end to end (simcomm calibrate): the stack's efficiency and overhead are already in it
     measured: bool = False
+    #: the latency already holds TCP sockets' per-message software cost (see the class docstring)
+    socket_latency: bool = False
 
     def __post_init__(self) -> None:
         if not self.bandwidth > 0 or self.bandwidth == float("inf"):
@@ -55,7 +60,8 @@ class LinkClass:
         """A copy with ``bandwidth * factor`` (used for tapered/oversubscribed uplinks)."""
         name = f"{self.name}{suffix if suffix is not None else f'x{factor:g}'}"
         return LinkClass(name, self.bandwidth * factor, self.latency, self.family,
-                         f"{self.summary} (bandwidth x{factor:g})", self.reference)
+                         f"{self.summary} (bandwidth x{factor:g})", self.reference,
+                         socket_latency=self.socket_latency)
 
 
 LINKS: Registry[LinkClass] = Registry("link class", "simcomm.links")
@@ -63,9 +69,10 @@ LINKS: Registry[LinkClass] = Registry("link class", "simcomm.links")
 INTRANODE_FAMILIES = frozenset({"nvlink", "nvswitch", "pcie", "shm"})
 
 
-def define(name: str, *, bandwidth: float, latency: float, family: str, summary: str, reference: str) -> LinkClass:
+def define(name: str, *, bandwidth: float, latency: float, family: str, summary: str, reference: str,
+           socket_latency: bool = False) -> LinkClass:
     """Create a preset and register it in :data:`LINKS`."""
-    lc = LinkClass(name, bandwidth, latency, family, summary, reference)
+    lc = LinkClass(name, bandwidth, latency, family, summary, reference, socket_latency=socket_latency)
     LINKS.add(name, lc, summary=summary, reference=reference)
     return lc
 

@@ -30,7 +30,9 @@ define("efa-400g", bandwidth=400e9 / 8, latency=_EFA_LAT, family="ethernet",
        reference=_EFA_REF + "; 32 adapters / 8 GPUs on p5.48xlarge [AWS-efa]")
 define("tcpxo-200g", bandwidth=200e9 / 8, latency=19e-6, family="ethernet",
        summary="Google Cloud GPUDirect-TCPXO GPU NIC (A3 Mega): 200 Gb/s (25 GB/s) per direction",
-       reference="[GCP-net] A3 Mega 1,800 Gb/s, GPUDirect-TCPXO; latency of TCP sockets [M7] (assumption)")
+       reference="[GCP-net] A3 Mega 1,800 Gb/s, GPUDirect-TCPXO; latency of TCP sockets [M7] (assumption)",
+       socket_latency=True)
 define("tcpx-200g", bandwidth=200e9 / 8, latency=19e-6, family="ethernet",
        summary="Google Cloud GPUDirect-TCPX GPU NIC (A3 High): 200 Gb/s (25 GB/s) per direction",
-       reference="[GCP-net] A3 High 1,000 Gb/s, 4 GPU NICs, GPUDirect-TCPX; latency of TCP sockets [M7] (assumption)")
+       reference="[GCP-net] A3 High 1,000 Gb/s, 4 GPU NICs, GPUDirect-TCPX; latency of TCP sockets [M7] (assumption)",
+       socket_latency=True)

@@ -11,8 +11,13 @@ device and NCCL runs over its socket transport (``src/transport/net_socket.cc``,
 The bandwidth is the line rate (rate/8 bytes per second).  The latency is
 19 us per hop: NCCL over TCP sockets takes 38-46 us for an 8-byte broadcast
 between two nodes [M7], i.e. about 38 us over the two hops of a one-switch
-path.  ``eth-40g-usnic`` is Cisco's OS-bypass 40 GbE with its measured rate
-and MPI half-round-trip latency [CISCO].
+path.  That figure is measured end to end through the socket stack, so it
+holds TCP's per-message software cost: these classes are marked
+``socket_latency``, and a TCP stack (``mpi-tcp``, ``gloo``, ``cpu-ps``,
+``nccl-socket``), whose 40 us per message comes from the same measurement,
+does not charge it again on them (:meth:`simcomm.stacks.Stack.derive`).
+``eth-40g-usnic`` is Cisco's OS-bypass 40 GbE with its measured rate and MPI
+half-round-trip latency [CISCO].
 """
 
 from __future__ import annotations
@@ -26,13 +31,15 @@ _REF = "line rate [NV-drv]; latency: NCCL-over-sockets 8 B bcast 38-46 us / 2 ho
 
 for _gbit in (1, 10, 25, 40, 50, 56, 100, 200, 400):
     define(f"eth-{_gbit}g", bandwidth=_gbit * 1e9 / 8, latency=_LAT, family="ethernet",
-           summary=f"{_gbit} GbE over TCP: {_gbit / 8:g} GB/s per direction", reference=_REF)
+           summary=f"{_gbit} GbE over TCP: {_gbit / 8:g} GB/s per direction", reference=_REF,
+           socket_latency=True)
 
 # Seed 001 Table 2's "up to 3125Mb/s" for g4dn.2xlarge read as megabits.  It is AWS's "Up to 25 Gigabit" in
 # MB/s, so the aws-g4dn preset runs eth-25g; this class keeps the literal reading for comparison.
 define("eth-3125m", bandwidth=3125e6 / 8, latency=_LAT, family="ethernet",
        summary="3125 Mb/s per direction: seed 001 Table 2 read as megabits (aws-g4dn runs eth-25g)",
-       reference="seed 001 Table 2 (g4dn.2xlarge 'up to 3125Mb/s', read literally); latency [M7]")
+       reference="seed 001 Table 2 (g4dn.2xlarge 'up to 3125Mb/s', read literally); latency [M7]",
+       socket_latency=True)
 define("eth-40g-usnic", bandwidth=37.23e9 / 8, latency=1.93e-6 / 2, family="ethernet",
        summary="40 GbE usNIC (OS bypass): 37.23 Gb/s measured, 1.93 us MPI half round trip",
        reference="[CISCO]")

@@ -7,6 +7,8 @@ Format (one table per class under ``[links]``)::
     latency = "1.5us"        # per hop; a bare number is seconds
     family = "infiniband"    # optional, default "custom"
     summary = "..."          # optional
+    socket-latency = true    # optional: the latency was measured through TCP sockets end to end, so a
+                             # TCP stack's per-message overhead is already in it (docs/links.md)
 
 A user class may not reuse a preset's name (that would silently change every
 topology built from the preset).  Every problem is one :class:`ConfigError`
@@ -29,7 +31,7 @@ from simcomm.units import parse_bandwidth, parse_time
 __all__ = ["load_link_file", "parse_link_table", "FAMILIES"]
 
 FAMILIES = ("nvlink", "nvswitch", "pcie", "infiniband", "roce", "ethernet", "aries", "shm", "custom")
-_KEYS = ("bandwidth", "latency", "family", "summary")
+_KEYS = ("bandwidth", "latency", "family", "summary", "socket-latency")
 MAX_BANDWIDTH = 1e16
 MAX_LATENCY = 1.0
 
@@ -66,7 +68,10 @@ def parse_link_table(table: object, where: str, *, allow_preset_names: bool = Fa
         summary = spec.get("summary", f"user link class from {where}")
         if not isinstance(summary, str):
             raise ConfigError(f"{field}: summary must be a string")
-        out[name] = LinkClass(name, bw, lat, family, summary, f"user file {where}")
+        sockets = spec.get("socket-latency", False)
+        if not isinstance(sockets, bool):
+            raise ConfigError(f"{field}: socket-latency must be true or false")
+        out[name] = LinkClass(name, bw, lat, family, summary, f"user file {where}", socket_latency=sockets)
     return out
 
 

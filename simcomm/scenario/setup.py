@@ -23,6 +23,7 @@ from simcomm.scenario.resolve import node_scales
 from simcomm.scenario.spec import NetworkSpec, Scenario
 from simcomm.scenario.trace import load_trace_for
 from simcomm.stacks import apply_stack, get_stack
+from simcomm.stacks.base import socket_overhead_note
 from simcomm.topologies.nvlink import nvlink_notes
 from simcomm.topologies.overrides import OVERRIDE_FIELDS, NetworkOverrides
 
@@ -354,6 +355,7 @@ def resolve_setup(scn: Scenario, resolver: Resolver, extra: int = 0) -> Setup:
         notes.append(f"transport stack {stack_name}: {why} ({stack.summary})")
     elif spec.name == "nccl" and spec.efficiency is None and spec.overhead is None:
         notes.append("transport stack nccl (96 % of network line rate, 3 us per message)")
+    notes += socket_overhead_note(raw, stack)  # TCP's per-message latency counted once (docs/links.md)
     wl = scn.workload
     scale = wl.compute_scale or node_scales(wl, scn.nodes)
     if wl.heterogeneous:

@@ -14,6 +14,16 @@ applied by deriving an *effective topology*: every link class gets
   ends at the NICs).  An internode message through PCIe-attached NICs thus
   pays the network overhead plus the (small) intranode one.
 
+A TCP stack's network overhead (``socket_overhead``: ``mpi-tcp``, ``gloo``,
+``cpu-ps``, ``nccl-socket``) is TCP sockets' small-message latency, 40 us from
+NCCL-over-sockets' 8-byte broadcast between two nodes [M7].  The ``eth-*``
+link classes take their 19 us per hop from that same end-to-end measurement
+(``LinkClass.socket_latency``), so on them the stack adds no network overhead:
+the measurement is counted once, in the links (an 8-byte message between two
+hosts on one switch: 2 x 19 us, not 2 x 19 + 40).  On any other network (TCP
+over InfiniBand, seed 000; RoCE) the links hold the hardware's latency and the
+stack adds its 40 us.  A ``--stack-overhead`` the user gives is charged as given.
+
 The engine needs no change: it simply sees slower, laggier links.
 """
 
@@ -29,7 +39,7 @@ from simcomm.links.base import INTRANODE_FAMILIES, LinkClass
 from simcomm.registry import Registry
 
 __all__ = ["Stack", "STACKS", "INTRANODE_FAMILIES", "COLLECTIVE_RULES", "NCCL_ALGOS", "NCCL_PROTOS", "apply_stack",
-           "get_stack", "nccl_name"]
+           "get_stack", "nccl_name", "socket_overhead_note"]
 
 #: how ``auto`` collectives choose an algorithm (see :attr:`Stack.collectives`)
 COLLECTIVE_RULES = ("nccl", "openmpi", "openmpi-3.1", "mpich", "gloo")
@@ -77,6 +87,10 @@ class Stack:
     #: :data:`simcomm.runtimes.transport.MPI_TCP_PROTOCOLS`: ``ob1-tcp`` is Open MPI's ob1 over btl_tcp, eager up
     #: to 64 KiB, rendezvous above); None: one latency per message.
     tcp_protocol: str | None = None
+    #: ``overhead`` is TCP sockets' per-message latency ([M7]); a network link whose latency already holds
+    #: it (``LinkClass.socket_latency``: the ``eth-*`` classes, taken from the same measurement) is not
+    #: charged it again (module docstring)
+    socket_overhead: bool = False
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.cpu_per_byte) and self.cpu_per_byte >= 0):
@@ -112,9 +126,15 @@ class Stack:
             out = replace(out, cpu_per_byte=float(cpu_per_byte))
         if efficiency is not None:
             out = replace(out, efficiency=float(efficiency))
-        if overhead is not None:
-            out = replace(out, overhead=float(overhead))
+        if overhead is not None:  # the user's overhead is charged as given, on every network link
+            out = replace(out, overhead=float(overhead), socket_overhead=False)
         return out
+
+    def charges_overhead(self, lc: LinkClass) -> bool:
+        """Whether a message's end on ``lc`` pays this stack's overhead (False: the link's latency holds it)."""
+        if lc.family in INTRANODE_FAMILIES:
+            return bool(self.intra_overhead)
+        return bool(self.overhead) and not (self.socket_overhead and lc.socket_latency)
 
     def derive(self, lc: LinkClass, rank_ends: int, arch: int = 0) -> LinkClass:
         """Effective link class for ``lc`` on an edge touching ``rank_ends`` (0-2) rank nodes.
@@ -129,13 +149,27 @@ class Stack:
             from simcomm.nccl.layout import nvlink_bw
 
             eff = nvlink_bw(arch) / (50.0 if arch >= 100 else 25.0)
-        over = self.intra_overhead if intra else self.overhead
+        over = (self.intra_overhead if intra else self.overhead) if self.charges_overhead(lc) else 0.0
         bw = lc.bandwidth * eff
         if self.cap is not None and not intra:
             bw = min(bw, self.cap)
         lat = lc.latency + over * rank_ends / 2.0
         return LinkClass(f"{lc.name}@{self.name}/{rank_ends}", bw, lat, lc.family,
-                         f"{lc.summary} via {self.name}", lc.reference)
+                         f"{lc.summary} via {self.name}", lc.reference, socket_latency=lc.socket_latency)
+
+
+def socket_overhead_note(topology, stack: Stack) -> list[str]:
+    """An ``assumed:`` line when ``stack``'s TCP overhead is left off links whose latency already holds it."""
+    if not (stack.socket_overhead and stack.overhead):
+        return []
+    held = sorted({lc.name for lc in topology.links.values()
+                   if lc.family not in INTRANODE_FAMILIES and lc.socket_latency and not lc.measured})
+    if not held:
+        return []
+    hop = min(lc.latency for lc in topology.links.values() if lc.name in held)
+    return [f"{stack.name}'s {stack.overhead * 1e6:g} us per network message is TCP sockets' latency [M7], "
+            f"already in {', '.join(held)}'s {hop * 1e6:g} us per hop (the same measurement): not charged "
+            f"again on them (docs/links.md; --stack-overhead charges one)"]
 
 
 def nccl_name(value: str | None, field: str, choices: tuple[str, ...]) -> str | None:
