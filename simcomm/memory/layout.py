@@ -262,7 +262,8 @@ def estimate_stages(model, *, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1
               f"{f', {offload_layers} block(s) offloaded' if offload_layers else ''}")
     if isinstance(offload_layers, bool) or not isinstance(offload_layers, int) or offload_layers < 0:
         raise ConfigError(f"offload_layers: {offload_layers!r} must be an integer >= 0")
-    fewest = min(len(stage_blocks(cfg.layers, pp, k, virtual_stages, stage_layers)) for k in range(pp))
+    fewest = min(len(stage_blocks(cfg.layers, pp, k, virtual_stages, stage_layers)) for k in range(pp)) \
+        if offload_layers else 0
     if offload_layers and offload_layers >= fewest:
         raise ConfigError(f"offload_layers: {offload_layers} must be fewer than the {fewest} blocks of the "
                           f"smallest pipeline stage (TransformerEngine keeps at least one on the GPU)")
