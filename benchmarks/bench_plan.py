@@ -31,6 +31,26 @@ def _row(r, gb: int) -> str:
                        "step_s": r.step_s if r.simulated else None}, sort_keys=True)
 
 
+def _live_workers_cpu() -> float:
+    """CPU seconds (user + system) the worker processes :mod:`simcomm.llm.workers` keeps alive between phases have
+    used so far (Linux ``/proc``; RUSAGE_CHILDREN counts a child only once it has ended)."""
+    import os
+
+    from simcomm.llm import workers
+
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pool in workers._POOLS.values():
+        for pid in list(getattr(pool, "_processes", None) or ()):
+            try:
+                with open(f"/proc/{pid}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:  # ended meanwhile: counted in RUSAGE_CHILDREN once reaped
+                continue
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime (fields 14, 15 of stat)
+    return total
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="llama3-70b")
@@ -50,9 +70,9 @@ def main(argv=None) -> int:
     base = {"cluster": a.cluster, "model": a.model, "precision": a.precision}
     stages: list[tuple[str, float, float]] = []
 
-    def cpu() -> float:  # this process's CPU and its finished workers' (each pool ends within its phase)
+    def cpu() -> float:  # this process's CPU, its finished children's and its kept worker processes' so far
         kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return time.process_time() + kids.ru_utime + kids.ru_stime
+        return time.process_time() + kids.ru_utime + kids.ru_stime + _live_workers_cpu()
 
     def progress(stage: str, total: int):
         stages.append((stage, cpu(), time.perf_counter()))

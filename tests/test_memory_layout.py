@@ -289,3 +289,26 @@ def test_expert_tensor_parallel_by_hand():
     estimate_stages(TINY_MOE, tp=2, dp=2, ep=4, etp=1)
     with pytest.raises(ConfigError, match=r"etp 2 x ep 4 must divide the tp x dp x cp = 4 ranks"):
         estimate_stages(TINY_MOE, tp=2, dp=2, ep=4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(parts=st.lists(st.integers(0, 10**11), min_size=6, max_size=6), capacity=st.integers(1, 2 * 10**11),
+       margin=st.sampled_from([0.0, 0.05, 0.1]), policy=st.sampled_from(["refuse", "warn", "off"]))
+def test_refuses_is_check_raising(parts, capacity, margin, policy):
+    """The search's fit test (fit.refuses, no line made) is exactly whether check() raises."""
+    from simcomm.memory.fit import Budget, DoesNotFitError, Peak, check, refuses
+
+    peak, budget = Peak("x", *parts), Budget(capacity, "test", margin, policy)
+    try:
+        check(peak, budget)
+        raised = False
+    except DoesNotFitError:
+        raised = True
+    assert refuses(peak, budget) is raised
+
+
+def test_total_is_the_peaks_total():
+    for m in estimate_stages("gpt3-175b", tp=8, pp=8, dp=4, zero=1, micro_batch=1, microbatches=64,
+                             sequence_parallel=True, recompute="selective", schedule="interleaved",
+                             virtual_stages=3):
+        assert m.total == m.peak().total > 0

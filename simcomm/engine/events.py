@@ -27,7 +27,7 @@ same instant and in the same order as through the public API (docs/engine.md,
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from heapq import heappop
 
 import simpy
@@ -72,14 +72,15 @@ def started(env: simpy.Environment, callback: Callable) -> None:
     env.schedule(ev, simpy.events.URGENT)
 
 
-def run_events(env: simpy.Environment) -> None:
+def run_events(env: simpy.Environment, halt: Sequence = ()) -> None:
     """``env.run()`` until no event is left, with SimPy's ``step`` inlined (a call less per event).
 
     The same order (SimPy's queue of ``(time, priority, sequence, event)``) and the same
-    callbacks; an event that failed undefused raises its exception, as ``step`` does.
+    callbacks; an event that failed undefused raises its exception, as ``step`` does.  ``halt``:
+    the run also ends once this is non-empty (after the callbacks of the event that filled it).
     """
     queue = env._queue
-    while queue:
+    while queue and not halt:
         env._now, _, _, event = heappop(queue)
         callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]  # SimPy's own marker
         for callback in callbacks:

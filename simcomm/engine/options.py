@@ -59,6 +59,10 @@ class EngineOptions:
     ``traffic_weights``: ``(stream, weight)`` pairs: the bytes per link family of ops on that stream
     count ``weight`` times (a plan that simulates one replica for several counts their traffic; the
     busiest-links list counts the simulated links only).  Empty: every op once.
+    ``stop_after``: op ids whose times are all the caller reads: the run ends at the instant the last of them
+    ends (that instant's events processed); ops not ended by then keep NaN times, and the makespan is the
+    latest end reached.  Exact for what is read (nothing later moves an earlier end).  Empty: every op runs
+    (so does the direct driver, which runs plans of computes and messages alone, whatever this says).
     """
 
     reference: frozenset[str] = frozenset()
@@ -72,6 +76,7 @@ class EngineOptions:
     busiest_links: int = 0
     traffic_weights: tuple[tuple[str, float], ...] = ()
     closed_steps: int = CLOSED_STEPS
+    stop_after: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
         from simcomm.engine.paths import REFERENCES
@@ -114,6 +119,11 @@ class EngineOptions:
         if len(set(streams)) != len(streams):
             twice = sorted({x for x in streams if streams.count(x) > 1})
             raise ConfigError(f"traffic_weights: stream {twice[0]!r} is given more than one weight; give each once")
+        stop = self.stop_after
+        if not isinstance(stop, (set, frozenset, list, tuple)) or not all(
+                isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in stop):
+            raise ConfigError(f"stop_after: {stop!r} must be a set of op ids (non-negative integers)")
+        object.__setattr__(self, "stop_after", frozenset(stop))
         if self.runtime is not None and not isinstance(self.runtime, CollectiveRuntime):
             raise ConfigError(f"runtime: {self.runtime!r} must be a runtime (simcomm.runtimes: placement() and "
                               "prepare(), simcomm.collectives.runtime.CollectiveRuntime)")

@@ -44,7 +44,8 @@ REFERENCES = {
     "direct": "the direct loop for plans of computes and messages, and collectives that are cuts (SimPy's queue "
               "instead)",
     "callbacks": "callbacks driving streams and collectives (one SimPy process each instead)",
-    "keep": "collective preparations kept with the topology for later runs (prepared again each run)",
+    "keep": "collective preparations, their routed steps and those steps' runs alone kept with the topology for "
+            "later runs (prepared again each run)",
     "shapes": "one preparation for groups the runtime places alike, one isolated run for alike disjoint-route "
               "steps (each group prepared and run on its own)",
     "per_link": "reservations of a repeated step's own links (of the whole idle network instead)",

@@ -209,8 +209,11 @@ class DataParallelTimelines:
                    for g in tp_groups]
             for g in dp_groups:
                 b.collective(dp_kind, g, dp_bytes, label="plan-price", stream="dp")
+            # only the TP collectives' ends are read: the run stops when the last of them ends (the bucket's
+            # remaining steps cannot move them; EngineOptions.stop_after)
             tl = engine.simulate(b.build(kind="price"), self.topo, fidelity="flow", seed=0,
-                                 options=EngineOptions(runtime=self.runtime, link_bytes=False))
+                                 options=EngineOptions(runtime=self.runtime, link_bytes=False,
+                                                       stop_after=frozenset(ids)))
             self._prices[key] = float(max(tl.end[i] for i in ids)) - since
         return self._prices[key]
 

@@ -5,14 +5,21 @@ Every part's result goes back in the order the parts were given, whatever order 
 caller's rows are the ones one process gives (``tests/llm/test_plan_workers.py``).  The processes are
 started with ``spawn`` (a fresh interpreter, about 1 s of imports each), not ``fork``: the caller may hold
 threads (a progress bar's refresh thread), and a child forked while one of them held a lock (the console's,
-a stream's buffer) would block on it.
+a stream's buffer) would block on it.  So that one ``plan`` starts them once, not once per phase (memory,
+estimate, simulations), the pool of each size is kept for the next call (:func:`_pool`) and shut down when the
+interpreter exits; a part's result never depends on what its process ran before (each worker function says
+why), so keeping them changes no row.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 
 __all__ = ["default_workers", "run_parts"]
+
+#: the live pools by number of processes, kept between calls of run_parts (see the module docstring)
+_POOLS: dict = {}
 
 
 def default_workers() -> int:
@@ -29,16 +36,43 @@ def run_parts(fn, parts: list[tuple], workers: int, done=None) -> list:
     """``[fn(*args) for args in parts]`` in ``workers`` processes; ``done(k)`` is called as part ``k`` finishes
     (in finishing order); the results come back in ``parts``' order.  ``fn`` must be importable (a module's
     top-level function) and its arguments and result picklable."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import as_completed
+    from concurrent.futures.process import BrokenProcessPool
 
     out: list = [None] * len(parts)
-    with ProcessPoolExecutor(max_workers=max(1, min(workers, len(parts))),
-                             mp_context=multiprocessing.get_context("spawn")) as pool:
+    size = max(1, workers)
+    pool = _pool(size)
+    try:
         futures = {pool.submit(fn, *args): k for k, args in enumerate(parts)}
         for fut in as_completed(futures):
             k = futures[fut]
             out[k] = fut.result()
             if done is not None:
                 done(k)
+    except BaseException as exc:
+        # a lost process (BrokenProcessPool) or an interrupt: this pool is not used again; a part that raised
+        # leaves it sound (its exception came back as a result)
+        if isinstance(exc, (BrokenProcessPool, KeyboardInterrupt)):
+            _POOLS.pop(size, None)
+            pool.shutdown(wait=False, cancel_futures=True)
+        raise
     return out
+
+
+def _pool(size: int):
+    """The pool of ``size`` spawned processes, started on first use (processes start as parts need them)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    pool = _POOLS.get(size)
+    if pool is None:
+        if not _POOLS:
+            atexit.register(_shutdown)
+        pool = _POOLS[size] = ProcessPoolExecutor(max_workers=size, mp_context=multiprocessing.get_context("spawn"))
+    return pool
+
+
+def _shutdown() -> None:
+    """Shut every kept pool down (at the interpreter's exit: its processes are idle by then)."""
+    while _POOLS:
+        _POOLS.popitem()[1].shutdown(wait=True)

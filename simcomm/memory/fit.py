@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from simcomm.errors import ConfigError, DoesNotFitError
 from simcomm.units import format_size
 
-__all__ = ["POLICIES", "DEFAULT_MARGIN", "CONTEXT_BYTES", "Budget", "Peak", "check"]
+__all__ = ["POLICIES", "DEFAULT_MARGIN", "CONTEXT_BYTES", "Budget", "Peak", "check", "refuses"]
 
 POLICIES = ("refuse", "warn", "off")
 #: the caching allocator's fragmentation, as a fraction of the peak (see the module docstring)
@@ -111,6 +111,11 @@ class Peak:
             d.update(margin=self.margin(budget), peak=self.need(budget), capacity=budget.capacity,
                      policy=budget.policy, fits=self.need(budget) <= budget.capacity)
         return d
+
+
+def refuses(peak: Peak, budget: Budget) -> bool:
+    """Whether :func:`check` refuses ``peak`` on ``budget`` (raises), without making its line."""
+    return budget.policy == "refuse" and peak.need(budget) > budget.capacity
 
 
 def check(peak: Peak, budget: Budget) -> str:

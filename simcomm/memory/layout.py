@@ -104,7 +104,9 @@ class LLMMemory:
 
     @property
     def total(self) -> int:
-        return self.peak().total
+        # Peak.total's sum, without building the Peak (and its label) that plan's search would ask for per stage
+        return (self.parameters + self.gradients + self.optimizer_state + self.activations + self.in_flight
+                + self.buffers)
 
     def peak(self) -> Peak:
         return Peak(f"{self.model} with {self.layout} (pipeline stage {self.stage})", self.parameters,
@@ -250,7 +252,6 @@ def estimate_stages(model, *, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1
     stage_layers = None if stage_layers is None else tuple(stage_layers)  # checked above; hashable for the caches
     s = _positive("seq", seq) if seq is not None else cfg.seq
     attention = attention or cfg.attention
-    shape = dict(tp=tp, sp=sequence_parallel, cp=cp)
     shards = shard_group if shard_group is not None else dp * cp  # ranks one parameter's state is split over
     layout = (f"tp {tp}{f', cp {cp}' if cp > 1 else ''}, pp {pp}"
               f"{f' (x{virtual_stages} virtual)' if virtual_stages > 1 else ''}, dp {dp}"
@@ -261,39 +262,63 @@ def estimate_stages(model, *, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1
               f"{f', {offload_layers} block(s) offloaded' if offload_layers else ''}")
     if isinstance(offload_layers, bool) or not isinstance(offload_layers, int) or offload_layers < 0:
         raise ConfigError(f"offload_layers: {offload_layers!r} must be an integer >= 0")
-    fewest = min(len(stage_blocks(cfg.layers, pp, k, virtual_stages, stage_layers)) for k in range(pp))
+    fewest = min(len(stage_blocks(cfg.layers, pp, k, virtual_stages, stage_layers)) for k in range(pp)) \
+        if offload_layers else 0
     if offload_layers and offload_layers >= fewest:
         raise ConfigError(f"offload_layers: {offload_layers} must be fewer than the {fewest} blocks of the "
                           f"smallest pipeline stage (TransformerEngine keeps at least one on the GPU)")
     out = []
     for k in range(pp):
-        dense, expert = stage_params(cfg, tp, pp, k, virtual_stages, ep, stage_layers, etp)
-        blocks, kinds, counts, offloaded_kinds = _stage_kinds(cfg, pp, k, virtual_stages, stage_layers, offload_layers)
-        # expert state has its own data-parallel group: the stage's tp·dp·cp ranks over etp·ep (Megatron-core's
-        # expert-data-parallel group; dp·cp / ep when etp = tp)
-        state = [a + b for a, b in zip(zero_state_bytes(dense, shards, zero, dtype, optimizer),
-                                       zero_state_bytes(expert, tp * dp * cp // (etp * ep), zero, dtype, optimizer),
-                                       strict=False)]
-        # a block's bytes depend on its index only through its kind (MoE or not): priced once per kind and summed
-        # per kind (exact either way; plan asks this of every stage of tens of thousands of layouts)
-        by_kind = {moe: layer_bytes(cfg, i, s, micro_batch, recompute=recompute, attention=attention,
-                                    dropout=dropout, etp=etp, **shape) for moe, i in kinds}
-        one = sum((by_kind[moe].kept * n for moe, n in counts), Fraction(0))
-        held = in_flight(pp, k, microbatches, schedule, virtual_stages)
-        working = max((x.working for x in by_kind.values()), default=Fraction(0))
-        buffers = Fraction(context_bytes)
-        if offload_layers:
-            buffers += max(by_kind[moe].kept for moe in offloaded_kinds)  # the block being copied
-        if k == 0:
-            buffers += held * embedding_bytes(cfg, s, micro_batch, dropout=dropout, **shape)
-        if k == pp - 1:
-            buffers += head_bytes(cfg, s, micro_batch, **shape)
-        if zero >= 3:
-            buffers += _gathered(cfg, tuple(blocks), tp, ep, k == 0, k == pp - 1, dtype, optimizer, gather_unit,
+        # the stage's model state and its activations depend on disjoint parts of the layout (a search's layouts
+        # share each part with many others), so each is worked out once per stage and cached (exact: integers)
+        params, state = _stage_state(cfg, tp, pp, k, virtual_stages, ep, etp, stage_layers, shards,
+                                     tp * dp * cp // (etp * ep), zero, dtype, optimizer)
+        activations, held_bytes, buffers = _stage_activations(
+            cfg, pp, k, virtual_stages, stage_layers, offload_layers, s, micro_batch, recompute, attention, dropout,
+            etp, tp, sequence_parallel, cp, microbatches, schedule, context_bytes)
+        if zero >= 3:  # an integer: ceil(x + n) = ceil(x) + n
+            blocks = _stage_kinds(cfg, pp, k, virtual_stages, stage_layers, offload_layers)[0]
+            buffers += _gathered(cfg, blocks, tp, ep, k == 0, k == pp - 1, dtype, optimizer, gather_unit,
                                  prefetch_params, reduce_bucket_params, cp, etp)
-        out.append(LLMMemory(cfg.name, layout, k, dense + expert, *state, math.ceil(one + working),
-                             math.ceil(one * (held - 1)), math.ceil(buffers)))
+        out.append(LLMMemory(cfg.name, layout, k, params, *state, activations, held_bytes, buffers))
     return out
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _stage_state(cfg, tp: int, pp: int, k: int, v: int, ep: int, etp: int, stage_layers: tuple[int, ...] | None,
+                 shards: int, expert_shards: int, zero: int, dtype: str, optimizer: str
+                 ) -> tuple[int, tuple[int, int, int]]:
+    """(parameters, (weight, gradient, optimizer) bytes) of a rank of stage ``k``: its dense state sharded over
+    ``shards`` ranks, its routed experts' over ``expert_shards`` (the stage's tp·dp·cp ranks over etp·ep,
+    Megatron-core's expert-data-parallel group; dp·cp / ep when etp = tp)."""
+    dense, expert = stage_params(cfg, tp, pp, k, v, ep, stage_layers, etp)
+    (w, g, o), (we, ge, oe) = (zero_state_bytes(dense, shards, zero, dtype, optimizer),
+                               zero_state_bytes(expert, expert_shards, zero, dtype, optimizer))
+    return dense + expert, (w + we, g + ge, o + oe)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _stage_activations(cfg, pp: int, k: int, v: int, stage_layers: tuple[int, ...] | None, offload_layers: int,
+                       s: int, micro_batch: int, recompute: str, attention: str, dropout: bool, etp: int, tp: int,
+                       sp: bool, cp: int, microbatches: int | None, schedule: str,
+                       context_bytes: int) -> tuple[int, int, int]:
+    """(activations, in flight, buffers but ZeRO-3's gathered units) bytes of a rank of stage ``k``."""
+    _, kinds, counts, offloaded_kinds = _stage_kinds(cfg, pp, k, v, stage_layers, offload_layers)
+    # a block's bytes depend on its index only through its kind (MoE or not): priced once per kind and summed
+    # per kind (exact either way; plan asks this of every stage of tens of thousands of layouts)
+    by_kind = {moe: layer_bytes(cfg, i, s, micro_batch, recompute=recompute, attention=attention,
+                                dropout=dropout, etp=etp, tp=tp, sp=sp, cp=cp) for moe, i in kinds}
+    one = sum((by_kind[moe].kept * n for moe, n in counts), Fraction(0))
+    held = in_flight(pp, k, microbatches, schedule, v)
+    working = max((x.working for x in by_kind.values()), default=Fraction(0))
+    buffers = Fraction(context_bytes)
+    if offload_layers:
+        buffers += max(by_kind[moe].kept for moe in offloaded_kinds)  # the block being copied
+    if k == 0:
+        buffers += held * embedding_bytes(cfg, s, micro_batch, dropout=dropout, tp=tp, sp=sp, cp=cp)
+    if k == pp - 1:
+        buffers += head_bytes(cfg, s, micro_batch, tp=tp, sp=sp, cp=cp)
+    return math.ceil(one + working), math.ceil(one * (held - 1)), math.ceil(buffers)
 
 
 @functools.lru_cache(maxsize=1 << 14)

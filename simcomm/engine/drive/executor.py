@@ -199,6 +199,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     callbacks = paths.driver == "callbacks"
     done = [] if direct else [env.event() for _ in range(n)]
     arrived = [0] * n
+    halt = _stop_after(opts.stop_after, done, n) if not direct else []
 
     def finish(oid: int) -> None:
         end[oid] = env.now
@@ -287,7 +288,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
             assert flow_pricer is not None
             _run_direct(ops, [queues[k] for k in sorted(queues)], flow_pricer, ctx, start, end, prepared)
         else:
-            run_events(env)
+            run_events(env, halt)
     except Exception as exc:
         # SimPy re-raises a process's exception as a copy chained to the original.
         if isinstance(exc.__cause__, SimcommError):
@@ -297,7 +298,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     pricer.finish_stats()
     t_start, t_end = np.array(start, dtype=float), np.array(end, dtype=float)
     missing = np.flatnonzero(np.isnan(t_end))
-    if len(missing):
+    if len(missing) and not halt:
         op = ops[int(missing[0])]
         raise PlanError(f"op {op.id} ({op.label or type(op).__name__}) never ran: its dependencies "
                         "or its group's stream order can never be satisfied")
@@ -315,7 +316,8 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
         top = sorted(np.flatnonzero(ctx.per_link), key=lambda i: (-busy[i], i))[:opts.busiest_links]
         stats["busiest_links"] = [(*map(str, topology.link_endpoints(int(i))), topology.link_names[i],
                                    float(ctx.per_link[i]), float(busy[i])) for i in top]
-    return Timeline(start=t_start, end=t_end, makespan=float(t_end.max()) if n else 0.0, link_class_bytes=link_bytes,
+    last = float(np.nanmax(t_end)) if halt else float(t_end.max()) if n else 0.0
+    return Timeline(start=t_start, end=t_end, makespan=last, link_class_bytes=link_bytes,
                     fidelity=fidelity, meta=stats, paths=paths.to_dict())
 
 
@@ -615,6 +617,27 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
 def _prepare(runtime, op, topology: Topology, ppn: int | None):
     """The runtime's preparation of ``op`` (one place, which the ``keep`` reference's check counts)."""
     return runtime.prepare(op, topology, ppn)
+
+
+def _stop_after(ids: frozenset[int], done: list, n: int) -> list:
+    """The event loop's halt flag for ``EngineOptions.stop_after``: a list that becomes non-empty once the done
+    events of every op in ``ids`` have been processed (a callback on each, so the run's other events pay
+    nothing); empty for ever when ``ids`` is."""
+    halt: list = []
+    if not ids:
+        return halt
+    if max(ids) >= n:
+        raise ConfigError(f"stop_after: op {max(ids)} is not in the plan (ops 0 to {n - 1})")
+    left = [len(ids)]
+
+    def ended(_event) -> None:
+        left[0] -= 1
+        if not left[0]:
+            halt.append(True)
+
+    for oid in sorted(ids):
+        done[oid].callbacks.append(ended)
+    return halt
 
 
 def _meta(ctx: Context, seed: int, chosen: dict) -> dict:

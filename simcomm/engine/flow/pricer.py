@@ -39,6 +39,7 @@ the reservation ended or was interrupted.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import replace
 
 import numpy as np
@@ -71,6 +72,12 @@ def _scalable(routed: RoutedStep) -> bool:
     return bool(nb[0] > 0 and (nb == nb[0]).all() and (lat == lat[0]).all())
 
 
+#: routed steps of small collective preparations (the executor's kept ones: at most this many transfers), kept
+#: per topology and the run settings ``FlowPricer._steps`` reads, for later runs (``keep`` reference: not kept)
+_KEEP_TRANSFERS = 4096
+_KEPT_STEPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 class FlowPricer:
     """Prices Transfers and Collectives on a shared :class:`LiveNetwork`."""
 
@@ -95,6 +102,14 @@ class FlowPricer:
         self._moving: dict[int, list] = {}  # rank -> [(batch id, index, bytes)] still in flight
         self._used = False  # whether any transfer or collective ran (finish_stats)
         self._shapes: dict = {}  # (group, preparation) -> its routed steps (see _steps)
+        # ... and those of small preparations from earlier runs on this topology with the same settings (the
+        # executor keeps those preparations, the same objects, so their ids stay theirs: each entry holds it),
+        # with the isolated runs of their steps (id of a kept routed step -> (it, its run), see _isolated_period)
+        kept = (_KEPT_STEPS.setdefault(ctx.topology, {}).setdefault(
+            (paths.pricing, self.closed_from, ctx.link_bytes, ctx.per_link is None, self.form, self.fam is None,
+             ctx.resolution, self.max_live), ({}, {})) if paths.keep else None)
+        self._kept_steps: dict | None = None if kept is None else kept[0]
+        self._kept_runs: dict | None = None if kept is None else kept[1]
 
     @property
     def live_merged(self) -> int:
@@ -240,6 +255,10 @@ class FlowPricer:
         """
         key = (tuple(op.ranks), id(prep))
         hit = self._shapes.get(key)
+        if hit is None and self._kept_steps is not None and self._moved is None:
+            hit = self._kept_steps.get(key)
+            if hit is not None:
+                self._shapes[key] = hit
         if hit is not None:
             return hit[1]
         ctx = self.ctx
@@ -272,6 +291,12 @@ class FlowPricer:
                           np.bincount(ctx.family_of_link, weights=found[1], minlength=len(ctx.families)))
             out.append((routed, skey, held, fbytes, closed))
         self._shapes[key] = (prep, out)  # the preparation is kept alive with its id
+        # (not with comm_cpu's per-rank bytes, which route every step: _counted)
+        if self._kept_steps is not None and self._kept_runs is not None and self._moved is None \
+                and sum(len(st) for st in prep.steps) <= _KEEP_TRANSFERS:
+            self._kept_steps[key] = (prep, out)
+            for routed, *_ in out:
+                self._kept_runs.setdefault(id(routed), (routed, None))
         return out
 
     def _counted(self, group: np.ndarray, gkey: bytes, step, latency: float | None) -> tuple | None:
@@ -321,6 +346,11 @@ class FlowPricer:
             return lat + (d0 - lat) * (n / n0), prof
         alike = self._alike_key(routed)
         ran = self._alike.get(alike) if alike is not None else None
+        kept = self._kept_runs.get(id(routed)) if ran is None and self._kept_runs is not None else None
+        if kept is not None and kept[0] is routed:
+            ran = kept[1]  # this very step's run alone, from an earlier run on the topology (None: not yet)
+            if ran is not None and alike is not None:
+                self._alike[alike] = ran
         if ran is None:
             iso = run_isolated(self.net.core.capacity, routed.nbytes, routed.latency, routed.route_len,
                                routed.links, form=self.form, family_of_link=self.fam,
@@ -331,6 +361,8 @@ class FlowPricer:
             ran = (routed.end_time(0.0, iso.finish), prof, iso.solves, iso.merged)
             if alike is not None:
                 self._alike[alike] = ran
+            if kept is not None and kept[0] is routed and self._kept_runs is not None:
+                self._kept_runs[id(routed)] = (routed, ran)
         # (a run an alike step stood in for counts as that step's own run: the statistics are the reference's)
         period, prof, solves, merged = ran
         self.ctx.stats["isolated_runs"] += 1
