@@ -36,3 +36,8 @@ def both(plan, topo, fast=(), ref=(), **kw):
 
     kw = {"runtime": MPICH, **kw}  # MPICH's rules unless the caller names a runtime
     return simulate(plan, topo, **with_reference(kw, fast)), simulate(plan, topo, **with_reference(kw, ref))
+
+
+def direct_vs_queue(plan, topo, **kw):
+    """(direct loop, SimPy's queue) timelines of one plan: :func:`both` with the ``direct`` reference."""
+    return both(plan, topo, (), {"direct"}, **kw)

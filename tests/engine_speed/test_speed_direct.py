@@ -25,9 +25,7 @@ LINK = LinkClass("speed-link", 1e9, 1e-6, "custom")
 TOPO = fat_tree(4, link=LINK, levels=2, oversubscription=2)
 
 
-def both(plan, topo, **kw):
-    """(direct loop, SimPy processes) timelines of one plan."""
-    return timelines.both(plan, topo, (), {"direct"}, **kw)
+both = timelines.direct_vs_queue
 
 
 @st.composite

@@ -21,9 +21,7 @@ LINK = LinkClass("cuts-link", 1e9, 1e-6, "custom")
 TOPO = fat_tree(4, link=LINK, levels=2, oversubscription=2)
 
 
-def both(plan, topo, **kw):
-    """(direct loop, SimPy's queue) timelines of one plan."""
-    return timelines.both(plan, topo, (), {"direct"}, **kw)
+both = timelines.direct_vs_queue
 
 
 @st.composite

@@ -42,6 +42,16 @@ def test_class_counts_equal_the_routed_counts(nodes, gpn, nics, per_leaf, spines
     assert counted.dtype == np.int64 and counted.tobytes() == _routed(topo, rows).tobytes()
 
 
+
+def _check_random_groups(topo, data, max_width: int) -> None:
+    """1-3 random groups of up to ``max_width`` members: the class count runs and equals the routed count."""
+    p = topo.n_ranks
+    width = data.draw(st.integers(1, min(p, max_width)))
+    rng = np.random.default_rng(data.draw(st.integers(0, 1000)))
+    rows = np.stack([rng.permutation(p)[:width] for _ in range(data.draw(st.integers(1, 3)))])
+    counted = topo.router.pair_counts(topo, rows)
+    assert counted is not None and counted.tobytes() == _routed(topo, rows).tobytes()
+
 @pytest.mark.parametrize("nodes", [2, 21, 41])
 def test_pxn_blocks_on_the_superpod_preset(nodes):
     topo = preset("dgx-a100-hdr", nodes=nodes, gpus_per_node=8)
@@ -54,12 +64,7 @@ def test_pxn_blocks_on_the_superpod_preset(nodes):
 @given(nodes=st.integers(1, 12), gpn=st.integers(1, 8), nics=st.sampled_from([1, 2, 8]), data=st.data())
 def test_class_counts_on_one_switch_equal_the_routed_counts(nodes, gpn, nics, data):
     topo = two_level(nodes, gpn, intra="nvswitch", nics_per_node=min(nics, gpn), inter="switch")
-    p = topo.n_ranks
-    width = data.draw(st.integers(1, min(p, 10)))
-    rng = np.random.default_rng(data.draw(st.integers(0, 1000)))
-    rows = np.stack([rng.permutation(p)[:width] for _ in range(data.draw(st.integers(1, 3)))])
-    counted = topo.router.pair_counts(topo, rows)
-    assert counted is not None and counted.tobytes() == _routed(topo, rows).tobytes()
+    _check_random_groups(topo, data, 10)
 
 
 @settings(max_examples=30, deadline=None)
@@ -73,12 +78,7 @@ def test_class_counts_on_fat_trees_equal_the_routed_counts(nodes, gpn, nics, lev
         opts["k"] = k
     topo = two_level(nodes, gpn, intra="nvswitch", nics_per_node=nics, nic_link="ib-hdr", inter="fat-tree",
                      inter_options=opts)
-    p = topo.n_ranks
-    width = data.draw(st.integers(1, min(p, 12)))
-    rng = np.random.default_rng(data.draw(st.integers(0, 1000)))
-    rows = np.stack([rng.permutation(p)[:width] for _ in range(data.draw(st.integers(1, 3)))])
-    counted = topo.router.pair_counts(topo, rows)
-    assert counted is not None and counted.tobytes() == _routed(topo, rows).tobytes()
+    _check_random_groups(topo, data, 12)
 
 
 @pytest.mark.parametrize("inter, opts", [("rail", {"routing": "ecmp"}), ("fat-tree", {"routing": "ecmp"}),
