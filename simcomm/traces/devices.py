@@ -44,6 +44,10 @@ class Efficiency:
     compute: float
     memory: float
     source: str  # "fitted on <anchor id> (...)", "borrowed: <why>; <its source>", or "default (not calibrated)"
+    #: the anchor row (data/compute_anchors.json) the factor was fitted on, kept through every borrow; "" if none
+    anchor: str = ""
+    #: what the factor was borrowed from (a device, or "the fp16 fit"); "" for a factor fitted or defaulted here
+    lender: str = ""
 
     @property
     def calibrated(self) -> bool:
@@ -52,11 +56,9 @@ class Efficiency:
     @property
     def origin(self) -> str:
         """Short form of the source: ``fitted on <anchor>``, ``borrowed from <device>, fitted on <anchor>``, ..."""
-        if not self.source.startswith("borrowed: from "):
+        if not self.lender:
             return self.source.split(" (")[0]
-        lender = self.source[len("borrowed: from "):].split(",")[0]
-        fitted = self.source[self.source.rfind("fitted on "):].split(" (")[0] if "fitted on " in self.source else ""
-        return ", ".join(x for x in (f"borrowed from {lender}", fitted) if x)
+        return ", ".join(x for x in (f"borrowed from {self.lender}", self.anchor and f"fitted on {self.anchor}") if x)
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,8 @@ class DeviceSpec:
         for key, eff in self.fitted:
             if key == dtype:
                 if family == "transformer":
-                    return Efficiency(eff.compute, eff.memory, f"CNN factors (no transformer fit): {eff.source}")
+                    return Efficiency(eff.compute, eff.memory, f"CNN factors (no transformer fit): {eff.source}",
+                                      anchor=eff.anchor)
                 return eff
         return Efficiency(self.compute_eff, self.memory_eff, "default (not calibrated)")
 
@@ -121,17 +124,18 @@ _GIB = 2**30
 
 
 def _fit(compute: float, row: str) -> Efficiency:
-    return Efficiency(compute, DEFAULT_MEMORY_EFF, f"fitted on {row} (data/compute_anchors.json)")
+    return Efficiency(compute, DEFAULT_MEMORY_EFF, f"fitted on {row} (data/compute_anchors.json)", anchor=row)
 
 
-def _borrow(eff: Efficiency, why: str) -> Efficiency:
-    return Efficiency(eff.compute, eff.memory, f"borrowed: {why}; {eff.source}")
+def _borrow(eff: Efficiency, why: str, lender: str = "") -> Efficiency:
+    """``eff`` under a new source; ``lender`` names what it came from, when the origin should say so."""
+    return Efficiency(eff.compute, eff.memory, f"borrowed: {why}; {eff.source}", anchor=eff.anchor, lender=lender)
 
 
 def _one_unknown(dtype: str, eff: Efficiency, others: tuple[str, ...]) -> tuple:
     """``fitted`` for a device with one fitted precision: its other precisions keep the same fraction of peak."""
     return ((dtype, eff),) + tuple((d, _borrow(eff, f"from the {dtype} fit, the same fraction of the {d} peak (one "
-                                                  "unknown per device)")) for d in others)
+                                                  "unknown per device)", lender=f"the {dtype} fit")) for d in others)
 
 
 def _borrow_all(fits: tuple, why: str) -> tuple:
@@ -141,7 +145,7 @@ def _borrow_all(fits: tuple, why: str) -> tuple:
 
 def _from(fits: tuple, device: str, why: str) -> tuple:
     """``device``'s factors, every precision, borrowed for ``why``."""
-    return tuple((d, _borrow(e, f"from {device}, {why}")) for d, e in fits)
+    return tuple((d, _borrow(e, f"from {device}, {why}", lender=device)) for d, e in fits)
 
 
 # Streaming multiprocessors per GPU (the GEMM model's wave size): NVIDIA's architecture whitepapers (V100 80,

@@ -104,8 +104,12 @@ def test_kineto_import_matches_direct_capture(tmp_path):
         # capped at 30 %: a misattributed layer or step (what this test guards) moves the sums by far more.
         assert abs(b / a - 1) < min(0.30, 0.08 + spread), (attr, a, b, spread)
     # per layer: 5 % plus 100 us for the Python overhead (hooks, profiler's tracer) that only one side
-    # sees; on this shared 2-core machine a preempted Python region can inflate one layer, so 90 % must hold
-    ok = [abs(getattr(b, attr) - getattr(a, attr)) <= 0.05 * getattr(a, attr) + 1e-4
+    # sees, plus a quarter of this run's spread between iterations in seconds: a preemption lands in one
+    # iteration (whose excess over the fastest the spread measures) and moves the capture's mean of the middle
+    # four by a quarter of it, the import's mean of eight by an eighth; a misattributed layer moves by its whole
+    # time.  A preempted region can still inflate one layer in two iterations, so 90 % must hold.
+    preempted = (max(iters) - min(iters)) / 4
+    ok = [abs(getattr(b, attr) - getattr(a, attr)) <= 0.05 * getattr(a, attr) + 1e-4 + preempted
           for a, b in zip(direct.layers, imported.layers, strict=False) for attr in ("forward_s", "backward_s")]
     assert sum(ok) >= 0.9 * len(ok), sum(ok) / len(ok)
     # the same 8 iterations on both sides: the import's mean against the capture's mean of all of them
