@@ -33,10 +33,11 @@ the channel's NIC.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from simcomm.nccl.layout import GroupLayout
 
-__all__ = ["Ring", "rings", "chain", "btree_parents", "dtree_parents", "tree_edges"]
+__all__ = ["Ring", "rings", "chain", "btree_parents", "dtree_parents", "tree_edges", "tree_depth"]
 
 
 @dataclass(frozen=True)
@@ -139,3 +140,20 @@ def dtree_parents(n: int) -> tuple[list[int], list[int]]:
 def tree_edges(parents: list[int]) -> list[tuple[int, int]]:
     """(child, parent) pairs of a parent array."""
     return [(k, p) for k, p in enumerate(parents) if p >= 0]
+
+
+@lru_cache(maxsize=256)
+def tree_depth(n: int) -> int:
+    """Levels from the root to the deepest leaf of NCCL's trees over ``n`` nodes (0 for one node).
+
+    ``ncclGetDtree`` (src/graph/trees.cc) builds the binary tree of :func:`btree_parents` and a second tree that
+    is the first relabelled (mirrored or shifted, :func:`dtree_parents`), so both have the first one's depth.
+    It is ``floor(log2 n)``, the depth NCCL's tuning model counts (``log2i(nNodes)``), only when ``n`` is a power
+    of two: 3 nodes hang node 1 under node 2 under the root (depth 2), 20 nodes reach node 15 through 16, 8, 12
+    and 14 (depth 5, not 4).
+    """
+    from simcomm.collectives._trees import btree_parents as parents
+    from simcomm.collectives._trees import depths
+
+    return int(depths(parents(n)).max()) if n > 1 else 0
+

@@ -93,6 +93,7 @@ import math
 
 import numpy as np
 
+from simcomm.nccl.channels import tree_depth
 from simcomm.nccl.layout import GroupLayout, nvlink_bw
 from simcomm.nccl.trips import launched_threads, ll_trip_share, threshold
 from simcomm.nccl.tuning import BASE_LAT, HW_LAT, NET_OVERHEAD, ModelTime, graphs, nvls_heads, runtime_channels
@@ -449,15 +450,18 @@ def nvls_tree_fill_loops(layout: GroupLayout, mt: ModelTime) -> float:
 
         F = algBw x [(2 + (2 depth + 1) / heads) / bwNVLink + 2 depth / (heads x bwNIC)] - 1
 
-    with NCCL's own rates (``layout.intra_bw``, the head's NIC) and depth = floor(log2 nodes), the tree depth
-    NCCL's model counts.  Nothing fitted.  In loops: 2 x 8 H100 with 400 Gb/s NICs 1.86, 2 x 8 B200 2.48.
+    with NCCL's own rates (``layout.intra_bw``, the head's NIC) and depth the levels of the trees the kernel runs
+    (``connectNvls``, ``src/graph/connect.cc``: each channel takes one of ``ncclGetDtree``'s two trees over the
+    nodes, ``c % 2``; :func:`~simcomm.nccl.channels.tree_depth`): ``floor(log2 nodes)``, the depth NCCL's model
+    counts, on a power of two, one more on 3, 5-7, 9-15, 17-31 ... nodes.  Nothing fitted.  In loops: 2 x 8 H100
+    with 400 Gb/s NICs 1.86, 2 x 8 B200 2.48.
     Single-node NVLS (``mt.algo == "nvls"``) runs the same chain without the network (scatter, one
     reduce-and-broadcast group, gather): depth 0, ``F = algBw (2 + 1/heads) / bwNVLink - 1`` (8 x H100: 0.56).
     """
     if mt.alg_bw <= 0 or layout.intra_bw <= 0 or (mt.algo == "nvls") != (layout.n_nodes == 1):
         return 0.0  # NVLS across nodes (with SHARP) has another chain: not modelled
     heads = nvls_heads(layout)
-    depth = int(math.log2(layout.n_nodes)) if layout.n_nodes > 1 else 0
+    depth = tree_depth(layout.n_nodes)  # the deepest leaf's chain: every channel's loop must cross it
     nic = nvls_tree_head_nic_bw(layout)
     net = 2 * depth / (heads * nic) if nic > 0 else 0.0
     path = (2.0 + (2 * depth + 1) / heads) / layout.intra_bw + net

@@ -122,6 +122,13 @@ def test_nvls_tree_fill_is_the_first_loops_trip_through_the_kernels_stages():
     mt16 = tuning.model("nvls-tree", "simple", "allreduce", lay16, 1 << 30)
     want = mt16.alg_bw * ((2 + 9 / 8) / lay16.intra_bw + 8 / (8 * nvls_tree_head_nic_bw(lay16))) - 1
     assert nvls_tree_fill_loops(lay16, mt16) == pytest.approx(want, rel=1e-12) and want > F
+    # 3 nodes: NCCL's trees (ncclGetDtree) hang node 1 under node 2 under the root, two levels where the model's
+    # log2i(3) counts one: 5 NVLink hand-offs and 4 network hops, F = algBw x ((2 + 5/8) / 370.8 + 4 / (8 x 48)) - 1
+    lay3 = layout(h100(3))
+    mt3 = tuning.model("nvls-tree", "simple", "allreduce", lay3, 1 << 30)
+    assert (lay3.intra_bw, nvls_tree_head_nic_bw(lay3)) == pytest.approx((370.8, 48))
+    want3 = mt3.alg_bw * ((2 + 5 / 8) / 370.8 + 4 / (8 * 48)) - 1
+    assert nvls_tree_fill_loops(lay3, mt3) == pytest.approx(want3, rel=1e-12)
     # single-node NVLS: the same chain without the network (depth 0): scatter, one reduce-and-broadcast, gather.
     # algBw 8 x min(40 x 0.85 x 7/8 x 2, 60) x 8/14 = 476 x 8/14 = 272 GB/s: F = 272 x 2.125 / 370.8 - 1 = 0.558792.
     # 1 GiB is not below 64 x 128 ops x 128 KiB = 1 GiB: 128 KiB chunks, 16 MiB loops, 64 of them.
@@ -165,3 +172,27 @@ def test_nvls_tree_fill_lengthens_the_bandwidth_term_only(monkeypatch):
     # 1 GiB = 64 loops of 16 MiB: the fill adds 1.85907 loops' worth of the same bandwidth
     assert with_fill / without == pytest.approx((64 + 1.85907) / 64, rel=1e-12)
     assert np.isfinite(with_fill)
+
+
+def test_tree_depth_is_the_deepest_leaf_of_nccls_trees():
+    from simcomm.nccl.channels import btree_parents, dtree_parents, tree_depth
+
+    # by hand from ncclGetBtree (src/graph/trees.cc): a rank with lowest set bit b hangs under (r ^ b) | 2b, or
+    # r ^ b when that is out of range.  2 nodes: 1 -> 0.  3: 1 -> 2 -> 0.  4: 1 -> 2 -> 0, 3 -> 2.
+    # 20: 15 -> 14 -> 12 -> 8 -> 16 -> 0 (8's parent is 16, which is in range), five levels.
+    assert [tree_depth(n) for n in (1, 2, 3, 4, 8, 16, 20, 32)] == [0, 1, 2, 2, 3, 4, 5, 5]
+    assert btree_parents(20)[15] == 14 and btree_parents(20)[8] == 16 and btree_parents(20)[16] == 0
+
+    def deepest(par):
+        out = 0
+        for k in range(len(par)):
+            x, levels = k, 0
+            while par[x] >= 0:
+                x, levels = par[x], levels + 1
+            out = max(out, levels)
+        return out
+
+    # both trees of the double binary tree (mirrored or shifted) are as deep as the first, for every size
+    for n in range(2, 70):
+        first, second = dtree_parents(n)
+        assert deepest(first) == deepest(second) == tree_depth(n)
