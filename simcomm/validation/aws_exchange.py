@@ -13,12 +13,15 @@ it differs by method, so it moves the gap rows:
   kernel), ``unflatten_tensors`` (per tensor ``narrow`` and ``view_as``) and
   per tensor ``param_model.data = unflat`` (a setter, no kernel).
 * **SGP** (``sgp()``): first ``worlds = dist.new_group()``, which every call
-  makes and never uses: ``new_group`` ends in torch.distributed's
-  store-based barrier (``_store_based_barrier`` in ``distributed_c10d.py``,
-  PyTorch >= 1.8, the version :mod:`aws_loop` already assumes for the NCCL
-  send/recv), which polls the TCP store every 10 ms (``time.sleep(0.01)``)
-  until every rank has checked in; ranks that arrive together all find the
-  count short at their first poll, so it costs one poll interval.  Then per
+  makes and never uses: ``new_group`` ends in a barrier over all ranks
+  (pytorch/pytorch#45181, PyTorch 1.7: an NCCL ``barrier()``), since 1.8 the
+  store-based one (``_store_based_barrier`` in ``distributed_c10d.py``,
+  pytorch/pytorch#49419 and #49930), which polls the TCP store every 10 ms
+  (``time.sleep(0.01)``) until every rank has checked in, until 2.1 made it
+  wait instead (pytorch/pytorch#98000).  The AWS code (June 2022) needs 1.8
+  or later for its NCCL send/recv, as :mod:`aws_loop` assumes; ranks that
+  arrive together all find the count short at their first poll, so it costs
+  one poll interval (the store's two round trips, ~0.1 ms, not counted).  Then per
   segment: ``flatten_tensors``; a send in a new ``threading.Thread`` (start
   and join), ``torch.zeros_like(...).cuda()`` (one kernel) and the blocking
   ``dist.recv``; or, when both peers are the same rank (offset N/2, one of

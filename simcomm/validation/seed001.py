@@ -276,7 +276,7 @@ def _exchange_finding(trace, t: dict[str, float], loopless: dict[str, float]) ->
     return (f"each exchange function's own host work in the AWS code (aws_exchange) at N={NODES}: AllReduce "
             f"{host['allreduce'] * 1e3:.1f} ms, SGP {host['sgp'] * 1e3:.1f} ms (of which "
             f"{STORE_POLL_S * 1e3:.0f} ms is the store barrier of the dist.new_group() that sgp() makes on every "
-            f"call, PyTorch >= 1.8), Crossover-SGD {host['crossover-sgd'] * 1e3:.1f} ms; without it SGP - "
+            f"call, PyTorch 1.8 to 2.0), Crossover-SGD {host['crossover-sgd'] * 1e3:.1f} ms; without it SGP - "
             f"AllReduce is {loopless['sgp']:.1f} pp and Crossover-SGD - AllReduce {loopless['crossover-sgd']:.1f} "
             f"pp (the tally before this was counted). With PyTorch 1.7's new_group, which ended in an NCCL "
             f"barrier() instead of the store's 10 ms poll (about a millisecond, taken as nothing here), SGP - "
