@@ -3,7 +3,7 @@
 Seed 001's blocking Crossover-SGD has no barrier between segments: a rank sends its next segment once its own
 send and receive are done.  When one pair's exchange of a segment ends late, the ranks that finished early
 send into the late pair's ranks while those still receive, and max-min sharing slows both flows
-(docs/validation.md, seed 001's findings; validation.seed001.stagger_case runs it with NCCL's pair all-reduce).
+(docs/validation.md, seed 001's findings; validation.aws_stagger.stagger_case runs it with NCCL's pair all-reduce).
 """
 
 from __future__ import annotations
