@@ -62,15 +62,20 @@ def test_unknown_parameter_layer_is_refused():
 
 
 def test_seed001_reference_carries_the_loop(monkeypatch):
-    """Every method's iteration and the reference get the same host work (the timer covers it in all)."""
+    """Every method's iteration and the reference get the loop's host work (the timer covers it in all); each
+    flat method adds its own exchange function's (simcomm.validation.aws_exchange)."""
     from simcomm.validation import seed001
 
-    seen = []
+    seen = {}
     monkeypatch.setattr(seed001, "_run", lambda trace, strategy, nodes, options, batch, load:
-                        seen.append(load) or SimpleNamespace(mean_s=1.0))
+                        seen.setdefault((strategy, nodes, options.get("groups")), load) and SimpleNamespace(mean_s=1.0))
     seed001.times(4)
-    loop = seed001.host_loop(seed001._trace())
-    assert len(seen) >= 4 and set(seen) == {loop.total_s}
+    trace = seed001._trace()
+    loop = seed001.host_loop(trace)
+    assert seen[("allreduce", 1, None)] == loop.total_s  # the reference: no exchange
+    for method in ("allreduce", "sgp", "crossover-sgd"):
+        assert seen[(method, 4, None)] == loop.total_s + seed001.exchange_host(trace, method, 4)
+    assert seen[("hierarchical-crossover-sgd", 4, 2)] == loop.total_s
     assert 0.05 < loop.total_s < 0.2  # tens of ms of CPU draw plus ~1 600 host reads
 
 
