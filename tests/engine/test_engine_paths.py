@@ -52,7 +52,8 @@ def test_the_chooser_picks_each_path_from_the_plan_and_the_options():
     msgs, colls = _messages(), _collectives()
     o = EngineOptions
     assert choose(msgs, "flow", o()).to_dict() == {"driver": "direct", "pricing": "per-link", "scaled": True,
-                                                   "core": "lean"}
+                                                   "core": "lean", "closed_from": 1 << 20, "resolution": 0.0,
+                                                   "stop_after": 0}
     assert choose(colls, "flow", o()).driver == "callbacks"  # collectives: SimPy's queue, driven by callbacks
     assert choose(msgs, "flow", o(comm_cpu=1e-10)).driver == "callbacks"  # a CPU cost follows each rank's bytes
     assert choose(msgs, "flow", o(comm_cpu=1e-10)).pricing == "whole-network"
@@ -67,7 +68,15 @@ def test_the_chooser_picks_each_path_from_the_plan_and_the_options():
     assert [choose(colls, "flow", o(reference=r)).core for r in ({"lean"}, {"scalar"}, {"incremental"})] == \
         ["scalar", "numpy", "plain"]
     assert choose(colls, "analytic", o(link_bytes=False)).to_dict() == {
-        "driver": "one-pass", "pricing": "closed-forms", "scaled": False, "core": "none"}
+        "driver": "one-pass", "pricing": "closed-forms", "scaled": False, "core": "none", "closed_from": 0,
+        "resolution": 0.0, "stop_after": 0}
+    # the closed-step threshold, the event resolution and stop_after, as the run takes them
+    assert choose(colls, "flow", o(closed_steps=8, resolution=0.01)).to_dict()["closed_from"] == 8
+    assert choose(colls, "flow", o(closed_steps=8, reference={"closed_steps"})).closed_from == 0
+    assert choose(colls, "flow", o(resolution=0.01)).resolution == 0.01
+    assert choose(colls, "analytic", o(resolution=0.01)).resolution == 0.0  # closed forms merge no completions
+    assert choose(colls, "flow", o(stop_after={1, 2})).stop_after == 2
+    assert choose(msgs, "flow", o(stop_after={1, 2})).stop_after == 0  # the direct loop runs every op
     assert choose(colls, "analytic", o(link_bytes=False, reference={"one_pass"})).driver == "callbacks"
     assert choose(colls, "analytic", o()).driver == "callbacks"  # link bytes depend on the event order
     assert choose(msgs, "flow", o(reference={"keep"})).keep is False
@@ -76,7 +85,13 @@ def test_the_chooser_picks_each_path_from_the_plan_and_the_options():
 @pytest.mark.parametrize("fidelity", ["flow", "analytic"])
 def test_every_run_records_the_paths_it_took(fidelity):
     tl = simulate(_collectives(), TOPO, fidelity=fidelity, runtime=MPICH)
-    assert tl.paths == choose(_collectives(), fidelity, EngineOptions()).to_dict()
+    # (here every repeat overlaps other traffic: none is coalesced, none scaled)
+    assert tl.paths == {**choose(_collectives(), fidelity, EngineOptions()).to_dict(), "taken": {}}
+    b = PlanBuilder(TOPO.n_ranks)
+    b.collective("allreduce", range(8), 8e5, algorithm="ring")  # alone: its 2 x 7 repeated steps are coalesced
+    alone = simulate(b.build(), TOPO, fidelity=fidelity, runtime=MPICH)
+    assert alone.paths["taken"] == ({"coalesced_steps": 14} if fidelity == "flow" else {})
+    assert alone.paths["taken"].get("coalesced_steps", 0) == alone.meta.get("steps_coalesced", 0)
     assert "paths" not in tl.meta  # the statistics stay as they were (their digests are committed)
     fast = simulate(_collectives(), TOPO, fidelity=fidelity, link_bytes=False, runtime=MPICH)
     assert fast.paths["driver"] == ("one-pass" if fidelity == "analytic" else "callbacks")
@@ -176,12 +191,16 @@ def test_the_engine_layers_import_downward_only():
     assert seen == set(order) and upward == []
 
 
+FLOW = {"closed_from": 1 << 20, "resolution": 0.01, "stop_after": 0}
+
+
 @pytest.mark.parametrize("extra, want", [
-    ((), {"driver": "callbacks", "pricing": "per-link", "scaled": True, "core": "lean"}),
-    (("--fidelity", "analytic"), {"driver": "callbacks", "pricing": "closed-forms", "scaled": False, "core": "none"}),
+    ((), {"driver": "callbacks", "pricing": "per-link", "scaled": True, "core": "lean", **FLOW}),
+    (("--fidelity", "analytic"), {"driver": "callbacks", "pricing": "closed-forms", "scaled": False, "core": "none",
+                                  "closed_from": 0, "resolution": 0.0, "stop_after": 0}),
     (("--strategy", "ps", "--stack-cpu", "25ns"), {"driver": "callbacks", "pricing": "whole-network", "scaled": True,
-                                                   "core": "lean"}),
-    (("--strategy", "dpsgd"), {"driver": "direct", "pricing": "per-link", "scaled": True, "core": "lean"}),
+                                                   "core": "lean", **FLOW}),
+    (("--strategy", "dpsgd"), {"driver": "direct", "pricing": "per-link", "scaled": True, "core": "lean", **FLOW}),
 ])
 def test_run_json_names_the_engine_paths_of_each_kind(cli, extra, want):
     import json
@@ -192,4 +211,6 @@ def test_run_json_names_the_engine_paths_of_each_kind(cli, extra, want):
     kinds = json.loads(out)["kinds"]
     # and the planning path: 4 training ranks are under FOLD_RANKS, so fold_ranks auto plans every rank
     unfolded = {"setting": "auto", "used": False, "folded_ranks": 0, "folded_computes": 0}
-    assert kinds and all(k["engine"] == {**want, "rank_fold": unfolded} for k in kinds)
+    # (and what each run took op by op, and the strategy's own planning paths: tests/engine/test_json_paths.py)
+    assert kinds and all({key: k["engine"][key] for key in (*want, "rank_fold")} == {**want, "rank_fold": unfolded}
+                         for k in kinds)
