@@ -92,12 +92,11 @@ class Paths:
     stop_after: int = 0
 
     def to_dict(self) -> dict:
-        """What a run records: driver, pricing, scaled steps, core, the closed-step threshold (0: never), the event
-        resolution (0: exact) and how many ops ``stop_after`` waits for (0: every op runs) (``keep``/``max_live``/
-        ``shapes`` change no float).  The run adds ``taken``: the counts of :data:`TAKEN`."""
-        d = asdict(self)
-        del d["keep"], d["max_live"], d["shapes"]
-        return d
+        """What a run records: every field (driver, pricing, scaled steps, core; whether small preparations are
+        kept for later runs and alike groups share one; where the core leaves its scalar forms; the closed-step
+        threshold, 0: never; the event resolution, 0: exact; how many ops ``stop_after`` waits for, 0: every op
+        runs).  The run adds ``taken``: the counts of :data:`TAKEN`."""
+        return asdict(self)
 
 
 def cuts_only(ops) -> bool:

@@ -52,8 +52,8 @@ def test_the_chooser_picks_each_path_from_the_plan_and_the_options():
     msgs, colls = _messages(), _collectives()
     o = EngineOptions
     assert choose(msgs, "flow", o()).to_dict() == {"driver": "direct", "pricing": "per-link", "scaled": True,
-                                                   "core": "lean", "closed_from": 1 << 20, "resolution": 0.0,
-                                                   "stop_after": 0}
+                                                   "core": "lean", "keep": True, "max_live": 16, "shapes": True,
+                                                   "closed_from": 1 << 20, "resolution": 0.0, "stop_after": 0}
     assert choose(colls, "flow", o()).driver == "callbacks"  # collectives: SimPy's queue, driven by callbacks
     assert choose(msgs, "flow", o(comm_cpu=1e-10)).driver == "callbacks"  # a CPU cost follows each rank's bytes
     assert choose(msgs, "flow", o(comm_cpu=1e-10)).pricing == "whole-network"
@@ -68,8 +68,8 @@ def test_the_chooser_picks_each_path_from_the_plan_and_the_options():
     assert [choose(colls, "flow", o(reference=r)).core for r in ({"lean"}, {"scalar"}, {"incremental"})] == \
         ["scalar", "numpy", "plain"]
     assert choose(colls, "analytic", o(link_bytes=False)).to_dict() == {
-        "driver": "one-pass", "pricing": "closed-forms", "scaled": False, "core": "none", "closed_from": 0,
-        "resolution": 0.0, "stop_after": 0}
+        "driver": "one-pass", "pricing": "closed-forms", "scaled": False, "core": "none", "keep": True, "max_live": 16,
+        "shapes": True, "closed_from": 0, "resolution": 0.0, "stop_after": 0}
     # the closed-step threshold, the event resolution and stop_after, as the run takes them
     assert choose(colls, "flow", o(closed_steps=8, resolution=0.01)).to_dict()["closed_from"] == 8
     assert choose(colls, "flow", o(closed_steps=8, reference={"closed_steps"})).closed_from == 0
@@ -130,7 +130,7 @@ def test_every_reference_switch_gives_the_default_floats(plan, fidelity, link_by
         want = {"direct"} if plan == "messages" else {"callbacks", "per_link", "coalesce", "scaling"}
         assert want | {"lean", "scalar", "incremental"} <= taken
     elif not link_bytes:
-        assert taken == {"one_pass"}
+        assert taken == {"one_pass", "keep", "shapes"}  # (the two caches' switches are recorded wherever they are)
 
 
 def test_the_reference_paths_really_run_something_else():
@@ -191,13 +191,13 @@ def test_the_engine_layers_import_downward_only():
     assert seen == set(order) and upward == []
 
 
-FLOW = {"closed_from": 1 << 20, "resolution": 0.01, "stop_after": 0}
+FLOW = {"keep": True, "max_live": 16, "shapes": True, "closed_from": 1 << 20, "resolution": 0.01, "stop_after": 0}
 
 
 @pytest.mark.parametrize("extra, want", [
     ((), {"driver": "callbacks", "pricing": "per-link", "scaled": True, "core": "lean", **FLOW}),
     (("--fidelity", "analytic"), {"driver": "callbacks", "pricing": "closed-forms", "scaled": False, "core": "none",
-                                  "closed_from": 0, "resolution": 0.0, "stop_after": 0}),
+                                  **FLOW, "closed_from": 0, "resolution": 0.0}),
     (("--strategy", "ps", "--stack-cpu", "25ns"), {"driver": "callbacks", "pricing": "whole-network", "scaled": True,
                                                    "core": "lean", **FLOW}),
     (("--strategy", "dpsgd"), {"driver": "direct", "pricing": "per-link", "scaled": True, "core": "lean", **FLOW}),
