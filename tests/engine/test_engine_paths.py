@@ -163,8 +163,47 @@ def test_no_switch_lives_outside_the_options():
     assert sorted(uses) == ["flow/network.py", "fluid/core.py", "fluid/small.py", "options.py"]  # defaults only
 
 
+def _switches(root: Path) -> list[str]:
+    """What could make a module global or a class attribute a switch, anywhere under ``root``: a ``global``
+    statement, a module-level name bound to True or False, or an assignment to an attribute of an imported
+    module or class (``executor.DIRECT = True``, ``FluidCore.lean = False``)."""
+    import ast
+
+    out = []
+    for f in sorted(root.rglob("*.py")):
+        tree = ast.parse(f.read_text())
+        imported = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                imported |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                imported |= {a.asname or a.name for a in node.names}
+        rel = f.relative_to(root).as_posix()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Global):
+                out.append(f"{rel}:{node.lineno} global {', '.join(node.names)}")
+            elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in imported:
+                        out.append(f"{rel}:{node.lineno} {t.value.id}.{t.attr} = ...")
+        out += [f"{rel}:{node.lineno} {ast.unparse(node.targets[0])} = {node.value.value}" for node in tree.body
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, bool)]
+    return out
+
+
+def test_no_module_global_or_class_attribute_is_a_switch_anywhere(tmp_path):
+    assert _switches(ENGINE.parent) == []
+    (tmp_path / "m.py").write_text("from simcomm.engine.drive import executor\nfrom x import FluidCore\n"
+                                   "LEAN = False\ndef f():\n    global LEAN\n    executor.DIRECT = True\n"
+                                   "    FluidCore.lean = False\n")
+    assert _switches(tmp_path) == ["m.py:5 global LEAN", "m.py:6 executor.DIRECT = ...", "m.py:7 FluidCore.lean = ...",
+                                   "m.py:3 LEAN = False"]
+
+
 def test_simpy_private_state_is_touched_in_events_only_and_no_cache_is_stashed_in_other_objects():
-    private = re.compile(r"\._(queue|ok|value|defused|now)\b")
+    # every private attribute of SimPy's Environment, Event and Process the engine could reach for
+    private = re.compile(r"\._(queue|ok|value|defused|now|eid|active_proc|target|generator|resume|desc)\b")
     touching = sorted(f.relative_to(ENGINE).as_posix() for f in ENGINE.rglob("*.py") if private.search(f.read_text()))
     assert touching == ["events.py"]
     assert not [f.name for f in ENGINE.rglob("*.py") if "__dict__" in f.read_text()]
