@@ -5,6 +5,7 @@ The disk is a 16 KiB tmpfs filled to the last byte (needs root to mount; skipped
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -45,6 +46,9 @@ def full_disk(tmp_path):
     ["trace", "synth", "--model", "resnet50", "--device", "v100", "--out", "{d}/r.json"],
     ["trace", "show", "resnet50-v100-roofline", "--png", "{d}/s.png"],
     ["trace", "import", "{p}", "--allow-zero-params", "--out", "{d}/i.json"],
+    pytest.param(["trace", "capture", "--module", "tests.traces.factories_traces:tiny", "--input-shape", "3,8,8",
+                  "--batch", "2", "--iters", "1", "--warmup", "0", "--threads", "1", "--out", "{d}/c.json"],
+                 marks=pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="captures with torch")),
     ["validate", "--write", "{d}/v.md"],
     ["calibrate", "--nccl-tests", "tests/data/nccl_tests/all_reduce_2x8_p4d_efa.txt", "--cluster", "aws-p4d",
      "--nodes", "2", "--out", "{d}/l.toml"],
