@@ -295,3 +295,16 @@ def test_an_unlisted_path_fails_the_run():
     ctx.took("a_new_fast_path")
     with pytest.raises(AssertionError, match="'a_new_fast_path' taken but not listed"):
         _paths(paths, ctx)
+
+
+def test_compare_json_names_each_runs_paths_as_run_does(cli):
+    """``compare --json``: every row carries its run's ``engine`` records, those ``run --json`` gives alone."""
+    rc, out, err = cli("compare", "--cluster", "dgx-a100-hdr", "--nodes", "2", "--strategies", "dpsgd,crossover-sgd",
+                       "--json")
+    assert rc == 0, err
+    rows = {row["strategy"]: row["engine"] for row in json.loads(out)}
+    for s in ("dpsgd", "crossover-sgd"):
+        rc, out, err = cli(*BASE, "--strategy", s)
+        assert rc == 0, err
+        assert rows[s] == [k["engine"] for k in json.loads(out)["kinds"]] and rows[s][0]["driver"] == "direct"
+    assert rows["crossover-sgd"][0]["taken"]["cut_collectives"] > 0
