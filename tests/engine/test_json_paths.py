@@ -308,3 +308,16 @@ def test_compare_json_names_each_runs_paths_as_run_does(cli):
         assert rc == 0, err
         assert rows[s] == [k["engine"] for k in json.loads(out)["kinds"]] and rows[s][0]["driver"] == "direct"
     assert rows["crossover-sgd"][0]["taken"]["cut_collectives"] > 0
+
+
+def test_whatif_results_name_each_points_paths(cli, tmp_path):
+    """A what-if sweep's results.json: each point's kinds carry their ``engine`` records, as ``run --json`` gives."""
+    out = tmp_path / "o"
+    rc, _, err = cli("whatif", "--cluster", "dgx-a100-hdr", "--vary", "nodes=2", "--strategies", "crossover-sgd",
+                     "--sequential", "--no-report", "--out", str(out))
+    assert rc == 0, err
+    (row,) = json.loads((out / "results.json").read_text())["rows"]
+    rc, alone, err = cli(*BASE, "--strategy", "crossover-sgd")
+    assert rc == 0, err
+    assert [k["engine"] for k in row["kinds"]] == [k["engine"] for k in json.loads(alone)["kinds"]]
+    assert row["kinds"][0]["engine"]["taken"]["cut_collectives"] > 0
