@@ -37,12 +37,12 @@ LAYERS = {
     "report": 7,
     "cli": 8, "__main__": 8,
 }
-#: modules placed apart from their package's layer: llm/ holds model shapes, the layout, placement and compute
-#: that traces and strategies read (layer 2); plan's estimate and its data-parallel timing, which read the
-#: strategy's fold rule, and a layout's memory fit, which reads the memory model (layer 3); the search, its worker
-#: parts and the simulation of its best rows, which run the pipeline (layer 6)
-MODULE_LAYERS = {"llm.estimate": 3, "llm.estimate_dp": 3, "llm.fitting": 3, "llm.search": 6, "llm.search_parts": 6,
-                 "llm.simulate": 6}
+#: modules placed apart from their package's layer: llm/ holds model shapes, the layout and placement that traces
+#: and strategies read (layer 2); the per-stage compute, which prices traces' layers, plan's estimate and its
+#: data-parallel timing, which read the strategy's fold rule, and a layout's memory fit, which reads the memory
+#: model (layer 3); the search, its worker parts and the simulation of its best rows, which run the pipeline (layer 6)
+MODULE_LAYERS = {"llm.compute": 3, "llm.estimate": 3, "llm.estimate_dp": 3, "llm.fitting": 3, "llm.search": 6,
+                 "llm.search_parts": 6, "llm.simulate": 6}
 #: per package, what it must never import even where the layers allow it (a module, or a package and all below it):
 #: the engine is handed its runtime (simcomm.collectives.runtime.CollectiveRuntime) by the caller, has no default
 #: one and names no stack, runtime, NCCL or rule table (MPICH's, Open MPI's and gloo's live in simcomm.runtimes.mpi);
@@ -58,12 +58,9 @@ FORBIDDEN = {
     "cost_models": ("engine", "strategies"),
 }
 #: import cycles between packages that exist today, each with why it is left: the test fails when one is gone
-#: (remove it here) and on any other
-KNOWN_CYCLES = {
-    # llm.models asks traces.zoo.transformer for a model's layer specs, which reads llm.models' TransformerConfig;
-    # llm.compute prices traces' layers (a split of llm into shapes and compute would end it)
-    ("llm", "traces", "workload"),
-}
+#: (remove it here) and on any other.  None: llm.models holds shapes only (the analytic architecture of a config is
+#: traces.zoo.transformer's), and llm.compute, which prices traces' layers, sits above traces (layer 3)
+KNOWN_CYCLES: set[tuple[str, ...]] = set()
 #: heavy dependency -> the packages or modules that may import it: torch only where a trace is captured (the
 #: capture and the torch models it runs) and where calibration measures the real collectives (its workers)
 HEAVY = {"simpy": {"engine"}, "typer": {"cli"}, "rich": {"cli"}, "matplotlib": {"report"},
