@@ -109,6 +109,9 @@ class IterationInfo:
     ``traffic_weights``: ``(stream, weight)`` pairs: the link bytes of that stream's ops count
     ``weight`` times (a plan that simulates one of several identical replicas counts their
     traffic with it; engine option ``traffic_weights``).
+    ``paths``: the planning paths the strategy chose where it chose them (a fold of workers, replicas,
+    lanes or messages: name -> a small JSON-able record, ``{"used": bool, ...}``); the run reports them beside
+    the engine's paths (each kind's ``engine`` in ``--json``).
     """
 
     kind: str = "every iteration"
@@ -119,6 +122,7 @@ class IterationInfo:
     measured_ranks: tuple[int, ...] | None = None
     samples: int | None = None
     traffic_weights: tuple[tuple[str, float], ...] = ()
+    paths: Mapping[str, Mapping] = field(default_factory=dict)
 
     def with_assumed(self, *lines: str) -> IterationInfo:
         return replace(self, assumed=tuple(self.assumed) + tuple(lines))
@@ -327,9 +331,9 @@ class PlanBuilder:
               period_ranks: Mapping[int, tuple[int, int]] | None = None, iterations_in_plan: int = 1,
               assumed: tuple[str, ...] = (), measured_ranks: Sequence[int] | None = None,
               samples: int | None = None, traffic_weights: Mapping[str, float] | None = None,
-              **meta) -> CommPlan:
+              paths: Mapping[str, Mapping] | None = None, **meta) -> CommPlan:
         """The plan: the iteration protocol as typed fields, anything else as diagnostics in ``meta``."""
         info = IterationInfo(kind, period, period_ranks, iterations_in_plan, tuple(assumed),
                              None if measured_ranks is None else tuple(measured_ranks), samples,
-                             tuple(sorted((traffic_weights or {}).items())))
+                             tuple(sorted((traffic_weights or {}).items())), dict(paths or {}))
         return CommPlan(self.n_ranks, tuple(self._ops), dict(meta), info).validate()

@@ -68,7 +68,8 @@ class IterationKind:
     busiest_links: tuple = ()
     #: exposed time by parallelism (tensor, pipeline, data, expert) and waiting, for layouts that name them
     exposed_by: dict = field(default_factory=dict)
-    #: the engine paths its simulation took (``Timeline.paths``: driver, pricing, scaled steps, fluid core)
+    #: the engine paths its simulation took (``Timeline.paths``: driver, pricing, scaled steps, fluid core, ...,
+    #: ``taken``) and the planning paths of its plan (``rank_fold``, ``IterationInfo.paths``)
     engine: dict = field(default_factory=dict)
 
 

@@ -215,16 +215,17 @@ def build_trace(row: Row, compute_eff: float, roofline: str = "gemm"):
     from simcomm.traces.devices import get_device
     from simcomm.traces.schema import Trace
     from simcomm.traces.synth import synth_layers, transformer_layers
+    from simcomm.traces.zoo.transformer import layer_specs
 
     if not 0.0 < compute_eff <= 1.0:
         raise TableError(f"compute_eff: {compute_eff!r} must be in (0, 1]")
     cfg = model_config(row)
-    specs = cfg.layer_specs()  # the library's unfused attention leaves
+    specs = layer_specs(cfg)  # the library's unfused attention leaves
     base = get_device(DEVICE)
     dev = replace(base, compute_eff=compute_eff, memory_eff=base.efficiency(DTYPE).memory, fitted=())
     gemm_meta: dict = {}
     if roofline == "max":
-        flash = replace(cfg, attention="flash").layer_specs()
+        flash = layer_specs(replace(cfg, attention="flash"))
         specs = [replace(s, mem_elems=f.mem_elems) if s.module_type == "TransformerAttention" else s
                  for s, f in zip(specs, flash, strict=False)]
         layers = synth_layers(specs, [row.microbatch], dev, DTYPE, "adam", additive=False)

@@ -145,8 +145,8 @@ def compare_command(
              "speedup": None if r.not_applicable else r.speedup,
              **{f"exposed_{k}_s": None if r.not_applicable else r.exposed_by.get(k) for k in kinds},
              "baseline": r.baseline or "", "not_applicable": r.not_applicable or ""} for r in results]
-    if as_json:
-        print_json(rows)
+    if as_json:  # (and the engine paths each run took, per kind of iteration: docs/engine.md, "Engine paths")
+        print_json([{**row, "engine": [k.engine for k in r.kinds]} for row, r in zip(rows, results, strict=True)])
         return
     if as_csv:
         buf = io.StringIO()

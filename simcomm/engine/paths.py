@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-__all__ = ["Paths", "choose", "cuts_only", "REFERENCES", "EXACT"]
+__all__ = ["Paths", "choose", "cuts_only", "REFERENCES", "EXACT", "TAKEN"]
 
 #: Every reference path: name -> the fast path it turns off.
 REFERENCES = {
@@ -57,6 +57,21 @@ REFERENCES = {
     "closed_steps": "a large step of one transfer size per link priced alone by its closed form (run as flows "
                     "instead)",
 }
+#: Paths taken op by op or step by step during a run (beside :func:`choose`'s up-front choice): name -> what
+#: counts.  Where the engine takes one it says so, ``ctx.took(name)`` (:class:`simcomm.engine.drive.executor.Context`),
+#: and the run records every count above zero as ``Timeline.paths["taken"]`` (each kind's ``engine.taken`` in
+#: ``--json``); a name not listed here fails the run, so a new path is listed (and documented) once, here.
+TAKEN = {
+    "closed_steps": "steps priced alone by their closed form (at least ``closed_from`` transfers, one size per link)",
+    "pair_counts": "of those, steps of blocks of pairs whose link loads were counted by classes, never routed",
+    "coalesced_steps": "repeats of a step reserved for its isolated run's period instead of run as flows",
+    "scaled_runs": "isolated runs of a scalable step reused for another size (``scaled``)",
+    "cut_collectives": "collectives the direct loop ran alone on SimPy's queue, between its own runs (cuts)",
+    "merged_flows": "flows retired at a nearby completion's event (``resolution`` > 0: an approximation)",
+    "sampled_schedules": "analytic collective shapes of more than ``PAIR_LIMIT`` transfers priced from a sampled "
+                         "schedule (no link bytes counted for them)",
+    "ops_not_run": "ops left unrun once every ``stop_after`` op had ended (their times NaN)",
+}
 #: References that give every float bit for bit (the others: the same model, floats to 1e-9).
 EXACT = frozenset({"one_pass", "direct", "callbacks", "keep", "shapes", "lean", "scalar"})
 
@@ -73,14 +88,15 @@ class Paths:
     max_live: int
     shapes: bool = True
     closed_from: int = 0
+    resolution: float = 0.0
+    stop_after: int = 0
 
     def to_dict(self) -> dict:
-        """What a run records: driver, pricing, scaled steps and core (``keep``/``max_live``/``shapes`` change
-        no float; ``closed_from`` moves a float only at or above its size, where the run's statistics count
-        ``steps_closed``)."""
-        d = asdict(self)
-        del d["keep"], d["max_live"], d["shapes"], d["closed_from"]
-        return d
+        """What a run records: every field (driver, pricing, scaled steps, core; whether small preparations are
+        kept for later runs and alike groups share one; where the core leaves its scalar forms; the closed-step
+        threshold, 0: never; the event resolution, 0: exact; how many ops ``stop_after`` waits for, 0: every op
+        runs).  The run adds ``taken``: the counts of :data:`TAKEN`."""
+        return asdict(self)
 
 
 def cuts_only(ops) -> bool:
@@ -175,5 +191,7 @@ def choose(plan, fidelity: str, options) -> Paths:
         else:
             core = "lean"
     closed_from = options.closed_steps if flow and pricing != "plain" and "closed_steps" not in ref else 0
+    # the direct loop runs every op whatever stop_after says; closed forms merge no completions
+    stop = len(options.stop_after) if driver != "direct" else 0
     return Paths(driver, pricing, scaled, core, "keep" not in ref, options.max_live, "shapes" not in ref,
-                 closed_from)
+                 closed_from, float(options.resolution) if flow else 0.0, stop)

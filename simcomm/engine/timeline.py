@@ -22,7 +22,8 @@ class Timeline:
     fidelity: ``flow`` or ``analytic``.
     meta: engine statistics (events processed, max-min solves, ...).
     paths: the engine paths the run took (:meth:`simcomm.engine.paths.Paths.to_dict`: driver,
-        pricing, scaled steps, fluid-core form); kept apart from ``meta``, the statistics.
+        pricing, scaled steps, fluid-core form, closed-step threshold, resolution, ``stop_after``; and
+        ``taken``, the counts of :data:`simcomm.engine.paths.TAKEN`); kept apart from ``meta``, the statistics.
     """
 
     start: np.ndarray

@@ -302,18 +302,8 @@ class TransformerConfig:
     def head_flops(self) -> float:
         return 2.0 * self.seq * self.hidden * self.vocab
 
-    # -- the analytic architecture (leaves priced by roofline synthesis: simcomm.traces.zoo.transformer) -------
-    def layer_specs(self) -> tuple:
-        """The analytic :class:`~simcomm.traces.zoo.spec.LayerSpec` list of one sequence (what synthesis prices)."""
-        from simcomm.traces.zoo.transformer import layer_specs
-
-        return layer_specs(self)
-
-    def __call__(self, ops, x):
-        """The architecture against the zoo's analytic ops (the torch module is ``torchnet.build_transformer``)."""
-        from simcomm.traces.zoo.transformer import build_spec
-
-        return build_spec(self, ops, x)
+    # (the analytic architecture, priced by roofline synthesis, is simcomm.traces.zoo.transformer's build_spec and
+    # layer_specs of a config: the shapes here import no trace code, so traces may read them without a circle)
 
     # -- meta ------------------------------------------------------------------------------------------------
     def meta(self) -> dict:

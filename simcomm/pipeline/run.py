@@ -22,7 +22,7 @@ from simcomm.strategies._fold import FOLD_RANKS
 from simcomm.strategies.base import NotApplicable
 from simcomm.workload import build_workload
 
-__all__ = ["simulate", "check_wire", "fold_record"]
+__all__ = ["simulate", "check_wire", "fold_record", "paths_record"]
 
 
 def simulate(scn: Scenario, *, ctx: Resolver | None = None, baseline: bool = True,
@@ -115,8 +115,9 @@ def _simulate(scn: Scenario, ctx: Resolver | None, baseline: bool, analytic: boo
                      rank_means=bool(setup.compute_scale), busiest=busiest_links,
                      comm_streams=type(strategy).comm_streams)
     record = run_plans(plans, topo, n_train, how, on_timeline, progress)
-    # each kind's engine paths name the planning path too: whether identical ranks were folded, and how many
-    kinds = tuple(replace(k, engine={**k.engine, "rank_fold": fold_record(scn.fold_ranks, plan)})
+    # each kind's engine paths name the planning paths too: whether identical ranks were folded, and how many, and
+    # the strategy's own folds (IterationInfo.paths: workers, replicas, lanes, messages)
+    kinds = tuple(replace(k, engine=paths_record(k.engine, scn.fold_ranks, plan))
                   for k, (_, plan) in zip(record.kinds, plans, strict=True))
     assumed += ran_lines(record.algorithms, setup.runtime)
     mean, bd, lb, est = mean_of(kinds)
@@ -168,6 +169,16 @@ def _folds_ranks(scn: Scenario, n_train: int, cpu_per_byte: float) -> bool:
         raise ConfigError(f"fold_ranks: on folds ranks that compute alike, which {what} makes unequal; "
                           "use fold_ranks auto or off")
     return setting == "on" or (setting == "auto" and n_train >= FOLD_RANKS and not jitter and not cpu_per_byte)
+
+
+def paths_record(engine: dict, setting: str, plan) -> dict:
+    """A kind's ``engine`` record: the engine run's paths (``Timeline.paths``), the rank fold and the plan's own
+    planning paths (``plan.info.paths``), none of which may rename another."""
+    planned = dict(plan.info.paths)
+    clash = sorted((set(engine) | {"rank_fold"}) & set(planned))
+    if clash:
+        raise AssertionError(f"planning path {clash[0]!r} has the name of an engine path")
+    return {**engine, "rank_fold": fold_record(setting, plan), **planned}
 
 
 def fold_record(setting: str, plan) -> dict:

@@ -406,6 +406,8 @@ class ParameterServer(Strategy):
                        period_ranks={r: (its[r].backward_end, ends[r]) for r in sorted(simulated)},
                        server_compute_s=max(load),
                        worker_compute_s=max((w.forward_s + w.backward_s) * w.scale(r) for r in range(W)), **fold_kw,
+                       paths={"worker_fold": {"setting": p.fold, "used": folded is not None,
+                                              "simulated_workers": len(simulated), "workers": W}},
                        assumed=(note,) if folded is None else (note, fold_note(W, folded)))
 
     @staticmethod

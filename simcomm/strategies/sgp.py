@@ -177,7 +177,8 @@ def emit_folded_blocking(b: PlanBuilder, w, topology, d: int, seg_bytes, kind: s
             "scaled per route class; within 0.06 % of every rank simulated at 512 and 1 024 GPUs on dgx-a100-hdr "
             "(docs/engine.md; --opt fold=off simulates every rank)")
     return b.build(kind=kind, segments=len(seg_bytes), assumed=(*assumed, note), measured_ranks=ranks,
-                   simulated_ranks=len(ranks),
+                   simulated_ranks=len(ranks), paths={"message_fold": {"used": True, "simulated_ranks": len(ranks),
+                                                                       "ranks": n}},
                    traffic_weights={f"comm{c}": float(full[c]) / here[c] for c in here})
 
 
@@ -239,7 +240,8 @@ class SGP(Strategy):
         emit_segment_gossip(b, range(n), ready, seg_bytes, lambda s: rounds, gamma=topology.gamma,
                             mode="blocking" if p.mode == "blocking" else "serial",
                             pair_allreduce=p.mode == "blocking")
-        return b.build(kind=kind, segments=len(seg_bytes), assumed=(f"segments: {how}",))
+        return b.build(kind=kind, segments=len(seg_bytes), assumed=(f"segments: {how}",),
+                       paths={"message_fold": {"used": False, "simulated_ranks": n, "ranks": n}})
 
     def _folds(self, w) -> bool:
         """Whether blocking iterations simulate a few ranks for all (``fold``; refused where ranks differ)."""

@@ -50,7 +50,7 @@ from simcomm.traces.io import DTYPE_BYTES, DTYPES
 from simcomm.traces.schema import Layer, Trace
 from simcomm.traces.transformer_cost import Fp8, LeafPricing, leaf_seconds
 from simcomm.traces.zoo import MODELS, LayerSpec, model_spec
-from simcomm.traces.zoo.transformer import TRANSFORMERS, TransformerConfig, check_attention
+from simcomm.traces.zoo.transformer import TRANSFORMERS, TransformerConfig, check_attention, layer_specs
 
 __all__ = ["OPTIMIZER_WORDS", "FP8_DTYPES", "check_attention_for", "check_fp8", "roofline_time", "synth_layers",
            "synth_trace", "transformer_layers"]
@@ -132,7 +132,7 @@ def transformer_layers(cfg, batches: list[int], dev: DeviceSpec, dtype: str, opt
     ``dtype`` is the activations' dtype (bf16 under FP8); the leaves without GEMMs (the embedding) keep the
     additive roofline.
     """
-    layers = synth_layers(cfg.layer_specs(), batches, dev, dtype, optimizer, additive=True)
+    layers = synth_layers(layer_specs(cfg), batches, dev, dtype, optimizer, additive=True)
     pricing = LeafPricing(dev.flops_for(dtype), dev.sms, dev.compute_eff, dev.memory_eff, dev.mem_bw, dev.launch_s,
                           DTYPE_BYTES[dtype], fp8)
     shape = cfg.meta()

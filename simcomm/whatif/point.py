@@ -73,7 +73,9 @@ def evaluate(point: dict) -> dict:
                 "epoch_s": _f(res.epoch_s), "iterations_per_epoch": res.iterations_per_epoch,
                 "speedup": _f(res.speedup), "baseline_s": _f(res.baseline_s),
                 "inter_family": nic_family, "inter_util": util.get(nic_family, 0.0) if nic_family else None,
-                "kinds": [{"label": k.label, "weight": float(k.weight), "time_s": float(k.time_s)} for k in res.kinds]})
+                # (with the engine paths each kind's run took: docs/engine.md, "Engine paths")
+                "kinds": [{"label": k.label, "weight": float(k.weight), "time_s": float(k.time_s), "engine": k.engine}
+                          for k in res.kinds]})
     # layouts that name their parallelisms split the exposed time (Result.exposed_by): tensor, context,
     # expert, pipeline, data communication not hidden behind compute, and waiting (bubble, other ranks)
     for kind, v in res.exposed_by.items():

@@ -52,7 +52,8 @@ def test_the_chooser_picks_each_path_from_the_plan_and_the_options():
     msgs, colls = _messages(), _collectives()
     o = EngineOptions
     assert choose(msgs, "flow", o()).to_dict() == {"driver": "direct", "pricing": "per-link", "scaled": True,
-                                                   "core": "lean"}
+                                                   "core": "lean", "keep": True, "max_live": 16, "shapes": True,
+                                                   "closed_from": 1 << 20, "resolution": 0.0, "stop_after": 0}
     assert choose(colls, "flow", o()).driver == "callbacks"  # collectives: SimPy's queue, driven by callbacks
     assert choose(msgs, "flow", o(comm_cpu=1e-10)).driver == "callbacks"  # a CPU cost follows each rank's bytes
     assert choose(msgs, "flow", o(comm_cpu=1e-10)).pricing == "whole-network"
@@ -67,7 +68,15 @@ def test_the_chooser_picks_each_path_from_the_plan_and_the_options():
     assert [choose(colls, "flow", o(reference=r)).core for r in ({"lean"}, {"scalar"}, {"incremental"})] == \
         ["scalar", "numpy", "plain"]
     assert choose(colls, "analytic", o(link_bytes=False)).to_dict() == {
-        "driver": "one-pass", "pricing": "closed-forms", "scaled": False, "core": "none"}
+        "driver": "one-pass", "pricing": "closed-forms", "scaled": False, "core": "none", "keep": True, "max_live": 16,
+        "shapes": True, "closed_from": 0, "resolution": 0.0, "stop_after": 0}
+    # the closed-step threshold, the event resolution and stop_after, as the run takes them
+    assert choose(colls, "flow", o(closed_steps=8, resolution=0.01)).to_dict()["closed_from"] == 8
+    assert choose(colls, "flow", o(closed_steps=8, reference={"closed_steps"})).closed_from == 0
+    assert choose(colls, "flow", o(resolution=0.01)).resolution == 0.01
+    assert choose(colls, "analytic", o(resolution=0.01)).resolution == 0.0  # closed forms merge no completions
+    assert choose(colls, "flow", o(stop_after={1, 2})).stop_after == 2
+    assert choose(msgs, "flow", o(stop_after={1, 2})).stop_after == 0  # the direct loop runs every op
     assert choose(colls, "analytic", o(link_bytes=False, reference={"one_pass"})).driver == "callbacks"
     assert choose(colls, "analytic", o()).driver == "callbacks"  # link bytes depend on the event order
     assert choose(msgs, "flow", o(reference={"keep"})).keep is False
@@ -76,7 +85,13 @@ def test_the_chooser_picks_each_path_from_the_plan_and_the_options():
 @pytest.mark.parametrize("fidelity", ["flow", "analytic"])
 def test_every_run_records_the_paths_it_took(fidelity):
     tl = simulate(_collectives(), TOPO, fidelity=fidelity, runtime=MPICH)
-    assert tl.paths == choose(_collectives(), fidelity, EngineOptions()).to_dict()
+    # (here every repeat overlaps other traffic: none is coalesced, none scaled)
+    assert tl.paths == {**choose(_collectives(), fidelity, EngineOptions()).to_dict(), "taken": {}}
+    b = PlanBuilder(TOPO.n_ranks)
+    b.collective("allreduce", range(8), 8e5, algorithm="ring")  # alone: its 2 x 7 repeated steps are coalesced
+    alone = simulate(b.build(), TOPO, fidelity=fidelity, runtime=MPICH)
+    assert alone.paths["taken"] == ({"coalesced_steps": 14} if fidelity == "flow" else {})
+    assert alone.paths["taken"].get("coalesced_steps", 0) == alone.meta.get("steps_coalesced", 0)
     assert "paths" not in tl.meta  # the statistics stay as they were (their digests are committed)
     fast = simulate(_collectives(), TOPO, fidelity=fidelity, link_bytes=False, runtime=MPICH)
     assert fast.paths["driver"] == ("one-pass" if fidelity == "analytic" else "callbacks")
@@ -115,7 +130,7 @@ def test_every_reference_switch_gives_the_default_floats(plan, fidelity, link_by
         want = {"direct"} if plan == "messages" else {"callbacks", "per_link", "coalesce", "scaling"}
         assert want | {"lean", "scalar", "incremental"} <= taken
     elif not link_bytes:
-        assert taken == {"one_pass"}
+        assert taken == {"one_pass", "keep", "shapes"}  # (the two caches' switches are recorded wherever they are)
 
 
 def test_the_reference_paths_really_run_something_else():
@@ -148,8 +163,47 @@ def test_no_switch_lives_outside_the_options():
     assert sorted(uses) == ["flow/network.py", "fluid/core.py", "fluid/small.py", "options.py"]  # defaults only
 
 
+def _switches(root: Path) -> list[str]:
+    """What could make a module global or a class attribute a switch, anywhere under ``root``: a ``global``
+    statement, a module-level name bound to True or False, or an assignment to an attribute of an imported
+    module or class (``executor.DIRECT = True``, ``FluidCore.lean = False``)."""
+    import ast
+
+    out = []
+    for f in sorted(root.rglob("*.py")):
+        tree = ast.parse(f.read_text())
+        imported = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                imported |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                imported |= {a.asname or a.name for a in node.names}
+        rel = f.relative_to(root).as_posix()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Global):
+                out.append(f"{rel}:{node.lineno} global {', '.join(node.names)}")
+            elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in imported:
+                        out.append(f"{rel}:{node.lineno} {t.value.id}.{t.attr} = ...")
+        out += [f"{rel}:{node.lineno} {ast.unparse(node.targets[0])} = {node.value.value}" for node in tree.body
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, bool)]
+    return out
+
+
+def test_no_module_global_or_class_attribute_is_a_switch_anywhere(tmp_path):
+    assert _switches(ENGINE.parent) == []
+    (tmp_path / "m.py").write_text("from simcomm.engine.drive import executor\nfrom x import FluidCore\n"
+                                   "LEAN = False\ndef f():\n    global LEAN\n    executor.DIRECT = True\n"
+                                   "    FluidCore.lean = False\n")
+    assert _switches(tmp_path) == ["m.py:5 global LEAN", "m.py:6 executor.DIRECT = ...", "m.py:7 FluidCore.lean = ...",
+                                   "m.py:3 LEAN = False"]
+
+
 def test_simpy_private_state_is_touched_in_events_only_and_no_cache_is_stashed_in_other_objects():
-    private = re.compile(r"\._(queue|ok|value|defused|now)\b")
+    # every private attribute of SimPy's Environment, Event and Process the engine could reach for
+    private = re.compile(r"\._(queue|ok|value|defused|now|eid|active_proc|target|generator|resume|desc)\b")
     touching = sorted(f.relative_to(ENGINE).as_posix() for f in ENGINE.rglob("*.py") if private.search(f.read_text()))
     assert touching == ["events.py"]
     assert not [f.name for f in ENGINE.rglob("*.py") if "__dict__" in f.read_text()]
@@ -176,12 +230,16 @@ def test_the_engine_layers_import_downward_only():
     assert seen == set(order) and upward == []
 
 
+FLOW = {"keep": True, "max_live": 16, "shapes": True, "closed_from": 1 << 20, "resolution": 0.01, "stop_after": 0}
+
+
 @pytest.mark.parametrize("extra, want", [
-    ((), {"driver": "callbacks", "pricing": "per-link", "scaled": True, "core": "lean"}),
-    (("--fidelity", "analytic"), {"driver": "callbacks", "pricing": "closed-forms", "scaled": False, "core": "none"}),
+    ((), {"driver": "callbacks", "pricing": "per-link", "scaled": True, "core": "lean", **FLOW}),
+    (("--fidelity", "analytic"), {"driver": "callbacks", "pricing": "closed-forms", "scaled": False, "core": "none",
+                                  **FLOW, "closed_from": 0, "resolution": 0.0}),
     (("--strategy", "ps", "--stack-cpu", "25ns"), {"driver": "callbacks", "pricing": "whole-network", "scaled": True,
-                                                   "core": "lean"}),
-    (("--strategy", "dpsgd"), {"driver": "direct", "pricing": "per-link", "scaled": True, "core": "lean"}),
+                                                   "core": "lean", **FLOW}),
+    (("--strategy", "dpsgd"), {"driver": "direct", "pricing": "per-link", "scaled": True, "core": "lean", **FLOW}),
 ])
 def test_run_json_names_the_engine_paths_of_each_kind(cli, extra, want):
     import json
@@ -192,4 +250,6 @@ def test_run_json_names_the_engine_paths_of_each_kind(cli, extra, want):
     kinds = json.loads(out)["kinds"]
     # and the planning path: 4 training ranks are under FOLD_RANKS, so fold_ranks auto plans every rank
     unfolded = {"setting": "auto", "used": False, "folded_ranks": 0, "folded_computes": 0}
-    assert kinds and all(k["engine"] == {**want, "rank_fold": unfolded} for k in kinds)
+    # (and what each run took op by op, and the strategy's own planning paths: tests/engine/test_json_paths.py)
+    assert kinds and all({key: k["engine"][key] for key in (*want, "rank_fold")} == {**want, "rank_fold": unfolded}
+                         for k in kinds)

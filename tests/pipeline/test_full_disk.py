@@ -5,6 +5,8 @@ The disk is a 16 KiB tmpfs filled to the last byte (needs root to mount; skipped
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import subprocess
 
@@ -43,12 +45,24 @@ def full_disk(tmp_path):
      "--simulate", "1", "--png", "{d}/p.png"],
     ["trace", "synth", "--model", "resnet50", "--device", "v100", "--out", "{d}/r.json"],
     ["trace", "show", "resnet50-v100-roofline", "--png", "{d}/s.png"],
+    ["trace", "import", "{p}", "--allow-zero-params", "--out", "{d}/i.json"],
+    pytest.param(["trace", "capture", "--module", "tests.traces.factories_traces:tiny", "--input-shape", "3,8,8",
+                  "--batch", "2", "--iters", "1", "--warmup", "0", "--threads", "1", "--out", "{d}/c.json"],
+                 marks=pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="captures with torch")),
     ["validate", "--write", "{d}/v.md"],
     ["calibrate", "--nccl-tests", "tests/data/nccl_tests/all_reduce_2x8_p4d_efa.txt", "--cluster", "aws-p4d",
      "--nodes", "2", "--out", "{d}/l.toml"],
 ])
-def test_a_full_disk_is_one_error_line_and_leaves_nothing(cli, full_disk, argv):
-    rc, _, err = cli([a.format(d=full_disk) for a in argv])
+def test_a_full_disk_is_one_error_line_and_leaves_nothing(cli, full_disk, argv, tmp_path):
+    profile = tmp_path / "prof.json"  # a Kineto profile for trace import: one step, one module's forward/backward
+    profile.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "name": "ProfilerStep#0", "cat": "user_annotation", "ts": 0, "dur": 500, "tid": 1},
+        {"ph": "X", "name": "nn.Module: Linear_0", "cat": "python_function", "ts": 1, "dur": 100, "tid": 1,
+         "args": {"Python id": 100}},
+        {"ph": "X", "name": "aten::addmm", "cat": "cpu_op", "ts": 1, "dur": 100, "tid": 1, "args": {"Sequence number": 0}},
+        {"ph": "X", "name": "autograd::engine::evaluate_function: AddmmBackward0", "cat": "cpu_op", "ts": 101,
+         "dur": 10, "tid": 2, "args": {"Sequence number": 0}}]}))
+    rc, _, err = cli([a.format(d=full_disk, p=profile) for a in argv])
     assert rc == 2 and len(err.splitlines()) == 1 and err.startswith("error: "), err
     assert "No space left on device" in err, err
     assert sorted(p.name for p in full_disk.iterdir()) == ["fill"]

@@ -22,6 +22,7 @@ from simcomm.traces.zoo.transformer import (
     TRANSFORMERS,
     TransformerConfig,
     attention_kind,
+    layer_specs,
     transformer_meta,
     transformer_trace,
 )
@@ -32,7 +33,7 @@ TINY = TransformerConfig("tiny", layers=1, hidden=8, ffn=32, heads=2, kv_heads=2
 
 
 def _attn(cfg):
-    return next(s for s in cfg.layer_specs() if s.module_type == "TransformerAttention")
+    return next(s for s in layer_specs(cfg) if s.module_type == "TransformerAttention")
 
 
 def test_tiny_attention_flops_and_bytes_by_hand():
@@ -47,7 +48,7 @@ def test_tiny_attention_flops_and_bytes_by_hand():
     assert (flash.params, flash.saved_elems, flash.mask_elems) == (unfused.params, unfused.saved_elems, unfused.mask_elems)
     assert flash.params == 8 * 24 + 64 + 32 + 16 == 304  # weights, biases, LayerNorm
     # nothing else moves
-    others = [[s for s in c.layer_specs() if s.module_type != "TransformerAttention"]
+    others = [[s for s in layer_specs(c) if s.module_type != "TransformerAttention"]
               for c in (TINY, replace(TINY, attention="unfused"))]
     assert others[0] == others[1]
 

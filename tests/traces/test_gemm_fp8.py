@@ -16,7 +16,7 @@ from simcomm.traces.gemm import GemmDevice, gemm_seconds, tensor_seconds, tile_e
 from simcomm.traces.schema import Trace
 from simcomm.traces.synth import roofline_time, synth_trace
 from simcomm.traces.transformer_cost import LeafPricing, Sharding, leaf_seconds
-from simcomm.traces.zoo.transformer import transformer_config, transformer_trace
+from simcomm.traces.zoo.transformer import layer_specs, transformer_config, transformer_trace
 from simcomm.workload import layer_times
 
 # 4 SMs at 1 TFLOP/s in all (0.25 each), bandwidth that never binds
@@ -81,7 +81,7 @@ def test_without_tiles_a_leaf_is_the_additive_roofline():
     dev = replace(get_device("h100"), sms=0)
     for model in ("gpt2-small", "llama3-8b", "mixtral-8x7b"):
         cfg = transformer_config(model)
-        specs = {s.name: s for s in cfg.layer_specs()}
+        specs = {s.name: s for s in layer_specs(cfg)}
         pricing = LeafPricing(dev.flops_for("bf16"), 0, 0.6, 0.7, dev.mem_bw, dev.launch_s, 2)
         eff = replace(dev, compute_eff=0.6, memory_eff=0.7)
         for name in ("block0.attn", "block0.mlp", "block0.moe", "head"):

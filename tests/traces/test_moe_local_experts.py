@@ -15,7 +15,7 @@ from simcomm.llm.models import TransformerConfig
 from simcomm.traces.devices import DeviceSpec
 from simcomm.traces.gemm import GemmDevice, gemm_seconds
 from simcomm.traces.transformer_cost import LeafPricing, Sharding, leaf_seconds
-from simcomm.traces.zoo.transformer import transformer_trace
+from simcomm.traces.zoo.transformer import layer_specs, transformer_trace
 
 TINY = TransformerConfig("tiny-moe-ep", layers=1, hidden=8, ffn=16, heads=2, kv_heads=2, vocab=10, seq=4, tied=False,
                          mlp="gelu", norm="layernorm", bias=False, experts=4, top_k=2)
@@ -25,7 +25,7 @@ PS = 1e-12  # one FLOP, or one byte, takes a picosecond
 
 def _moe(sharding: Sharding | None = None, micro_batch=1):
     sharding = sharding or Sharding()
-    leaf = next(s for s in TINY.layer_specs() if s.module_type == "TransformerMoE")
+    leaf = next(s for s in layer_specs(TINY) if s.module_type == "TransformerMoE")
     assert leaf.params == 4 * 256 + 32 + 16
     out = leaf_seconds(leaf.module_type, TINY.meta(), leaf.params, micro_batch, PRICING, sharding,
                        flops=leaf.flops if sharding == Sharding() else None)

@@ -13,6 +13,7 @@ from simcomm.traces.zoo.transformer import (
     META_KEYS,
     TRANSFORMERS,
     TransformerConfig,
+    build_spec,
     transformer_config,
     transformer_meta,
     transformer_trace,
@@ -140,7 +141,7 @@ TINY_MOE = TransformerConfig("tiny-moe", layers=3, hidden=8, ffn=12, heads=4, kv
 
 def _layers(cfg):
     ops = SpecOps()
-    cfg(ops, (cfg.seq,))
+    build_spec(cfg, ops, (cfg.seq,))
     return ops.layers
 
 

@@ -11,7 +11,7 @@ from simcomm.traces.capture import CaptureConfig, _inputs, capture_trace  # noqa
 from simcomm.traces.io import load_trace  # noqa: E402
 from simcomm.traces.zoo import build_model, model_spec  # noqa: E402
 from simcomm.traces.zoo.spec import SpecOps  # noqa: E402
-from simcomm.traces.zoo.transformer import transformer_config  # noqa: E402
+from simcomm.traces.zoo.transformer import build_spec, transformer_config  # noqa: E402
 
 FACT = "tests.traces_capture_llm.factories_llm"
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.usefixtures("factories_importable")
 
 def _spec(cfg):
     ops = SpecOps()
-    cfg(ops, (cfg.seq,))
+    build_spec(cfg, ops, (cfg.seq,))
     return [(x.name, x.module_type, x.params) for x in ops.layers]
 
 

@@ -29,7 +29,7 @@ import simpy
 
 from simcomm.engine.events import Driver, Environment, run_alone, run_events, started
 from simcomm.engine.options import FIDELITIES, EngineOptions, Pricer
-from simcomm.engine.paths import Paths, choose
+from simcomm.engine.paths import TAKEN, Paths, choose
 from simcomm.engine.timeline import Timeline
 from simcomm.errors import ConfigError, PlanError, SimcommError
 from simcomm.ops import Collective, CommPlan, Compute, Transfer
@@ -75,6 +75,13 @@ class Context:
         self.family_bytes = np.zeros(len(self.families))
         self.per_link: np.ndarray | None = None
         self.stats: dict[str, int] = defaultdict(int)
+        self.taken: dict[str, int] = defaultdict(int)  # paths taken op by op (paths.TAKEN), see took()
+
+    def took(self, path: str, count: int = 1) -> None:
+        """Record that the run took ``path`` (a name of :data:`simcomm.engine.paths.TAKEN`) ``count`` times: call it
+        where the path is chosen; the run's ``Timeline.paths["taken"]`` (``--json``: each kind's ``engine``) shows
+        it, and an unlisted name fails the run (:func:`_paths`)."""
+        self.taken[path] += count
 
     def weight(self, stream: str) -> float | None:
         """How many times the bytes of ``stream``'s ops count (``traffic_weights``), None: once."""
@@ -187,7 +194,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
         assert analytic_pricer is not None
         t0, t1 = longest_path(ops, analytic_pricer, prepared)
         return Timeline(start=t0, end=t1, makespan=float(t1.max()) if n else 0.0, link_class_bytes={},
-                        fidelity=fidelity, meta=_meta(ctx, seed, chosen), paths=paths.to_dict())
+                        fidelity=fidelity, meta=_meta(ctx, seed, chosen), paths=_paths(paths, ctx))
 
     # Plain lists while running (cheaper per op than numpy items); arrays at the end.
     start: list[float] = [np.nan] * n
@@ -302,8 +309,12 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
         op = ops[int(missing[0])]
         raise PlanError(f"op {op.id} ({op.label or type(op).__name__}) never ran: its dependencies "
                         "or its group's stream order can never be satisfied")
+    if len(missing):
+        ctx.took("ops_not_run", len(missing))
     if pricer.live_merged:  # the shared network's merges (isolated runs count their own)
         ctx.stats["merged_flows"] += pricer.live_merged
+    if ctx.stats.get("merged_flows"):  # (every merge, the shared network's and the isolated runs')
+        ctx.took("merged_flows", ctx.stats["merged_flows"])
     stats = _meta(ctx, seed, chosen)
     if ctx.record_usage:
         from simcomm.engine.fluid.core import merge_usage
@@ -318,7 +329,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
                                    float(ctx.per_link[i]), float(busy[i])) for i in top]
     last = float(np.nanmax(t_end)) if halt else float(t_end.max()) if n else 0.0
     return Timeline(start=t_start, end=t_end, makespan=last, link_class_bytes=link_bytes,
-                    fidelity=fidelity, meta=stats, paths=paths.to_dict())
+                    fidelity=fidelity, meta=stats, paths=_paths(paths, ctx))
 
 
 class _Arrivals:
@@ -525,6 +536,7 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
         assert not ready and not heap and not kicked and wake_t is None and core.empty, "not a cut"
         if count_fam:
             ctx.family_bytes[:] = fbytes  # the collective adds its bytes to the array, after the messages'
+        ctx.took("cut_collectives")
         t = run_alone(env, now, pricer.collective(ops[c], prepared[c]))
         assert net.idle, "a cut collective leaves the network idle"
         if count_fam:
@@ -638,6 +650,14 @@ def _stop_after(ids: frozenset[int], done: list, n: int) -> list:
     for oid in sorted(ids):
         done[oid].callbacks.append(ended)
     return halt
+
+
+def _paths(paths: Paths, ctx: Context) -> dict:
+    """What the run records of its paths: :func:`choose`'s choice and the counts of those taken op by op."""
+    unknown = sorted(set(ctx.taken) - set(TAKEN))
+    if unknown:
+        raise AssertionError(f"engine path {unknown[0]!r} taken but not listed in simcomm.engine.paths.TAKEN")
+    return {**paths.to_dict(), "taken": {k: int(v) for k, v in sorted(ctx.taken.items()) if v}}
 
 
 def _meta(ctx: Context, seed: int, chosen: dict) -> dict:

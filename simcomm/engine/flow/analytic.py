@@ -191,6 +191,7 @@ class AnalyticPricer:
             return algorithm_cost(alg, p, op.nbytes, 0.0, 0.0, gamma, ppn), None, None
         if sum(len(s) for s in steps) > PAIR_LIMIT:
             ctx.stats["analytic_sampled"] += 1
+            ctx.took("sampled_schedules")
             idx = np.arange(p)
             zeros = np.zeros(p - 1, dtype=np.int64)
             steps = [Step.make(np.concatenate((idx, zeros, idx[1:])),

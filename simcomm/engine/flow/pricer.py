@@ -219,13 +219,14 @@ class FlowPricer:
                             left -= 1
                             continue
                     if period is None and closed is not None:
-                        period = self._closed_step(closed)
+                        period = self._closed_step(closed, isinstance(routed, Unrouted))
                     elif period is None:
                         period, profile = self._isolated_period(routed_now(routed), skey)
                     if period <= 0.0:  # nothing to wait for in any repeat
                         if res is not None:
                             self.net.release(res)
                         ctx.stats["steps_coalesced"] += left
+                        ctx.took("coalesced_steps", left)
                         break
                     t0 = self.env.now
                     res = self.net.reserve(period, left) if res is None else self.net.start(res, period, left)
@@ -235,9 +236,11 @@ class FlowPricer:
                                      None if outcome is None else outcome[1])
                     if outcome is None:
                         ctx.stats["steps_coalesced"] += left
+                        ctx.took("coalesced_steps", left)
                         break
                     k, offset = outcome
                     ctx.stats["steps_coalesced"] += k
+                    ctx.took("coalesced_steps", k)
                     left -= k
                     yield from self._run_step(routed_now(routed), resume=offset)
                 else:
@@ -322,9 +325,13 @@ class FlowPricer:
         return Unrouted(make, step.repeat, step.blocks, counts), None, np.flatnonzero(loads > 0), fbytes, closed
 
     # ---- steps -----------------------------------------------------------
-    def _closed_step(self, period: float) -> float:
-        """A step priced alone by its closed form (:mod:`simcomm.engine.flow.closed`): counted, its ``period`` returned."""
+    def _closed_step(self, period: float, counted: bool) -> float:
+        """A step priced alone by its closed form (:mod:`simcomm.engine.flow.closed`): counted, its ``period`` returned
+        (``counted``: its link loads came from pair counts, :func:`~simcomm.engine.flow.closed.counted_step`)."""
         self.ctx.stats["steps_closed"] += 1
+        self.ctx.took("closed_steps")
+        if counted:
+            self.ctx.took("pair_counts")
         return period
 
     def _isolated_period(self, routed: RoutedStep, skey=None):
@@ -340,6 +347,7 @@ class FlowPricer:
         if hit is not None:
             n0, lat, d0, prof = hit
             self.ctx.stats["isolated_scaled"] += 1
+            self.ctx.took("scaled_runs")
             if prof is not None:
                 t, f = prof
                 prof = (np.where(t > lat, lat + (t - lat) * (n / n0), t), f)

@@ -321,6 +321,10 @@ class Emitter(LayerComm, ContextParallel, DataParallel):
                 weights["tp"] = float(lay.dp)  # one ring rank's tensor-parallel groups stand for every replica's
         return self.builder.build(kind="every iteration", assumed=assumed, strategy="megatron",
                                   measured_ranks=measured, samples=sz.global_batch, traffic_weights=weights,
+                                  paths={"replica_fold": {"used": self.live < lay.dp, "simulated_replicas": self.live,
+                                                          "replicas": lay.dp},
+                                         "lane_fold": {"used": self.fold_lanes, "sends": self.fold_sends,
+                                                       "rings": bool(self.fold_rings)}},
                                   layout={"tp": lay.tp, "pp": lay.pp, "dp": lay.data, "ep": lay.ep,
                                           "virtual": lay.virtual, "cp": lay.cp},
                                   microbatch=sz.microbatch, microbatches=sz.microbatches,

@@ -95,9 +95,14 @@ for _cell in ("lstm", "gru", "rnn"):
 
 def model_spec(name: str) -> ModelSpec:
     """Analytic layer list of a zoo model (no torch); unknown names list the choices."""
+    from simcomm.traces.zoo.transformer import TransformerConfig, build_spec
+
     model = MODELS.get(name)
     ops = SpecOps()
-    model.arch(ops, model.input_shape)
+    if isinstance(model.arch, TransformerConfig):  # a zoo transformer is its config (llm.models: shapes only)
+        build_spec(model.arch, ops, model.input_shape)
+    else:
+        model.arch(ops, model.input_shape)
     return ModelSpec(name, model.input_shape, tuple(ops.layers))
 
 
