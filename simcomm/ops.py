@@ -311,6 +311,14 @@ class PlanBuilder:
         tail[key] = oid
         return oid
 
+    def computes(self, ranks: Sequence[int], seconds: Sequence[float], *, after: Sequence[int] = (), label: str = "",
+                 stream: str = "compute", category: str = "compute") -> list[int]:
+        """:meth:`compute` for each of ``ranks`` in turn (``seconds`` by position, ``after`` the same for all);
+        their ids.  A builder may make them with less work per call (:class:`~simcomm.strategies._fold.FoldingBuilder`)."""
+        compute = self.compute
+        return [compute(r, x, after=after, label=label, stream=stream, category=category)
+                for r, x in zip(ranks, seconds, strict=True)]
+
     def tail(self, rank: int, stream: str) -> int | None:
         """Id of the last op issued on (rank, stream), if any."""
         return self._tail.get((rank, stream))
