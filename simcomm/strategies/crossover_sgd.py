@@ -137,18 +137,18 @@ def emit_serial_tables(b: PlanBuilder, members, ready: dict, seg_bytes, seed: in
     gammas = [gamma(r) for r in members]
     gate = [[ready[r]] if ready.get(r) is not None else [] for r in members]
     bar_ranks = tuple(barrier_ranks or members)
-    transfer, computes, collective = b.transfer, b.computes, b.collective
+    transfers, computes, collective = b.transfers, b.computes, b.collective
     for s, nbytes in enumerate(seg_bytes):
         dest = fair_peer_table(m, seed, iteration, s).tolist()
         prefix = f"segment {s} "
         recv = [0.0] * m
-        made = []
-        for i, r in enumerate(members):
-            j = dest[i]
-            d = members[j]
-            if d == r:
-                continue  # a message to oneself is a local copy
-            made.append(transfer(r, d, nbytes, after=gate[i], label=f"{prefix}{r}->{d}"))
+        # (i, j): member i sends to member j; a message to oneself is a local copy (none in a derangement)
+        sends = [(i, j) for i, j in enumerate(dest) if members[j] != members[i]]
+        srcs = [members[i] for i, _ in sends]
+        dsts = [members[j] for _, j in sends]
+        made = transfers(srcs, dsts, nbytes, afters=[gate[i] for i, _ in sends],
+                         labels=[f"{prefix}{r}->{d}" for r, d in zip(srcs, dsts, strict=True)])
+        for _, j in sends:
             recv[j] += nbytes
         bar = collective("allreduce", bar_ranks, BARRIER_BYTES, after=made, label=f"barrier {s}.0")
         after = [bar]
