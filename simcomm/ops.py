@@ -311,6 +311,31 @@ class PlanBuilder:
         tail[key] = oid
         return oid
 
+    def transfers(self, srcs: Sequence[int], dsts: Sequence[int], nbytes: float, *, afters: Sequence[Sequence[int]],
+                  labels: Sequence[str], stream: str = "comm", category: str = "comm") -> list[int]:
+        """:meth:`transfer` of ``nbytes`` from each ``srcs[i]`` to ``dsts[i]`` after ``afters[i]`` in turn, the same
+        ops, made in one call (a gossip round at 16 384 GPUs is 16 384 messages); their ids."""
+        ops, tail = self._ops, self._tail
+        first = oid = len(ops)
+        if first + len(srcs) > MAX_PLAN_OPS:
+            self._too_many()
+        nb = float(nbytes)
+        append, get = ops.append, tail.get
+        for src, dst, after, label in zip(srcs, dsts, afters, labels, strict=True):
+            key = (src, stream)
+            append(_new_transfer(oid, src, dst, nb, _with_prev(after, get(key)), label, stream, category))
+            tail[key] = oid
+            oid += 1
+        return list(range(first, oid))
+
+    def computes(self, ranks: Sequence[int], seconds: Sequence[float], *, after: Sequence[int] = (), label: str = "",
+                 stream: str = "compute", category: str = "compute") -> list[int]:
+        """:meth:`compute` for each of ``ranks`` in turn (``seconds`` by position, ``after`` the same for all);
+        their ids.  A builder may make them with less work per call (:class:`~simcomm.strategies._fold.FoldingBuilder`)."""
+        compute = self.compute
+        return [compute(r, x, after=after, label=label, stream=stream, category=category)
+                for r, x in zip(ranks, seconds, strict=True)]
+
     def tail(self, rank: int, stream: str) -> int | None:
         """Id of the last op issued on (rank, stream), if any."""
         return self._tail.get((rank, stream))

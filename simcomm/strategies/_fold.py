@@ -100,6 +100,35 @@ class FoldingBuilder(PlanBuilder):
         self._own.add(rank)
         return super().compute(rank, seconds, after=after, label=label, stream=stream, category=category)
 
+    def computes(self, ranks, seconds, *, after=(), label: str = "", stream: str = "compute",
+                 category: str = "compute") -> list[int]:
+        """:meth:`compute` for each of ``ranks`` in turn, the same checks inlined (a gossip plan averages 16 384
+        ranks per segment)."""
+        after = tuple(after) if not isinstance(after, (tuple, list)) else after
+        own, seen, tail, ops, n_train = self._own, self._seen, self._tail, self._ops, self.n_train
+        mine = self._mirror_ops.get(stream, ())
+        out = []
+        for rank, x in zip(ranks, seconds, strict=True):
+            if rank == 0 or rank >= n_train or rank in own:
+                out.append(self.compute(rank, x, after=after, label=label, stream=stream, category=category))
+                mine = self._mirror_ops.get(stream, ())  # (rank 0 may have added its op)
+                continue
+            key = (rank, stream)
+            k = seen.get(key, 0)
+            if k < len(mine):
+                mid = mine[k]
+                op = ops[mid]
+                if (op.seconds == float(x) and op.deps == _with_prev(after, tail.get(key)) and op.label == label
+                        and op.category == category):
+                    seen[key] = k + 1
+                    tail[key] = mid
+                    self.folded += 1
+                    out.append(mid)
+                    continue
+            own.add(rank)
+            out.append(PlanBuilder.compute(self, rank, x, after=after, label=label, stream=stream, category=category))
+        return out
+
     def build(self, **kw) -> CommPlan:
         if self.folded:
             kw.setdefault("measured_ranks", (0, *sorted(self._own)))
