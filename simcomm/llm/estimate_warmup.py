@@ -109,10 +109,10 @@ class AllForwardsFirst:
         fwd, bwd = [], []
         stage_fb = [sum(sum(stage_seconds(costs, parts[u], lay.recompute)) for u in range(s, p * v, p))
                     for s in range(p)]
+        blocks = len(self.structure.blocks) // (p * v)  # per chunk, as the estimate counts a stage's
         for u, idx in enumerate(parts):
             f, b = stage_seconds(costs, idx, lay.recompute)
             kinds = [costs[j].kind for j in idx]
-            blocks = sum(1 for k in kinds if k == "attn")
             tp_f = ar * (2 * blocks + kinds.count("embed"))
             tp_b = ar * (2 * (passes - 1) * blocks + kinds.count("head"))
             if moe_tp is not None:
@@ -141,14 +141,14 @@ class AllForwardsFirst:
         orders = schedule("interleaved", p, m, v)
         place = self._placement(lay)
         dp_groups = grp["dp"]
-        buckets_apart = lay.zero < 3 and bool(dp_groups)
+        overlapped = lay.zero < 3 and bool(dp_groups)
         hops: dict = {}
 
         def hop(kind: str, mb: int, u: int) -> float:
             """The hop into task (kind, mb, u): over the link between its stage and the sender's, and after a
             chunk's last backward beside the bucket that backward starts."""
             src = (u - 1 if kind == "F" else u + 1) % p
-            bucket = self._first_bucket_bytes(lay, parts[u + 1], costs) if kind == "B" and mb == m - 1 and buckets_apart \
+            bucket = self._first_bucket_bytes(lay, parts[u + 1], costs) if kind == "B" and mb == m - 1 and overlapped \
                 else 0.0
             key = (src, u % p, bucket)
             if key not in hops:
@@ -165,7 +165,7 @@ class AllForwardsFirst:
         for s in range(p):
             last_b = done[("B", m - 1, s)]  # the stage's first chunk's last backward: its last task
             tail = stages[s][4]
-            if buckets_apart:
+            if overlapped:
                 tail = self.chunk_buckets(lay, costs, dp_groups, parts, done, s, tp_time)
             ends.append(last_b + tail)
         tied = self.tied_embeddings(lay)
