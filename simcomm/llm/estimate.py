@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from simcomm.llm.compute import layer_costs, stage_seconds
 from simcomm.llm.estimate_dp import WINDOW_PROBES, DataParallelTimelines
+from simcomm.llm.estimate_warmup import AllForwardsFirst, all_forwards_first
 from simcomm.llm.layout import Layout
 from simcomm.llm.placement import Structure, chunks, structure
 from simcomm.strategies.megatron.sizing import FOLD_ABOVE, fold_computes
@@ -54,7 +55,7 @@ class _Groups(tuple):
         return h
 
 
-class Pricer(DataParallelTimelines):
+class Pricer(DataParallelTimelines, AllForwardsFirst):
     """Closed-form step time of layouts of one model (its workload) on one cluster (topology + NCCL runtime).
 
     ``workload``: the pipeline's own :class:`simcomm.workload.Workload` of the trace (its layers' gradient
@@ -280,6 +281,7 @@ class Pricer(DataParallelTimelines):
         per_moe = self.expert_comm(lay)
         moe_tp = self._moe_tp(lay, ar, act) if tp > 1 else None
         worst = None
+        stages = []
         for k in range(p):
             idx = self.stage_layers(lay, k)  # embedding first on stage 0, head last on the last stage
             f, b = stage_seconds(costs, idx, lay.recompute)
@@ -312,6 +314,7 @@ class Pricer(DataParallelTimelines):
             ep_t = per_moe * sum(1 for j in idx if costs[j].kind == "moe") if per_moe else 0.0
             stage_t = f + b + t_tp + per_mb_extra + ring + ep_t
             cand = (stage_t, f + b, t_tp, per_mb_extra, dp_t, upd, ring, ep_t)
+            stages.append(cand)
             if worst is None or cand > worst:
                 worst = cand
         assert worst is not None  # pp >= 1 stages
@@ -321,6 +324,12 @@ class Pricer(DataParallelTimelines):
             nbytes = costs[self.structure.blocks[0][-1]].activation_bytes
             hops = 2 * (p * v - 1) * self.price("transfer", ((0, tp * lay.cp),), nbytes)
         bubble = (p - 1) / v * stage_t + hops if p > 1 else 0.0
+        if all_forwards_first(lay, m):  # every forward first: the list schedule and the last stage's tail
+            tp_time = (self._tp_beside_buckets(lay, grp, costs, self._shares_links(lay, grp))
+                       if tp > 1 and not self._moe_trace else None)
+            bubble, dp_t, upd = self.warmup_estimate(lay, costs, grp, ar, per_moe, moe_tp, stages,
+                                                     costs[self.structure.blocks[0][-1]].activation_bytes, tp_time)
+            return Estimate(m * comp, m * t_tp, bubble, dp_t, upd, m * ring, m * ep_t)
         return Estimate(m * comp, m * t_tp, bubble, dp_t + m * extra, upd, m * ring, m * ep_t)
 
 

@@ -38,11 +38,12 @@ LAYERS = {
     "cli": 8, "__main__": 8,
 }
 #: modules placed apart from their package's layer: llm/ holds model shapes, the layout and placement that traces
-#: and strategies read (layer 2); the per-stage compute, which prices traces' layers, plan's estimate and its
-#: data-parallel timing, which read the strategy's fold rule, and a layout's memory fit, which reads the memory
-#: model (layer 3); the search, its worker parts and the simulation of its best rows, which run the pipeline (layer 6)
-MODULE_LAYERS = {"llm.compute": 3, "llm.estimate": 3, "llm.estimate_dp": 3, "llm.fitting": 3, "llm.search": 6,
-                 "llm.search_parts": 6, "llm.simulate": 6}
+#: and strategies read (layer 2); the per-stage compute, which prices traces' layers, plan's estimate, its
+#: data-parallel timing and its every-forward-first schedule, which read the strategy's fold rule and the compute,
+#: and a layout's memory fit, which reads the memory model (layer 3); the search, its worker parts and the
+#: simulation of its best rows, which run the pipeline (layer 6)
+MODULE_LAYERS = {"llm.compute": 3, "llm.estimate": 3, "llm.estimate_dp": 3, "llm.estimate_warmup": 3, "llm.fitting": 3,
+                 "llm.search": 6, "llm.search_parts": 6, "llm.simulate": 6}
 #: per package, what it must never import even where the layers allow it (a module, or a package and all below it):
 #: the engine is handed its runtime (simcomm.collectives.runtime.CollectiveRuntime) by the caller, has no default
 #: one and names no stack, runtime, NCCL or rule table (MPICH's, Open MPI's and gloo's live in simcomm.runtimes.mpi);
