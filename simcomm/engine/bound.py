@@ -86,11 +86,12 @@ def _pair_bounds(ops, topology, keep: float) -> dict:
 
 def _collective_bound(op, topology, runtime, ppn, keep: float, cache: dict, preps: dict) -> float:
     """Σ over the runtime's steps of repeat × the slowest transfer's (latency + keep × bytes / bottleneck)."""
-    where = runtime.placement(op, topology, ppn)
-    key = (op.kind, op.algorithm, len(op.ranks), op.nbytes, op.root, where)
-    hit = cache.get((key, op.ranks))
+    mine = (op.kind, op.algorithm, op.nbytes, op.root, op.ranks)  # all the preparation and the routes depend on
+    hit = cache.get(mine)
     if hit is not None:
         return hit
+    where = runtime.placement(op, topology, ppn)
+    key = (op.kind, op.algorithm, len(op.ranks), op.nbytes, op.root, where)
     prep = preps.get(key)
     if prep is None:
         prep = preps[key] = runtime.prepare(op, topology, ppn)
@@ -110,5 +111,5 @@ def _collective_bound(op, topology, runtime, ppn, keep: float, cache: dict, prep
         if has.any():
             cap[has] = np.minimum.reduceat(topology.capacity[routed.links], starts[has])
         total += step.repeat * float((latency + keep * routed.nbytes / cap).max())
-    cache[(key, op.ranks)] = total
+    cache[mine] = total
     return total
