@@ -490,8 +490,10 @@ def _print(simulated, estimates, model, cluster, n_gpus, gb, dev, found, assumed
                      f"{_PRICED_WORD[best.priced]} fidelity)\n")
     sys.stdout.write(f"reproduce: {command}\n")
     if estimates:
+        bounded = any(_short_note(r.note) == "bound > best" for r in estimates)
         e = table("estimate only (not simulated; never ranked above a simulated row; '> --max-ops': its plan is "
-                  "larger, '> --sim-ops': it would pass the simulations' op budget)",
+                  "larger, '> --sim-ops': it would pass the simulations' op budget"
+                  + (", 'bound > best': a lower bound on its step exceeds a simulated one)" if bounded else ")"),
                   [("est#", "right"), *_columns(precision), ("est. s", "right"), ("note", "left")])
         for r in estimates:
             e.add_row(str(r.estimate_rank), *_cells(r, precision), f"{r.estimate.step:.4g}", _short_note(r.note))
