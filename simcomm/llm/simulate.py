@@ -22,7 +22,8 @@ from simcomm.llm.layout import Layout
 from simcomm.llm.search import ANALYTIC, FLOW, Found, Row, rank_rows
 from simcomm.llm.workers import default_workers, run_chained, run_parts
 
-__all__ = ["simulate_best", "simulate_row", "scenario_keys", "bound_notes", "default_workers", "MAX_OPS", "PARALLEL_OPS"]
+__all__ = ["simulate_best", "simulate_row", "scenario_keys", "bound_notes", "default_workers", "MAX_OPS", "PARALLEL_OPS",
+           "PRUNED"]
 
 #: ``--max-ops``' default: the largest plan simulated (about 10 s of CPU a plan at ~30 000 ops a second)
 MAX_OPS = 300_000
