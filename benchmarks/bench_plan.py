@@ -9,6 +9,9 @@ to leave every number the same (``--compare FILE``: exit status 1 on the first d
     python benchmarks/bench_plan.py --model llama3-70b --cluster dgx-h100-ndr --nodes 16 --global-batch 512
     python benchmarks/bench_plan.py ... --simulate 0 --dump /tmp/before.jsonl   # search only
     python benchmarks/bench_plan.py ... --simulate 0 --compare /tmp/before.jsonl
+    python benchmarks/bench_plan.py ... --compare /tmp/all20.jsonl   # a --no-prune dump: rows the bound passed
+                                                                     # over must be the only differences, each
+                                                                     # simulated there at or above its bound
 
 Results: docs/performance.md, "simcomm plan".
 """
@@ -29,6 +32,30 @@ def _row(r, gb: int) -> str:
     return json.dumps({"layout": r.layout.to_dict(), "precision": getattr(r, "precision", None),
                        "memory": r.memory_bytes, "estimate": r.to_dict(gb)["estimate"],
                        "step_s": r.step_s if r.simulated else None}, sort_keys=True)
+
+
+def _without_pruned(want: list[str], got: list[str], bounds: dict[int, float]) -> tuple[list[str], list[str]]:
+    """``want`` and ``got`` without the rows the bound passed over (``bounds``: their indices in ``got``), once
+    each is found in ``want`` the same but for a simulated step no lower than its bound (else it is kept, and the
+    comparison fails)."""
+    def key(line: str) -> str:
+        d = json.loads(line)
+        return json.dumps([d["layout"], d["precision"]], sort_keys=True)
+
+    where = {key(x): i for i, x in enumerate(want)}
+    drop_want, drop_got = set(), set()
+    for i, bound in bounds.items():
+        j = where.get(key(got[i]))
+        if j is None:
+            continue
+        w, g = json.loads(want[j]), json.loads(got[i])
+        step = w.pop("step_s")
+        g.pop("step_s")
+        if w == g and step is not None and step >= bound:
+            drop_want.add(j)
+            drop_got.add(i)
+    return ([x for j, x in enumerate(want) if j not in drop_want],
+            [x for i, x in enumerate(got) if i not in drop_got])
 
 
 def _live_workers_cpu() -> float:
@@ -61,6 +88,7 @@ def main(argv=None) -> int:
     ap.add_argument("--simulate", type=int, default=20, help="K layouts to simulate (0: the search only)")
     ap.add_argument("--max-ops", type=int, default=simulate.MAX_OPS)
     ap.add_argument("--sim-ops", type=int, default=None, help="op budget of all simulations (default none)")
+    ap.add_argument("--no-prune", action="store_true", help="simulate all K (plan's --no-prune)")
     ap.add_argument("--workers", type=int, default=simulate.default_workers(), help="simulation processes")
     ap.add_argument("--dump", help="write every row as JSON lines here")
     ap.add_argument("--compare", help="compare every row with this dump (exit 1 on a difference)")
@@ -89,9 +117,10 @@ def main(argv=None) -> int:
     rows = found.rows
     if a.simulate:
         rows = simulate.simulate_best(found, cfg, base, a.nodes, a.global_batch, a.simulate, "flow", a.max_ops,
-                                      a.sim_ops, workers=a.workers)
+                                      a.sim_ops, workers=a.workers, prune=not a.no_prune)
         sim = [r for r in rows if r.simulated]
-        print(f"simulate: {len(sim)} layouts, {cpu() - t1:.1f} s CPU "
+        pruned = sum(r.note.startswith(simulate.PRUNED) for r in rows)
+        print(f"simulate: {len(sim)} layouts ({pruned} passed over by their bound), {cpu() - t1:.1f} s CPU "
               f"({a.workers} worker(s)), {time.perf_counter() - w1:.1f} s wall; winner {sim[0].layout.short()} "
               f"{sim[0].step_s:.4g} s")
         for line in simulate.bound_notes(rows, a.max_ops, a.sim_ops):
@@ -104,6 +133,10 @@ def main(argv=None) -> int:
     if a.compare:
         with open(a.compare) as fh:
             want = fh.read().splitlines()
+        bounds = {i: r.bound_s for i, r in enumerate(rows) if r.note.startswith(simulate.PRUNED)}
+        want, lines = _without_pruned(want, lines, bounds)
+        if bounds:
+            print(f"{len(bounds)} rows passed over by their bound: each simulated at or above it in the dump")
         if want != lines:
             bad = next((i for i, (x, y) in enumerate(zip(want, lines, strict=False)) if x != y), min(len(want), len(lines)))
             print(f"DIFFERENT at row {bad}: {len(want)} rows before, {len(lines)} now", file=sys.stderr)

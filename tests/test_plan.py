@@ -159,7 +159,7 @@ SMALL = ("plan", "--model", "gpt2-small", "--cluster", "dgx-a100-hdr", "--nodes"
 
 
 def test_cli_table_golden(cli, golden):
-    rc, out, err = cli(*SMALL)
+    rc, out, err = cli(*SMALL, "--no-prune")  # all K simulated (the default passes bounded rows over: below)
     assert rc == 0, err
     lines = out.splitlines()
     # the simulated rows, ranked by their simulated step, then the winner and its command, then estimates apart
@@ -186,8 +186,8 @@ def test_cli_winner_command_reproduces_its_step_time(cli):
 
 
 def test_cli_json_is_deterministic_and_says_how_priced(cli):
-    rc, out, _ = cli(*SMALL, "--json", "--top", "5000")
-    rc2, out2, _ = cli(*SMALL, "--json", "--top", "5000")
+    rc, out, _ = cli(*SMALL, "--json", "--top", "5000", "--no-prune")
+    rc2, out2, _ = cli(*SMALL, "--json", "--top", "5000", "--no-prune")
     assert rc == rc2 == 0 and out == out2
     d = json.loads(out)
     assert d["gpus"] == 8 and d["fit"] <= d["layouts"] and len(d["rows"]) == d["simulated"] == 3
@@ -202,6 +202,19 @@ def test_cli_json_is_deterministic_and_says_how_priced(cli):
     for r in d["rows"] + d["estimates"]:
         assert r["tp"] * r["pp"] * r["dp"] == 8
         assert r["samples_per_s"] == pytest.approx(16 / r["step_s"])
+
+
+def test_cli_default_passes_bounded_layouts_over_golden(cli, golden):
+    # the default: a layout whose lower bound exceeds a step simulated before it is not simulated (docs/plan.md,
+    # section 4); the winner and its command are the ones --no-prune gives (tests/llm/test_plan_prune.py)
+    rc, out, err = cli(*SMALL)
+    assert rc == 0, err
+    lines = out.splitlines()
+    sim = [line.split("│") for line in lines if line.startswith("│") and len(line.split("│")) == 19]
+    assert len(sim) == 1
+    assert sum("│ bound > best │" in line for line in lines) == 2
+    assert sum("--no-prune simulates them" in line for line in lines) == 1
+    golden("plan_gpt2_small_pruned.txt", out)
 
 
 def test_cli_png_writes_a_pareto_plot(cli, tmp_path):

@@ -321,7 +321,7 @@ CPH = ("plan", "--model", "gpt2-small", "--cluster", "dgx-a100-hdr", "--nodes", 
 
 
 def test_cli_cp_hsdp_golden(cli, golden):
-    rc, out, err = cli(*CPH)
+    rc, out, err = cli(*CPH, "--no-prune")  # every one of the K simulated: cp and HSDP rows in the table
     assert rc == 0, err
     rows = [line.split("│") for line in out.splitlines() if line.startswith("│") and len(line.split("│")) in (17, 19)]
     cps = {r[3].strip() for r in rows}

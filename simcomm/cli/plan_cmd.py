@@ -159,6 +159,9 @@ def plan_command(
     sim_ops: int | None = typer.Option(None, "--sim-ops", help="Stop simulating once the simulated plans would pass "
                                        "this many ops in all (time; default no bound; the first layout is always "
                                        "simulated)."),
+    prune: bool = typer.Option(True, "--prune/--no-prune", help="Pass over a layout of the K whose lower bound (its "
+                               "plan's computes and transfers at link capacity, no contention) exceeds a step "
+                               "simulated before it: it cannot win (flow fidelity; --no-prune simulates all K)."),
     workers: int | None = typer.Option(None, "--workers", help="Processes the search and the simulations run in "
                                        "(default: the CPUs, at most 2; the rows are the same for any number)."),
     max_tp: int | None = typer.Option(None, "--max-tp", help="Largest tensor-parallel size (default: GPUs "
@@ -223,7 +226,7 @@ def plan_command(
         found = plan.search_precisions(cfg, base, nodes, global_batch, space, precisions, bar, workers=procs)
         n_gpus, dev, ctx = found.gpus, found.device, found.context
         ranked = sim.simulate_best(found, cfg, base, nodes, global_batch, simulate_k, fidelity, max_ops, sim_ops,
-                                   bar, procs)
+                                   bar, procs, prune=prune)
         simulated = [r for r in ranked if r.simulated]
         if not simulated:
             raise ConfigError(f"--max-ops: none of the {len(ranked)} layouts that fit has a plan of at most "
@@ -487,8 +490,10 @@ def _print(simulated, estimates, model, cluster, n_gpus, gb, dev, found, assumed
                      f"{_PRICED_WORD[best.priced]} fidelity)\n")
     sys.stdout.write(f"reproduce: {command}\n")
     if estimates:
+        bounded = any(_short_note(r.note) == "bound > best" for r in estimates)
         e = table("estimate only (not simulated; never ranked above a simulated row; '> --max-ops': its plan is "
-                  "larger, '> --sim-ops': it would pass the simulations' op budget)",
+                  "larger, '> --sim-ops': it would pass the simulations' op budget"
+                  + (", 'bound > best': a lower bound on its step exceeds a simulated one)" if bounded else ")"),
                   [("est#", "right"), *_columns(precision), ("est. s", "right"), ("note", "left")])
         for r in estimates:
             e.add_row(str(r.estimate_rank), *_cells(r, precision), f"{r.estimate.step:.4g}", _short_note(r.note))
@@ -515,6 +520,10 @@ def _short_note(note: str) -> str:
     for flag in ("--max-ops", "--sim-ops"):
         if flag in note:
             return f"> {flag}"
+    from simcomm.llm.simulate import PRUNED
+
+    if note.startswith(PRUNED):  # a lower bound above a step simulated before it (docs/plan.md, section 4)
+        return "bound > best"
     return note or "-"
 
 

@@ -250,6 +250,7 @@ class Row:
     note: str = ""
     estimate_rank: int = 0  # 1-based place by estimate among the fitting layouts (0: not set)
     precision: str | None = None  # set when the search covers several precisions (None: the scenario's one)
+    bound_s: float | None = None  # a lower bound on its simulated step (simcomm.engine.bound), when worked out
 
     def __post_init__(self):
         if not self.step_s:

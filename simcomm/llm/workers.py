@@ -59,6 +59,39 @@ def run_parts(fn, parts: list[tuple], workers: int, done=None) -> list:
     return out
 
 
+def run_chained(fn, count: int, args_of, workers: int, done=None) -> list:
+    """``[fn(*args_of(k, finished)) for k in range(count)]`` in ``workers`` processes, part ``k`` started (in
+    order) once a process is free, its arguments made then from ``finished`` (part index -> result of the parts
+    ended so far); ``done(k)`` as in :func:`run_parts`.  What the parts see of each other depends on which ended
+    first: the caller makes its rows independent of that (:func:`simcomm.llm.simulate._prune`)."""
+    from concurrent.futures import FIRST_COMPLETED, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    out: list = [None] * count
+    finished: dict = {}
+    size = max(1, workers)
+    pool = _pool(size)
+    running: dict = {}
+    nxt = 0
+    try:
+        while nxt < count or running:
+            while nxt < count and len(running) < size:
+                running[pool.submit(fn, *args_of(nxt, finished))] = nxt
+                nxt += 1
+            ended, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in sorted(ended, key=running.__getitem__):
+                k = running.pop(fut)
+                out[k] = finished[k] = fut.result()
+                if done is not None:
+                    done(k)
+    except BaseException as exc:
+        if isinstance(exc, (BrokenProcessPool, KeyboardInterrupt)):
+            _POOLS.pop(size, None)
+            pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    return out
+
+
 def _pool(size: int):
     """The pool of ``size`` spawned processes, started on first use (processes start as parts need them)."""
     import multiprocessing

@@ -27,14 +27,16 @@ __all__ = ["simulate", "check_wire", "fold_record", "paths_record"]
 
 def simulate(scn: Scenario, *, ctx: Resolver | None = None, baseline: bool = True,
              analytic: bool = True, on_timeline=None, busiest_links: int = 0, topology=None,
-             trace=None, progress=None) -> Result:
+             trace=None, progress=None, screen=None) -> Result:
     """Simulate ``scn`` and return its Result (NotApplicable is reported in the Result).
 
     ``baseline=False`` skips the "speedup vs" run.  ``topology``/``trace``: a ready-made
     Topology or Trace for library callers (a validation case's paper cluster) instead of the
     scenario's names; everything else is the unchanged ``simcomm run`` path.  ``busiest_links``:
     how many of the busiest directed links to report.  ``on_timeline`` receives each simulated
-    kind of iteration of the chosen strategy (not of the baseline), see :func:`run_plans`.  ``progress(stage)``
+    kind of iteration of the chosen strategy (not of the baseline), see :func:`run_plans`.  ``screen(plans, topology,
+    runtime, resolution)``, when given, sees the strategy's (weight, plan) list before the engine runs it and may
+    raise to stop there (``simcomm plan``'s lower bound, :mod:`simcomm.llm.simulate`).  ``progress(stage)``
     is told each stage (setup, plan, each engine run) as it begins, for a progress bar.  Runs with the cyclic
     garbage collector paused
     (:mod:`simcomm.gcpause`: plans of 10^5 ops and their runs leave no cycles).
@@ -44,11 +46,11 @@ def simulate(scn: Scenario, *, ctx: Resolver | None = None, baseline: bool = Tru
             raise ValueError("simulate: give a ready-made topology/trace or a ctx, not both")
         ctx = Resolver(scn, given_trace=trace, given_topology=topology)
     with gc_paused():
-        return _simulate(scn, ctx, baseline, analytic, on_timeline, busiest_links, progress)
+        return _simulate(scn, ctx, baseline, analytic, on_timeline, busiest_links, progress, screen)
 
 
 def _simulate(scn: Scenario, ctx: Resolver | None, baseline: bool, analytic: bool, on_timeline,
-              busiest_links: int = 0, progress=None) -> Result:
+              busiest_links: int = 0, progress=None, screen=None) -> Result:
     def stage(what: str) -> None:
         if progress is not None:
             progress(what)
@@ -110,6 +112,8 @@ def _simulate(scn: Scenario, ctx: Resolver | None, baseline: bool, analytic: boo
         assumed.append(f"compute jitter: every rank's compute drawn afresh each iteration (normal, cv "
                        f"{wl.compute_jitter:.3g}); each kind is the mean of {ITERATIONS} chained iterations "
                        f"(the closed form omits it)")
+    if screen is not None:
+        screen(plans, topo, setup.runtime, scn.resolution)
     how = RunOptions(scn.fidelity, scn.seed, setup.runtime, analytic=analytic, record_link_usage=on_timeline is not None,
                      comm_cpu=cpu, resolution=scn.resolution, jitter=wl.compute_jitter,
                      rank_means=bool(setup.compute_scale), busiest=busiest_links,

@@ -119,12 +119,15 @@ def test_small_work_stays_in_this_process(found, monkeypatch):
 
     monkeypatch.setattr(workers, "run_parts", refuse)
     monkeypatch.setattr(simulate, "run_parts", refuse)
+    monkeypatch.setattr(simulate, "run_chained", refuse)
     monkeypatch.setattr(search_parts, "run_parts", refuse)
     cfg, f = found
     assert len(f.rows) < search.PARALLEL_LAYOUTS
     search.search(cfg, BASE, NODES, BATCH, search.Space(), "bf16", workers=2)
     rows = simulate.simulate_best(f, cfg, BASE, NODES, BATCH, 2, "flow", workers=2)
     assert sum(r.simulated for r in rows) == 2
+    rows = simulate.simulate_best(f, cfg, BASE, NODES, BATCH, 2, "flow", workers=2, prune=True)
+    assert sum(r.simulated for r in rows) >= 1
 
 
 def test_cli_workers_bad_value_is_one_error_line(cli):
