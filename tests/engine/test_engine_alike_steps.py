@@ -135,3 +135,29 @@ def test_a_machine_with_a_slower_link_keeps_its_own_times():
     check(fast, ref)
     assert fast.paths["taken"]["alike_steps"] > 0
     assert fast.end[0] == fast.end[4] < fast.end[2]  # machine 1 is slower
+
+
+def test_a_machine_that_reduces_slower_derives_its_own_steps(monkeypatch):
+    """Each member's reduction rate is in the signature: a machine whose GPUs reduce at half the rate takes no
+    other machine's reduction seconds."""
+    from simcomm.topologies.base import Topology
+
+    def run(reference):
+        topo = preset("dgx-a100-hdr", nodes=3, gpus_per_node=8)
+        b = PlanBuilder(topo.n_ranks)
+        for m in range(3):
+            b.collective("reduce", tuple(range(8 * m, 8 * m + 8)), 8e6, label=f"machine {m}")
+        return engine.simulate(b.build(), topo, options=EngineOptions(runtime=MPICH, reference=reference))
+
+    alike = run(frozenset()).paths["taken"]["alike_steps"]  # machines 1 and 2 take machine 0's steps
+    real = Topology.gammas
+
+    def gammas(self):
+        out = real(self).copy()
+        out[8:16] = 2.0 * out[8:16] + 1e-12  # machine 1 reduces slower
+        return out
+    monkeypatch.setattr(Topology, "gammas", gammas)
+    fast, ref = run(frozenset()), run(frozenset({"alike_steps"}))
+    check(fast, ref)
+    assert 2 * fast.paths["taken"]["alike_steps"] == alike  # now machine 2 alone
+    assert fast.end[0] == fast.end[2] < fast.end[1]  # machine 1 reduces slower: its own steps
