@@ -56,6 +56,8 @@ REFERENCES = {
     "incremental": "incremental max-min re-solves and link pruning (the textbook solver at every event)",
     "closed_steps": "a large step of one transfer size per link priced alone by its closed form (run as flows "
                     "instead)",
+    "alike_steps": "a (group, preparation)'s steps taken from an alike group's derivation, translated to the group's "
+                   "ranks and routes (each group's steps derived anew instead)",
 }
 #: Paths taken op by op or step by step during a run (beside :func:`choose`'s up-front choice): name -> what
 #: counts.  Where the engine takes one it says so, ``ctx.took(name)`` (:class:`simcomm.engine.drive.executor.Context`),
@@ -71,9 +73,10 @@ TAKEN = {
     "sampled_schedules": "analytic collective shapes of more than ``PAIR_LIMIT`` transfers priced from a sampled "
                          "schedule (no link bytes counted for them)",
     "ops_not_run": "ops left unrun once every ``stop_after`` op had ended (their times NaN)",
+    "alike_steps": "steps of a (group, preparation) taken from an alike group's derivation (``alike_steps``)",
 }
 #: References that give every float bit for bit (the others: the same model, floats to 1e-9).
-EXACT = frozenset({"one_pass", "direct", "callbacks", "keep", "shapes", "lean", "scalar"})
+EXACT = frozenset({"one_pass", "direct", "callbacks", "keep", "shapes", "lean", "scalar", "alike_steps"})
 
 
 @dataclass(frozen=True)
@@ -90,12 +93,14 @@ class Paths:
     closed_from: int = 0
     resolution: float = 0.0
     stop_after: int = 0
+    alike_steps: bool = True
 
     def to_dict(self) -> dict:
         """What a run records: every field (driver, pricing, scaled steps, core; whether small preparations are
         kept for later runs and alike groups share one; where the core leaves its scalar forms; the closed-step
         threshold, 0: never; the event resolution, 0: exact; how many ops ``stop_after`` waits for, 0: every op
-        runs).  The run adds ``taken``: the counts of :data:`TAKEN`."""
+        runs; whether a group's steps may be taken from an alike group's derivation).  The run adds ``taken``:
+        the counts of :data:`TAKEN`."""
         return asdict(self)
 
 
@@ -194,4 +199,4 @@ def choose(plan, fidelity: str, options) -> Paths:
     # the direct loop runs every op whatever stop_after says; closed forms merge no completions
     stop = len(options.stop_after) if driver != "direct" else 0
     return Paths(driver, pricing, scaled, core, "keep" not in ref, options.max_live, "shapes" not in ref,
-                 closed_from, float(options.resolution) if flow else 0.0, stop)
+                 closed_from, float(options.resolution) if flow else 0.0, stop, flow and "alike_steps" not in ref)

@@ -20,7 +20,7 @@ from simcomm.collectives.base import Algorithm, Step
 from simcomm.collectives.runtime import Prepared, takes_ppn
 from simcomm.topologies.base import Topology
 
-__all__ = ["Prepared", "takes_ppn", "algorithm_cost", "RoutedStep", "route_step", "message_routes"]
+__all__ = ["Prepared", "takes_ppn", "algorithm_cost", "RoutedStep", "route_step", "step_routes", "message_routes"]
 
 
 def algorithm_cost(alg: Algorithm, p: int, nbytes: float, alpha: float, beta: float, gamma: float,
@@ -65,6 +65,31 @@ class RoutedStep:
         return np.bincount(family_of_link[self.links], weights=per_link, minlength=n_families)
 
 
+def step_routes(topology: Topology, group: np.ndarray, step: Step, cache: dict | None = None,
+                group_key: bytes | None = None) -> tuple:
+    """``(route latency, route lengths, links, src, dst, -1 per transfer)`` of a group-local step's pattern in
+    global ranks (see :func:`route_step`; ``cache`` keeps them per (group, src, dst) pattern, read-only)."""
+    key = None
+    if cache is not None:
+        key = (group.tobytes() if group_key is None else group_key, step.src.tobytes(), step.dst.tobytes())
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
+    src = group[step.src]
+    dst = group[step.dst]
+    route_len, links = topology.routes(src, dst)
+    owner = np.repeat(np.arange(len(src)), route_len)
+    latency = np.bincount(owner, weights=topology.latency[links], minlength=len(src))
+    none = np.full(len(src), -1, dtype=np.int64)
+    if cache is not None and key is not None:
+        # a pattern's global ranks are shared by every size of it, read-only (an all-to-all over 16 384
+        # GPUs is 3.4 x 10^7 transfers, and pcnn runs one per conv unit, each of its own size)
+        for arr in (src, dst, none):
+            arr.flags.writeable = False
+        cache[key] = (latency, route_len, links, src, dst, none)
+    return latency, route_len, links, src, dst, none
+
+
 def route_step(topology: Topology, group: np.ndarray, step: Step, gamma: np.ndarray,
                cache: dict | None = None, group_key: bytes | None = None) -> RoutedStep:
     """Map a group-local step to global ranks and route every transfer.
@@ -73,25 +98,7 @@ def route_step(topology: Topology, group: np.ndarray, step: Step, gamma: np.ndar
     of each (group, src, dst) pattern, so a pattern seen again with other byte
     counts (the same all-to-all on another layer) is not routed again.
     """
-    key = None
-    if cache is not None:
-        key = (group.tobytes() if group_key is None else group_key, step.src.tobytes(), step.dst.tobytes())
-    hit = cache.get(key) if cache is not None and key is not None else None
-    if hit is None:
-        src = group[step.src]
-        dst = group[step.dst]
-        route_len, links = topology.routes(src, dst)
-        owner = np.repeat(np.arange(len(src)), route_len)
-        latency = np.bincount(owner, weights=topology.latency[links], minlength=len(src))
-        none = np.full(len(src), -1, dtype=np.int64)
-        if cache is not None and key is not None:
-            # a pattern's global ranks are shared by every size of it, read-only (an all-to-all over 16 384
-            # GPUs is 3.4 x 10^7 transfers, and pcnn runs one per conv unit, each of its own size)
-            for arr in (src, dst, none):
-                arr.flags.writeable = False
-            cache[key] = (latency, route_len, links, src, dst, none)
-    else:
-        latency, route_len, links, src, dst, none = hit
+    latency, route_len, links, src, dst, none = step_routes(topology, group, step, cache, group_key)
     red = step.reduce > 0
     if red.any():
         ranks, slot = np.unique(dst[red], return_inverse=True)

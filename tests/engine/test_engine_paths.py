@@ -53,7 +53,8 @@ def test_the_chooser_picks_each_path_from_the_plan_and_the_options():
     o = EngineOptions
     assert choose(msgs, "flow", o()).to_dict() == {"driver": "direct", "pricing": "per-link", "scaled": True,
                                                    "core": "lean", "keep": True, "max_live": 16, "shapes": True,
-                                                   "closed_from": 1 << 20, "resolution": 0.0, "stop_after": 0}
+                                                   "closed_from": 1 << 20, "resolution": 0.0, "stop_after": 0,
+                                                   "alike_steps": True}
     assert choose(colls, "flow", o()).driver == "callbacks"  # collectives: SimPy's queue, driven by callbacks
     assert choose(msgs, "flow", o(comm_cpu=1e-10)).driver == "callbacks"  # a CPU cost follows each rank's bytes
     assert choose(msgs, "flow", o(comm_cpu=1e-10)).pricing == "whole-network"
@@ -69,7 +70,7 @@ def test_the_chooser_picks_each_path_from_the_plan_and_the_options():
         ["scalar", "numpy", "plain"]
     assert choose(colls, "analytic", o(link_bytes=False)).to_dict() == {
         "driver": "one-pass", "pricing": "closed-forms", "scaled": False, "core": "none", "keep": True, "max_live": 16,
-        "shapes": True, "closed_from": 0, "resolution": 0.0, "stop_after": 0}
+        "shapes": True, "closed_from": 0, "resolution": 0.0, "stop_after": 0, "alike_steps": False}
     # the closed-step threshold, the event resolution and stop_after, as the run takes them
     assert choose(colls, "flow", o(closed_steps=8, resolution=0.01)).to_dict()["closed_from"] == 8
     assert choose(colls, "flow", o(closed_steps=8, reference={"closed_steps"})).closed_from == 0
@@ -80,6 +81,7 @@ def test_the_chooser_picks_each_path_from_the_plan_and_the_options():
     assert choose(colls, "analytic", o(link_bytes=False, reference={"one_pass"})).driver == "callbacks"
     assert choose(colls, "analytic", o()).driver == "callbacks"  # link bytes depend on the event order
     assert choose(msgs, "flow", o(reference={"keep"})).keep is False
+    assert choose(colls, "flow", o(reference={"alike_steps"})).alike_steps is False  # each group's steps its own
 
 
 @pytest.mark.parametrize("fidelity", ["flow", "analytic"])

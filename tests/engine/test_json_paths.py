@@ -65,6 +65,7 @@ def watched(monkeypatch, adjust=None):
     spy(events.Environment, "process", "processes")
     spy(analytic, "longest_path", "one-pass")
     spy(executor, "run_alone", "cut_collectives")
+    spy(pricer.FlowPricer, "_translated", "alike_steps")
     real_core, real_net, real_counted = core.FluidCore.__init__, network.LiveNetwork.__init__, pricer.counted_step
 
     def fluid(self, capacity, form="lean", family_of_link=None, resolution=0.0, *a, **k):
@@ -125,7 +126,7 @@ def check_recorded(kinds: list[dict], runs: list[Run], fidelity: str, n_train: i
         witness = {"cut_collectives": seen["cut_collectives"], "closed_steps": meta.get("steps_closed", 0),
                    "coalesced_steps": meta.get("steps_coalesced", 0), "scaled_runs": meta.get("isolated_scaled", 0),
                    "merged_flows": meta.get("merged_flows", 0), "sampled_schedules": meta.get("analytic_sampled", 0),
-                   "ops_not_run": int(np.isnan(tl.end).sum())}
+                   "ops_not_run": int(np.isnan(tl.end).sum()), "alike_steps": seen["alike_steps"]}
         taken = rec["taken"]
         assert set(taken) <= set(TAKEN)
         assert {k: v for k, v in witness.items() if v} == {k: v for k, v in taken.items() if k != "pair_counts"}, \
@@ -134,6 +135,7 @@ def check_recorded(kinds: list[dict], runs: list[Run], fidelity: str, n_train: i
         assert not taken.get("pair_counts") or seen["pair_counts_found"]
         assert not taken.get("closed_steps") or rec["closed_from"] > 0
         assert not taken.get("scaled_runs") or rec["scaled"]
+        assert not taken.get("alike_steps") or rec["alike_steps"]
         assert not taken.get("merged_flows") or rec["resolution"] > 0
         # the planning paths: some training rank plans no compute of its own exactly when one of them folded
         computing = {op.rank for op in run.plan.ops if isinstance(op, Compute)}
