@@ -11,16 +11,7 @@ import simcomm.compare as compare_mod
 from simcomm.compare import run_compare
 from simcomm.pipeline import simulate
 from simcomm.scenario import Scenario
-from simcomm.traces.io import save_trace
-from simcomm.traces.schema import Layer, Trace
-
-
-def _toy_trace(tmp_path) -> str:
-    layers = tuple(Layer(f"l{i}", "Conv2d", 1_000_000, 4_000_000, 2e-3, 4e-3, 2e-4, (3, 224, 224), (64, 56, 56))
-                   for i in range(4))
-    path = tmp_path / "toy.json"
-    save_trace(Trace("toy", 32, "fp32", "v100", "gpu", "synthetic", layers, 24.8e-3), path)
-    return str(path)
+from tests.pipeline.test_pipeline_run_cli import _toy_trace
 
 
 def _rows(results) -> str:
