@@ -90,17 +90,22 @@ def run_compare(base: Scenario, strategies: list[str], nodes: list[int], progres
             points.setdefault(_point(n, name, opts), []).append(spec)
     if workers is None:
         workers = auto_workers(ctx, nodes)
-    if workers > 1 and len(points) > 1:
-        done = None if progress is None else (lambda key: [progress() for _ in points[key]])
-        outcomes = dict(zip(points, _run_all(base, list(points), workers, done), strict=True))
-        progress = None  # told as each run finished
-    else:
-        outcomes = {}
+    outcomes: dict = {}
+    pooled: set = set()  # runs the workers made (progress was told as each finished)
 
-    def outcome(key):  # (Result or None, the error it raised or None); serially: run when first asked for
+    def outcome(key):  # (Result or None, the error it raised or None); run when first asked for
         if key not in outcomes:
-            ctx.cluster(key[0], 0)
-            outcomes[key] = _simulate_point(base, key, ctx)
+            if workers > 1 and (key[0] != nodes[0] or len(nodes) == 1):
+                # past the smallest node count (run here first: an error of the user's own options, or a baseline
+                # that does not apply, stops the comparison there, as in one process), every run left goes to the
+                # workers at once (with one node count, all of them: such an error is then raised once they end)
+                todo = [k for k in points if k not in outcomes]
+                done = None if progress is None else (lambda k: [progress() for _ in points[k]])
+                outcomes.update(zip(todo, _run_all(base, todo, workers, done), strict=True))
+                pooled.update(todo)
+            else:
+                ctx.cluster(key[0], 0)
+                outcomes[key] = _simulate_point(base, key, ctx)
         return outcomes[key]
 
     out = []
@@ -137,7 +142,7 @@ def run_compare(base: Scenario, strategies: list[str], nodes: list[int], progres
             if misfit:
                 res = replace(res, assumed=tuple(res.assumed) + (misfit,))
             out.append(res)
-            if progress is not None:
+            if progress is not None and _point(n, name, opts) not in pooled:
                 progress()
     return out
 

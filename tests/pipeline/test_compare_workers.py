@@ -56,8 +56,9 @@ def test_workers_give_the_same_results_as_one_process(tmp_path):
     assert any(r.not_applicable for r in two) and two[1].not_applicable  # hierarchical-allreduce at 1 node
 
 
-def test_workers_keep_a_users_own_error(tmp_path):
-    """The error of the user's own options for the compared strategy is raised as in one process."""
+def test_workers_keep_a_users_own_error(tmp_path, monkeypatch):
+    """The error of the user's own options for the compared strategy is raised as in one process; with several
+    node counts at the smallest, before any run goes to the workers."""
     from simcomm.errors import ConfigError
 
     base = Scenario(strategy="megatron", nodes=2, trace=_toy_trace(tmp_path), options={"tp": "3"})
@@ -65,3 +66,10 @@ def test_workers_keep_a_users_own_error(tmp_path):
         with pytest.raises(ConfigError) as err:
             run_compare(base, ["allreduce", "megatron"], [2], workers=workers)
         assert "tp" in str(err.value)
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("runs went to the workers before the smallest node count's error")
+
+    monkeypatch.setattr(compare_mod, "_run_all", no_pool)
+    with pytest.raises(ConfigError, match="tp"):
+        run_compare(base, ["allreduce", "megatron"], [2, 4, 8], workers=2)
