@@ -54,9 +54,17 @@ def baseline_of(base: Scenario):
     return name, opts, ref.describe()
 
 
-def run_compare(base: Scenario, strategies: list[str], nodes: list[int], progress=None) -> list[Result]:
-    """Results for every (nodes, strategy); speedup against the common baseline at the same nodes."""
-    from simcomm.pipeline import per_sample_speedup, simulate
+def run_compare(base: Scenario, strategies: list[str], nodes: list[int], progress=None,
+                workers: int | None = 1) -> list[Result]:
+    """Results for every (nodes, strategy); speedup against the common baseline at the same nodes.
+
+    Each distinct run is simulated once: the baseline at a node count is the same run as the compared strategy of
+    the same name and options there (``allreduce`` with its defaults), and its Result serves both.  With
+    ``workers`` > 1 the runs go to that many processes (:func:`_run_all`) and the results are put together in
+    the order one process gives, so the results are the same, float for float, for any number of workers
+    (None: :func:`auto_workers`).
+    """
+    from simcomm.pipeline import per_sample_speedup
     from simcomm.scenario.setup import Resolver
 
     # a seed preset's setting (simcomm.scenario.seed_settings) was filled in for one strategy at one node count:
@@ -71,20 +79,47 @@ def run_compare(base: Scenario, strategies: list[str], nodes: list[int], progres
     ctx.trace()  # a bad trace or cluster is the user's error for every strategy: fail once, here
     ref_spec = baseline_of(base)
     desc = None if ref_spec is None else f"{ref_spec[2]} on stack {ctx.stack_choice()[0]}"
+    points = {}  # (nodes, strategy, options) -> the specs it answers (empty: the baseline's alone), in order
+    for n in nodes:
+        if ref_spec is not None:
+            points.setdefault(_point(n, ref_spec[0], ref_spec[1]), [])
+        for spec in strategies:
+            name, variant = split_variant(spec)
+            # a variant's own options win over --opt, which wins over the seed setting's
+            opts = {**_seeded(base, name, n, evaluation=False), **_own_options(base, name), **variant}
+            points.setdefault(_point(n, name, opts), []).append(spec)
+    if workers is None:
+        workers = auto_workers(ctx, nodes)
+    outcomes: dict = {}
+    pooled: set = set()  # runs the workers made (progress was told as each finished)
+
+    def outcome(key):  # (Result or None, the error it raised or None); run when first asked for
+        if key not in outcomes:
+            if workers > 1 and (key[0] != nodes[0] or len(nodes) == 1):
+                # past the smallest node count (run here first: an error of the user's own options, or a baseline
+                # that does not apply, stops the comparison there, as in one process), every run left goes to the
+                # workers at once (with one node count, all of them: such an error is then raised once they end)
+                todo = [k for k in points if k not in outcomes]
+                done = None if progress is None else (lambda k: [progress() for _ in points[k]])
+                outcomes.update(zip(todo, _run_all(base, todo, workers, done), strict=True))
+                pooled.update(todo)
+            else:
+                ctx.cluster(key[0], 0)
+                outcomes[key] = _simulate_point(base, key, ctx)
+        return outcomes[key]
+
     out = []
     for n in nodes:
-        ctx.cluster(n, 0)
         ref, ref_samples, misfit = None, 0, None
         if ref_spec is not None:
-            name, opts, _ = ref_spec
-            try:
-                res = simulate(replace(base, strategy=name, nodes=n, options=opts), ctx=ctx, baseline=False,
-                               analytic=False)
-            except DoesNotFitError as exc:
+            name = ref_spec[0]
+            res, exc = outcome(_point(n, name, ref_spec[1]))
+            if isinstance(exc, DoesNotFitError):
                 # (large-model layouts beside plain data parallelism, which holds the whole model per GPU)
                 misfit = (f"baseline {name} does not fit in GPU memory at {n} nodes ({exc.why}): no speedups "
                           "at this size (--baseline to choose another)")
-                res = None
+            elif exc is not None:
+                raise exc
             if res is not None and res.not_applicable:
                 raise ConfigError(f"baseline: {name!r} does not apply at {n} nodes ({res.not_applicable}); choose "
                                   "another with --baseline, or --baseline none")
@@ -92,15 +127,12 @@ def run_compare(base: Scenario, strategies: list[str], nodes: list[int], progres
                 ref, ref_samples = res.mean_s, res.global_batch
         for spec in strategies:
             name, variant = split_variant(spec)
-            # a variant's own options win over --opt, which wins over the seed setting's
             opts = {**_seeded(base, name, n, evaluation=False), **_own_options(base, name), **variant}
-            scn = replace(base, strategy=name, nodes=n, options=opts)
-            try:
-                res = simulate(scn, ctx=ctx, baseline=False, analytic=False)
-            except (ConfigError, PlanError) as exc:
+            res, exc = outcome(_point(n, name, opts))
+            if exc is not None:
                 if name == base.strategy and base.options and not variant:
-                    raise  # the user's own options for this strategy are wrong
-                res = _unusable(scn, str(exc))  # e.g. a layout that does not divide or fit: n/a, with why
+                    raise exc  # the user's own options for this strategy are wrong
+                res = _unusable(replace(base, strategy=name, nodes=n, options=opts), str(exc))  # n/a, with why
             if variant:
                 res = replace(res, strategy=spec)  # variants of one strategy side by side, named as given
             if not res.not_applicable and ref:
@@ -110,8 +142,78 @@ def run_compare(base: Scenario, strategies: list[str], nodes: list[int], progres
             if misfit:
                 res = replace(res, assumed=tuple(res.assumed) + (misfit,))
             out.append(res)
-            if progress is not None:
+            if progress is not None and _point(n, name, opts) not in pooled:
                 progress()
+    return out
+
+
+#: ranks of the largest run from which ``simcomm compare`` uses worker processes by default: below it the whole
+#: comparison takes a few seconds, less than starting a process (about 1 s of imports each)
+WORKERS_FROM_RANKS = 1024
+
+
+def auto_workers(ctx, nodes: list[int]) -> int:
+    """Worker processes a comparison uses by default: the CPUs, at most 2 (:func:`simcomm.llm.workers.default_workers`),
+    when its largest run has about :data:`WORKERS_FROM_RANKS` ranks or more (the smallest cluster's ranks per node
+    times the most nodes: the largest cluster is not built here for a count); else 1."""
+    from simcomm.llm.workers import default_workers
+
+    small = min(nodes)
+    ranks = ctx.cluster(small, 0)[0].n_ranks * max(nodes) // small
+    return default_workers() if ranks >= WORKERS_FROM_RANKS else 1
+
+
+def _point(nodes: int, name: str, opts: dict) -> tuple:
+    """One distinct run of a comparison: (nodes, strategy, its options as given, in order)."""
+    return nodes, name, tuple(opts.items())
+
+
+def _simulate_point(base: Scenario, key: tuple, ctx) -> tuple:
+    """(Result, None), or (None, the error) when the run refused its inputs (the caller decides what that means)."""
+    from simcomm.pipeline import simulate
+
+    nodes, name, opts = key
+    try:
+        return simulate(replace(base, strategy=name, nodes=nodes, options=dict(opts)), ctx=ctx, baseline=False,
+                        analytic=False), None
+    except (ConfigError, PlanError) as exc:  # DoesNotFitError among them
+        return None, exc
+
+
+#: a worker process's resolver, kept for the next run of the same comparison: (base scenario, Resolver)
+_WORKER_RESOLVER: list = []
+
+
+def _worker_point(base: Scenario, key: tuple) -> tuple:
+    """:func:`_simulate_point` in a worker process, through one resolver per comparison (the trace and each
+    cluster built once per process; what a run keeps with a topology changes no float: the engine's ``keep``
+    path is exact, docs/engine.md)."""
+    import pickle
+
+    from simcomm.scenario.setup import Resolver
+
+    if not _WORKER_RESOLVER or _WORKER_RESOLVER[0] != base:
+        _WORKER_RESOLVER[:] = [base, Resolver(base)]
+    res, exc = _simulate_point(base, key, _WORKER_RESOLVER[1])
+    if exc is not None:
+        try:
+            pickle.loads(pickle.dumps(exc))
+        except Exception:  # an error whose constructor takes other arguments: its line, as its family's error
+            exc = (ConfigError if isinstance(exc, ConfigError) else PlanError)(str(exc))
+    return res, exc
+
+
+def _run_all(base: Scenario, keys: list[tuple], workers: int, done=None) -> list[tuple]:
+    """Every run's outcome, in ``keys``' order, from ``workers`` processes; the largest runs are handed out first
+    (the last ones to finish are then small), and ``done(key)`` is told as each finishes."""
+    from simcomm.llm.workers import run_parts
+
+    order = sorted(range(len(keys)), key=lambda k: (-keys[k][0], k))
+    got = run_parts(_worker_point, [(base, keys[k]) for k in order], workers,
+                    None if done is None else (lambda j: done(keys[order[j]])))
+    out: list = [None] * len(keys)
+    for j, k in enumerate(order):
+        out[k] = got[j]
     return out
 
 

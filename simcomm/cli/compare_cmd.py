@@ -111,6 +111,9 @@ def compare_command(
     as_json: bool = typer.Option(False, "--json"),
     as_csv: bool = typer.Option(False, "--csv"),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+    workers: int | None = typer.Option(None, "--workers", help="Processes the runs go to (default: the CPUs, at "
+                                       "most 2, when the largest run has 1,024 ranks or more, else 1; the results "
+                                       "are the same for any number)."),
     opt: list[str] | None = typer.Option(None, "--opt", help="Strategy option key=value (repeatable), for the "
                                             "strategies that have it."),
     flags: dict | None = None,
@@ -123,17 +126,19 @@ def compare_command(
     if file_cluster(base.cluster) and counts != [base.nodes]:
         raise ConfigError(f"--nodes: cluster {base.cluster!r} is a topology file with {base.nodes} node(s); its size "
                           "is fixed by the file (omit --nodes, or use a preset to vary it)")
+    if workers is not None and workers < 1:
+        raise ConfigError(f"--workers: {workers} must be a positive integer (1 runs everything in this process)")
     if png is not None:
         from simcomm.outpath import check_output_path
 
         png = check_output_path(png, "--png")  # before the simulations, not after
     if quiet or as_json or as_csv:
-        results = run_compare(base, names, counts)
+        results = run_compare(base, names, counts, workers=workers)
     else:
         with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=stderr(), transient=True) as bar:
             task = bar.add_task("compare", total=len(names) * len(counts))
-            results = run_compare(base, names, counts, progress=lambda: bar.advance(task))
+            results = run_compare(base, names, counts, progress=lambda: bar.advance(task), workers=workers)
     if png is not None:
         from simcomm.report.compare_plot import plot_compare
 

@@ -60,9 +60,44 @@ def group_shape(topology, ranks: tuple[int, ...]) -> tuple | None:
         if classes is not None:
             local, cls = classes
             out = cls[m], tuple(local[r] for r in ranks)
+    elif len(ranks) == 2:
+        out = _pair_shape(topology, ranks)
     if len(ranks) <= MAX_LOCAL:  # (large groups are not kept: they span machines, found at the second member)
         seen[ranks] = out
     return out
+
+
+def _pair_shape(topology, ranks: tuple[int, ...]) -> tuple | None:
+    """``("pair", class)`` of two ranks on machines of different NVLink domains (sgp's pair all-reduces of
+    offset R/2, thousands of them at 16 384 GPUs); None when they share a domain or a GPU stages through host
+    memory.
+
+    Such a group is one rank per NCCL node, so its layout (:func:`~simcomm.nccl.layout.group_layout`) is two
+    one-member nodes with each member's NIC index and port rates (its ``nic`` global ids are only counted as
+    distinct (node, NIC) pairs, two here); its flows, algorithm and protocol follow from the layout, and its
+    closed form from the two routes between the members (each link's bytes summed in flow order, so routes
+    alike up to relabelling, with equal capacities, give equal floats).  Two pairs that agree on the members'
+    facts, in order, and on both routes are prepared alike bit for bit (tests/nccl/test_nccl_shapes.py).
+    """
+    from simcomm.nccl.execution import any_host_staging
+    from simcomm.nccl.layout import _domains
+
+    a, b = ranks
+    ma, mb = topology.machine_of(a), topology.machine_of(b)
+    if ma is None or mb is None or any_host_staging(topology):
+        return None
+    domain = _domains(topology)
+    if ma >= len(domain) or mb >= len(domain) or domain[ma] == domain[mb]:
+        return None
+    info = _machine_info(topology)
+    facts = tuple((int(info["nic"][r] >= 0), int(info["nic_local"][r]), float(info["intra_bw"][r]),
+                   float(info["gpu_nic_bw"][r]), float(info["nic_bw"][r]), float(info["nic_latency"][r]))
+                  for r in (a, b))
+    route_len, links = topology.routes(np.array([a, b], dtype=np.int64), np.array([b, a], dtype=np.int64))
+    signature = (facts, np.asarray(route_len).tobytes(), _first_use(np.asarray(links)).tobytes(),
+                 np.asarray(topology.capacity, dtype=float)[links].tobytes())
+    seen = topology.__dict__.setdefault("_nccl_pair_classes", {})
+    return "pair", seen.setdefault(signature, len(seen))
 
 
 def _classes(topology):

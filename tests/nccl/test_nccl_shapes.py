@@ -101,7 +101,8 @@ def test_a_machine_with_another_link_is_another_class():
 
 def test_groups_across_machines_or_of_one_rank_have_no_shape():
     topo = two_level(3, [8, 8, 4])
-    assert group_shape(topo, (0, 8)) is None and group_shape(topo, (3,)) is None
+    assert group_shape(topo, (0, 8, 16)) is None and group_shape(topo, (3,)) is None
+    assert group_shape(topo, (0, 8)) == group_shape(topo, (1, 9)) == ("pair", 0)  # (pairs: below)
     assert group_shape(topo, (16, 17)) != group_shape(topo, (0, 1))  # a machine of 4 is another class
     assert group_shape(topo, (0, 1)) == group_shape(topo, (8, 9)) != group_shape(topo, (1, 0))
 
@@ -169,3 +170,89 @@ def test_alike_steps_on_links_of_another_capacity_run_apart():
     fast, ref = out
     assert fast.end.tobytes() == ref.end.tobytes() and fast.meta == ref.meta
     assert fast.end[0] == fast.end[2] < fast.end[1]  # machine 1 is slower: its run was not machine 0's
+
+
+@pytest.mark.parametrize("name", ["dgx-a100-hdr", "planes", "uneven", "gb200-nvl72", "pcie-host"])
+def test_pairs_across_machines_of_one_shape_are_prepared_alike(name):
+    """Two ranks on machines of different NVLink domains: equal pair shapes, equal preparations, field by field;
+    pairs in one domain (gb200-nvl72's machines share one) or staged through host memory have none."""
+    from simcomm.nccl.layout import _domains
+
+    topo = TOPOLOGIES[name]()
+    machines = topo.machines()
+    domain = _domains(topo)
+    rng = np.random.default_rng(11)
+    shared, classes, apart = 0, set(), 0
+    first = {}
+    for _ in range(60):
+        a, b = (int(x) for x in rng.choice(topo.n_ranks, 2, replace=False))
+        shape = group_shape(topo, (a, b))
+        if name == "pcie-host" or domain[machines[a]] == domain[machines[b]]:
+            assert shape is None or shape[0] != "pair"
+            apart += machines[a] != machines[b]  # (gb200-nvl72: machines of one NVLink domain)
+            continue
+        assert shape is not None and shape[0] == "pair"
+        classes.add(shape)
+        for kind, root in KINDS:
+            nbytes = float(rng.choice([0.0, 7.0, 4096.0, 3e6, 123456789.0]))
+            got = prepare_nccl(op((a, b), kind, nbytes, root), topo, NCCL)
+            key = (shape, kind, nbytes)
+            if key in first:
+                assert same(first[key], got), (name, kind, nbytes, a, b)
+                shared += 1
+            first.setdefault(key, got)
+    if name != "pcie-host":
+        assert shared > 0 and len(classes) >= 1
+    if name == "gb200-nvl72":
+        assert apart > 0  # pairs of two machines in one domain were tried, and got no pair shape
+
+
+def test_a_pair_across_a_slower_link_is_another_class():
+    topo = preset("dgx-a100-hdr", nodes=4, gpus_per_node=8)
+    assert group_shape(topo, (0, 16)) == group_shape(topo, (8, 24)) == group_shape(topo, (16, 0))
+    topo = preset("dgx-a100-hdr", nodes=4, gpus_per_node=8)
+    _, links = topo.routes(np.array([16]), np.array([0]))
+    capacity = topo.capacity.copy()
+    capacity[links[-1]] /= 2  # the last hop into rank 0 at half its rate
+    topo.__dict__["capacity"] = capacity
+    assert group_shape(topo, (0, 16)) != group_shape(topo, (8, 24)) == group_shape(topo, (16, 8))
+    pa, pb = (prepare_nccl(op(g), topo, NCCL) for g in ((0, 16), (8, 24)))
+    assert pa.closed_form != pb.closed_form  # sharing their preparation would have been wrong
+
+
+@pytest.mark.parametrize("fidelity", ["flow", "analytic"])
+def test_a_run_of_pair_allreduces_is_the_reference_run_bit_for_bit(fidelity, monkeypatch):
+    """sgp's offset-R/2 exchange: every rank's 2-rank all-reduce with rank + R/2, segment by segment; one
+    preparation per pair class and size against the reference's one per pair and size."""
+    from simcomm.ops import PlanBuilder
+
+    calls = [0]
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return prepare_nccl(*args, **kwargs)
+
+    monkeypatch.setattr(nccl_prepare, "prepare_nccl", counted)
+    monkeypatch.setattr("simcomm.nccl.prepare_nccl", counted)
+    out = []
+    for reference in (frozenset(), frozenset({"shapes", "keep"})):
+        topo = preset("dgx-a100-hdr", nodes=8, gpus_per_node=8)
+        half = topo.n_ranks // 2
+        b = PlanBuilder(topo.n_ranks)
+        gate = {r: [] for r in range(topo.n_ranks)}
+        for s, nbytes in enumerate((3e6, 8e6, 3e6)):
+            for r in range(half):
+                c = b.collective("allreduce", (r, r + half), nbytes, after=gate[r] + gate[r + half],
+                                 label=f"segment {s} {r}")
+                gate[r] = gate[r + half] = [c]
+            for r in range(topo.n_ranks):
+                gate[r] = [b.compute(r, 1e-4 * (1 + r % 3), after=gate[r], label=f"average {s}")]
+        calls[0] = 0
+        tl = engine.simulate(b.build(), topo, fidelity=fidelity,
+                             options=EngineOptions(runtime=NCCL, reference=reference))
+        out.append((tl, calls[0]))
+    (fast, n_fast), (ref, n_ref) = out
+    assert n_fast < n_ref == 2 * 32  # 32 pairs x 2 sizes prepared by the reference
+    assert fast.start.tobytes() == ref.start.tobytes() and fast.end.tobytes() == ref.end.tobytes()
+    assert fast.makespan == ref.makespan and fast.link_class_bytes == ref.link_class_bytes
+    assert fast.meta == ref.meta

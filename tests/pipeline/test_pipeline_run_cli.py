@@ -76,6 +76,7 @@ def test_scenario_file_matches_flags(tmp_path, capsys, cli):
     (["run", "-s", "allreduce", "--stack", "carrier-pigeon"], "unknown stack"),
     (["run", "-s", "allreduce", "--fidelity", "exact"], "fidelity"),
     (["compare", "--nodes", "0,x"], "nodes: "),
+    (["compare", "--nodes", "2", "--workers", "0"], "--workers: 0 must be a positive integer"),
     (["run", "-s", "hierarchical-allreduce", "-n", "2"], "not applicable here: hierarchical-allreduce needs"),
 ])
 def test_bad_input_one_line_exit_2(capsys, args, words, cli):
