@@ -428,7 +428,7 @@ REFERENCES = (
     Reference("max-live-64", True, "simcomm.engine.fluid.core:FluidCore._solve", _options(max_live=64)),
     Reference("no-keep", True, "simcomm.engine.drive.executor._prepare", _options(frozenset({"keep"}))),
     Reference("no-shapes", True, "simcomm.engine.drive.executor._prepare", _options(frozenset({"shapes"}))),
-    Reference("no-alike-steps", True, "simcomm.engine.flow.pricer.route_step", _options(frozenset({"alike_steps"}))),
+    Reference("no-alike-steps", True, "simcomm.engine.flow.steps.route_step", _options(frozenset({"alike_steps"}))),
     Reference("event-loop", True, "simcomm.engine.flow.analytic.longest_path", _options(frozenset({"one_pass"}))),
     Reference("per-link", False, "simcomm.engine.flow.network:LiveNetwork.hold", _options(frozenset({"per_link"}))),
     Reference("coalesce", False, "simcomm.engine.flow.pricer:FlowPricer._isolated_period",

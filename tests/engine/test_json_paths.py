@@ -47,7 +47,7 @@ def watched(monkeypatch, adjust=None):
     import simcomm.engine as engine
     from simcomm.engine import events
     from simcomm.engine.drive import executor
-    from simcomm.engine.flow import analytic, network, pricer
+    from simcomm.engine.flow import analytic, network, pricer, steps
     from simcomm.engine.fluid import core
 
     runs: list[Run] = []
@@ -66,7 +66,7 @@ def watched(monkeypatch, adjust=None):
     spy(analytic, "longest_path", "one-pass")
     spy(executor, "run_alone", "cut_collectives")
     spy(pricer.FlowPricer, "_translated", "alike_steps")
-    real_core, real_net, real_counted = core.FluidCore.__init__, network.LiveNetwork.__init__, pricer.counted_step
+    real_core, real_net, real_counted = core.FluidCore.__init__, network.LiveNetwork.__init__, steps.counted_step
 
     def fluid(self, capacity, form="lean", family_of_link=None, resolution=0.0, *a, **k):
         runs[-1].cores.add((form, float(resolution)))
@@ -83,7 +83,7 @@ def watched(monkeypatch, adjust=None):
         return found
     monkeypatch.setattr(core.FluidCore, "__init__", fluid)
     monkeypatch.setattr(network.LiveNetwork, "__init__", live)
-    monkeypatch.setattr(pricer, "counted_step", counted)
+    monkeypatch.setattr(steps, "counted_step", counted)
     real = engine.simulate
 
     def simulate(plan, topology, *, fidelity="flow", seed=0, options=None, **kw):
