@@ -46,8 +46,13 @@ def test_ctrl_c_on_a_sweep_says_what_was_saved_and_how_to_resume(tmp_path):
     """Ctrl-C (SIGINT) in the middle of ``simcomm whatif``: exit status 130, one line naming the points saved and how
     to resume, no traceback; running the same command again resumes from there."""
     out = tmp_path / "o"
-    argv = [sys.executable, "-m", "simcomm", "whatif", "--vary", "nodes=2..400", "--strategies", "dpsgd",
-            "--fidelity", "analytic", "--sequential", "--no-report", "--out", str(out)]
+    args = ["whatif", "--vary", "nodes=2..400", "--strategies", "dpsgd", "--fidelity", "analytic", "--sequential",
+            "--no-report", "--out", str(out)]
+    # Python leaves SIGINT ignored when it starts with it ignored, as every command started with `&` from a
+    # non-interactive shell (or under nohup) does: install the handler a terminal's Python has, so the test
+    # sees what Ctrl-C does whatever runs the tests
+    argv = [sys.executable, "-c", "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            f"sys.argv = ['simcomm', *{args!r}]; runpy.run_module('simcomm', run_name='__main__', alter_sys=True)"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
     try:
