@@ -112,8 +112,13 @@ def test_kineto_import_matches_direct_capture(tmp_path):
     ok = [abs(getattr(b, attr) - getattr(a, attr)) <= 0.05 * getattr(a, attr) + 1e-4 + preempted
           for a, b in zip(direct.layers, imported.layers, strict=False) for attr in ("forward_s", "backward_s")]
     assert sum(ok) >= 0.9 * len(ok), sum(ok) / len(ok)
-    # the same 8 iterations on both sides: the import's mean against the capture's mean of all of them
-    assert abs(imported.iteration_s / statistics.mean(iters) - 1) < 0.05
+    # the same 8 iterations on both sides, each averaged over its middle half by duration (capture._middle, which
+    # the import applies to the ProfilerStep ranges): one preempted iteration is dropped by both (comparing with
+    # the mean of all 8 failed by 9.5 % on a loaded machine when one iteration took 0.47 s against 0.27-0.32)
+    # (plus the spread within that middle half, as above: the two sides time the same iterations with different
+    # overheads, so a busy machine moves them apart by up to it; a misread step would be off by its whole length)
+    middle = sorted(iters)[len(iters) // 4:len(iters) - len(iters) // 4]
+    assert abs(imported.iteration_s / direct.iteration_s - 1) < 0.05 + (middle[-1] - middle[0]) / statistics.mean(middle)
 
 
 @pytest.mark.gpu
