@@ -41,3 +41,16 @@ def both(plan, topo, fast=(), ref=(), **kw):
 def direct_vs_queue(plan, topo, **kw):
     """(direct loop, SimPy's queue) timelines of one plan: :func:`both` with the ``direct`` reference."""
     return both(plan, topo, (), {"direct"}, **kw)
+
+
+def dgx_with_one_slow_link(nodes: int = 3):
+    """``dgx-a100-hdr`` of ``nodes`` machines with rank 8's NVLink port (machine 1) at half its rate: alike
+    groups whose only difference is a capacity, for the tests that shared steps keep each machine's own times."""
+    from simcomm.topologies.presets import preset
+
+    topo = preset("dgx-a100-hdr", nodes=nodes, gpus_per_node=8)
+    _, links = topo.routes(np.array([8]), np.array([9]))
+    capacity = topo.capacity.copy()
+    capacity[links[0]] /= 2
+    topo.__dict__["capacity"] = capacity
+    return topo

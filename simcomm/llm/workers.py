@@ -37,7 +37,6 @@ def run_parts(fn, parts: list[tuple], workers: int, done=None) -> list:
     (in finishing order); the results come back in ``parts``' order.  ``fn`` must be importable (a module's
     top-level function) and its arguments and result picklable."""
     from concurrent.futures import as_completed
-    from concurrent.futures.process import BrokenProcessPool
 
     out: list = [None] * len(parts)
     size = max(1, workers)
@@ -50,11 +49,7 @@ def run_parts(fn, parts: list[tuple], workers: int, done=None) -> list:
             if done is not None:
                 done(k)
     except BaseException as exc:
-        # a lost process (BrokenProcessPool) or an interrupt: this pool is not used again; a part that raised
-        # leaves it sound (its exception came back as a result)
-        if isinstance(exc, (BrokenProcessPool, KeyboardInterrupt)):
-            _POOLS.pop(size, None)
-            pool.shutdown(wait=False, cancel_futures=True)
+        _drop_if_lost(exc, size, pool)
         raise
     return out
 
@@ -65,7 +60,6 @@ def run_chained(fn, count: int, args_of, workers: int, done=None) -> list:
     ended so far); ``done(k)`` as in :func:`run_parts`.  What the parts see of each other depends on which ended
     first: the caller makes its rows independent of that (:func:`simcomm.llm.simulate._prune`)."""
     from concurrent.futures import FIRST_COMPLETED, wait
-    from concurrent.futures.process import BrokenProcessPool
 
     out: list = [None] * count
     finished: dict = {}
@@ -85,11 +79,19 @@ def run_chained(fn, count: int, args_of, workers: int, done=None) -> list:
                 if done is not None:
                     done(k)
     except BaseException as exc:
-        if isinstance(exc, (BrokenProcessPool, KeyboardInterrupt)):
-            _POOLS.pop(size, None)
-            pool.shutdown(wait=False, cancel_futures=True)
+        _drop_if_lost(exc, size, pool)
         raise
     return out
+
+
+def _drop_if_lost(exc: BaseException, size: int, pool) -> None:
+    """After a lost process (BrokenProcessPool) or an interrupt, this pool is not used again; a part that raised
+    leaves it sound (its exception came back as a result)."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    if isinstance(exc, (BrokenProcessPool, KeyboardInterrupt)):
+        _POOLS.pop(size, None)
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _pool(size: int):

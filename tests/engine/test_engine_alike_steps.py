@@ -10,7 +10,6 @@ derive their steps on their own.
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from simcomm import engine
@@ -20,7 +19,7 @@ from simcomm.ops import PlanBuilder
 from simcomm.runtimes import get_runtime
 from simcomm.runtimes.mpi import MPICH
 from simcomm.topologies.presets import preset
-from tests.timelines import check
+from tests.timelines import check, dgx_with_one_slow_link
 
 NCCL = get_runtime("nccl")
 KINDS = (("allreduce", 0), ("reduce", 0), ("broadcast", 1), ("allgather", 0), ("reduce_scatter", 0))
@@ -120,11 +119,7 @@ def test_a_machine_with_a_slower_link_keeps_its_own_times():
     machine with one slower link still runs at its own rate."""
     out = []
     for reference in (frozenset(), frozenset({"alike_steps", "shapes"})):
-        topo = preset("dgx-a100-hdr", nodes=3, gpus_per_node=8)
-        _, links = topo.routes(np.array([8]), np.array([9]))
-        capacity = topo.capacity.copy()
-        capacity[links[0]] /= 2  # machine 1: rank 8's NVLink port at half its rate
-        topo.__dict__["capacity"] = capacity
+        topo = dgx_with_one_slow_link()  # machine 1: rank 8's NVLink port at half its rate
         b = PlanBuilder(topo.n_ranks)
         for m in range(3):
             ranks = tuple(range(8 * m, 8 * m + 8))

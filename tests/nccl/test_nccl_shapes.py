@@ -23,6 +23,7 @@ from simcomm.ops import Collective
 from simcomm.runtimes import get_runtime
 from simcomm.topologies.presets import preset
 from simcomm.topologies.two_level import two_level
+from tests.timelines import dgx_with_one_slow_link
 
 NCCL = get_runtime("nccl")
 KINDS = (("allreduce", 0), ("allgather", 0), ("reduce_scatter", 0), ("broadcast", 1), ("reduce", 0),
@@ -157,11 +158,7 @@ def test_alike_steps_on_links_of_another_capacity_run_apart():
 
     out = []
     for reference in (frozenset(), frozenset({"shapes"})):
-        topo = preset("dgx-a100-hdr", nodes=3, gpus_per_node=8)
-        _, links = topo.routes(np.array([8]), np.array([9]))
-        capacity = topo.capacity.copy()
-        capacity[links[0]] /= 2  # machine 1: rank 8's NVLink port at half its rate
-        topo.__dict__["capacity"] = capacity
+        topo = dgx_with_one_slow_link()  # machine 1: rank 8's NVLink port at half its rate
         b = PlanBuilder(topo.n_ranks)
         for m in range(3):
             b.collective("allgather", tuple(range(8 * m, 8 * m + 8)), 8e6, label=f"machine {m}")
