@@ -1,5 +1,5 @@
 """Shared builders of engine test cases: random flow sets for the max-min and fluid
-tests, and staggered gossip plans for the engine-against-reference tests.
+tests, random mixed plans, and staggered gossip plans for the engine-against-reference tests.
 
 Not a test module (no ``test_`` prefix); pytest puts ``tests/`` on the path
 (``pythonpath`` in pyproject.toml), so test modules import it by name.
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from simcomm.ops import PlanBuilder
 
-__all__ = ["coo", "fifo_server_plan", "flat", "flow_instances", "gossip_plan"]
+__all__ = ["coo", "fifo_server_plan", "flat", "flow_instances", "gossip_plan", "mixed_plans"]
 
 
 def coo(routes):
@@ -35,6 +35,37 @@ def flow_instances(draw, max_links: int, caps, max_route: int, max_flows: int):
     routes = draw(st.lists(st.lists(st.integers(0, n_links - 1), min_size=1, max_size=max_route, unique=True),
                            min_size=1, max_size=max_flows))
     return np.array(capacity), routes
+
+
+@st.composite
+def mixed_plans(draw, n_ranks: int, *, sizes=(1e3, 4e3, 1e4), transfer_streams=("pp",),
+                kinds=("allreduce", "broadcast", "alltoall"), max_members: int = 5):
+    """Up to 40 ops over ``n_ranks`` ranks, each after up to two earlier ones: computes (zero-length
+    included), messages on one of ``transfer_streams``, collectives of a fixed "tensor-parallel" group
+    on its own stream (so some streams hold collectives alone), and collectives of ``kinds`` over 2 to
+    ``max_members`` drawn ranks on the "dp" or "tp" stream; sizes from ``sizes`` or 0..50 kB."""
+    b = PlanBuilder(n_ranks)
+    ids: list[int] = []
+    group = tuple(range(draw(st.integers(2, 6))))
+    for _ in range(draw(st.integers(1, 40))):
+        after = draw(st.lists(st.sampled_from(ids), max_size=2, unique=True)) if ids else []
+        what = draw(st.integers(0, 4))
+        size = draw(st.sampled_from(list(sizes)) | st.floats(0.0, 5e4))
+        if what == 0:
+            secs = draw(st.sampled_from([0.0, 1e-6, 5e-6]) | st.floats(0.0, 2e-5))
+            ids.append(b.compute(draw(st.integers(0, n_ranks - 1)), secs, after=after))
+        elif what == 1:
+            src = draw(st.integers(0, n_ranks - 1))
+            dst = draw(st.integers(0, n_ranks - 1).filter(lambda d, src=src: d != src))
+            ids.append(b.transfer(src, dst, size, after=after, stream=draw(st.sampled_from(list(transfer_streams)))))
+        elif what == 2:
+            kind = draw(st.sampled_from(["allreduce", "allgather", "reduce_scatter"]))
+            ids.append(b.collective(kind, group, size, after=after, stream="tp"))
+        else:
+            ranks = draw(st.lists(st.integers(0, n_ranks - 1), min_size=2, max_size=max_members, unique=True))
+            kind = draw(st.sampled_from(list(kinds)))
+            ids.append(b.collective(kind, ranks, size, after=after, stream=draw(st.sampled_from(["dp", "tp"]))))
+    return b.build()
 
 
 def gossip_plan(n: int, seed: int, *, stagger: float, per_rank: int, sizes, ring_bytes: float | None = None):

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from flowcases import mixed_plans
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -64,35 +65,10 @@ def test_a_plan_with_a_period_gets_no_bound():
     assert makespan_bound(plan, TOPO, MPICH) == 0.0
 
 
-@st.composite
-def mixed_plans(draw):
-    n = TOPO.n_ranks
-    b = PlanBuilder(n)
-    ids: list[int] = []
-    group = tuple(range(draw(st.integers(2, 6))))
-    for _ in range(draw(st.integers(1, 40))):
-        after = draw(st.lists(st.sampled_from(ids), max_size=2, unique=True)) if ids else []
-        what = draw(st.integers(0, 4))
-        size = draw(st.sampled_from([1e3, 4e3, 1e4, 1e6]) | st.floats(0.0, 5e4))
-        if what == 0:
-            secs = draw(st.sampled_from([0.0, 1e-6, 5e-6]) | st.floats(0.0, 2e-5))
-            ids.append(b.compute(draw(st.integers(0, n - 1)), secs, after=after))
-        elif what == 1:
-            src = draw(st.integers(0, n - 1))
-            dst = draw(st.integers(0, n - 1).filter(lambda d, src=src: d != src))
-            ids.append(b.transfer(src, dst, size, after=after, stream=draw(st.sampled_from(["pp", "compute"]))))
-        elif what == 2:
-            kind = draw(st.sampled_from(["allreduce", "allgather", "reduce_scatter"]))
-            ids.append(b.collective(kind, group, size, after=after, stream="tp"))
-        else:
-            ranks = draw(st.lists(st.integers(0, n - 1), min_size=2, max_size=8, unique=True))
-            kind = draw(st.sampled_from(["allreduce", "broadcast", "alltoall", "allgather"]))
-            ids.append(b.collective(kind, ranks, size, after=after, stream=draw(st.sampled_from(["dp", "tp"]))))
-    return b.build()
-
-
 @settings(max_examples=80, deadline=None)
-@given(mixed_plans(), st.sampled_from([0.0, 0.01, 0.05]))
+@given(mixed_plans(TOPO.n_ranks, sizes=(1e3, 4e3, 1e4, 1e6), transfer_streams=("pp", "compute"),
+                   kinds=("allreduce", "broadcast", "alltoall", "allgather"), max_members=8),
+       st.sampled_from([0.0, 0.01, 0.05]))
 def test_drawn_plans_never_beat_their_bound(plan, resolution):
     bound = makespan_bound(plan, TOPO, MPICH, resolution=resolution)
     assert bound <= _makespan(plan, resolution) * (1 + 1e-12)

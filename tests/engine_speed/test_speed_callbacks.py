@@ -7,6 +7,7 @@ layout, where the tensor-parallel ranks' streams hold nothing but collectives.""
 
 import pytest
 import timelines
+from flowcases import mixed_plans
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from timelines import check
@@ -29,35 +30,8 @@ def both(plan, topo, **kw):
     return a, b
 
 
-@st.composite
-def mixed_plans(draw):
-    n = TOPO.n_ranks
-    b = PlanBuilder(n)
-    ids: list[int] = []
-    group = tuple(range(draw(st.integers(2, 6))))  # a "tensor-parallel" group with a stream of its own
-    for _ in range(draw(st.integers(1, 40))):
-        after = draw(st.lists(st.sampled_from(ids), max_size=2, unique=True)) if ids else []
-        what = draw(st.integers(0, 4))
-        size = draw(st.sampled_from([1e3, 4e3, 1e4]) | st.floats(0.0, 5e4))
-        if what == 0:
-            secs = draw(st.sampled_from([0.0, 1e-6, 5e-6]) | st.floats(0.0, 2e-5))
-            ids.append(b.compute(draw(st.integers(0, n - 1)), secs, after=after))
-        elif what == 1:
-            src = draw(st.integers(0, n - 1))
-            dst = draw(st.integers(0, n - 1).filter(lambda d, src=src: d != src))
-            ids.append(b.transfer(src, dst, size, after=after, stream="pp"))
-        elif what == 2:  # the group's own stream: collectives alone on every member but the first
-            kind = draw(st.sampled_from(["allreduce", "allgather", "reduce_scatter"]))
-            ids.append(b.collective(kind, group, size, after=after, stream="tp"))
-        else:
-            ranks = draw(st.lists(st.integers(0, n - 1), min_size=2, max_size=5, unique=True))
-            kind = draw(st.sampled_from(["allreduce", "broadcast", "alltoall"]))
-            ids.append(b.collective(kind, ranks, size, after=after, stream=draw(st.sampled_from(["dp", "tp"]))))
-    return b.build()
-
-
 @settings(max_examples=60, deadline=None)
-@given(mixed_plans(), st.sampled_from([0.0, 0.01]))
+@given(mixed_plans(TOPO.n_ranks), st.sampled_from([0.0, 0.01]))
 def test_callbacks_run_drawn_plans_exactly_as_processes(plan, resolution):
     check(*both(plan, TOPO, resolution=resolution))
 
