@@ -262,3 +262,43 @@ def test_seed003_names_what_both_rows_of_a_model_imply(results):
     pairs = re.findall(r"\(([\d.]+)x apart, simulated ([\d.]+)x\)", finding)
     assert len(pairs) == 2 and all(float(paper) > float(sim) for paper, sim in pairs)
     assert "residual inference, not a row" in finding and "no one per-byte rate closes both" in finding
+
+
+def test_seed003_one_core_sum_is_a_cores_share_of_the_node():
+    """Sec. 3-B's single-threaded MPI sum: 3 bytes of memory traffic per byte reduced at 136.6 GB/s / 32 cores."""
+    from simcomm.topologies.devices import device_gamma
+
+    one_core = seed003.ONE_CORE_GAMMA
+    assert one_core == pytest.approx(3 * 32 / 136.6e9, rel=1e-12)  # 7.03e-10 s/B: 1.42 GB/s reduced
+    assert one_core == pytest.approx(32 * device_gamma("haswell", 1), rel=1e-12)  # 32x the rows' γ (the node's)
+
+
+def test_seed003_only_the_allreduce_sums_inside_mpi(monkeypatch):
+    """The one-core γ goes to the all-reduce's stack only: PCNN reduces nothing in MPI and sums on 32 threads."""
+    seen = {}
+    monkeypatch.setattr(seed003, "simulate", lambda scn, trace: seen.setdefault(scn.strategy, scn.stack))
+    for strategy in ("allreduce", "pcnn"):
+        seed003._run(None, strategy, 2, 0.5, 1e-9)
+    assert seen["allreduce"].reduce_per_byte == 1e-9 and seen["allreduce"].efficiency == 0.5
+    assert seen["pcnn"].reduce_per_byte is None and seen["pcnn"].efficiency == 0.5
+    seen.clear()
+    seed003._run(None, "allreduce", 2, 0.5)
+    assert seen["allreduce"].reduce_per_byte is None  # the rows: the node's γ (the preset's)
+
+
+def test_seed003_one_core_sum_moves_only_pcnn(results):
+    """With the sum on one core the VGG-16 fit absorbs it: ResNet-50's all-reduce stays, the goodput and the
+    pcnn/allreduce ratios rise (the finding's numbers against the tallied rows)."""
+    import re
+
+    res = next(r for r in results if r.name == "seed003-pcnn")
+    rows = {r.label: r.predicted for r in res.rows}
+    finding = next(f for f in res.findings if f.startswith("MPI's single-threaded sum"))
+    new_eff, old_eff = map(float, re.search(r"goodput ([\d.]+) instead of ([\d.]+)", finding).groups())
+    assert old_eff == pytest.approx(res.fits[0].value, abs=5e-4) and new_eff > old_eff
+    ar = float(re.search(r"ResNet-50's all-reduce (\d+)x \(unchanged", finding).group(1))
+    assert ar == pytest.approx(rows["resnet50 allreduce: speedup at 8192 cores"], abs=0.5)
+    ratios = dict(re.findall(r"(vgg16|resnet50) ([\d.]+)x \(paper", finding))
+    for model in ("vgg16", "resnet50"):
+        assert float(ratios[model]) > rows[f"{model}: pcnn / allreduce speedup"]
+    assert "Not adopted" in finding and "unpublished" in finding
