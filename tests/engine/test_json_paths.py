@@ -41,9 +41,9 @@ class Run:
 
 
 @contextlib.contextmanager
-def watched(monkeypatch, adjust=None):
+def watched(monkeypatch, adjust=None, runtime=None):
     """Record every engine run of the block, with spies on what each path runs (``adjust(options)``: the options
-    a run takes instead, a reference switch)."""
+    a run takes instead, a reference switch; ``runtime(runtime)``: the runtime it takes instead)."""
     import simcomm.engine as engine
     from simcomm.engine import events
     from simcomm.engine.drive import executor
@@ -90,6 +90,8 @@ def watched(monkeypatch, adjust=None):
         opts = engine.EngineOptions.of(options, **kw)
         if adjust is not None:
             opts = adjust(opts)
+        if runtime is not None:
+            opts = dataclasses.replace(opts, runtime=runtime(opts.runtime))
         runs.append(Run(plan, fidelity, opts))
         runs[-1].timeline = real(plan, topology, fidelity=fidelity, seed=seed, options=opts)
         return runs[-1].timeline
@@ -153,8 +155,8 @@ def check_engine(rec: dict, run: Run) -> dict:
     return planned
 
 
-def _run(cli, monkeypatch, argv, adjust=None) -> tuple[dict, list[Run]]:
-    with watched(monkeypatch, adjust) as runs:
+def _run(cli, monkeypatch, argv, adjust=None, runtime=None) -> tuple[dict, list[Run]]:
+    with watched(monkeypatch, adjust, runtime) as runs:
         rc, out, err = cli(argv)
     assert rc == 0, err
     return json.loads(out), runs
@@ -227,12 +229,11 @@ def test_a_reference_switch_is_recorded_as_the_path_it_takes(cli, monkeypatch, n
 
 
 def test_pair_counts_are_recorded(cli, monkeypatch):
-    """pcnn's all-to-alls as NCCL's PXN blocks of pairs (kept as blocks from any size here), every step priced by its
-    closed form: their link loads counted by classes (``pair_counts``), none routed."""
-    from simcomm.nccl import prepare
-
-    monkeypatch.setattr(prepare, "BLOCKS_FROM", 1)
-    data, runs = _run(cli, monkeypatch, CASES["pcnn"], lambda o: dataclasses.replace(o, closed_steps=1))
+    """pcnn's all-to-alls as NCCL's PXN blocks of pairs (kept as blocks from any size here: the runtime's
+    ``pair_blocks_from``), every step priced by its closed form: their link loads counted by classes
+    (``pair_counts``), none routed."""
+    data, runs = _run(cli, monkeypatch, CASES["pcnn"], lambda o: dataclasses.replace(o, closed_steps=1),
+                      lambda r: dataclasses.replace(r, pair_blocks_from=1))
     check_recorded(data["kinds"], runs, "flow", data["n_ranks"])
     assert all(k["engine"]["taken"]["pair_counts"] == 5 for k in data["kinds"])  # its 5 all-to-alls
 
