@@ -391,3 +391,19 @@ def test_a_bench_path_taken_but_not_recorded_fails_the_check(cli, monkeypatch):
     with pytest.raises(AssertionError):
         for row, run in zip(data["rows"], runs, strict=True):
             check_engine(row["engine"], run)
+
+
+def test_bench_measured_json_names_each_predictions_paths(cli):
+    """``bench --measured --json``: each compared row carries its prediction's ``engine`` record, the one the same
+    size's plain ``bench --json`` row gives."""
+    from pathlib import Path
+
+    table = Path(__file__).parents[1] / "data" / "nccl_tests" / "all_reduce_1x8_v100_old_format.txt"
+    argv = ["bench", "all_reduce", "--cluster", "dgx1-v100", "--json"]
+    rc, out, err = cli([*argv, "--measured", str(table)])
+    assert rc == 0, err
+    measured = json.loads(out)["rows"]
+    rc, out, err = cli([*argv, "--sizes", ",".join(str(r["size"]) for r in measured)])
+    assert rc == 0, err
+    plain = json.loads(out)["rows"]
+    assert [r["engine"] for r in measured] == [r["engine"] for r in plain] and all(r["engine"] for r in plain)
