@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from simcomm.errors import ConfigError
 from simcomm.nccl.measured import PER_RANK_COUNT, TYPE_BYTES, Measured, what_rows_say
@@ -200,6 +200,9 @@ class BenchRow:
     algbw: float   # GB/s
     busbw: float   # GB/s
     algorithm: str
+    #: the paths the engine run took (``Timeline.paths``, as ``simcomm run --json``'s kinds' ``engine``); in
+    #: ``--json`` only, beside the row (:meth:`to_dict` is the nccl-tests row, CSV's columns)
+    engine: dict = field(default_factory=dict, compare=False, repr=False)
 
     def to_dict(self) -> dict:
         size = int(self.size) if float(self.size).is_integer() else self.size  # bytes, as nccl-tests prints them
@@ -253,7 +256,7 @@ def bench(kind: str, topology, runtime, sizes: list[float], *, dtype: str = "flo
         rows.append(BenchRow(size, count, dtype,
                              "sum" if kind in ("allreduce", "reduce", "reduce_scatter") else "none",
                              root if kind in ("broadcast", "reduce") else -1, t * 1e6, alg,
-                             alg * busbw_factor(kind, n), ran))
+                             alg * busbw_factor(kind, n), ran, tl.paths))
         if progress is not None:
             progress()
     return rows

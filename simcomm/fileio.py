@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["atomic_open", "write_text", "write_bytes"]
+__all__ = ["atomic_open", "write_text", "write_bytes", "check_room"]
 
 
 def _umask() -> int:
@@ -60,3 +60,20 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     with atomic_open(path, "wb") as fh:
         fh.write(data)
     return Path(path)
+
+
+def check_room(directory: str | os.PathLike, field: str, then: str) -> None:
+    """Refuse, before long work whose result goes to ``directory``, a disk with no byte free (``field``: the
+    option named; ``then``: what was not done, e.g. "nothing measured").  A disk with some room left may still
+    fill up: the writes are atomic (:func:`atomic_open`) and say so then."""
+    from simcomm.errors import ConfigError
+
+    if not hasattr(os, "statvfs"):  # Windows: the write itself says it
+        return
+    try:
+        room = os.statvfs(directory)
+    except OSError:
+        return  # an unreadable directory: the write says why
+    if room.f_bavail == 0:
+        raise ConfigError(f"{field}: cannot write to {str(directory)!r}: No space left on device (the disk is "
+                          f"full; {then})")

@@ -56,6 +56,12 @@ def comparison_dict(c) -> dict:
             "unsettled": c.unsettled}
 
 
+def _engine_paths(row) -> dict | None:
+    """The paths the engine took for a row (a simulated row's, a measured row's prediction's; None: a no-op)."""
+    run = getattr(row, "predicted", row)
+    return None if run is None else run.engine
+
+
 def error_summary(rows) -> list[tuple[str, float | None]]:
     """Median |error| of the compared rows per size band (None where the band has no row)."""
     import statistics
@@ -242,7 +248,7 @@ def bench_command(
     if as_json:
         doc = {"collective": kind, "cluster": cluster, "nodes": nodes, "ranks": topo.n_ranks, "stack": name,
                "collectives": runtime.name, "fidelity": fidelity, "gpus_per_thread": gpus_per_thread,
-               "assumed": assumed, "rows": dicts}
+               "assumed": assumed, "rows": [{**d, "engine": _engine_paths(r)} for d, r in zip(dicts, rows, strict=True)]}
         if nvl.any():
             doc["nvl_domain"], doc["nvl_split"] = nvl.domain, list(nvl.split) or None
         if topo.network.any():

@@ -25,6 +25,7 @@ import typer
 
 from simcomm.cli.console import print_json, stdout, table
 from simcomm.errors import ConfigError
+from simcomm.fileio import check_room
 from simcomm.units import format_size, format_time, parse_bandwidth, parse_size
 
 BACKENDS = ("gloo", "nccl")
@@ -144,6 +145,7 @@ def calibrate_command(
         raise ConfigError(f"line-rate: {line_rate!r} must be positive")
     if not out.parent.is_dir():
         raise ConfigError(f"out: directory {str(out.parent)!r} does not exist")
+    check_room(out.parent, "out", "nothing measured")  # before the minutes of measuring, not after
     emu_kw = _emulator_options(emulate, topology, leaves, trunk_rate, ranks_per_host, mtu, qdisc, burst)
     spec = BenchSpec(parse_sizes(sizes), parse_sizes(coll_sizes, "coll-sizes"), repeats, rounds=rounds,
                      stable=stable)

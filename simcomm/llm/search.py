@@ -251,6 +251,8 @@ class Row:
     estimate_rank: int = 0  # 1-based place by estimate among the fitting layouts (0: not set)
     precision: str | None = None  # set when the search covers several precisions (None: the scenario's one)
     bound_s: float | None = None  # a lower bound on its simulated step (simcomm.engine.bound), when worked out
+    #: simulated: each iteration kind's ``engine`` record, the paths its run took (as ``simcomm run --json``'s)
+    engine: tuple = ()
 
     def __post_init__(self):
         if not self.step_s:
@@ -269,7 +271,8 @@ class Row:
                 "estimate": {"step_s": e.step, "compute_s": e.compute, "tp_s": e.tp, "cp_s": e.cp, "ep_s": e.ep,
                              "bubble_s": e.bubble, "dp_s": e.dp, "update_s": e.update},
                 "simulated": None if not self.simulated else {"compute_s": self.compute_s,
-                                                              "exposed_s": self.exposed_s},
+                                                              "exposed_s": self.exposed_s,
+                                                              "engine": list(self.engine)},
                 "note": self.note, **({"precision": self.precision} if self.precision else {})}
 
 

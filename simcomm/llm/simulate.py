@@ -87,7 +87,7 @@ def simulate_row(row: Row, base: dict, global_batch: int, fidelity: str, best: f
         return replace(row, note=f"not simulated: {res.not_applicable}")
     return replace(row, step_s=res.mean_s, priced=FLOW if fidelity == "flow" else ANALYTIC,
                    compute_s=res.breakdown.compute, exposed_s=res.mean_s - res.breakdown.compute,
-                   bound_s=found[0] if found else None)
+                   bound_s=found[0] if found else None, engine=tuple(k.engine for k in res.kinds))
 
 
 def choose(found: Found, cfg, global_batch: int, k: int, max_ops: int,

@@ -19,12 +19,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from simcomm.errors import ConfigError, DoesNotFitError
 from simcomm.units import format_size
 
-__all__ = ["POLICIES", "DEFAULT_MARGIN", "CONTEXT_BYTES", "Budget", "Peak", "check", "refuses"]
+__all__ = ["POLICIES", "DEFAULT_MARGIN", "CONTEXT_BYTES", "Budget", "Peak", "check", "refuses", "largest_fitting"]
 
 POLICIES = ("refuse", "warn", "off")
 #: the caching allocator's fragmentation, as a fraction of the peak (see the module docstring)
@@ -83,6 +84,8 @@ class Peak:
     activations: int
     in_flight: int = 0
     buffers: int = 0
+    #: a data-parallel replica's estimate (:mod:`simcomm.memory.replicated`), judged without the default margin
+    replica: bool = False
 
     @property
     def total(self) -> int:
@@ -130,3 +133,23 @@ def check(peak: Peak, budget: Budget) -> str:
             raise DoesNotFitError(f"memory: {head} (short by {short}; --memory warn runs it anyway)")
         return f"memory: does not fit, running anyway (memory = warn): {head}, short by {short}"
     return f"memory: peak {format_size(need)} of {budget.of()} per GPU ({peak.what}: {peak.breakdown(budget)})"
+
+
+def largest_fitting(peak_at: Callable[[int], Peak], budget: Budget, upto: int) -> int:
+    """The largest ``n`` in ``1..upto`` whose ``peak_at(n)`` fits ``budget``, 0 when even 1 does not.
+
+    ``peak_at`` must grow with ``n`` (a batch or micro-batch: every kind of bytes is constant or grows with
+    it), so a bisection finds it in ``log2(upto)`` calls."""
+    def fits(n: int) -> bool:
+        return peak_at(n).need(budget) <= budget.capacity
+
+    if upto < 1 or not fits(1):
+        return 0
+    low, high = 1, upto  # fits(low) holds; the answer is in low..high
+    while low < high:
+        mid = (low + high + 1) // 2
+        if fits(mid):
+            low = mid
+        else:
+            high = mid - 1
+    return low

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from simcomm.errors import ConfigError
 from simcomm.memory.fit import CONTEXT_BYTES, Budget, Peak, check
-from simcomm.memory.state import DTYPES, OPTIMIZERS, state_bytes_per_param
+from simcomm.memory.state import DTYPES, OPTIMIZERS, state_bytes_per_param, zero_state_bytes
 from simcomm.units import format_size
 
 __all__ = ["CONTEXT_BYTES", "MemoryEstimate", "estimate", "check_fits"]
@@ -65,6 +65,8 @@ class MemoryEstimate:
     activations: int
     context: int
     note: str = ""  # what could not be counted (e.g. attention internals of a non-zoo trace)
+    zero: int = 0  # ZeRO stage the state is sharded at, over ``shards`` ranks
+    shards: int = 1
 
     @property
     def total(self) -> int:
@@ -72,8 +74,9 @@ class MemoryEstimate:
 
     def peak(self) -> Peak:
         """The estimate as the :class:`~simcomm.memory.fit.Peak` the fit check reads (context as buffers)."""
-        return Peak(f"{self.model} at batch {self.batch} ({self.dtype}, {self.optimizer})", self.parameters,
-                    self.gradients, self.optimizer_state, self.activations, 0, self.context)
+        sharded = f", ZeRO-{self.zero} over {self.shards} ranks" if self.zero and self.shards > 1 else ""
+        return Peak(f"{self.model} at batch {self.batch} ({self.dtype}, {self.optimizer}{sharded})", self.parameters,
+                    self.gradients, self.optimizer_state, self.activations, 0, self.context, replica=True)
 
     def breakdown(self) -> str:
         """``weights 0.1 GB, gradients ..., buffers 800 MB``."""
@@ -119,12 +122,15 @@ def _layers(source):
 
 
 def estimate(trace_or_spec, batch: int, *, dtype: str | None = None, optimizer: str = "sgd",
-             context_bytes: int = CONTEXT_BYTES) -> MemoryEstimate:
+             context_bytes: int = CONTEXT_BYTES, zero: int = 0, shards: int = 1) -> MemoryEstimate:
     """Memory one rank needs to train ``trace_or_spec`` at per-rank ``batch`` (see the module rules).
 
     ``dtype`` is the compute dtype (fp32, fp16, bf16; fp16/bf16 mean mixed
     precision with fp32 master weights); default: the trace's dtype, fp32 for
     a spec or name.  ``optimizer`` is ``sgd`` (with momentum), ``adam`` or ``none``.
+    ``zero`` (ZeRO stage 0-3) shards the state over ``shards`` data-parallel ranks
+    (:func:`~simcomm.memory.state.zero_state_bytes`); stage 3 then gathers each layer's
+    weights before it computes, so the largest layer's full weights count as a buffer.
     """
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ConfigError(f"batch: must be a positive integer, got {batch!r}")
@@ -136,6 +142,10 @@ def estimate(trace_or_spec, batch: int, *, dtype: str | None = None, optimizer: 
     dtype = dtype or default_dtype
     if dtype not in DTYPES:
         raise ConfigError(f"dtype: {dtype!r} is not one of {', '.join(DTYPES)}")
+    if zero not in (0, 1, 2, 3) or isinstance(zero, bool):
+        raise ConfigError(f"zero: {zero!r} is not one of 0, 1, 2, 3")
+    if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
+        raise ConfigError(f"shards: must be a positive integer, got {shards!r}")
     wb, gb, ob = state_bytes_per_param(dtype, optimizer)
     b = wb  # activations are kept at the compute dtype, as the weights
     n = sum(x[1] for x in layers)
@@ -149,8 +159,11 @@ def estimate(trace_or_spec, batch: int, *, dtype: str | None = None, optimizer: 
             kept += _numel(inp) * b
         largest = max(largest, elems)
     activations = batch * (kept + 2 * largest * b)
-    return MemoryEstimate(model, batch, dtype, optimizer, parameters=n * wb, gradients=n * gb,
-                          optimizer_state=n * ob, activations=int(activations), context=int(context_bytes), note=note)
+    weights, gradients, state = zero_state_bytes(n, shards, zero, dtype, optimizer)
+    gathered = wb * max((x[1] for x in layers), default=0) if zero >= 3 and shards > 1 else 0
+    return MemoryEstimate(model, batch, dtype, optimizer, parameters=weights, gradients=gradients,
+                          optimizer_state=state, activations=int(activations), context=int(context_bytes + gathered),
+                          note=note, zero=zero, shards=shards)
 
 
 def check_fits(estimate: MemoryEstimate, device_memory_bytes: float, label: str, *, margin: float = 0.0,

@@ -42,9 +42,6 @@ from simcomm.nccl.tuning import protocols_enabled, select
 __all__ = ["prepare_nccl", "choose", "TUNED"]
 #: collectives NCCL runs as grouped point-to-point operations, not through the tuning model
 P2P_KINDS = ("alltoall", "gather", "scatter", "p2p")
-#: a PXN all-to-all of at least this many transfers is kept as blocks of pairs and its link loads counted by
-#: classes (the same floats); below, routing its pairs costs less (~1 ms at 128 ranks, ~3 ms to count)
-BLOCKS_FROM = 1 << 13
 
 
 def choose(kind: str, layout, nbytes: float, forced: str | None, proto: str | None):
@@ -100,8 +97,9 @@ def prepare_nccl(op, topology, runtime) -> Prepared | None:
     group = np.asarray(op.ranks, dtype=np.int64)
     blocks = getattr(NCCL_ALGORITHMS.get(algo), "blocks", None)
     blocks = blocks(op.kind, layout, op.nbytes) if blocks is not None and not any_host_staging(topology) else None
-    if blocks is not None and sum(blocks.counts()) >= BLOCKS_FROM:
-        # PXN's all-to-all: two blocks of pairs, each link counted, no pair built or routed
+    if blocks is not None and sum(blocks.counts()) >= runtime.pair_blocks_from:
+        # PXN's all-to-all: two blocks of pairs, each link counted, no pair built or routed (from the runtime's
+        # pair_blocks_from transfers: below, routing the pairs costs less)
         done = _prepare_blocks(op, topology, runtime, layout, group, blocks, algo)
         if done is not None:
             return done

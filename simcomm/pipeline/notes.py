@@ -38,13 +38,16 @@ def memory_check(strategy, w, trace, device: str | None, spec: MemorySpec, notes
     A strategy that shards state gives its own peak (``Strategy.memory``); otherwise a data-parallel
     replica holds the whole model (:mod:`simcomm.memory.replicated`; strategies that shard only their
     update, PCNN's or a parameter server's, need less, so this is an upper bound).  ``memory = refuse``
-    raises one DoesNotFitError line; ``warn`` notes the shortfall; ``off`` notes the estimate unchecked.
+    raises one DoesNotFitError line, naming the largest batch (or micro-batch) that fits when a smaller one
+    would (:func:`_knob_hint`); ``warn`` notes the shortfall; ``off`` notes the estimate unchecked.
     """
+    from simcomm.errors import DoesNotFitError
     from simcomm.memory import replicated
     from simcomm.memory.fit import check
 
     own = strategy.memory(w)
-    budget = memory_budget(device, spec, replica=own is None)
+    budget = memory_budget(device, spec, replica=own is None or getattr(own, "replica", False))
+    optimizer = str(trace.meta.get("optimizer", "sgd"))
     if isinstance(own, str):
         notes.append(own)
         return {}
@@ -52,7 +55,7 @@ def memory_check(strategy, w, trace, device: str | None, spec: MemorySpec, notes
         if budget is None:
             return {}
         try:
-            est = replicated.estimate(trace, w.batch, optimizer=str(trace.meta.get("optimizer", "sgd")))
+            est = replicated.estimate(trace, w.batch, optimizer=optimizer)
         except SimcommError:
             notes.append("memory: no estimate (the trace lacks layer shapes)")
             return {}
@@ -63,10 +66,36 @@ def memory_check(strategy, w, trace, device: str | None, spec: MemorySpec, notes
         notes.append(f"memory: {peak.total / 1e9:.4g} GB per GPU, not checked (the cluster names no GPU whose "
                      f"memory is known; --gpu-memory gives one) ({peak.what}: {peak.breakdown()})")
         return peak.to_dict()
-    notes.append(check(peak, budget))
+    try:
+        notes.append(check(peak, budget))
+    except DoesNotFitError as exc:
+        knob = strategy.memory_knob(w) if own is not None else (
+            "batch", w.batch, lambda batch: replicated.estimate(trace, batch, optimizer=optimizer).peak())
+        raise DoesNotFitError(f"{exc}{_knob_hint(knob, w, budget)}") from None
     if budget.policy != "off" and budget.margin:
         notes.append(budget.assumed())
     return peak.to_dict(budget)
+
+
+def _knob_hint(knob, w, budget) -> str:
+    """``; batch: 1000 per rank does not fit, valid range 1..42 ...``: the largest value of the key that sets the
+    activations (``knob``: key, value, peak at a value; None: nothing to say) that fits, or that none does."""
+    from simcomm.memory.fit import largest_fitting
+    from simcomm.units import format_size
+
+    if knob is None or knob[1] <= 1:
+        return ""
+    key, value, peak_at = knob
+    most = largest_fitting(peak_at, budget, value - 1)
+    strong = key == "batch" and w.scaling == "strong"  # the key is the global batch: ceil(B / R) per rank
+    what = f"global {w.global_batch} ({value} per rank)" if strong else f"{value}" + (
+        " per rank" if key == "batch" else "")
+    if not most:
+        return (f"; {key}: no value fits, not even 1 (it needs {format_size(peak_at(1).need(budget))} per GPU: "
+                "the model state, not the batch)")
+    valid = f"1..{most * w.n_ranks} (at most {most} per rank)" if strong else f"1..{most}" + (
+        " per rank" if key == "batch" else "")
+    return f"; {key}: {what} does not fit, valid range {valid}"
 
 
 def ran_lines(ran: dict, runtime) -> list[str]:

@@ -8,7 +8,8 @@ on MPICH's rules, so a user may ask what it would cost on this fabric.
 
 ``nccl_algo`` and ``nccl_proto`` are NCCL_ALGO and NCCL_PROTO (normalised by
 :func:`simcomm.stacks.nccl_name`); ``gpus_per_thread`` is nccl-tests' ``-g``
-(1 for PyTorch DDP/FSDP: one process per GPU).
+(1 for PyTorch DDP/FSDP: one process per GPU); ``pair_blocks_from`` is how the
+preparation represents a PXN all-to-all (a speed choice: the same floats either way).
 """
 
 from __future__ import annotations
@@ -33,6 +34,15 @@ class NcclRuntime:
     nccl_proto: str | None = None
     #: GPUs one host thread drives (nccl-tests' -g); 1 for PyTorch DDP/FSDP, one process per GPU
     gpus_per_thread: int = 1
+    #: a PXN all-to-all of at least this many transfers is prepared as blocks of pairs, its link loads counted by
+    #: classes (:func:`simcomm.nccl.prepare.prepare_nccl`; the same floats); below, routing its pairs costs less
+    #: (~1 ms at 128 ranks, ~3 ms to count).  1 keeps every one as blocks (the tests of the counted path)
+    pair_blocks_from: int = 1 << 13
+
+    def __post_init__(self) -> None:
+        if isinstance(self.pair_blocks_from, bool) or not isinstance(self.pair_blocks_from, int) \
+                or self.pair_blocks_from < 1:
+            raise ConfigError(f"pair_blocks_from: must be an integer >= 1, got {self.pair_blocks_from!r}")
 
     @property
     def name(self) -> str:

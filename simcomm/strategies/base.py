@@ -106,6 +106,12 @@ class Strategy:
         """
         return None
 
+    def memory_knob(self, workload: Workload):
+        """For a strategy with its own peak: ``(key, value, peak_at)``, the key that sets its activations
+        (``batch``, ``microbatch``), its value and the peak at another value, so that a refusal names the
+        largest value that fits; None when nothing does (the pipeline knows a replica's: ``batch``)."""
+        return None
+
     def extra_nodes(self) -> int:
         """Nodes this strategy needs beyond the training nodes (e.g. dedicated servers)."""
         return 0

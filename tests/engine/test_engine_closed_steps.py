@@ -159,10 +159,8 @@ def test_strategies_running_alltoalls_are_priced_alike(strategy, resolution):
 def test_counted_closed_steps_equal_the_routed_ones(nodes, monkeypatch):
     # a PXN all-to-all kept as blocks of pairs is priced from each link's count of pairs, never routed: the
     # same closed form, link bytes and statistics as the routed step's, bit for bit
-    import simcomm.nccl.prepare as prepare
     from simcomm.nccl.algorithms.p2p import P2P
 
-    monkeypatch.setattr(prepare, "BLOCKS_FROM", 1)  # (kept as blocks at any size here)
     topo = apply_stack(two_level(nodes, 8, intra="nvswitch", nic_link="ib-hdr", nics_per_node=8, device="a100",
                                  inter="rail", inter_options={"nodes_per_leaf": 4}), get_stack("nccl"))
     b = PlanBuilder(topo.n_ranks)
@@ -172,8 +170,8 @@ def test_counted_closed_steps_equal_the_routed_ones(nodes, monkeypatch):
     routes = []
     real = type(topo).routes
     monkeypatch.setattr(type(topo), "routes", lambda self, s, d: routes.append(len(s)) or real(self, s, d))
-    runs = {(fidelity, busiest): dict(runtime=NcclRuntime(), closed_steps=1, fidelity=fidelity,
-                                      busiest_links=busiest)
+    runs = {(fidelity, busiest): dict(runtime=NcclRuntime(pair_blocks_from=1), closed_steps=1, fidelity=fidelity,
+                                      busiest_links=busiest)  # (kept as blocks at any size here)
             for fidelity in ("flow", "analytic") for busiest in (0, 5)}
     counted = {key: engine.simulate(plan, topo, **opts) for key, opts in runs.items()}
     assert counted["flow", 0].meta["steps_closed"] == 2 and not any(n > 64 for n in routes)  # none routed

@@ -41,9 +41,9 @@ class Run:
 
 
 @contextlib.contextmanager
-def watched(monkeypatch, adjust=None):
+def watched(monkeypatch, adjust=None, runtime=None):
     """Record every engine run of the block, with spies on what each path runs (``adjust(options)``: the options
-    a run takes instead, a reference switch)."""
+    a run takes instead, a reference switch; ``runtime(runtime)``: the runtime it takes instead)."""
     import simcomm.engine as engine
     from simcomm.engine import events
     from simcomm.engine.drive import executor
@@ -90,6 +90,8 @@ def watched(monkeypatch, adjust=None):
         opts = engine.EngineOptions.of(options, **kw)
         if adjust is not None:
             opts = adjust(opts)
+        if runtime is not None:
+            opts = dataclasses.replace(opts, runtime=runtime(opts.runtime))
         runs.append(Run(plan, fidelity, opts))
         runs[-1].timeline = real(plan, topology, fidelity=fidelity, seed=seed, options=opts)
         return runs[-1].timeline
@@ -104,39 +106,13 @@ def _kind_runs(runs: list[Run], fidelity: str) -> list[Run]:
 
 def check_recorded(kinds: list[dict], runs: list[Run], fidelity: str, n_train: int) -> None:
     """Every kind's ``engine`` record in ``--json`` names exactly the paths its run was seen taking."""
-    from simcomm.engine.paths import TAKEN
     from simcomm.ops import Compute
 
     mine = _kind_runs(runs, fidelity)
     assert len(mine) == len(kinds), (len(mine), len(kinds))
     for kind, run in zip(kinds, mine, strict=True):
-        rec, tl, seen, meta = kind["engine"], run.timeline, run.seen, run.timeline.meta
-        planned = {k: v for k, v in rec.items() if k not in tl.paths}
-        assert {k: rec[k] for k in tl.paths} == json.loads(json.dumps(tl.paths))  # the run's own record, whole
-        # the driver: exactly the recorded one ran (a collective-free analytic plan may run no Driver at all)
-        ran = [d for d in DRIVERS if seen[d]]
-        assert ran in ([rec["driver"]], []) and (ran or rec["driver"] in ("callbacks", "processes")), (rec, seen)
-        # the fluid cores: every one in the recorded form and resolution; the live network's reservation rule
-        if run.fidelity == "flow":
-            assert run.cores <= {(rec["core"], rec["resolution"])}, (rec, run.cores)
-            assert run.per_link <= {rec["pricing"] == "per-link"}, (rec, run.per_link)
-        else:
-            assert not run.cores and (rec["core"], rec["pricing"], rec["resolution"]) == ("none", "closed-forms", 0.0)
-        # the paths taken op by op, each against a witness of its own
-        witness = {"cut_collectives": seen["cut_collectives"], "closed_steps": meta.get("steps_closed", 0),
-                   "coalesced_steps": meta.get("steps_coalesced", 0), "scaled_runs": meta.get("isolated_scaled", 0),
-                   "merged_flows": meta.get("merged_flows", 0), "sampled_schedules": meta.get("analytic_sampled", 0),
-                   "ops_not_run": int(np.isnan(tl.end).sum()), "alike_steps": seen["alike_steps"]}
-        taken = rec["taken"]
-        assert set(taken) <= set(TAKEN)
-        assert {k: v for k, v in witness.items() if v} == {k: v for k, v in taken.items() if k != "pair_counts"}, \
-            (taken, witness)
-        assert taken.get("pair_counts", 0) <= taken.get("closed_steps", 0)
-        assert not taken.get("pair_counts") or seen["pair_counts_found"]
-        assert not taken.get("closed_steps") or rec["closed_from"] > 0
-        assert not taken.get("scaled_runs") or rec["scaled"]
-        assert not taken.get("alike_steps") or rec["alike_steps"]
-        assert not taken.get("merged_flows") or rec["resolution"] > 0
+        rec = kind["engine"]
+        planned = check_engine(rec, run)
         # the planning paths: some training rank plans no compute of its own exactly when one of them folded
         computing = {op.rank for op in run.plan.ops if isinstance(op, Compute)}
         folded = any(r not in computing for r in range(n_train))
@@ -144,8 +120,43 @@ def check_recorded(kinds: list[dict], runs: list[Run], fidelity: str, n_train: i
         assert folded == any(v["used"] for v in planned.values()), (planned, sorted(set(range(n_train)) - computing))
 
 
-def _run(cli, monkeypatch, argv, adjust=None) -> tuple[dict, list[Run]]:
-    with watched(monkeypatch, adjust) as runs:
+def check_engine(rec: dict, run: Run) -> dict:
+    """One ``engine`` record names exactly the engine paths ``run`` was seen taking; returns the rest of the
+    record (the planning paths)."""
+    from simcomm.engine.paths import TAKEN
+
+    tl, seen, meta = run.timeline, run.seen, run.timeline.meta
+    planned = {k: v for k, v in rec.items() if k not in tl.paths}
+    assert {k: rec[k] for k in tl.paths} == json.loads(json.dumps(tl.paths))  # the run's own record, whole
+    # the driver: exactly the recorded one ran (a collective-free analytic plan may run no Driver at all)
+    ran = [d for d in DRIVERS if seen[d]]
+    assert ran in ([rec["driver"]], []) and (ran or rec["driver"] in ("callbacks", "processes")), (rec, seen)
+    # the fluid cores: every one in the recorded form and resolution; the live network's reservation rule
+    if run.fidelity == "flow":
+        assert run.cores <= {(rec["core"], rec["resolution"])}, (rec, run.cores)
+        assert run.per_link <= {rec["pricing"] == "per-link"}, (rec, run.per_link)
+    else:
+        assert not run.cores and (rec["core"], rec["pricing"], rec["resolution"]) == ("none", "closed-forms", 0.0)
+    # the paths taken op by op, each against a witness of its own
+    witness = {"cut_collectives": seen["cut_collectives"], "closed_steps": meta.get("steps_closed", 0),
+               "coalesced_steps": meta.get("steps_coalesced", 0), "scaled_runs": meta.get("isolated_scaled", 0),
+               "merged_flows": meta.get("merged_flows", 0), "sampled_schedules": meta.get("analytic_sampled", 0),
+               "ops_not_run": int(np.isnan(tl.end).sum()), "alike_steps": seen["alike_steps"]}
+    taken = rec["taken"]
+    assert set(taken) <= set(TAKEN)
+    assert {k: v for k, v in witness.items() if v} == {k: v for k, v in taken.items() if k != "pair_counts"}, \
+        (taken, witness)
+    assert taken.get("pair_counts", 0) <= taken.get("closed_steps", 0)
+    assert not taken.get("pair_counts") or seen["pair_counts_found"]
+    assert not taken.get("closed_steps") or rec["closed_from"] > 0
+    assert not taken.get("scaled_runs") or rec["scaled"]
+    assert not taken.get("alike_steps") or rec["alike_steps"]
+    assert not taken.get("merged_flows") or rec["resolution"] > 0
+    return planned
+
+
+def _run(cli, monkeypatch, argv, adjust=None, runtime=None) -> tuple[dict, list[Run]]:
+    with watched(monkeypatch, adjust, runtime) as runs:
         rc, out, err = cli(argv)
     assert rc == 0, err
     return json.loads(out), runs
@@ -218,12 +229,11 @@ def test_a_reference_switch_is_recorded_as_the_path_it_takes(cli, monkeypatch, n
 
 
 def test_pair_counts_are_recorded(cli, monkeypatch):
-    """pcnn's all-to-alls as NCCL's PXN blocks of pairs (kept as blocks from any size here), every step priced by its
-    closed form: their link loads counted by classes (``pair_counts``), none routed."""
-    from simcomm.nccl import prepare
-
-    monkeypatch.setattr(prepare, "BLOCKS_FROM", 1)
-    data, runs = _run(cli, monkeypatch, CASES["pcnn"], lambda o: dataclasses.replace(o, closed_steps=1))
+    """pcnn's all-to-alls as NCCL's PXN blocks of pairs (kept as blocks from any size here: the runtime's
+    ``pair_blocks_from``), every step priced by its closed form: their link loads counted by classes
+    (``pair_counts``), none routed."""
+    data, runs = _run(cli, monkeypatch, CASES["pcnn"], lambda o: dataclasses.replace(o, closed_steps=1),
+                      lambda r: dataclasses.replace(r, pair_blocks_from=1))
     check_recorded(data["kinds"], runs, "flow", data["n_ranks"])
     assert all(k["engine"]["taken"]["pair_counts"] == 5 for k in data["kinds"])  # its 5 all-to-alls
 
@@ -323,3 +333,77 @@ def test_whatif_results_name_each_points_paths(cli, tmp_path):
     assert rc == 0, err
     assert [k["engine"] for k in row["kinds"]] == [k["engine"] for k in json.loads(alone)["kinds"]]
     assert row["kinds"][0]["engine"]["taken"]["cut_collectives"] > 0
+
+
+PLAN = ["plan", "--model", "gpt2-small", "--cluster", "dgx-a100-hdr", "--nodes", "1", "--global-batch", "32",
+        "--simulate", "3", "--no-prune", "--workers", "1", "--json"]
+
+
+def test_plan_json_names_each_simulated_rows_paths(cli, monkeypatch):
+    """``plan --json``: each simulated row carries the ``engine`` record of each of its kinds (the layouts are
+    simulated one after another in estimate order: the runs the spies saw, in that order), and the winner's
+    records are those its ``simcomm run`` command gives alone."""
+    import shlex
+
+    data, runs = _run(cli, monkeypatch, PLAN)
+    rows = sorted(data["rows"], key=lambda r: r["estimate_rank"])
+    assert len(rows) == 3 and all(r["simulated"]["engine"] for r in rows)
+    records = [rec for r in rows for rec in r["simulated"]["engine"]]
+    # (not the search's pricing of message sizes, simcomm.llm.estimate_warmup's own engine runs)
+    mine = [r for r in _kind_runs(runs, "flow") if not any(op.label == "plan-price" for op in r.plan.ops)]
+    assert len(mine) == len(records), (len(mine), len(records))
+    for rec, run in zip(records, mine, strict=True):
+        planned = check_engine(rec, run)
+        assert "rank_fold" in planned and all(isinstance(v, dict) and "used" in v for v in planned.values())
+    command = shlex.split(data["winner"]["command"])
+    assert command[:2] == ["simcomm", "run"]
+    rc, out, err = cli([*command[1:], "--json"])
+    assert rc == 0, err
+    assert data["winner"]["simulated"]["engine"] == [k["engine"] for k in json.loads(out)["kinds"]]
+    # an estimate-only row took no engine path
+    assert all(r["simulated"] is None for r in data["estimates"])
+
+
+BENCH = ["bench", "--cluster", "dgx-a100-hdr", "--nodes", "2", "--sizes", "8,1MB,64MB", "--json"]
+
+
+@pytest.mark.parametrize("collective", ["all_reduce", "sendrecv"])
+def test_bench_json_names_each_rows_paths(cli, monkeypatch, collective):
+    """``bench --json``: each row carries the ``engine`` record of its size's engine run (no planning paths: the
+    bench plans one collective itself); ``--csv``'s columns stay nccl-tests' own."""
+    argv = [BENCH[0], collective, *BENCH[1:]]
+    data, runs = _run(cli, monkeypatch, argv)
+    assert len(runs) == len(data["rows"]) == 3
+    for row, run in zip(data["rows"], runs, strict=True):
+        assert check_engine(row["engine"], run) == {}
+    assert any(row["engine"]["taken"] for row in data["rows"])
+    rc, out, err = cli([*argv[:-1], "--csv"])
+    assert rc == 0 and "engine" not in out.splitlines()[0], (err, out)
+
+
+def test_a_bench_path_taken_but_not_recorded_fails_the_check(cli, monkeypatch):
+    from simcomm.engine.drive import executor
+
+    def forgetful(self, path, count=1):  # every path taken op by op, taken but not said
+        pass
+    monkeypatch.setattr(executor.Context, "took", forgetful)
+    data, runs = _run(cli, monkeypatch, ["bench", "all_reduce", *BENCH[1:]])
+    with pytest.raises(AssertionError):
+        for row, run in zip(data["rows"], runs, strict=True):
+            check_engine(row["engine"], run)
+
+
+def test_bench_measured_json_names_each_predictions_paths(cli):
+    """``bench --measured --json``: each compared row carries its prediction's ``engine`` record, the one the same
+    size's plain ``bench --json`` row gives."""
+    from pathlib import Path
+
+    table = Path(__file__).parents[1] / "data" / "nccl_tests" / "all_reduce_1x8_v100_old_format.txt"
+    argv = ["bench", "all_reduce", "--cluster", "dgx1-v100", "--json"]
+    rc, out, err = cli([*argv, "--measured", str(table)])
+    assert rc == 0, err
+    measured = json.loads(out)["rows"]
+    rc, out, err = cli([*argv, "--sizes", ",".join(str(r["size"]) for r in measured)])
+    assert rc == 0, err
+    plain = json.loads(out)["rows"]
+    assert [r["engine"] for r in measured] == [r["engine"] for r in plain] and all(r["engine"] for r in plain)

@@ -86,18 +86,38 @@ def test_blocks_prepare_the_flows_preparation_bit_for_bit(name, nbytes, monkeypa
     # PXN's all-to-all prepared from its blocks (each link's bytes counted by classes, no pair routed) has the
     # flows' closed form, latency, label and messages, bit for bit
     import simcomm.nccl.algorithms  # noqa: F401  (registers the catalogue)
-    import simcomm.nccl.prepare as prepare
     from simcomm.nccl.prepare import prepare_nccl
     from simcomm.ops import Collective
     from simcomm.runtimes import NcclRuntime
 
     topo = apply_stack(FABRICS[name](), get_stack("nccl"))
     op = Collective(0, "alltoall", tuple(range(topo.n_ranks)), nbytes)
-    monkeypatch.setattr(prepare, "BLOCKS_FROM", 1)  # (a small all-to-all is routed: counting costs more there)
-    kept = prepare_nccl(op, topo, NcclRuntime())
+    # (a small all-to-all is routed by default: counting costs more there)
+    kept = prepare_nccl(op, topo, NcclRuntime(pair_blocks_from=1))
     monkeypatch.setattr(P2P, "blocks", lambda *args: None)
     flows = prepare_nccl(op, topo, NcclRuntime())
     assert type(kept.steps[0]).__name__ == ("PairsStep" if name.endswith("(PXN)") else "Step")
     assert kept.closed_form == flows.closed_form and kept.latency == flows.latency and kept.label == flows.label
     for field in ("src", "dst", "nbytes", "reduce"):
         assert getattr(kept.steps[0], field).tobytes() == getattr(flows.steps[0], field).tobytes()
+
+
+def test_the_blocks_threshold_is_the_runtimes_typed_setting():
+    # the default keeps a small PXN all-to-all routed (fewer transfers than 2^13); from pair_blocks_from of its
+    # transfers on it is kept as blocks; a value that is not a positive integer is one line
+    import simcomm.nccl.algorithms  # noqa: F401  (registers the catalogue)
+    from simcomm.errors import ConfigError
+    from simcomm.nccl.prepare import prepare_nccl
+    from simcomm.ops import Collective
+    from simcomm.runtimes import NcclRuntime
+
+    topo = apply_stack(FABRICS["nvswitch 3 x 8 (PXN)"](), get_stack("nccl"))
+    op = Collective(0, "alltoall", tuple(range(topo.n_ranks)), 818e3)
+    n = sum(P2P().blocks("alltoall", group_layout(topo, op.ranks), op.nbytes).counts())
+    assert NcclRuntime().pair_blocks_from == 1 << 13 > n > 1
+    assert type(prepare_nccl(op, topo, NcclRuntime()).steps[0]).__name__ == "Step"
+    assert type(prepare_nccl(op, topo, NcclRuntime(pair_blocks_from=n)).steps[0]).__name__ == "PairsStep"
+    assert type(prepare_nccl(op, topo, NcclRuntime(pair_blocks_from=n + 1)).steps[0]).__name__ == "Step"
+    for bad in (0, -1, 1.5, True, "8"):
+        with pytest.raises(ConfigError, match="pair_blocks_from: must be an integer >= 1"):
+            NcclRuntime(pair_blocks_from=bad)

@@ -52,6 +52,10 @@ def full_disk(tmp_path):
     ["validate", "--write", "{d}/v.md"],
     ["calibrate", "--nccl-tests", "tests/data/nccl_tests/all_reduce_2x8_p4d_efa.txt", "--cluster", "aws-p4d",
      "--nodes", "2", "--out", "{d}/l.toml"],
+    # measuring mode: refused before the ranks are spawned (a full disk is seen up front, not after minutes)
+    pytest.param(["calibrate", "--ranks", "2", "--sizes", "1KB,4KB,16KB", "--coll-sizes", "1KB", "--repeats", "1",
+                  "--rounds", "1", "--out", "{d}/m.toml"],
+                 marks=pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="measures with torch")),
 ])
 def test_a_full_disk_is_one_error_line_and_leaves_nothing(cli, full_disk, argv, tmp_path):
     profile = tmp_path / "prof.json"  # a Kineto profile for trace import: one step, one module's forward/backward

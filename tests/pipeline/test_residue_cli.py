@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from simcomm.strategies.base import STRATEGIES
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -27,13 +29,49 @@ def test_bench_sendrecv_of_8_bytes_and_1_mb_on_2_nodes(cli):
     assert all(math.isfinite(float(r[5])) and float(r[5]) > 0 for r in rows)  # the times
 
 
-def test_megatron_with_a_per_rank_batch_of_a_billion_runs_as_one_micro_batch(cli):
-    # once grew past 3.9 GB and kept running: the default layout takes the batch as one micro-batch per rank
-    rc, out, err = cli(["run", "--strategy", "megatron", "--batch", "1000000000", "--json", "--no-baseline"])
-    assert rc == 0, err
-    data = json.loads(out)
-    assert data["batch"] == 1_000_000_000 and math.isfinite(data["mean_s"]) and data["mean_s"] > 0
-    assert any("micro-batch 1000000000 × 1 micro-batches" in line for line in data["assumed"]), data["assumed"]
+def _refused(cli, tmp_path, monkeypatch, *args):
+    """Run ``args`` in an empty directory with every writer asked for: (rc, the one error line), no file left."""
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = cli(["run", *args, "--no-baseline", "--timeline", "t.json"])
+    assert (rc, out, err.count("\n")) == (2, "", 1) and err.startswith("error: ") and "Traceback" not in err, err
+    assert list(tmp_path.iterdir()) == []
+    return err
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+def test_a_per_rank_batch_of_a_billion_is_refused_with_the_largest_that_fits(cli, tmp_path, monkeypatch, strategy):
+    # megatron once ran it as one micro-batch (~300 h, memory not checked: resnet50-cifar has no transformer
+    # shape); now every strategy judges the replica's activations (megatron's with ZeRO's sharded state) on the
+    # V100 and names the largest per-rank batch whose peak fits its 17.18 GB
+    err = _refused(cli, tmp_path, monkeypatch, "--strategy", strategy, "--batch", "1000000000")
+    assert err.startswith("error: memory: resnet50-cifar at batch 1000000000 (fp32, sgd") and "but a V100 has" in err
+    assert err.endswith("; --memory warn runs it anyway); batch: 1000000000 per rank does not fit, "
+                        "valid range 1..437 per rank\n"), err
+
+
+def test_the_largest_batch_named_fits_and_one_more_does_not(cli, tmp_path, monkeypatch):
+    for strategy in ("allreduce", "megatron"):
+        rc, out, err = cli(["run", "--strategy", strategy, "--batch", "437", "--no-baseline", "--fidelity", "analytic",
+                            "--json"])
+        assert rc == 0, err
+        assert json.loads(out)["memory"]["fits"] is True
+        err = _refused(cli, tmp_path, monkeypatch, "--strategy", strategy, "--batch", "438")
+        assert err.endswith("(short by 14.74 MB; --memory warn runs it anyway); batch: 438 per rank does not fit, "
+                            "valid range 1..437 per rank\n"), err
+
+
+def test_megatron_layouts_name_the_key_that_sets_the_micro_batch(cli, tmp_path, monkeypatch):
+    gpt = ("--strategy", "megatron", "--model", "gpt2-small", "--cluster", "dgx-a100-hdr", "--nodes", "2")
+    err = _refused(cli, tmp_path, monkeypatch, *gpt, "--batch", "1000000000")
+    assert err.endswith("; batch: 1000000000 per rank does not fit, valid range 1..148 per rank\n"), err
+    # a micro-batch the user gave is its own key; ZeRO-3 shards the CNN replica's state over its 4 ranks
+    err = _refused(cli, tmp_path, monkeypatch, *gpt, "--batch", "4096", "--opt", "microbatch=4096")
+    assert err.endswith("; microbatch: 4096 does not fit, valid range 1..148\n"), err
+    err = _refused(cli, tmp_path, monkeypatch, "--strategy", "megatron", "--opt", "zero=3", "--batch", "1000000000")
+    # its weights, gradients and momentum a quarter each (94.08 -> 23.52 MB) plus the largest layer gathered:
+    # ~200 MB more room, 6 more samples of ~36.8 MB than a full replica's 437
+    assert "(fp32, sgd, ZeRO-3 over 4 ranks) needs" in err and "weights 23.52 MB, gradients 23.52 MB, optimizer " \
+        "23.52 MB" in err and err.endswith("valid range 1..443 per rank\n"), err
 
 
 def test_plan_of_a_billion_samples_with_simulate_0(cli):

@@ -51,30 +51,62 @@ class Megatron(Strategy):
     def memory(self, workload):
         """The layout's own peak (simcomm.memory.layout: sharded state, activations per attention and
         recomputation kind, in-flight micro-batches of the schedule, stage buffers) of the shape the trace
-        states (``meta["transformer"]``, :func:`simcomm.llm.models.config_from_meta`); a line when it states
-        none."""
-        from simcomm.llm.models import config_from_meta
-        from simcomm.memory import layout as memory_layout
+        states (``meta["transformer"]``, :func:`simcomm.llm.models.config_from_meta`); for a trace with no
+        transformer blocks (tp, pp, cp and ep are then 1) a data-parallel replica's peak at the micro-batch with
+        the state ZeRO-sharded (:mod:`simcomm.memory.replicated`); a line when a transformer trace states no
+        shape."""
+        peak_at, _, sizes = self._peak_at(workload)
+        return peak_at if isinstance(peak_at, str) else peak_at(sizes.microbatch)
 
-        cfg = config_from_meta(workload.trace.meta.get("transformer") or {}, workload.trace.model)
-        if cfg is None:
-            return ("memory: not checked (the layout shards model state, and the trace states no transformer "
-                    "shape the memory model knows)")
+    def memory_knob(self, workload):
+        """(key, its value, the peak at another value of it): what sets the micro-batch whose activations a
+        rank holds, for the largest value that fits (``--batch`` when the micro-batch is the replica's whole
+        per-rank batch, else ``microbatch``); None without a peak."""
+        peak_at, lay, sizes = self._peak_at(workload)
+        if isinstance(peak_at, str):
+            return None
         p = self.params
-        lay, _, sizes = resolve_layout(p, workload, [layer.name for layer in workload.layers])
-        dtype = "fp32" if workload.trace.dtype in ("fp32", "float32") else "bf16"
+        if p.microbatch is None and p.microbatches is None and p.global_batch is None and lay.pp == 1 \
+                and workload.scaling != "strong":
+            per = sizes.microbatch // workload.batch  # a replica's ranks (tp of them) share its samples
+            return "batch", workload.batch, lambda batch: peak_at(batch * per)
+        return "microbatch", sizes.microbatch, peak_at
+
+    def _peak_at(self, workload):
+        """(the rank's peak as a function of the micro-batch, or the line saying why there is none; the
+        placement; the batch sizes)."""
+        from simcomm.llm.models import config_from_meta
+        from simcomm.llm.placement import structure
+        from simcomm.memory import layout as memory_layout
+        from simcomm.memory import replicated
+
+        p = self.params
+        names = [layer.name for layer in workload.layers]
+        lay, _, sizes = resolve_layout(p, workload, names)
+        trace = workload.trace
+        cfg = config_from_meta(trace.meta.get("transformer") or {}, trace.model)
+        if cfg is None:
+            if structure(names) is not None:
+                return ("memory: not checked (the layout shards model state, and the trace states no transformer "
+                        "shape the memory model knows)"), lay, sizes
+            # no transformer blocks: resolve_layout allows tp = pp = cp = ep = 1, so a rank is a data-parallel
+            # replica whose state ZeRO shards over its shard group (HSDP) or every replica
+            optimizer = str(trace.meta.get("optimizer", "sgd"))
+            shards = p.shard_group or lay.data
+            return (lambda mb: replicated.estimate(trace, mb, optimizer=optimizer, zero=p.zero,
+                                                   shards=shards).peak()), lay, sizes
+        dtype = "fp32" if trace.dtype in ("fp32", "float32") else "bf16"
         gather: dict = {}
         if p.zero >= 3:  # the framework's gather unit and buckets (DeepSpeed gathers leaf modules)
             sched = resolve_schedule(p, lay.data, 2.0)
             gather = {"gather_unit": sched.unit, "prefetch_params": sched.prefetch_params,
                       "reduce_bucket_params": sched.reduce_bucket_params}
-        return memory_layout.estimate(cfg, tp=lay.tp, pp=lay.pp, dp=lay.data, cp=lay.cp, ep=lay.ep, etp=lay.etp,
-                                      zero=p.zero,
-                                      shard_group=p.shard_group, micro_batch=sizes.microbatch,
-                                      microbatches=sizes.microbatches, sequence_parallel=p.sequence_parallel,
-                                      recompute=p.recompute, schedule=p.schedule, virtual_stages=lay.virtual,
-                                      dtype=dtype, stage_layers=stage_layers(p, cfg.layers),
-                                      offload_layers=p.offload_layers, **gather).peak()
+        common = dict(tp=lay.tp, pp=lay.pp, dp=lay.data, cp=lay.cp, ep=lay.ep, etp=lay.etp, zero=p.zero,
+                      shard_group=p.shard_group, microbatches=sizes.microbatches,
+                      sequence_parallel=p.sequence_parallel, recompute=p.recompute, schedule=p.schedule,
+                      virtual_stages=lay.virtual, dtype=dtype, stage_layers=stage_layers(p, cfg.layers),
+                      offload_layers=p.offload_layers, **gather)
+        return (lambda mb: memory_layout.estimate(cfg, micro_batch=mb, **common).peak()), lay, sizes
 
     def plan(self, workload, topology):
         names = [layer.name for layer in workload.layers]
