@@ -7,9 +7,10 @@ sustained rate is wrong, which no mid-size mechanism moves (benchmarks/nccl/larg
 outside 15 % are tabulated by platform group (:data:`GROUPS`), and two counterfactuals are scored against the
 model as it is, run by run, in both of issue 25's bands (rows >= 1 MB, rows <= 64 KB):
 
-* ``host rate as #384 measured it``: NVIDIA/nccl#384's 3.9 GB/s (bidirectional busbw of two Gen3 GPUs through
-  SHM) read as a rate of the host rather than as a share of each GPU's port (``HOST_BIDIR_SHARE`` x port):
-  every SHM-staged GPU gets 3.9 GB/s each way, whatever its PCIe generation;
+* ``host rate as #384 measured it``: NVIDIA/nccl#384's figures (busbw of two Gen3 GPUs through SHM: all-reduce
+  3.9 GB/s, all-gather 3.17, broadcast 10.31) read as rates of the host rather than as shares of each GPU's port
+  (``host_bidir_share`` x port): every SHM-staged GPU gets 3.9 GB/s each way (3.17 in an all-gather), whatever
+  its PCIe generation;
 * ``GDR off on OCI's A100 RoCE``: the 2 x 8 OCI A100 run's network staged through host memory (``gdr = false``),
   as ``ncclTopoCheckGdr`` would stage it were GPUDirect RDMA unavailable in its container.
 
@@ -50,8 +51,9 @@ GROUPS = {
         "coreweave-gb200-nvl72-20rack-allreduce"),
 }
 OTHER = "other (one run each: network not stated, NCCL 2.12 at 16 nodes, p2p copy rate, cube-mesh)"
-#: NVIDIA/nccl#384: all-reduce busbw of two PCIe Gen3 GPUs through SHM, bytes/s each way a GPU moves
-ISSUE_384_RATE = 3.9e9
+#: NVIDIA/nccl#384: broadcast busbw of two PCIe Gen3 GPUs through SHM (one way), bytes/s; the shares times it are
+#: its all-reduce's and all-gather's rates
+ISSUE_384_ONE_WAY = 10.31e9
 
 
 def group_of(run_id: str) -> str:
@@ -112,23 +114,24 @@ def _port_rate(topology) -> float:
 
 
 @contextmanager
-def _share(value: float):
+def _scaled(factor: float):
+    """Both of #384's shares (all-reduce's, all-gather's) times ``factor`` while inside."""
     from simcomm.nccl import execution
 
-    kept = execution.HOST_BIDIR_SHARE
-    execution.HOST_BIDIR_SHARE = value
+    kept = execution.HOST_BIDIR_SHARE, execution.HOST_BIDIR_SHARE_ALLGATHER
+    execution.HOST_BIDIR_SHARE, execution.HOST_BIDIR_SHARE_ALLGATHER = (factor * k for k in kept)
     try:
         yield
     finally:
-        execution.HOST_BIDIR_SHARE = kept
+        execution.HOST_BIDIR_SHARE, execution.HOST_BIDIR_SHARE_ALLGATHER = kept
 
 
 def _host_rate(score, run: dict, model: dict) -> dict:
-    """The run scored with #384's rate as the host's: each SHM-staged GPU at ISSUE_384_RATE each way."""
+    """The run scored with #384's rates as the host's: each SHM-staged GPU's port read as ISSUE_384_ONE_WAY."""
     if model.get("build", {}).get("intra") != "pcie-host":
         return score.score_run(run, model)
     topology, _ = score.build(model)
-    with _share(ISSUE_384_RATE / _port_rate(topology)):
+    with _scaled(ISSUE_384_ONE_WAY / _port_rate(topology)):
         return score.score_run(run, model)
 
 

@@ -76,12 +76,13 @@ def test_rows_a_counterfactual_moves_into_and_out_of_15_percent():
     assert rate.band_summary(after, "large") == (pytest.approx(0.2), 3, 8)
 
 
-def test_the_host_share_is_restored_after_a_counterfactual():
+def test_the_host_shares_are_scaled_inside_a_counterfactual_and_restored_after():
     rate = _rate()
     from simcomm.nccl import execution
 
-    kept = execution.HOST_BIDIR_SHARE
-    with pytest.raises(RuntimeError), rate._share(0.5):
-        assert execution.HOST_BIDIR_SHARE == 0.5
+    kept = execution.HOST_BIDIR_SHARE, execution.HOST_BIDIR_SHARE_ALLGATHER
+    with pytest.raises(RuntimeError), rate._scaled(2.0):
+        assert execution.host_bidir_share("allreduce") == pytest.approx(2 * 3.9 / 10.31)
+        assert execution.host_bidir_share("allgather") == pytest.approx(2 * 3.17 / 10.31)
         raise RuntimeError
-    assert kept == execution.HOST_BIDIR_SHARE
+    assert kept == (execution.HOST_BIDIR_SHARE, execution.HOST_BIDIR_SHARE_ALLGATHER)
