@@ -8,7 +8,7 @@ outside 15 % are tabulated by platform group (:data:`GROUPS`), and two counterfa
 model as it is, run by run, in both of issue 25's bands (rows >= 1 MB, rows <= 64 KB):
 
 * ``host rate as #384 measured it``: NVIDIA/nccl#384's figures (busbw of two Gen3 GPUs through SHM: all-reduce
-  3.9 GB/s, all-gather 3.17, broadcast 10.31) read as rates of the host rather than as shares of each GPU's port
+  3.9 GB/s, all-gather and reduce-scatter 3.17, broadcast 10.31) read as rates of the host rather than as shares of each GPU's port
   (``host_bidir_share`` x port): every SHM-staged GPU gets 3.9 GB/s each way (3.17 in an all-gather), whatever
   its PCIe generation;
 * ``GDR off on OCI's A100 RoCE``: the 2 x 8 OCI A100 run's network staged through host memory (``gdr = false``),
@@ -52,7 +52,7 @@ GROUPS = {
 }
 OTHER = "other (one run each: network not stated, NCCL 2.12 at 16 nodes, p2p copy rate, cube-mesh)"
 #: NVIDIA/nccl#384: broadcast busbw of two PCIe Gen3 GPUs through SHM (one way), bytes/s; the shares times it are
-#: its all-reduce's and all-gather's rates
+#: its all-reduce's, all-gather's and reduce-scatter's rates
 ISSUE_384_ONE_WAY = 10.31e9
 
 
@@ -115,15 +115,16 @@ def _port_rate(topology) -> float:
 
 @contextmanager
 def _scaled(factor: float):
-    """Both of #384's shares (all-reduce's, all-gather's) times ``factor`` while inside."""
+    """Every one of #384's shares (all-reduce's, all-gather's, reduce-scatter's) times ``factor`` while inside."""
     from simcomm.nccl import execution
 
-    kept = execution.HOST_BIDIR_SHARE, execution.HOST_BIDIR_SHARE_ALLGATHER
-    execution.HOST_BIDIR_SHARE, execution.HOST_BIDIR_SHARE_ALLGATHER = (factor * k for k in kept)
+    kept = execution.HOST_BIDIR_SHARE, execution.HOST_BIDIR_SHARE_BY_KIND
+    execution.HOST_BIDIR_SHARE = factor * kept[0]
+    execution.HOST_BIDIR_SHARE_BY_KIND = {kind: factor * share for kind, share in kept[1].items()}
     try:
         yield
     finally:
-        execution.HOST_BIDIR_SHARE, execution.HOST_BIDIR_SHARE_ALLGATHER = kept
+        execution.HOST_BIDIR_SHARE, execution.HOST_BIDIR_SHARE_BY_KIND = kept
 
 
 def _host_rate(score, run: dict, model: dict) -> dict:

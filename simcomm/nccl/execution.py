@@ -103,7 +103,7 @@ KiB, MiB = 1024, 1 << 20
 __all__ = ["channels_used", "slice_bytes", "execution_efficiency", "NVLS_CHANNELS", "LAUNCH_PER_GPU_S", "launch_s",
            "CALIBRATION_RUN", "HELD_OUT_RUNS",
            "nvls_loop_bytes", "nvls_tree_loop_bytes", "nvls_tree_fill_loops", "nvls_tree_head_nic_bw", "nvls_tree_fill",
-           "HOST_BIDIR_SHARE", "HOST_BIDIR_SHARE_ALLGATHER", "host_bidir_share", "host_staged",
+           "HOST_BIDIR_SHARE", "HOST_BIDIR_SHARE_BY_KIND", "host_bidir_share", "host_staged",
            "host_bidirectional_stretch", "P2P_LL_THRESHOLD", "p2p_channels", "p2p_channels_per_peer", "p2p_batches",
            "p2p_message_latency_us", "proxy_wait_us", "network_steps"]
 
@@ -136,15 +136,16 @@ NVLS_TREE_CHUNK = 128 * KiB
 #: its port's one-way rate.  A public number, not fitted here (issue #384's own runs are not in
 #: benchmarks/nccl/runs).
 HOST_BIDIR_SHARE = 3.9 / 10.31
-#: The same measurement's all-gather, as stated: 3.17 GB/s busbw against the same 10.31 one way.  All-gather is
-#: the one other bidirectional collective #384 measured; reduce-scatter and all-to-all keep all-reduce's share.
-HOST_BIDIR_SHARE_ALLGATHER = 3.17 / 10.31
+#: The same measurement's other bidirectional collectives, as stated (NCCL 2.4.8, NCCL_MAX_NCHANNELS=1,
+#: NCCL_P2P_DISABLE=1): all-gather and reduce-scatter 3.17 GB/s busbw each, against the same 10.31 one way.
+#: All-to-all, which #384 did not measure, keeps all-reduce's share.
+HOST_BIDIR_SHARE_BY_KIND = {"allgather": 3.17 / 10.31, "reduce_scatter": 3.17 / 10.31}
 
 
 def host_bidir_share(kind: str) -> float:
     """The share of its port a GPU sending and receiving through host memory gets each way in collective
-    ``kind``: #384's figure for that collective (all-gather's), else its all-reduce's."""
-    return HOST_BIDIR_SHARE_ALLGATHER if kind == "allgather" else HOST_BIDIR_SHARE
+    ``kind``: #384's figure for that collective (:data:`HOST_BIDIR_SHARE_BY_KIND`), else its all-reduce's."""
+    return HOST_BIDIR_SHARE_BY_KIND.get(kind, HOST_BIDIR_SHARE)
 
 
 def host_staged(topology, a: int, b: int) -> bool:

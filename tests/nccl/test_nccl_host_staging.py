@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from simcomm import engine
 from simcomm.nccl.execution import (
     HOST_BIDIR_SHARE,
-    HOST_BIDIR_SHARE_ALLGATHER,
+    HOST_BIDIR_SHARE_BY_KIND,
     host_bidir_share,
     host_bidirectional_stretch,
     host_staged,
@@ -59,11 +59,12 @@ def test_the_share_is_issue_384s_allreduce_over_broadcast():
     assert pytest.approx(0.378274, abs=1e-6) == HOST_BIDIR_SHARE
 
 
-def test_all_gather_gets_issue_384s_all_gather_share_and_the_rest_all_reduces():
-    # the same measurement's all-gather: 3.17 GB/s busbw against broadcast's 10.31
-    assert pytest.approx(0.307468, abs=1e-6) == HOST_BIDIR_SHARE_ALLGATHER
-    assert host_bidir_share("allgather") == HOST_BIDIR_SHARE_ALLGATHER
-    for kind in ("allreduce", "reduce_scatter", "alltoall", "broadcast"):
+def test_all_gather_and_reduce_scatter_get_issue_384s_own_share_and_the_rest_all_reduces():
+    # the same measurement's all-gather and reduce-scatter: 3.17 GB/s busbw each against broadcast's 10.31
+    for kind in ("allgather", "reduce_scatter"):
+        assert host_bidir_share(kind) == pytest.approx(0.307468, abs=1e-6)
+    assert set(HOST_BIDIR_SHARE_BY_KIND) == {"allgather", "reduce_scatter"}
+    for kind in ("allreduce", "alltoall", "broadcast"):
         assert host_bidir_share(kind) == HOST_BIDIR_SHARE
 
 
@@ -113,15 +114,16 @@ def test_shm_allreduce_runs_at_the_share_of_the_gpu_port():
     assert sim == pytest.approx(prep.closed_form, rel=1e-9)
 
 
-def test_shm_allgather_runs_at_issue_384s_all_gather_share():
-    # 1 GiB all-gather over 2 GPUs: each GPU sends its n/2 and receives the other's n/2 through host memory; at
-    # 3.17/10.31 x 15.75 GB/s = 4.843 GB/s per direction that takes (n/2) / 4.843 GB/s, slower than the link's
-    # own n/2 / 15.75 GB/s even after the handshakes: the bandwidth term is exactly the all-gather cap
+@pytest.mark.parametrize("kind", ["allgather", "reduce_scatter"])
+def test_shm_allgather_and_reduce_scatter_run_at_issue_384s_share(kind):
+    # 1 GiB over 2 GPUs: each GPU sends n/2 and receives n/2 through host memory; at 3.17/10.31 x 15.75 GB/s
+    # = 4.843 GB/s per direction that takes (n/2) / 4.843 GB/s, slower than the link's own n/2 / 15.75 GB/s
+    # even after the handshakes: the bandwidth term is exactly the cap
     topo, n = shm_box(), float(GiB)
-    prep = prepared(topo, "allgather", n, nccl_algo="ring", nccl_proto="simple")
-    assert prep.closed_form - prep.latency[0] == pytest.approx((n / 2) / (HOST_BIDIR_SHARE_ALLGATHER * PCIE3),
-                                                               rel=1e-12)
-    sim = simulate(topo, "allgather", n, nccl_algo="ring", nccl_proto="simple")
+    prep = prepared(topo, kind, n, nccl_algo="ring", nccl_proto="simple")
+    share = 3.17 / 10.31
+    assert prep.closed_form - prep.latency[0] == pytest.approx((n / 2) / (share * PCIE3), rel=1e-12)
+    sim = simulate(topo, kind, n, nccl_algo="ring", nccl_proto="simple")
     assert sim == pytest.approx(prep.closed_form, rel=1e-9)
 
 

@@ -80,9 +80,10 @@ def test_the_host_shares_are_scaled_inside_a_counterfactual_and_restored_after()
     rate = _rate()
     from simcomm.nccl import execution
 
-    kept = execution.HOST_BIDIR_SHARE, execution.HOST_BIDIR_SHARE_ALLGATHER
+    kept = execution.HOST_BIDIR_SHARE, dict(execution.HOST_BIDIR_SHARE_BY_KIND)
     with pytest.raises(RuntimeError), rate._scaled(2.0):
         assert execution.host_bidir_share("allreduce") == pytest.approx(2 * 3.9 / 10.31)
         assert execution.host_bidir_share("allgather") == pytest.approx(2 * 3.17 / 10.31)
+        assert execution.host_bidir_share("reduce_scatter") == pytest.approx(2 * 3.17 / 10.31)
         raise RuntimeError
-    assert kept == (execution.HOST_BIDIR_SHARE, execution.HOST_BIDIR_SHARE_ALLGATHER)
+    assert kept == (execution.HOST_BIDIR_SHARE, execution.HOST_BIDIR_SHARE_BY_KIND)
