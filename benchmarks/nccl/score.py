@@ -218,8 +218,9 @@ def render(results: list[dict]) -> str:
              "a host thread drives, per NCCL call (`LAUNCH_PER_GPU_S` in `simcomm/nccl/execution.py`;",
              f"nccl-tests' `-g` is in `models.toml`), on the 8 B row of `{CALIBRATION_RUN}`. NVLS-Tree's",
              "and NVLS's pipeline fill is derived from their kernels' stages (`nvls_tree_fill_loops`), not fitted.",
-             "One public number is used as stated: NVIDIA/nccl#384's",
-             "bidirectional share of a GPU's PCIe port through host memory (`HOST_BIDIR_SHARE`). Runs their",
+             "One public measurement is used as stated: NVIDIA/nccl#384's",
+             "bidirectional shares of a GPU's PCIe port through host memory (`HOST_BIDIR_SHARE`, all-reduce's;",
+             "`HOST_BIDIR_SHARE_BY_KIND` for all-gather and reduce-scatter). Runs their",
              "source called anomalous are shown but not counted. Sources, hardware as stated, and every number:",
              "`benchmarks/nccl/runs/`.", "",
              f"Counted: {s['runs']} runs, {s['rows']} rows. Not counted: {s['unsettled']} unsettled rows, whose "

@@ -103,7 +103,7 @@ KiB, MiB = 1024, 1 << 20
 __all__ = ["channels_used", "slice_bytes", "execution_efficiency", "NVLS_CHANNELS", "LAUNCH_PER_GPU_S", "launch_s",
            "CALIBRATION_RUN", "HELD_OUT_RUNS",
            "nvls_loop_bytes", "nvls_tree_loop_bytes", "nvls_tree_fill_loops", "nvls_tree_head_nic_bw", "nvls_tree_fill",
-           "HOST_BIDIR_SHARE", "host_staged",
+           "HOST_BIDIR_SHARE", "HOST_BIDIR_SHARE_BY_KIND", "host_bidir_share", "host_staged",
            "host_bidirectional_stretch", "P2P_LL_THRESHOLD", "p2p_channels", "p2p_channels_per_peer", "p2p_batches",
            "p2p_message_latency_us", "proxy_wait_us", "network_steps"]
 
@@ -136,6 +136,16 @@ NVLS_TREE_CHUNK = 128 * KiB
 #: its port's one-way rate.  A public number, not fitted here (issue #384's own runs are not in
 #: benchmarks/nccl/runs).
 HOST_BIDIR_SHARE = 3.9 / 10.31
+#: The same measurement's other bidirectional collectives, as stated (NCCL 2.4.8, NCCL_MAX_NCHANNELS=1,
+#: NCCL_P2P_DISABLE=1): all-gather and reduce-scatter 3.17 GB/s busbw each, against the same 10.31 one way.
+#: All-to-all, which #384 did not measure, keeps all-reduce's share.
+HOST_BIDIR_SHARE_BY_KIND = {"allgather": 3.17 / 10.31, "reduce_scatter": 3.17 / 10.31}
+
+
+def host_bidir_share(kind: str) -> float:
+    """The share of its port a GPU sending and receiving through host memory gets each way in collective
+    ``kind``: #384's figure for that collective (:data:`HOST_BIDIR_SHARE_BY_KIND`), else its all-reduce's."""
+    return HOST_BIDIR_SHARE_BY_KIND.get(kind, HOST_BIDIR_SHARE)
 
 
 def host_staged(topology, a: int, b: int) -> bool:
@@ -157,11 +167,12 @@ def any_host_staging(topology) -> bool:
 
 
 def host_bidirectional_stretch(topology, group: np.ndarray, src: np.ndarray, dst: np.ndarray, moved: np.ndarray,
-                               payload: np.ndarray | None = None) -> float:
+                               payload: np.ndarray | None = None, share: float | None = None) -> float:
     """How much longer (>= 1) host-memory staging makes this pattern than its busiest link does.
 
     For every GPU that both sends and receives through host memory (:func:`host_staged`), each direction may
-    carry at most ``HOST_BIDIR_SHARE`` of its PCIe port's rate (the first link of its outgoing routes); the
+    carry at most ``share`` (default ``HOST_BIDIR_SHARE``; :func:`host_bidir_share` per collective) of its PCIe
+    port's rate (the first link of its outgoing routes); the
     pattern is pipelined, so the whole collective runs at the pace of its slowest such GPU.  Returned: that
     GPU's time over the busiest link's time (1 when no GPU is bidirectional through host memory or the cap
     does not bind).
@@ -197,7 +208,8 @@ def host_bidirectional_stretch(topology, group: np.ndarray, src: np.ndarray, dst
     both = (out_b > 0) & (in_b > 0)
     if not both.any() or busiest <= 0:
         return 1.0
-    slowest = float((np.maximum(out_b, in_b)[both] / (HOST_BIDIR_SHARE * port[both])).max())
+    share = HOST_BIDIR_SHARE if share is None else share
+    slowest = float((np.maximum(out_b, in_b)[both] / (share * port[both])).max())
     return max(1.0, slowest / busiest)
 
 

@@ -28,6 +28,7 @@ from simcomm.nccl.base import NCCL_ALGORITHMS
 from simcomm.nccl.execution import (
     any_host_staging,
     execution_efficiency,
+    host_bidir_share,
     host_bidirectional_stretch,
     launch_s,
     p2p_batches,
@@ -126,7 +127,7 @@ def prepare_nccl(op, topology, runtime) -> Prepared | None:
     # is slower than its port (execution.HOST_BIDIR_SHARE)
     if not keep.all():  # (an all-to-all keeps every message: its pattern's arrays are used as they are)
         src, dst, nb, payload = src[keep], dst[keep], nb[keep], payload[keep]
-    nb = nb * host_bidirectional_stretch(topology, group, src, dst, nb, payload)
+    nb = nb * host_bidirectional_stretch(topology, group, src, dst, nb, payload, host_bidir_share(op.kind))
     step = Step.make(src, dst, nb)
     if not len(step):  # a zero-byte NCCL collective returns at once (ncclAllReduce with count 0)
         return Prepared(None, 1, (), closed_form=0.0, label=label, key=f"{op.kind}/nccl-{algo}")

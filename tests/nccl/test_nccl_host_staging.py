@@ -9,7 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simcomm import engine
-from simcomm.nccl.execution import HOST_BIDIR_SHARE, host_bidirectional_stretch, host_staged
+from simcomm.nccl.execution import (
+    HOST_BIDIR_SHARE,
+    HOST_BIDIR_SHARE_BY_KIND,
+    host_bidir_share,
+    host_bidirectional_stretch,
+    host_staged,
+)
 from simcomm.nccl.prepare import prepare_nccl
 from simcomm.ops import Collective, PlanBuilder
 from simcomm.runtimes import NcclRuntime
@@ -51,6 +57,15 @@ def simulate(topo, kind, nbytes, **rt):
 def test_the_share_is_issue_384s_allreduce_over_broadcast():
     # maintainer's numbers, two PCIe Gen3 GPUs through SHM: all-reduce busbw 3.9 GB/s, broadcast 10.31 GB/s
     assert pytest.approx(0.378274, abs=1e-6) == HOST_BIDIR_SHARE
+
+
+def test_all_gather_and_reduce_scatter_get_issue_384s_own_share_and_the_rest_all_reduces():
+    # the same measurement's all-gather and reduce-scatter: 3.17 GB/s busbw each against broadcast's 10.31
+    for kind in ("allgather", "reduce_scatter"):
+        assert host_bidir_share(kind) == pytest.approx(0.307468, abs=1e-6)
+    assert set(HOST_BIDIR_SHARE_BY_KIND) == {"allgather", "reduce_scatter"}
+    for kind in ("allreduce", "alltoall", "broadcast"):
+        assert host_bidir_share(kind) == HOST_BIDIR_SHARE
 
 
 def test_which_transfers_go_through_host_memory():
@@ -96,6 +111,19 @@ def test_shm_allreduce_runs_at_the_share_of_the_gpu_port():
     assert prep.closed_form - prep.latency[0] == pytest.approx(n / (HOST_BIDIR_SHARE * PCIE3), rel=1e-12)
     # the flow engine agrees with the closed form on this contention-free box
     sim = simulate(topo, "allreduce", n, nccl_algo="ring", nccl_proto="simple")
+    assert sim == pytest.approx(prep.closed_form, rel=1e-9)
+
+
+@pytest.mark.parametrize("kind", ["allgather", "reduce_scatter"])
+def test_shm_allgather_and_reduce_scatter_run_at_issue_384s_share(kind):
+    # 1 GiB over 2 GPUs: each GPU sends n/2 and receives n/2 through host memory; at 3.17/10.31 x 15.75 GB/s
+    # = 4.843 GB/s per direction that takes (n/2) / 4.843 GB/s, slower than the link's own n/2 / 15.75 GB/s
+    # even after the handshakes: the bandwidth term is exactly the cap
+    topo, n = shm_box(), float(GiB)
+    prep = prepared(topo, kind, n, nccl_algo="ring", nccl_proto="simple")
+    share = 3.17 / 10.31
+    assert prep.closed_form - prep.latency[0] == pytest.approx((n / 2) / (share * PCIE3), rel=1e-12)
+    sim = simulate(topo, kind, n, nccl_algo="ring", nccl_proto="simple")
     assert sim == pytest.approx(prep.closed_form, rel=1e-9)
 
 
