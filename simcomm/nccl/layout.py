@@ -184,21 +184,19 @@ def _machine_info(topology) -> dict:
     nic_names, nic_of = getattr(router, "nic_names", None), getattr(router, "nic_of", None)
     if not port or not any(port) or nic_names is None:
         port = None
-    kinds = dict(g.nodes(data="kind"))  # one pass over the nodes, not a view lookup per neighbour
-    adj = g.adj
     for r, name in enumerate(topology.ranks):
-        for nb, data in adj[name].items():
-            link = data["link"]
+        for nb in g.adj[name]:
+            link = g.edges[name, nb]["link"]
             lc = links[link]
-            kind = kinds[nb]
+            kind = g.nodes[nb].get("kind")
             if kind == "nic":
                 nic[r] = idx[nb]
                 attach_bw[r] = rate(link)
                 # the NIC's own uplink rate: the first non-rank edge of the NIC
-                for far, up in adj[nb].items():
-                    if kinds[far] != "rank":
-                        nic_bw[r] = rate(up["link"])
-                        nic_lat[r] = hop(up["link"])
+                for far in g.adj[nb]:
+                    if g.nodes[far].get("kind") != "rank":
+                        nic_bw[r] = rate(g.edges[nb, far]["link"])
+                        nic_lat[r] = hop(g.edges[nb, far]["link"])
                         break
             elif lc.family in _INTRA:
                 fam = _INTRA[lc.family]
@@ -209,11 +207,11 @@ def _machine_info(topology) -> dict:
                 if port is not None and port[r] == nb:  # a PCIe machine: the NIC hangs off this switch
                     nic_node = nic_names[nic_of[r]]
                     nic[r] = idx[nic_node]
-                    attach_bw[r] = min(rate(link), rate(adj[nb][nic_node]["link"]))
-                    for far, up in adj[nic_node].items():
-                        if far != nb and kinds[far] != "rank":  # its uplink, not the switch
-                            nic_bw[r] = rate(up["link"])
-                            nic_lat[r] = hop(up["link"])
+                    attach_bw[r] = min(rate(link), rate(g.edges[nb, nic_node]["link"]))
+                    for far in g.adj[nic_node]:
+                        if far != nb and g.nodes[far].get("kind") != "rank":  # its uplink, not the switch
+                            nic_bw[r] = rate(g.edges[nic_node, far]["link"])
+                            nic_lat[r] = hop(g.edges[nic_node, far]["link"])
                             break
     # local NIC index: order of the NIC nodes of one machine
     machine_nics: dict = {}
