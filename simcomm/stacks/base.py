@@ -241,6 +241,9 @@ def apply_stack(topology, stack: Stack):
     kinds = nx.get_node_attributes(src, "kind")
     derived: dict[tuple[str, int], str] = {}  # (link class, rank ends) -> its effective class's name
 
+    edges: list = []
+    names: list[str] = []
+
     def effective(u, v, data: dict) -> dict:
         """A copy of an edge's attributes, its link class replaced by the effective one."""
         lc = topology.links[data["link"]]
@@ -253,6 +256,8 @@ def apply_stack(topology, stack: Stack):
             raw.setdefault(eff.name, raw.get(lc.name, lc.bandwidth))
             raw_lat.setdefault(eff.name, raw_lat.get(lc.name, lc.latency))
             name = derived[(lc.name, ends)] = eff.name
+        edges.append((u, v))
+        names.append(name)
         return {**data, "link": name}
 
     # Each edge once, in ``edges`` order: the adjacency (and so every link id) comes out as ``Graph.copy``'s,
@@ -261,7 +266,5 @@ def apply_stack(topology, stack: Stack):
     # Keep the router: it depends on graph structure only, which is unchanged.  ``link_raw`` keeps
     # each link's line rate: NCCL's own tuning model prices the hardware, not the stack's share; ``link_raw_latency``
     # each hop's latency before the stack's overhead (the fabric's own, simcomm.nccl.fabric).
-    return Topology(topology.name, g, links, topology.ranks, router=topology.router,
-                    meta={**topology.meta, "stack": stack.name, "link_raw": raw, "link_raw_latency": raw_lat},
-                    recipe=topology.recipe,
-                    network=topology.network)
+    return Topology.relinked(topology, g, links, (edges, names),
+                             {**topology.meta, "stack": stack.name, "link_raw": raw, "link_raw_latency": raw_lat})

@@ -9,6 +9,7 @@ order: copy adds each edge from both ends); every float the engine computes on i
 from __future__ import annotations
 
 from simcomm.stacks import apply_stack, get_stack
+from simcomm.topologies.base import Topology
 from simcomm.topologies.presets import preset
 
 
@@ -34,3 +35,7 @@ def test_effective_graph_is_the_copy_of_the_raw_one_with_the_stack_classes():
     r0 = raw.ranks[0]
     assert g.nodes[r0]["gamma"] == 2e-10 and raw.graph.nodes[r0]["gamma"] != 2e-10
     assert all(d["link"] in raw.links for _, _, d in raw.graph.edges(data=True))  # the raw graph untouched
+    # what apply_stack gathered while copying (not checked again there) is what the graph says
+    eff.validate()
+    assert eff.link_names == Topology(eff.name, g, eff.links, eff.ranks, router=eff.router).link_names
+    assert [eff.link_endpoints(2 * e) for e in range(g.number_of_edges())] == list(copy.edges)
