@@ -46,7 +46,7 @@ _CPU_ROUNDS = 200
 #: with the topology for later runs (unless the ``keep`` reference is asked) ...
 _KEEP_TRANSFERS = 4096
 #: ... and larger ones while the topology's kept ones hold at most this many transfers in all (~32 bytes each:
-#: ~64 MB; a 16 384-rank tree all-reduce's ~10^5 each, prepared once for a run's flow simulation and its closed form)
+#: ~64 MB; a 16 384-rank tree all-reduce holds ~5 x 10^5, prepared once for a run's flow simulation and its closed form)
 _KEEP_BUDGET = 1 << 21
 #: Kept preparations per topology (weakly: they go with it), see ``run()``.
 _KEPT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
