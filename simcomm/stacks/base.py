@@ -225,8 +225,7 @@ def apply_stack(topology, stack: Stack):
     src = topology.graph
     g = type(src)()
     g.graph.update(src.graph)
-    # the nodes with copies of their attributes (the rank nodes' gamma may change below)
-    g.add_nodes_from((n, dict(data)) for n, data in src.nodes(data=True))
+    g.add_nodes_from(src.nodes(data=True))  # (networkx copies each node's attributes: gamma may change below)
     if stack.reduce_per_byte is not None:  # the collectives reduce on the host's CPU, not on the device
         for r in topology.ranks:
             g.nodes[r]["gamma"] = stack.reduce_per_byte
