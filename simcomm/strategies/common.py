@@ -43,8 +43,10 @@ def emit_backward(b: PlanBuilder, w: Workload, rank: int, *, buckets: tuple[tupl
     after = tuple(after)
     sums = w.bucket_backward_s if buckets is None else [w.backward_sum(bucket) for bucket in buckets]
     labels = _backward_labels(tag, len(sums))
-    return tuple(b.compute(rank, secs * s, after=after if i == 0 else (), label=labels[i], stream=stream)
-                 for i, secs in enumerate(sums))
+    ready = []
+    for i, secs in enumerate(sums):
+        ready.append(b.compute(rank, secs * s, after=after if i == 0 else (), label=labels[i], stream=stream))
+    return tuple(ready)
 
 
 @lru_cache(maxsize=64)
