@@ -102,6 +102,11 @@ class Workload:
     def update_s(self) -> float:
         return sum(layer.update_s for layer in self.layers)
 
+    @cached_property
+    def bucket_backward_s(self) -> tuple[float, ...]:
+        """:meth:`backward_sum` of each bucket (every rank's backward reads them: no bucket hashed per rank)."""
+        return tuple(self.backward_sum(bucket) for bucket in self.buckets)
+
     def forward_sum(self, layers: Sequence[int]) -> float:
         """Forward seconds of ``layers`` (summed in the order given; cached per group)."""
         return self._layer_sum("forward_s", layers)

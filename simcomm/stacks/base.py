@@ -222,7 +222,10 @@ def apply_stack(topology, stack: Stack):
     if stack.efficiency == 1 and stack.intra_efficiency == 1 and not stack.overhead \
             and not stack.intra_overhead and stack.cap is None and stack.reduce_per_byte is None:
         return topology
-    g = topology.graph.copy()
+    src = topology.graph
+    g = type(src)()
+    g.graph.update(src.graph)
+    g.add_nodes_from(src.nodes(data=True))  # (networkx copies each node's attributes: gamma may change below)
     if stack.reduce_per_byte is not None:  # the collectives reduce on the host's CPU, not on the device
         for r in topology.ranks:
             g.nodes[r]["gamma"] = stack.reduce_per_byte
@@ -234,9 +237,14 @@ def apply_stack(topology, stack: Stack):
         from simcomm.nccl.layout import topology_arch
 
         arch = topology_arch(topology)
-    kinds = nx.get_node_attributes(g, "kind")
+    kinds = nx.get_node_attributes(src, "kind")
     derived: dict[tuple[str, int], str] = {}  # (link class, rank ends) -> its effective class's name
-    for u, v, data in g.edges(data=True):
+
+    edges: list = []
+    names: list[str] = []
+
+    def effective(u, v, data: dict) -> dict:
+        """A copy of an edge's attributes, its link class replaced by the effective one."""
         lc = topology.links[data["link"]]
         end_kinds = ("rank",) if lc.family in INTRANODE_FAMILIES else ("rank", "nic")
         ends = (kinds.get(u) in end_kinds) + (kinds.get(v) in end_kinds)
@@ -247,11 +255,15 @@ def apply_stack(topology, stack: Stack):
             raw.setdefault(eff.name, raw.get(lc.name, lc.bandwidth))
             raw_lat.setdefault(eff.name, raw_lat.get(lc.name, lc.latency))
             name = derived[(lc.name, ends)] = eff.name
-        data["link"] = name
+        edges.append((u, v))
+        names.append(name)
+        return {**data, "link": name}
+
+    # Each edge once, in ``edges`` order: the adjacency (and so every link id) comes out as ``Graph.copy``'s,
+    # which adds each edge from both ends, at half its work and without a second pass to rename the classes.
+    g.add_edges_from((u, v, effective(u, v, data)) for u, v, data in src.edges(data=True))
     # Keep the router: it depends on graph structure only, which is unchanged.  ``link_raw`` keeps
     # each link's line rate: NCCL's own tuning model prices the hardware, not the stack's share; ``link_raw_latency``
     # each hop's latency before the stack's overhead (the fabric's own, simcomm.nccl.fabric).
-    return Topology(topology.name, g, links, topology.ranks, router=topology.router,
-                    meta={**topology.meta, "stack": stack.name, "link_raw": raw, "link_raw_latency": raw_lat},
-                    recipe=topology.recipe,
-                    network=topology.network)
+    return Topology.relinked(topology, g, links, (edges, names),
+                             {**topology.meta, "stack": stack.name, "link_raw": raw, "link_raw_latency": raw_lat})

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from simcomm.errors import ConfigError
 from simcomm.ops import PlanBuilder
@@ -39,13 +40,19 @@ def emit_backward(b: PlanBuilder, w: Workload, rank: int, *, buckets: tuple[tupl
                   after: Iterable[int] = (), stream: str = "compute", tag: str = "") -> tuple[int, ...]:
     """Emit backward split at bucket boundaries; returns the op id ending each bucket."""
     s = w.scale(rank)
-    ready = []
     after = tuple(after)
-    for i, bucket in enumerate(buckets if buckets is not None else w.buckets):
-        secs = w.backward_sum(bucket) * s
-        ready.append(b.compute(rank, secs, after=after if i == 0 else (), label=f"backward{tag}[{i}]",
-                               stream=stream))
+    sums = w.bucket_backward_s if buckets is None else [w.backward_sum(bucket) for bucket in buckets]
+    labels = _backward_labels(tag, len(sums))
+    ready = []
+    for i, secs in enumerate(sums):
+        ready.append(b.compute(rank, secs * s, after=after if i == 0 else (), label=labels[i], stream=stream))
     return tuple(ready)
+
+
+@lru_cache(maxsize=64)
+def _backward_labels(tag: str, n: int) -> tuple[str, ...]:
+    """``backward{tag}[i]`` for each of ``n`` buckets (made once, not per rank)."""
+    return tuple(f"backward{tag}[{i}]" for i in range(n))
 
 
 def emit_forward_backward(b: PlanBuilder, w: Workload, rank: int, *, after: Iterable[int] = (),

@@ -146,6 +146,33 @@ def test_kept_preparations_serve_later_runs_unchanged():
     np.testing.assert_array_equal(other.end, simulate(plan, topo, runtime=NcclRuntime(nccl_algo="tree")).end)
 
 
+def test_large_preparations_serve_the_closed_form_within_a_budget(monkeypatch):
+    # A 512-rank NCCL tree all-reduce has 16 channels x ~2 x 512 transfers, more than the 4 096 always kept: it is
+    # kept while the topology's kept preparations stay within _KEEP_BUDGET transfers, so a run's flow simulation
+    # and its closed form (the analytic pass) prepare it once; with no budget left, twice.  The same floats.
+    from simcomm.engine.drive import executor
+
+    calls = []
+    real = executor._prepare
+    monkeypatch.setattr(executor, "_prepare", lambda *a: calls.append(a[1]) or real(*a))
+    b = PlanBuilder(512)
+    b.collective("allreduce", range(512), 25e6)
+    plan = b.build()
+    runs = []
+    for budget in (executor._KEEP_BUDGET, 0):
+        monkeypatch.setattr(executor, "_KEEP_BUDGET", budget)
+        topo = preset("dgx-a100-hdr", nodes=64, gpus_per_node=8)
+        del calls[:]
+        flow = simulate(plan, topo, runtime=NcclRuntime())
+        closed = simulate(plan, topo, fidelity="analytic", runtime=NcclRuntime(), link_bytes=False)
+        held = executor._KEPT[topo].transfers
+        runs.append((len(calls), held, flow.end, closed.end))
+    (once, held, flow, closed), (twice, none, flow0, closed0) = runs
+    assert (once, twice) == (1, 2) and held > executor._KEEP_TRANSFERS and none == 0
+    np.testing.assert_array_equal(flow, flow0)
+    np.testing.assert_array_equal(closed, closed0)
+
+
 @pytest.mark.parametrize("topo", [fat_tree(levels=3, hosts=128, link=LINK, routing="ecmp"),
                                   preset("dgx-a100-hdr", nodes=48, gpus_per_node=8)],
                          ids=["fat-tree-ecmp", "dgx-a100-hdr"])

@@ -55,3 +55,33 @@ def test_closed_form_of_a_small_group_on_a_large_fabric_is_the_full_counts():
         load = np.bincount(links, weights=np.repeat(step.nbytes, route_len), minlength=len(topo.capacity))
         want = float((load[load > 0] / topo.capacity[load > 0]).max())
         assert prepare._closed_form(step, topo, members, 1e-6) == 1e-6 + want
+
+
+def _tree_pairs(tree, layout):
+    """Tree's pattern pair by pair, as written before it was built as arrays (the reference)."""
+    from simcomm.nccl.channels import chain, dtree_parents, tree_edges
+
+    nics = max(1, layout.nics_per_node)
+    trees = dtree_parents(layout.n_nodes) if layout.n_nodes > 1 else ([-1], [-1])
+    pairs = []
+    for c in range(tree._channels(layout)):
+        chains = [chain(layout, node, c % nics) for node in layout.nodes]
+        for ch in chains:
+            for a, b in zip(ch, ch[1:], strict=False):
+                pairs += [(b, a), (a, b)]  # up toward the head, down from it
+        for child, parent in tree_edges(trees[(c // nics) % 2]):
+            pairs += [(chains[child][0], chains[parent][0]), (chains[parent][0], chains[child][0])]
+    return pairs
+
+
+@pytest.mark.parametrize("cluster,nodes,gpn,stride", [("dgx-a100-hdr", 5, 8, 1), ("dgx-a100-hdr", 1, 8, 1),
+                                                      ("dgx-a100-hdr", 6, 8, 3), ("dgx1-v100", 3, 8, 2),
+                                                      ("aws-g4dn", 4, None, 1), ("dgx-h100-ndr", 7, 8, 5)])
+def test_tree_pattern_arrays_are_its_pairs_in_order(cluster, nodes, gpn, stride):
+    # strided groups give nodes of unequal chains (a stride of 3 over 8 GPUs: 3, 3 and 2 members)
+    topo = preset(cluster, nodes=nodes, gpus_per_node=gpn)
+    tree = NCCL_ALGORITHMS.get("tree")
+    lay = group_layout(topo, tuple(range(0, topo.n_ranks, stride)))
+    src, dst, nb = tree._flows(lay, 6e6)
+    assert list(zip(src.tolist(), dst.tolist(), strict=True)) == _tree_pairs(tree, lay)
+    assert nb.tolist() == [6e6 / tree._channels(lay)] * len(src)

@@ -42,11 +42,27 @@ OPTIONS = tuple(f.name for f in fields(EngineOptions))
 _CPU_TOL = 1e-12
 #: ... or after this many rounds (the CPU cost of communication would exceed the CPU).
 _CPU_ROUNDS = 200
-#: Collective preparations with at most this many transfers (over their steps) are kept
-#: with the topology for later runs (unless the ``keep`` reference is asked).
+#: Collective preparations with at most this many transfers (over their steps) are always kept
+#: with the topology for later runs (unless the ``keep`` reference is asked) ...
 _KEEP_TRANSFERS = 4096
+#: ... and larger ones while the topology's kept ones hold at most this many transfers in all (~32 bytes each:
+#: ~64 MB; a 16 384-rank tree all-reduce holds ~5 x 10^5, prepared once for a run's flow simulation and its closed form)
+_KEEP_BUDGET = 1 << 21
 #: Kept preparations per topology (weakly: they go with it), see ``run()``.
 _KEPT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class _Kept(dict):
+    """The preparations kept with one topology, by (runtime, ppn, op key), and the transfers they hold."""
+
+    transfers: int = 0
+
+    def offer(self, key, prep) -> None:
+        """Keep ``prep`` when it is small, or while the kept ones stay within :data:`_KEEP_BUDGET` transfers."""
+        size = sum(len(st) for st in prep.steps)
+        if size <= _KEEP_TRANSFERS or self.transfers + size <= _KEEP_BUDGET:
+            self[key] = prep
+            self.transfers += size
 
 
 class Context:
@@ -161,10 +177,10 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     prepared: dict = {}  # by op key, and by op id (the same objects)
     runtime = opts.runtime  # the caller's (setup's, from the stack): the engine has no default runtime
     chosen: dict[tuple, int] = {}
-    # A preparation depends on the op's key, the runtime and the ppn override alone, so small
-    # ones are kept with the topology for the next run (a strategy's flow run, then its analytic
-    # estimate; plans with thousands of 2-rank all-reduces).  Large ones are not kept (memory).
-    kept = _KEPT.setdefault(topology, {}) if paths.keep else {}
+    # A preparation depends on the op's key, the runtime and the ppn override alone, so it is kept
+    # with the topology for the next run (a strategy's flow run, then its analytic estimate; plans
+    # with thousands of 2-rank all-reduces), within a budget of transfers (memory): _Kept.offer.
+    kept = _KEPT.setdefault(topology, _Kept()) if paths.keep else _Kept()
     for op in ops:
         if isinstance(op, Collective):
             if runtime is None:
@@ -180,8 +196,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
                 prep = kept.get((runtime, ctx.ppn, key))
                 if prep is None:
                     prep = _prepare(runtime, op, topology, ctx.ppn)
-                    if sum(len(st) for st in prep.steps) <= _KEEP_TRANSFERS:
-                        kept[(runtime, ctx.ppn, key)] = prep
+                    kept.offer((runtime, ctx.ppn, key), prep)
                 prepared[key] = prep
             prepared[op.id] = prepared[key]
             label = (op.kind, op.algorithm, prepared[key].label)

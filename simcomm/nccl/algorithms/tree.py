@@ -11,9 +11,11 @@ ring, which is why NCCL's model prices Tree at half its bus bandwidth
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
-from simcomm.nccl.base import NcclAlgorithm, pack, register
+from simcomm.nccl.base import NcclAlgorithm, register
 from simcomm.nccl.channels import chain, dtree_parents, tree_edges
 
 
@@ -40,23 +42,43 @@ class Tree(NcclAlgorithm):
         return 1 if layout.n_nodes == 1 else 2 * max(1, layout.nics_per_node)
 
     def _flows(self, layout, nbytes):
+        """Each channel's chains (up toward the head, down from it, pair by pair), then its tree over the
+        chain heads (child to parent, parent to child), as arrays: a 2 048-node tree is 0.5 M pairs."""
         n_nodes = layout.n_nodes
         nics = max(1, layout.nics_per_node)
         # Every NIC carries a channel of each tree (NCCL duplicates its channels), so the NIC of
         # a node that is interior in one tree is a leaf's in the other: the load evens out.
         channels = self._channels(layout)
         trees = dtree_parents(n_nodes) if n_nodes > 1 else ([-1], [-1])
+        edges = [np.array(tree_edges(t), dtype=np.int64).reshape(-1, 2) for t in trees]
         share = nbytes / channels
-        pairs = []
-        by_nic: dict[int, list] = {}  # channels c and c + nics share their NIC, hence their chains
+        srcs, dsts = [], []
+        by_nic: dict[int, tuple] = {}  # channels c and c + nics share their NIC, hence their chains
         for c in range(channels):
             chains = by_nic.get(c % nics)
             if chains is None:
-                chains = by_nic[c % nics] = [chain(layout, node, c % nics) for node in layout.nodes]
-            for ch in chains:
-                for a, b in zip(ch, ch[1:], strict=False):
-                    pairs += [(b, a), (a, b)]  # up toward the head, down from it
-            for child, parent in tree_edges(trees[(c // nics) % 2]):
-                head_c, head_p = chains[child][0], chains[parent][0]
-                pairs += [(head_c, head_p), (head_p, head_c)]
-        return pack(pairs, share)
+                chains = by_nic[c % nics] = _chain_pairs([chain(layout, node, c % nics) for node in layout.nodes])
+            up_src, up_dst, heads = chains
+            tree = edges[(c // nics) % 2]
+            head_c, head_p = heads[tree[:, 0]], heads[tree[:, 1]]
+            srcs += [up_src, _interleave(head_c, head_p)]
+            dsts += [up_dst, _interleave(head_p, head_c)]
+        src, dst = np.concatenate(srcs), np.concatenate(dsts)
+        return src, dst, np.full(len(src), share)
+
+
+def _interleave(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a[0], b[0], a[1], b[1], ...``."""
+    return np.stack([a, b], axis=1).reshape(-1)
+
+
+def _chain_pairs(chains: list[tuple[int, ...]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(src, dst, heads) of the chains: for each chain in turn, each link ``a -> b`` of it as ``(b, a)`` (up
+    toward the head) then ``(a, b)`` (down from it); and each chain's head."""
+    lengths = np.fromiter(map(len, chains), dtype=np.int64, count=len(chains))
+    flat = np.fromiter(itertools.chain.from_iterable(chains), dtype=np.int64, count=int(lengths.sum()))
+    starts = np.cumsum(lengths) - lengths
+    linked = np.ones(len(flat), dtype=bool)  # position i is joined to i + 1 in its chain
+    linked[starts + lengths - 1] = False
+    a, b = flat[:-1][linked[:-1]], flat[1:][linked[:-1]]
+    return _interleave(b, a), _interleave(a, b), flat[starts]
