@@ -199,7 +199,8 @@ def choose(plan, fidelity: str, options, local=None) -> Paths:
         driver = "one-pass"
     elif flow and not cpu and "direct" not in ref and (
             not any(isinstance(op, Collective) for op in plan.ops) or cuts_only(plan.ops)
-            or (local is not None and "local_collectives" not in ref and cuts_only(plan.ops, local))):
+            or (local is not None and "local_collectives" not in ref and not options.stop_after
+                and cuts_only(plan.ops, local))):  # (the direct loop runs every op: stop_after keeps the queue)
         driver = "direct"
     elif "callbacks" not in ref:
         driver = "callbacks"

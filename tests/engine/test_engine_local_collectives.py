@@ -185,3 +185,14 @@ def test_either_runtime_gives_the_reference_floats(runtime):
     fast, ref = _both(_mixed(topo), topo, runtime)
     check(fast, ref)
     assert ref.paths["driver"] == "callbacks"
+
+
+def test_a_run_that_stops_after_some_ops_keeps_simpys_queue():
+    """``stop_after`` ends a run early on SimPy's queue (ops not reached keep NaN times); the direct loop runs every
+    op, so a plan that needs local collectives on it keeps the queue when ``stop_after`` is given."""
+    topo = preset("dgx-a100-hdr", nodes=2, gpus_per_node=8)
+    plan = _mixed(topo)
+    first = next(op.id for op in plan.ops if op.label == "barrier 0")
+    fast, ref = _both(plan, topo, stop_after=frozenset({first}))
+    check(fast, ref)
+    assert fast.paths["driver"] == "callbacks" and fast.paths["taken"]["ops_not_run"] > 0

@@ -189,7 +189,8 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
             chosen[label] = chosen.get(label, 0) + 1
 
     local_steps: dict = {}
-    if paths.driver == "direct" and local is not None and "local_collectives" not in opts.reference and any(
+    if paths.driver == "direct" and local is not None and "local_collectives" not in opts.reference \
+            and not opts.stop_after and any(
             isinstance(op, Collective) and local(op) for op in ops) and not cuts_only(ops):
         # (choose() took the direct loop for machine-local collectives: their links are checked here)
         assert flow_pricer is not None
