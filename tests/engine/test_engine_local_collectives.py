@@ -15,6 +15,8 @@ of irregular sizes (one of zero bytes), starting at the same instants as message
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simcomm import engine
 from simcomm.engine.drive import executor
@@ -187,6 +189,13 @@ def test_either_runtime_gives_the_reference_floats(runtime):
     assert ref.paths["driver"] == "callbacks"
 
 
+def test_local_collectives_of_zero_bytes_alone_hold_no_link():
+    topo = preset("dgx-a100-hdr", nodes=2, gpus_per_node=8)
+    fast, ref = _both(_mixed(topo, sizes=(0.0, 0.0), partial=False), topo)
+    check(fast, ref)
+    assert fast.paths["driver"] == "direct" and fast.paths["taken"]["local_collectives"] > 0
+
+
 def test_a_run_that_stops_after_some_ops_keeps_simpys_queue():
     """``stop_after`` ends a run early on SimPy's queue (ops not reached keep NaN times); the direct loop runs every
     op, so a plan that needs local collectives on it keeps the queue when ``stop_after`` is given."""
@@ -196,3 +205,47 @@ def test_a_run_that_stops_after_some_ops_keeps_simpys_queue():
     fast, ref = _both(plan, topo, stop_after=frozenset({first}))
     check(fast, ref)
     assert fast.paths["driver"] == "callbacks" and fast.paths["taken"]["ops_not_run"] > 0
+
+
+@st.composite
+def _drawn_plans(draw):
+    """Rounds between barriers over all ranks: per machine, drawn local collectives on a drawn group (the whole
+    machine, a prefix or a suffix of it) of drawn kinds and sizes (zero included), on one or two streams; drawn
+    messages between drawn ranks (inside a machine too: the plan then keeps SimPy's queue); drawn computes."""
+    nodes = draw(st.integers(2, 3))
+    n = 8 * nodes
+    b = PlanBuilder(n)
+    gate = [b.compute(r, draw(st.sampled_from([0.0, 1e-5, 3e-5])), label="work") for r in range(n)]
+    # per machine, its group and stream (mostly one for all rounds; another one shares its links: a fallback)
+    groups = [(tuple(range(8 * m + lo, 8 * m + hi)), stream) for m in range(nodes)
+              for lo, hi in [draw(st.sampled_from([(0, 8), (0, 3), (5, 8), (2, 6)]))]
+              for stream in [draw(st.sampled_from(["comm", "side"]))]]
+    barrier = None
+    for s in range(draw(st.integers(1, 3))):
+        after = [barrier] if barrier is not None else []
+        ends = list(gate) if s == 0 else []
+        for m in range(nodes):
+            group, stream = groups[m] if draw(st.integers(0, 9)) else (tuple(range(8 * m, 8 * m + 8)), "other")
+            for _ in range(draw(st.integers(0, 3))):
+                kind, root = draw(st.sampled_from(KINDS))
+                size = draw(st.sampled_from([0.0, 8.0, 1e5, 3.3e6, 4e6]))
+                ends.append(b.collective(kind, group, size, root=min(root, len(group) - 1), after=after,
+                                         stream=stream, label=f"{kind} {s}"))
+        for _ in range(draw(st.integers(0, 4))):
+            src = draw(st.integers(0, n - 1))
+            other = draw(st.integers(0, 9)) > 0  # mostly to another machine (inside one: a fallback)
+            dst = (src + 8 * draw(st.integers(1, nodes - 1))) % n if other else 8 * (src // 8) + (src + 1) % 8
+            ends.append(b.transfer(src, dst, draw(st.sampled_from([1e3, 1e5, 2e6])), after=after, stream="msg"))
+        barrier = b.collective("allreduce", range(n), 8.0, after=ends, label=f"barrier {s}")
+    return b.build(), nodes
+
+
+@settings(max_examples=25, deadline=None)
+@given(_drawn_plans(), st.sampled_from([0.0, 0.01, 0.2]))
+def test_drawn_plans_are_the_reference_bit_for_bit(drawn, resolution):
+    plan, nodes = drawn
+    topo = preset("dgx-a100-hdr", nodes=nodes, gpus_per_node=8)
+    fast, ref = _both(plan, topo, resolution=resolution)
+    check(fast, ref)
+    assert ref.paths["driver"] in ("callbacks", "direct")  # (direct: no local collective drawn, messages only)
+    assert fast.paths["driver"] == "direct" or "local_collectives" not in fast.paths["taken"]

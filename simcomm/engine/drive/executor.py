@@ -744,7 +744,7 @@ def _local_collectives(ops, pricer, prepared: dict, local) -> dict | None:
                 seen.add((id(links), owner))
                 held.append(links)
                 whose.append(np.full(len(links), owner))
-    if not found:
+    if not held:  # (no local collective holds a link: zero bytes, no steps)
         return found
     links, group = np.concatenate(held), np.concatenate(whose)
     order = np.argsort(links, kind="stable")
