@@ -58,6 +58,8 @@ no-alike-      ``reference={"alike_steps"}``                           a group's
 steps                                                                  derivation (each group's derived anew)
 event-loop     ``reference={"one_pass"}``                              the analytic one pass (``longest_path``;
                                                                        the event loop instead)
+no-local-      ``reference={"local_collectives"}``                     machine-local collectives on the direct
+collectives                                                            loop (the callbacks driver instead)
 =============  ======================================================  ==========================================
 
 Exact in the model but not in floats, so compared to a relative 1e-9 on every start, end and makespan at
@@ -430,6 +432,8 @@ REFERENCES = (
     Reference("no-shapes", True, "simcomm.engine.drive.executor._prepare", _options(frozenset({"shapes"}))),
     Reference("no-alike-steps", True, "simcomm.engine.flow.steps.route_step", _options(frozenset({"alike_steps"}))),
     Reference("event-loop", True, "simcomm.engine.flow.analytic.longest_path", _options(frozenset({"one_pass"}))),
+    Reference("no-local-collectives", True, "simcomm.engine.flow.pricer:FlowPricer.reserved",
+              _options(frozenset({"local_collectives"}))),
     Reference("per-link", False, "simcomm.engine.flow.network:LiveNetwork.hold", _options(frozenset({"per_link"}))),
     Reference("coalesce", False, "simcomm.engine.flow.pricer:FlowPricer._isolated_period",
               _options(frozenset({"coalesce"})), not_with=_CPU),

@@ -58,6 +58,8 @@ REFERENCES = {
                     "instead)",
     "alike_steps": "a (group, preparation)'s steps taken from an alike group's derivation, translated to the group's "
                    "ranks and routes (each group's steps derived anew instead)",
+    "local_collectives": "machine-local collectives whose every step is reserved on links nothing else in the plan "
+                         "uses, run on the direct loop beside its messages and cuts (the callbacks driver instead)",
 }
 #: Paths taken op by op or step by step during a run (beside :func:`choose`'s up-front choice): name -> what
 #: counts.  Where the engine takes one it says so, ``ctx.took(name)`` (:class:`simcomm.engine.drive.executor.Context`),
@@ -74,9 +76,12 @@ TAKEN = {
                          "schedule (no link bytes counted for them)",
     "ops_not_run": "ops left unrun once every ``stop_after`` op had ended (their times NaN)",
     "alike_steps": "steps of a (group, preparation) taken from an alike group's derivation (``alike_steps``)",
+    "local_collectives": "machine-local collectives the direct loop ran as reservations of their own links "
+                         "(``local_collectives``)",
 }
 #: References that give every float bit for bit (the others: the same model, floats to 1e-9).
-EXACT = frozenset({"one_pass", "direct", "callbacks", "keep", "shapes", "lean", "scalar", "alike_steps"})
+EXACT = frozenset({"one_pass", "direct", "callbacks", "keep", "shapes", "lean", "scalar", "alike_steps",
+                   "local_collectives"})
 
 
 @dataclass(frozen=True)
@@ -104,9 +109,15 @@ class Paths:
         return asdict(self)
 
 
-def cuts_only(ops) -> bool:
+def cuts_only(ops, local=None) -> bool:
     """Whether the plan has messages and every collective of it is a *cut*: every earlier op runs before it
     (an ancestor, through deps or stream order) and every later op after it (a descendant).
+
+    ``local`` (a predicate on collectives, or None): collectives it accepts (machine-local ones, whose links the
+    executor then checks nothing else uses, :func:`simcomm.engine.drive.executor._local_collectives`) are not
+    cuts but ops on each member's stream, as a message is on its source's; a plan of such collectives and cuts
+    qualifies without messages too (hierarchical-crossover-sgd's group reduces and broadcasts between its
+    barriers).
 
     Such a collective (crossover-sgd's barrier over all ranks after each round of messages) starts on an idle
     network with nothing else pending and ends before anything else starts, so the direct loop runs it alone
@@ -123,6 +134,21 @@ def cuts_only(ops) -> bool:
     cut = -1  # the last collective (every one so far a cut)
     messages = False
     for op in ops:
+        if local is not None and type(op) is not Transfer and type(op) is not Compute and isinstance(op, Collective) \
+                and local(op):  # an op on each member's stream
+            preds = set(op.deps)
+            for r in op.ranks:
+                key = (r, op.stream)
+                prev = get(key)
+                if prev is not None:
+                    preds.add(prev)
+                last[key] = op.id
+            for d in preds:
+                followed[d] = 1
+            if cut >= 0 and not (preds and max(preds) >= cut):
+                return False
+            messages = True  # (runs on the direct loop as messages do)
+            continue
         kind = type(op)
         if kind is Transfer or kind is Compute:  # one stream: the common case, kept to a few operations
             if kind is Transfer:
@@ -160,8 +186,10 @@ def cuts_only(ops) -> bool:
     return messages
 
 
-def choose(plan, fidelity: str, options) -> Paths:
-    """The paths a run of ``plan`` at ``fidelity`` with ``options`` (EngineOptions) takes."""
+def choose(plan, fidelity: str, options, local=None) -> Paths:
+    """The paths a run of ``plan`` at ``fidelity`` with ``options`` (EngineOptions) takes (``local``: the
+    executor's test of a machine-local collective, :func:`cuts_only`; the ``local_collectives`` reference drops
+    it)."""
     from simcomm.ops import Collective
 
     ref = options.reference
@@ -170,7 +198,9 @@ def choose(plan, fidelity: str, options) -> Paths:
     if not flow and not options.link_bytes and "one_pass" not in ref:
         driver = "one-pass"
     elif flow and not cpu and "direct" not in ref and (
-            not any(isinstance(op, Collective) for op in plan.ops) or cuts_only(plan.ops)):
+            not any(isinstance(op, Collective) for op in plan.ops) or cuts_only(plan.ops)
+            or (local is not None and "local_collectives" not in ref and not options.stop_after
+                and cuts_only(plan.ops, local))):  # (the direct loop runs every op: stop_after keeps the queue)
         driver = "direct"
     elif "callbacks" not in ref:
         driver = "callbacks"

@@ -66,6 +66,7 @@ def watched(monkeypatch, adjust=None, runtime=None):
     spy(analytic, "longest_path", "one-pass")
     spy(executor, "run_alone", "cut_collectives")
     spy(pricer.FlowPricer, "_translated", "alike_steps")
+    spy(pricer.FlowPricer, "reserved", "local_collectives")
     real_core, real_net, real_counted = core.FluidCore.__init__, network.LiveNetwork.__init__, steps.counted_step
 
     def fluid(self, capacity, form="lean", family_of_link=None, resolution=0.0, *a, **k):
@@ -141,7 +142,8 @@ def check_engine(rec: dict, run: Run) -> dict:
     witness = {"cut_collectives": seen["cut_collectives"], "closed_steps": meta.get("steps_closed", 0),
                "coalesced_steps": meta.get("steps_coalesced", 0), "scaled_runs": meta.get("isolated_scaled", 0),
                "merged_flows": meta.get("merged_flows", 0), "sampled_schedules": meta.get("analytic_sampled", 0),
-               "ops_not_run": int(np.isnan(tl.end).sum()), "alike_steps": seen["alike_steps"]}
+               "ops_not_run": int(np.isnan(tl.end).sum()), "alike_steps": seen["alike_steps"],
+               "local_collectives": seen["local_collectives"]}
     taken = rec["taken"]
     assert set(taken) <= set(TAKEN)
     assert {k: v for k, v in witness.items() if v} == {k: v for k, v in taken.items() if k != "pair_counts"}, \
@@ -152,6 +154,7 @@ def check_engine(rec: dict, run: Run) -> dict:
     assert not taken.get("scaled_runs") or rec["scaled"]
     assert not taken.get("alike_steps") or rec["alike_steps"]
     assert not taken.get("merged_flows") or rec["resolution"] > 0
+    assert not taken.get("local_collectives") or rec["driver"] == "direct"
     return planned
 
 
@@ -210,6 +213,8 @@ def test_every_strategy_and_every_fold_is_covered():
 @pytest.mark.parametrize(("name", "adjust", "want"), [
     # a reference switch moves the recorded path, and the spies see the other one run
     ("dpsgd", lambda o: dataclasses.replace(o, reference=o.reference | {"direct"}), {"driver": "callbacks"}),
+    ("hierarchical-crossover-sgd", lambda o: dataclasses.replace(o, reference=o.reference | {"local_collectives"}),
+     {"driver": "callbacks"}),
     ("allreduce", lambda o: dataclasses.replace(o, reference=o.reference | {"callbacks"}), {"driver": "processes"}),
     ("crossover-sgd exact", lambda o: dataclasses.replace(o, reference=o.reference | {"lean"}), {"core": "scalar"}),
     ("allreduce", lambda o: dataclasses.replace(o, reference=o.reference | {"coalesce"}),

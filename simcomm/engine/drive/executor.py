@@ -22,14 +22,14 @@ from __future__ import annotations
 import math
 import weakref
 from collections import defaultdict
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import numpy as np
 import simpy
 
 from simcomm.engine.events import Driver, Environment, run_alone, run_events, started
 from simcomm.engine.options import FIDELITIES, EngineOptions, Pricer
-from simcomm.engine.paths import TAKEN, Paths, choose
+from simcomm.engine.paths import TAKEN, Paths, choose, cuts_only
 from simcomm.engine.timeline import Timeline
 from simcomm.errors import ConfigError, PlanError, SimcommError
 from simcomm.ops import Collective, CommPlan, Compute, Transfer
@@ -146,7 +146,8 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
         raise PlanError(f"plan uses {plan.n_ranks} ranks but topology {topology.name!r} "
                         f"has only {topology.n_ranks}")
     env = Environment()
-    paths = choose(plan, fidelity, opts)  # the one place the engine's paths are decided
+    local = _machine_local(topology) if fidelity == "flow" else None
+    paths = choose(plan, fidelity, opts, local)  # the one place the engine's paths are decided
     ctx = Context(env, topology, paths=paths, ppn=opts.ppn, record_usage=opts.record_link_usage,
                   resolution=float(opts.resolution), link_bytes=opts.link_bytes,
                   traffic_weights=opts.traffic_weights)
@@ -201,6 +202,18 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
             prepared[op.id] = prepared[key]
             label = (op.kind, op.algorithm, prepared[key].label)
             chosen[label] = chosen.get(label, 0) + 1
+
+    local_steps: dict = {}
+    if paths.driver == "direct" and local is not None and "local_collectives" not in opts.reference \
+            and not opts.stop_after and any(
+            isinstance(op, Collective) and local(op) for op in ops) and not cuts_only(ops):
+        # (choose() took the direct loop for machine-local collectives: their links are checked here)
+        assert flow_pricer is not None
+        found = _local_collectives(ops, flow_pricer, prepared, local)
+        if found is None:  # a machine-local collective's links are not its own: SimPy's queue after all
+            paths = ctx.paths = replace(paths, driver="callbacks")
+        else:
+            local_steps = found
 
     if paths.driver == "one-pass":
         # Closed forms share nothing, so every op's times follow from its deps in op order.
@@ -308,7 +321,8 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     try:
         if direct:
             assert flow_pricer is not None
-            _run_direct(ops, [queues[k] for k in sorted(queues)], flow_pricer, ctx, start, end, prepared)
+            _run_direct(ops, _merged([queues[k] for k in sorted(queues)]), flow_pricer, ctx, start, end,
+                        prepared, local_steps)
         else:
             run_events(env, halt)
     except Exception as exc:
@@ -392,8 +406,29 @@ class _Arrivals:
         self.pos = i
 
 
-def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list, end: list,
-                prepared: dict) -> None:
+def _merged(streams: list[list[int]]) -> tuple[list[list[int]], list[int]]:
+    """``streams`` with each run of equal neighbours as one, and how many each stands for.
+
+    Equal streams hold the same collectives (a compute or message belongs to one stream), so neighbours in
+    ``run()``'s order start one after the other and then always move together: each arrives at the same
+    collective, waits for its done event right after the other, and resumes right after it, with nothing in
+    between.  One that arrives ``weight`` times at once makes the same events in the same order (the last
+    arrival starts the collective at the same place): the 7 other members of each of
+    hierarchical-crossover-sgd's 2 048 machines cost one stream, not 7.
+    """
+    out: list[list[int]] = []
+    weight: list[int] = []
+    for q in streams:
+        if out and out[-1] == q:
+            weight[-1] += 1
+        else:
+            out.append(q)
+            weight.append(1)
+    return out, weight
+
+
+def _run_direct(ops, merged: tuple[list[list[int]], list[int]], pricer, ctx: Context, start: list, end: list,
+                prepared: dict, local: dict) -> None:
     """Run a plan of Computes and Transfers as ``run()``'s SimPy processes would, without SimPy.
 
     It replays SimPy's scheduling exactly: one heap of ``(time, priority, sequence)`` entries,
@@ -417,11 +452,22 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
     else is due at this instant (nothing else can run before it ends), it is priced alone on SimPy's queue from
     this instant (:func:`simcomm.engine.events.run_alone`: the flow pricer's own generator on the idle network,
     the same events in the same order as in the whole run), and its done event is due at its end.
+
+    Machine-local collectives (``local``: op id -> their steps, :func:`_local_collectives`: every step reserved,
+    on links that nothing else in the plan uses but the collectives of the same group and stream, which run one
+    after another) start as cuts do, then run :meth:`FlowPricer.reserved`, the flow pricer's own steps: where
+    :meth:`FlowPricer.collective` holds a step's links until the end of the instant (a late event) and then
+    reserves them (a timer, then the reservation's event), the same entries go on the heap, in the same order;
+    nothing else can take their links, so the reservation's outcome is known (docs/engine.md, "The direct
+    loop").
     """
     from collections import deque
     from heapq import heappop, heappush
     from itertools import count
 
+    from simcomm.engine.flow.pricer import UNTIL_LATE
+
+    streams, weight = merged  # (equal neighbouring streams as one: _merged)
     net = pricer.net
     core = net.core  # messages go to the core directly: with no collectives there are no reservations, so
     # LiveNetwork's per-link bookkeeping (what a reservation would check) is not kept here
@@ -435,7 +481,8 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
     per_link = ctx.per_link
     weights = ctx.weights  # (FlowPricer.transfer's traffic weight per stream)
     urgent, normal, late = simpy.events.URGENT, simpy.events.NORMAL, simpy.events.NORMAL + 1
-    INIT, TIMER, DONE, GOT, KICK, COLL = range(6)
+    INIT, TIMER, DONE, GOT, KICK, COLL, HOLD, RTIME, RESUME = range(9)
+    gens: dict = {}  # local collective id -> its FlowPricer.reserved generator, while it runs
     n = len(ops)
     is_compute = [isinstance(op, Compute) for op in ops]
     is_coll = [isinstance(op, Collective) for op in ops]
@@ -477,7 +524,7 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
             oid = q[i]
             op = ops[oid]
             if is_coll[oid]:  # run()'s stream: arrive (the last starts it), then wait for its done event
-                arrived[oid] += 1
+                arrived[oid] += weight[s]
                 if arrived[oid] == len(op.ranks):
                     heappush(heap, (now, urgent, next(seq), COLL, oid))
                 i += 1
@@ -543,7 +590,33 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
                 coll_dep[c] = j
                 return
         start[c] = now
-        ready.append(c)
+        steps = local.get(c)
+        if steps is None:
+            ready.append(c)
+            return
+        ctx.took("local_collectives")
+        gens[c] = pricer.reserved(ops[c], steps, add_bytes)
+        step(c)
+
+    def add_bytes(times, fam) -> None:
+        # ctx.family_bytes += times * fam, element by element in Python floats (the same floats)
+        for f, x in enumerate(fam.tolist()):
+            fbytes[f] += times * x
+
+    def step(c: int) -> None:
+        # the local collective c's FlowPricer.reserved from here until it waits (its generator: the same events)
+        try:
+            got = next(gens[c])
+        except StopIteration:
+            del gens[c]
+            end[c] = now
+            imm.append((next(seq), DONE, c))  # run()'s finish: the done event
+            return
+        if got is UNTIL_LATE:  # LiveNetwork.late(): at now, the late priority
+            heappush(heap, (now, late, next(seq), HOLD, c))
+        else:  # LiveNetwork.start's timer: due at now + (res.end - now), res.end = now + repeats x period
+            period, left = got
+            heappush(heap, (now + ((now + left * period) - now), normal, next(seq), RTIME, c))
 
     def run_ready() -> float:
         # the one ready collective alone on SimPy's queue from now (a cut: nothing else is live or due)
@@ -577,7 +650,8 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
                     _, kind, arg = popleft()
             else:
                 _, kind, arg = popleft()
-        elif kicked and not (heap and heap[0][0] == now and heap[0][1] < late) and (
+        elif kicked and not (heap and heap[0][0] == now and (heap[0][1] < late or (
+                heap[0][1] == late and heap[0][2] < kick_seq))) and (
                 wake_t is None or wake_t != now or kick_seq < wake_seq):
             # the kick (now, late priority: after any urgent or normal event due now) is the next event
             kind = KICK
@@ -629,6 +703,10 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
                 wake_t = None
         elif kind == COLL:
             collective(arg)
+        elif kind == RTIME:  # the reservation expires: its event (normal priority, now) resumes the collective
+            imm.append((next(seq), RESUME, arg))
+        elif kind in (HOLD, RESUME):
+            step(arg)
         else:
             advance(arg)
     # FlowPricer.transfer's bookkeeping, once: one simulated step per message started
@@ -639,6 +717,61 @@ def _run_direct(ops, streams: list[list[int]], pricer, ctx: Context, start: list
     net.settles += settles
     if count_fam and n_fam:
         ctx.family_bytes[:] = fbytes
+
+
+def _machine_local(topology: Topology):
+    """Whether a collective's ranks sit on one machine (``paths.cuts_only``'s ``local``)."""
+    machine = topology.machines().tolist()
+    known: dict[tuple[int, ...], bool] = {}  # (a plan holds each group's collectives many times)
+
+    def local(op) -> bool:
+        ranks = op.ranks
+        hit = known.get(ranks)
+        if hit is None:
+            m = machine[ranks[0]]
+            hit = known[ranks] = m >= 0 and len(ranks) > 1 and all(machine[r] == m for r in ranks)
+        return hit
+
+    return local
+
+
+def _local_collectives(ops, pricer, prepared: dict, local) -> dict | None:
+    """op id -> :meth:`FlowPricer.reservable` steps of each machine-local collective of a direct plan, or None
+    when one cannot run on the direct loop: a step that would run as flows, or a held link that a message or
+    another group's (or stream's) collective crosses.  What is left never meets other traffic: the collectives
+    of one group and stream run one after another (each member's stream waits for the one before), and the
+    plan's other collectives are cuts (``paths.cuts_only``), so each step finds its links free and keeps them
+    for its whole reservation, as :meth:`FlowPricer.collective` would."""
+    found: dict[int, list] = {}
+    owners: dict[tuple, int] = {}
+    seen: set = set()
+    held, whose = [], []
+    mine = [op for op in ops if isinstance(op, Collective) and local(op)]
+    for op in mine:
+        entries = pricer.reservable(op, prepared[op.id])
+        if entries is None:
+            return None
+        found[op.id] = entries
+        owner = owners.setdefault((op.ranks, op.stream), len(owners))
+        for entry in entries:
+            links = entry[2]
+            if (id(links), owner) not in seen:  # (alike steps share their held links)
+                seen.add((id(links), owner))
+                held.append(links)
+                whose.append(np.full(len(links), owner))
+    if not held:  # (no local collective holds a link: zero bytes, no steps)
+        return found
+    links, group = np.concatenate(held), np.concatenate(whose)
+    order = np.argsort(links, kind="stable")
+    links, group = links[order], group[order]
+    twice = links[1:] == links[:-1]
+    if (group[1:][twice] != group[:-1][twice]).any():
+        return None
+    pairs = {(op.src, op.dst) for op in ops if type(op) is Transfer}
+    crossed = [pricer.messages[pair][3] for pair in pairs]
+    if crossed and np.isin(np.concatenate(crossed), links).any():
+        return None
+    return found
 
 
 def _prepare(runtime, op, topology: Topology, ppn: int | None):

@@ -50,6 +50,8 @@ from simcomm.engine.schedule import RoutedStep, message_routes, route_step
 
 __all__ = ["FlowPricer"]
 
+#: What :meth:`FlowPricer.reserved` yields where :meth:`FlowPricer.collective` waits for the end of the instant.
+UNTIL_LATE = "until late"
 #: A scalable step's isolated run is reused for other sizes only if its bandwidth phase is at least
 #: this share of its duration (else the phase is lost to rounding and the step is run alone again).
 _RESOLVED = 1e-6
@@ -228,6 +230,44 @@ class FlowPricer(StepDerivation):
                 else:
                     yield from self._run_step(routed_now(routed))
                 left -= 1
+
+    def reservable(self, op, prep) -> list | None:
+        """:meth:`_steps` of ``op`` when :meth:`collective` would reserve every step of it on free links (each
+        repeated, scalable or closed, with its held links and, when bytes are counted, its bytes per family):
+        what :meth:`reserved` runs; else None."""
+        ctx = self.ctx
+        if not self.net.per_link or self.fam is not None or self._moved is not None or ctx.per_link is not None:
+            return None
+        entries = self._steps(op, prep)
+        for routed, skey, held, fbytes, closed in entries:
+            if held is None or not (routed.repeat > 1 or skey is not None or closed is not None) \
+                    or (fbytes is None and ctx.link_bytes):
+                return None
+        return entries
+
+    def reserved(self, op, entries, add_bytes):
+        """:meth:`collective` of ``op`` (its :meth:`reservable` steps) when nothing else ever takes its links, as
+        the direct loop drives it: it yields :data:`UNTIL_LATE` where :meth:`collective` holds the links and waits for the
+        end of the instant, and ``(period, repeats)`` where it reserves them (the reservation's timer is due at
+        ``now + ((now + repeats x period) - now)``, :meth:`LiveNetwork.start`); bytes per family go to
+        ``add_bytes(times, family bytes)``.  The same statistics and pricing calls in the same order, so the
+        same floats (the ``local_collectives`` reference runs :meth:`collective` on SimPy's queue)."""
+        ctx = self.ctx
+        self._used = True
+        w = ctx.weight(op.stream)
+        for routed, skey, _held, fbytes, closed in entries:
+            left = routed.repeat
+            if fbytes is not None:
+                add_bytes(left if w is None else left * w, fbytes)
+            yield UNTIL_LATE
+            if closed is not None:
+                period = self._closed_step(closed, isinstance(routed, Unrouted))
+            else:
+                period, _ = self._isolated_period(routed_now(routed), skey)
+            if not period <= 0.0:  # (as collective(): nothing to wait for when it is)
+                yield period, left
+            ctx.stats["steps_coalesced"] += left
+            ctx.took("coalesced_steps", left)
 
     # ---- steps -----------------------------------------------------------
     def _closed_step(self, period: float, counted: bool) -> float:
