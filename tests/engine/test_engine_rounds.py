@@ -150,3 +150,23 @@ def test_the_one_pass_prices_every_message_at_once_bit_for_bit(plan):
     assert np.asarray(fast.end).tobytes() == np.asarray(ref.end).tobytes() and fast.meta == ref.meta
     many = sum(type(op).__name__ == "Transfer" for op in plan.ops) > 1
     assert fast.paths["taken"] == ({"message_rounds": 1} if many else {}) and ref.paths["taken"] == {}
+
+
+@pytest.mark.parametrize("fold", ["auto", "on"])
+@pytest.mark.parametrize("resolution", [0.0, 0.01])
+def test_rounds_beside_machine_local_collectives_are_bit_for_bit(fold, resolution):
+    # hierarchical-crossover-sgd on the direct loop: its roots' rounds of messages between machine-local reduces and
+    # broadcasts, whose bytes are added while messages' are logged (the log is added first: the same order)
+    from simcomm.runtimes import get_runtime
+    from simcomm.topologies.presets import preset
+    from tests.engine.test_engine_local_collectives import _hierarchical
+
+    topo = preset("dgx-a100-hdr", nodes=3, gpus_per_node=8)
+    plan = _hierarchical(topo, fold=fold)
+    kw = {"runtime": get_runtime("nccl"), "resolution": resolution}
+    fast, ref = both(plan, topo, ("keep",), {"rounds", "keep"}, **kw)
+    check(fast, ref)
+    check(fast, both(plan, topo, ("keep",), {"direct", "keep"}, **kw)[1])
+    # (three roots, each released by its own machine's reduce: no round of two, but every message's bytes logged)
+    assert fast.paths["driver"] == "direct" and fast.paths["taken"]["local_collectives"] > 0
+    assert any(type(op).__name__ == "Transfer" for op in plan.ops) and fast.link_class_bytes
