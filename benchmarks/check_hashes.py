@@ -60,6 +60,8 @@ event-loop     ``reference={"one_pass"}``                              the analy
                                                                        the event loop instead)
 no-local-      ``reference={"local_collectives"}``                     machine-local collectives on the direct
 collectives                                                            loop (the callbacks driver instead)
+no-rounds      ``reference={"rounds"}``                                the direct loop's message rounds (one
+                                                                       stream at a time instead)
 =============  ======================================================  ==========================================
 
 Exact in the model but not in floats, so compared to a relative 1e-9 on every start, end and makespan at
@@ -434,6 +436,7 @@ REFERENCES = (
     Reference("event-loop", True, "simcomm.engine.flow.analytic.longest_path", _options(frozenset({"one_pass"}))),
     Reference("no-local-collectives", True, "simcomm.engine.flow.pricer:FlowPricer.reserved",
               _options(frozenset({"local_collectives"}))),
+    Reference("no-rounds", True, "simcomm.engine.fluid.core:FluidCore.add_messages", _options(frozenset({"rounds"}))),
     Reference("per-link", False, "simcomm.engine.flow.network:LiveNetwork.hold", _options(frozenset({"per_link"}))),
     Reference("coalesce", False, "simcomm.engine.flow.pricer:FlowPricer._isolated_period",
               _options(frozenset({"coalesce"})), not_with=_CPU),

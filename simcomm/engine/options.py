@@ -39,8 +39,8 @@ class EngineOptions:
 
     ``reference``: names of fast paths to turn off (:data:`simcomm.engine.paths.REFERENCES`:
     ``direct``, ``callbacks``, ``one_pass``, ``keep``, ``per_link``, ``coalesce``, ``scaling``,
-    ``lean``, ``scalar``, ``incremental``, ``shapes``, ``closed_steps``, ``alike_steps``); the reference paths the tests and
-    benchmarks/check_hashes.py compare the fast ones with.  Empty: every fast path.
+    ``lean``, ``scalar``, ``incremental``, ``shapes``, ``closed_steps``, ``alike_steps``, ``rounds``); the
+    reference paths the tests and benchmarks/check_hashes.py compare the fast ones with.  Empty: every fast path.
     ``closed_steps``: transfers from which a step alone on its links that carries one size per link (NCCL's
     all-to-all) is priced by its closed form, ``latency + max over links (bytes / capacity)``: the fluid
     model's own answer (docs/engine.md, "Steps of one size per link"); the ``closed_steps`` reference turns it off.

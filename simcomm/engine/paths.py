@@ -60,6 +60,9 @@ REFERENCES = {
                    "ranks and routes (each group's steps derived anew instead)",
     "local_collectives": "machine-local collectives whose every step is reserved on links nothing else in the plan "
                          "uses, run on the direct loop beside its messages and cuts (the callbacks driver instead)",
+    "rounds": "message rounds: the direct loop starts the messages one done event releases in one pass and sums "
+              "their bytes per link family at cuts (simcomm.engine.drive.rounds), the one pass prices every "
+              "message's seconds at once (one stream, one message at a time instead)",
 }
 #: Paths taken op by op or step by step during a run (beside :func:`choose`'s up-front choice): name -> what
 #: counts.  Where the engine takes one it says so, ``ctx.took(name)`` (:class:`simcomm.engine.drive.executor.Context`),
@@ -78,10 +81,12 @@ TAKEN = {
     "alike_steps": "steps of a (group, preparation) taken from an alike group's derivation (``alike_steps``)",
     "local_collectives": "machine-local collectives the direct loop ran as reservations of their own links "
                          "(``local_collectives``)",
+    "message_rounds": "rounds of at least two messages the direct loop started in one pass, or one-pass runs that "
+                      "priced every message's seconds at once (``rounds``)",
 }
 #: References that give every float bit for bit (the others: the same model, floats to 1e-9).
 EXACT = frozenset({"one_pass", "direct", "callbacks", "keep", "shapes", "lean", "scalar", "alike_steps",
-                   "local_collectives"})
+                   "local_collectives", "rounds"})
 
 
 @dataclass(frozen=True)

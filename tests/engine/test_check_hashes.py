@@ -27,7 +27,7 @@ def check():
 #: a subset that takes every reference path (see test_every_reference_path_is_taken_and_exact_on_a_subset)
 SUBSET = ("sgp/gloo/flow/exact", "ps/gloo/flow/exact", "megatron-pp4-1f1b/nccl/flow/exact",
           "allreduce/nccl/flow/default", "allreduce/mpi/flow/exact", "allreduce/nccl/analytic",
-          "node-based/nccl/flow/exact")
+          "node-based/nccl/flow/exact", "crossover-sgd/nccl-fold-on/flow/exact")
 #: two quick ones for the failure tests: a flow run and an analytic one
 PAIR = ("dpsgd/nccl/flow/exact", "dpsgd/nccl/analytic")
 ONLY = ["--only", PAIR[0], "--only", PAIR[1]]
@@ -64,7 +64,7 @@ def test_every_reference_path_is_taken_and_exact_on_a_subset(check):
     assert all(reached.values()), reached  # every switch changes the path somewhere in the subset
     exact = {r.name for r in check.REFERENCES if r.exact}
     assert exact == {"direct", "callbacks", "scalar", "lean", "max-live-2", "max-live-64", "no-keep", "no-shapes",
-                     "no-alike-steps", "event-loop", "no-local-collectives"}
+                     "no-alike-steps", "event-loop", "no-local-collectives", "no-rounds"}
     assert all(line.endswith(("bit for bit", "bit for bit (path not taken here)")) for line in lines
                if line.split("[")[1].split("]")[0] in exact)
 

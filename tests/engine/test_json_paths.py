@@ -67,6 +67,7 @@ def watched(monkeypatch, adjust=None, runtime=None):
     spy(executor, "run_alone", "cut_collectives")
     spy(pricer.FlowPricer, "_translated", "alike_steps")
     spy(pricer.FlowPricer, "reserved", "local_collectives")
+    spy(core.FluidCore, "add_messages", "message_rounds")  # (only the direct loop's message rounds call it)
     real_core, real_net, real_counted = core.FluidCore.__init__, network.LiveNetwork.__init__, steps.counted_step
 
     def fluid(self, capacity, form="lean", family_of_link=None, resolution=0.0, *a, **k):
@@ -143,7 +144,8 @@ def check_engine(rec: dict, run: Run) -> dict:
                "coalesced_steps": meta.get("steps_coalesced", 0), "scaled_runs": meta.get("isolated_scaled", 0),
                "merged_flows": meta.get("merged_flows", 0), "sampled_schedules": meta.get("analytic_sampled", 0),
                "ops_not_run": int(np.isnan(tl.end).sum()), "alike_steps": seen["alike_steps"],
-               "local_collectives": seen["local_collectives"]}
+               "local_collectives": seen["local_collectives"],
+               "message_rounds": seen["message_rounds"]}
     taken = rec["taken"]
     assert set(taken) <= set(TAKEN)
     assert {k: v for k, v in witness.items() if v} == {k: v for k, v in taken.items() if k != "pair_counts"}, \
@@ -217,6 +219,7 @@ def test_every_strategy_and_every_fold_is_covered():
      {"driver": "callbacks"}),
     ("allreduce", lambda o: dataclasses.replace(o, reference=o.reference | {"callbacks"}), {"driver": "processes"}),
     ("crossover-sgd exact", lambda o: dataclasses.replace(o, reference=o.reference | {"lean"}), {"core": "scalar"}),
+    ("crossover-sgd exact", lambda o: dataclasses.replace(o, reference=o.reference | {"rounds"}), {"driver": "direct"}),
     ("allreduce", lambda o: dataclasses.replace(o, reference=o.reference | {"coalesce"}),
      {"pricing": "plain", "scaled": False}),
     ("allreduce", lambda o: dataclasses.replace(o, reference=o.reference | {"per_link"}), {"pricing": "whole-network"}),

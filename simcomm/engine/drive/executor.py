@@ -27,6 +27,7 @@ from dataclasses import fields, replace
 import numpy as np
 import simpy
 
+from simcomm.engine.drive.rounds import FamilyBytes
 from simcomm.engine.events import Driver, Environment, run_alone, run_events, started
 from simcomm.engine.options import FIDELITIES, EngineOptions, Pricer
 from simcomm.engine.paths import TAKEN, Paths, choose, cuts_only
@@ -92,6 +93,7 @@ class Context:
         self.per_link: np.ndarray | None = None
         self.stats: dict[str, int] = defaultdict(int)
         self.taken: dict[str, int] = defaultdict(int)  # paths taken op by op (paths.TAKEN), see took()
+        self.rounds = True  # the direct loop starts rounds of messages at once (off: the ``rounds`` reference)
 
     def took(self, path: str, count: int = 1) -> None:
         """Record that the run took ``path`` (a name of :data:`simcomm.engine.paths.TAKEN`) ``count`` times: call it
@@ -153,6 +155,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
                   traffic_weights=opts.traffic_weights)
     if opts.busiest_links:
         ctx.per_link = np.zeros(len(topology.capacity))
+    ctx.rounds = "rounds" not in opts.reference
     flow_pricer = analytic_pricer = None
     if fidelity == "flow":
         from simcomm.engine.flow.pricer import FlowPricer
@@ -480,12 +483,21 @@ def _run_direct(ops, merged: tuple[list[list[int]], list[int]], pricer, ctx: Con
     count_fam = ctx.link_bytes and n_fam > 0  # (FlowPricer.transfer counts families only when there are some)
     per_link = ctx.per_link
     weights = ctx.weights  # (FlowPricer.transfer's traffic weight per stream)
+    # message rounds (simcomm.engine.drive.rounds): messages a done event releases started as one round, and the
+    # messages' family bytes logged and added at cuts and at the end (not with weights or per-link counts)
+    rounds = ctx.rounds
+    log = FamilyBytes(n_fam) if rounds and count_fam and per_link is None and not weights else None
+    add_messages = core.add_messages
     urgent, normal, late = simpy.events.URGENT, simpy.events.NORMAL, simpy.events.NORMAL + 1
-    INIT, TIMER, DONE, GOT, KICK, COLL, HOLD, RTIME, RESUME = range(9)
+    INIT, TIMER, DONE, GOT, KICK, COLL, HOLD, RTIME, RESUME, GOTS = range(10)
     gens: dict = {}  # local collective id -> its FlowPricer.reserved generator, while it runs
     n = len(ops)
-    is_compute = [isinstance(op, Compute) for op in ops]
-    is_coll = [isinstance(op, Collective) for op in ops]
+    # each op's kind in one pass over the ops (at 10^5-10^6 ops, each pass is memory traffic)
+    kinds = [_KIND.get(type(op), 3) for op in ops]
+    is_compute = [k == 0 for k in kinds]
+    is_message = [k == 1 for k in kinds]
+    is_coll = [k == 2 or (k == 3 and isinstance(ops[i], Collective)) for i, k in enumerate(kinds)]
+    is_compute = [c or (k == 3 and isinstance(ops[i], Compute)) for i, (c, k) in enumerate(zip(is_compute, kinds, strict=True))]
     arrived = [0] * n  # members of each collective arrived so far
     coll_dep: dict[int, int] = {}  # collective id -> deps known processed (it waits for them in order, as run()'s collective)
     ready: list[int] = []  # collectives whose deps are done: each runs alone once nothing else is due now
@@ -559,7 +571,10 @@ def _run_direct(ops, merged: tuple[list[list[int]], list[int]], pricer, ctx: Con
             else:  # FlowPricer.transfer, one message (comm_cpu is off here)
                 latency, route, fam, links = pairs[(op.src, op.dst)]
                 nbytes = op.nbytes
-                if count_fam:  # ctx.family_bytes += nbytes * fam, element by element in Python floats
+                if log is not None:  # added at the next cut or the end, in this order (rounds.FamilyBytes)
+                    log.fams.append(fam)
+                    log.nbytes.append(nbytes)
+                elif count_fam:  # ctx.family_bytes += nbytes * fam, element by element in Python floats
                     counted = nbytes if not weights or op.stream not in weights else nbytes * weights[op.stream]
                     for f, x in fam:
                         fbytes[f] += counted * x
@@ -600,6 +615,8 @@ def _run_direct(ops, merged: tuple[list[list[int]], list[int]], pricer, ctx: Con
 
     def add_bytes(times, fam) -> None:
         # ctx.family_bytes += times * fam, element by element in Python floats (the same floats)
+        if log is not None:  # after the bytes of the messages started before (message rounds: logged)
+            log.flush(fbytes)
         for f, x in enumerate(fam.tolist()):
             fbytes[f] += times * x
 
@@ -623,6 +640,8 @@ def _run_direct(ops, merged: tuple[list[list[int]], list[int]], pricer, ctx: Con
         c = ready.pop()
         assert not ready and not heap and not kicked and wake_t is None and core.empty, "not a cut"
         if count_fam:
+            if log is not None:
+                log.flush(fbytes)
             ctx.family_bytes[:] = fbytes  # the collective adds its bytes to the array, after the messages'
         ctx.took("cut_collectives")
         t = run_alone(env, now, pricer.collective(ops[c], prepared[c]))
@@ -632,6 +651,74 @@ def _run_direct(ops, merged: tuple[list[list[int]], list[int]], pricer, ctx: Con
         end[c] = t
         imm.append((next(seq), DONE, c))
         return t
+
+    def start_round(w: list) -> None:
+        # the streams of ``w`` in order, as advance (or collective) would resume each; runs of streams at a message
+        # whose dependencies are all done (advance would start it and return) start as one round
+        run_s: list[int] = []
+        run_o: list[int] = []
+        for s in w:
+            q = streams[s] if s >= 0 else ()
+            if s >= 0 and pos[s] < len(q):  # (a stream waiting for a collective's end is already past it)
+                oid = q[pos[s]]
+                if is_message[oid]:
+                    deps = ops[oid].deps
+                    j = dep_at[s]
+                    while j < len(deps) and processed[deps[j]]:
+                        j += 1
+                    if j == len(deps):
+                        run_s.append(s)
+                        run_o.append(oid)
+                    else:  # advance: wait for the first dep not done (nothing else happens, so no order to keep)
+                        d = deps[j]
+                        wd = waiting[d]
+                        if wd is None:
+                            waiting[d] = [s]
+                        else:
+                            wd.append(s)
+                        dep_at[s] = j
+                    continue
+            if run_s:
+                start_messages(run_s, run_o)
+                run_s, run_o = [], []
+            if s >= 0:
+                advance(s)
+            else:
+                collective(~s)
+        if run_s:
+            start_messages(run_s, run_o)
+
+    def start_messages(ss: list[int], oids: list[int]) -> None:
+        # advance's message branch for each stream of ``ss`` at its op of ``oids``, in order, in one pass
+        nonlocal kicked, kick_seq
+        if len(ss) == 1:
+            advance(ss[0])
+            return
+        ctx.took("message_rounds")
+        sizes, t_bw, routes = [], [], []
+        fams, logged = (log.fams, log.nbytes) if log is not None else (None, [])
+        for s, oid in zip(ss, oids, strict=True):  # (one pass over the ops: at 10^5 ops, memory is the cost)
+            op = ops[oid]
+            latency, route, fam, links = pairs[(op.src, op.dst)]
+            nbytes = op.nbytes
+            start[oid] = now
+            dep_at[s] = 0
+            if fams is not None:
+                fams.append(fam)
+                logged.append(nbytes)
+            elif count_fam:  # advance's own adds, one message after another
+                counted = nbytes if not weights or op.stream not in weights else nbytes * weights[op.stream]
+                for f, x in fam:
+                    fbytes[f] += counted * x
+                if per_link is not None:
+                    np.add.at(per_link, links, float(nbytes))
+            sizes.append(float(nbytes))
+            t_bw.append(now + latency)
+            routes.append(route)
+        first = add_messages(sizes, t_bw, routes)
+        batch_of.update(zip(range(first, first + len(ss)), ss, strict=True))
+        if not kicked:
+            kicked, kick_seq = True, next(seq)
 
     settle_next, inf = core.settle_next, math.inf
     settles = 0  # net.settles, added at the end
@@ -674,11 +761,14 @@ def _run_direct(ops, merged: tuple[list[list[int]], list[int]], pricer, ctx: Con
             w = waiting[arg]
             if w is not None:
                 waiting[arg] = None
-                for s in w:
-                    if s >= 0:
-                        advance(s)
-                    else:
-                        collective(~s)
+                if rounds and len(w) > 1:
+                    start_round(w)
+                else:
+                    for s in w:
+                        if s >= 0:
+                            advance(s)
+                        else:
+                            collective(~s)
         elif kind == TIMER:  # the op the stream is at ends now
             ends_now(arg)
         elif kind == GOT:
@@ -687,6 +777,22 @@ def _run_direct(ops, merged: tuple[list[list[int]], list[int]], pricer, ctx: Con
                 heappush(heap, (now + (float(fin[0]) - now), normal, next(seq), TIMER, s))
             else:
                 ends_now(s)
+        elif kind == GOTS:  # a round's completions: the GOT events of sequence numbers first, first + 1, ...
+            got, i, first = arg
+            while True:
+                s, fin = got[i]
+                if fin[0] > now:
+                    heappush(heap, (now + (float(fin[0]) - now), normal, next(seq), TIMER, s))
+                else:
+                    ends_now(s)
+                i += 1
+                if i == len(got):
+                    break
+                if heap:  # an event pushed meanwhile that is due before the next GOT goes first (as above)
+                    h = heap[0]
+                    if h[0] == now and (h[1] < normal or (h[1] == normal and h[2] < first + i)):
+                        imm.appendleft((first + i, GOTS, (got, i, first)))
+                        break
         elif kind == KICK:
             kicked = False
             # LiveNetwork._settle
@@ -694,8 +800,13 @@ def _run_direct(ops, merged: tuple[list[list[int]], list[int]], pricer, ctx: Con
             # one is stale, which LiveNetwork's generation check would ignore when it fires)
             settles += 1
             done, nxt = settle_next(now)
-            for bid, fin in done:
-                imm.append((next(seq), GOT, (batch_of.pop(bid), fin)))
+            if rounds and len(done) > 1:  # one entry for them all, their sequence numbers reserved
+                first = next(seq)
+                seq = count(first + len(done))
+                imm.append((first, GOTS, ([(batch_of.pop(bid), fin) for bid, fin in done], 0, first)))
+            else:
+                for bid, fin in done:
+                    imm.append((next(seq), GOT, (batch_of.pop(bid), fin)))
             if nxt < inf:
                 d = nxt - now
                 wake_t, wake_seq = now + (d if not d < 0.0 else 0.0), next(seq)  # max(d, 0.0)
@@ -710,12 +821,14 @@ def _run_direct(ops, merged: tuple[list[list[int]], list[int]], pricer, ctx: Con
         else:
             advance(arg)
     # FlowPricer.transfer's bookkeeping, once: one simulated step per message started
-    started = sum(1 for oid, op in enumerate(ops) if type(op) is Transfer and start[oid] == start[oid])  # NaN: never
+    started = sum(1 for m, t in zip(is_message, start, strict=True) if m and t == t)  # (NaN: never)
     if started:
         ctx.stats["steps_simulated"] += started
         pricer._used = True
     net.settles += settles
     if count_fam and n_fam:
+        if log is not None:
+            log.flush(fbytes)
         ctx.family_bytes[:] = fbytes
 
 
@@ -772,6 +885,10 @@ def _local_collectives(ops, pricer, prepared: dict, local) -> dict | None:
     if crossed and np.isin(np.concatenate(crossed), links).any():
         return None
     return found
+
+
+#: op types the direct loop tells apart: compute, message, collective (a subclass: checked with isinstance)
+_KIND = {Compute: 0, Transfer: 1, Collective: 2}
 
 
 def _prepare(runtime, op, topology: Topology, ppn: int | None):

@@ -208,6 +208,19 @@ class FluidCore(IncrementalSolve):
         self._pending.append((bid, [0], [nbytes], [t_bw], [len(route)], route))
         return bid
 
+    def add_messages(self, nbytes: list, t_bw: list, routes: list) -> int:
+        """:meth:`add_message` of each ``(nbytes[i], t_bw[i], routes[i])`` in turn, in one call (a round of
+        messages that start at one instant: the direct loop's message rounds); the first batch id (they are
+        consecutive)."""
+        first = self._next_id
+        self._next_id = first + len(routes)
+        finish, left, append, nan1 = self._finish, self._left, self._pending.append, _NAN1
+        for bid, nb, tb, route in zip(range(first, self._next_id), nbytes, t_bw, routes, strict=True):
+            finish[bid] = nan1.copy()
+            left[bid] = 1
+            append((bid, [0], [nb], [tb], [len(route)], route))
+        return first
+
     @property
     def empty(self) -> bool:
         return self.n_live == 0 and not self._pending and not self._born_done
