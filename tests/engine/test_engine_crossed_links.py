@@ -1,4 +1,4 @@
-"""A re-solve's per-link counts and loads kept for the links its flows cross (``fluid.core._FEW``).
+"""A re-solve's per-link counts and loads kept for the links its flows cross (``fluid.core._crossed_alone``).
 
 When the flows that leave or enter at an event cross few links of a large network, the fluid core counts and
 sums them over those links alone instead of over every link (131 264 at 16 384 GPUs): each link's sum is added
@@ -29,13 +29,13 @@ messages = st.lists(st.tuples(st.integers(0, 15), st.integers(0, 15), st.floats(
 
 def _both(plan, topo, **kw):
     out = []
-    saved = core._FEW
+    saved = core._crossed_alone
     try:
-        for few in (0, 10 ** 9):  # every event on the crossed links alone, then every event over all links
-            core._FEW = few
+        for alone in (True, False):  # every event on the crossed links alone, then every event over all links
+            core._crossed_alone = lambda entries, links, alone=alone: alone
             out.append(simulate(plan, topo, **kw))
     finally:
-        core._FEW = saved
+        core._crossed_alone = saved
     return out
 
 

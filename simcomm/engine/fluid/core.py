@@ -56,9 +56,16 @@ _REFRESH = 64
 _EMPTY_F = np.zeros(0)
 _EMPTY_I = np.zeros(0, dtype=np.int64)
 _NAN1 = np.full(1, np.nan)
-#: a re-solve's per-link counts and sums are kept for the links its flows cross when they have fewer than
-#: 1/_FEW entries per link of the network (a sort of a few entries, not arrays over 131 264 links at 16 384 GPUs)
-_FEW = 8
+#: a re-solve's per-link counts and sums are kept for the links its flows cross (a sort of their entries, ~0.1 us
+#: each) rather than over every link (~2 ns a link: 131 264 at 16 384 GPUs) when the network has more links than
+#: this many per entry, plus the floor (measured: the crossed links win from ~10^4 links and a few hundred entries)
+_PER_ENTRY = 64
+_LINKS_FLOOR = 8192
+
+
+def _crossed_alone(entries: int, links: int) -> bool:
+    """Whether a re-solve's counts and sums over ``entries`` route entries go to the links crossed alone."""
+    return _PER_ENTRY * entries + _LINKS_FLOOR < links
 
 
 def _unique_inverse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -474,7 +481,7 @@ class FluidCore(IncrementalSolve):
             threshold = float(self.rate[gone].min())
             g = self.rows[gone].ravel()
             weights = np.repeat(self.rate[gone], width)
-            if _FEW * len(g) < n_ext:
+            if _crossed_alone(len(g), n_ext):
                 # few entries on a large network: counts and sums of the links crossed alone (each link's sum
                 # added in entry order, as a bincount over every link adds it), not arrays over every link
                 links, inv = _unique_inverse(g)
@@ -486,7 +493,7 @@ class FluidCore(IncrementalSolve):
             self.rate[gone] = 0.0
         if enter.size:
             ee = self.rows[enter].ravel()
-            if _FEW * len(ee) < n_ext:
+            if _crossed_alone(len(ee), n_ext):
                 links, inv = _unique_inverse(ee)
                 self.link_count[links] += np.bincount(inv)
             else:
