@@ -244,8 +244,10 @@ def _with_prev(after, prev) -> tuple[int, ...]:
             return (a, prev) if a < prev else (prev, a)
         if n == 2 and prev is not None:
             a, c = after
-            if a != c and prev != a and prev != c:  # three distinct: nothing for a set to drop
-                return tuple(sorted((a, c, prev)))
+            if a != c:
+                if prev != a and prev != c:  # three distinct: nothing for a set to drop
+                    return tuple(sorted((a, c, prev)))
+                return (a, c) if a < c else (c, a)  # prev is one of the two (a tree's merge after its message)
     deps = set(after)
     if prev is not None:
         deps.add(prev)

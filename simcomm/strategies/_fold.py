@@ -176,9 +176,11 @@ def pattern_ranks(topology, offset: int, n: int):
     touched[links[seed[owner]]] = True
     live = seed.copy()
     live[owner[touched[links]]] = True
-    fams = [topology.links[name].family for name in topology.link_names]
+    # each crossed link's family, from the link classes in use (a few) rather than per link (131 264 at 16 384 GPUs)
+    names, code = topology.link_class_codes
+    fams = [topology.links[name].family for name in names]
     index = {f: i for i, f in enumerate(sorted(set(fams)))}
-    family = np.array([index[f] for f in fams], dtype=np.int64)[links]
+    family = np.array([index[f] for f in fams], dtype=np.int64)[code[links]]
     counts = np.bincount(owner * len(index) + family, minlength=n * len(index)).reshape(n, len(index))
     key = np.zeros(n, dtype=np.int64)  # each rank's counts per family as one number (routes are short)
     for f in range(len(index)):

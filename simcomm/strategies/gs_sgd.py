@@ -133,13 +133,14 @@ class GsSGD(Strategy):
         b = builder_for(w, n)
         ranks = list(range(n))
         ready = emit_compute_phase(b, w, lambda r: d * rows * r_sk * w.scale(r), "sketch")
-        root = emit_tree_reduce(b, ranks, ready, sbytes, lambda r: topology.gamma(r) * sbytes, "sketch")
+        gamma = topology.gammas().tolist()  # (topology.gamma of each rank, read once for both trees)
+        root = emit_tree_reduce(b, ranks, ready, sbytes, lambda r: gamma[r] * sbytes, "sketch")
         have = emit_tree_broadcast(b, ranks, root, sbytes, "sketch")
         hm = {r: b.compute(r, d * rows * r_q * w.scale(r), after=[have[r]], label="heavymix",
                            category="compression") for r in ranks}
         # second round (Alg. 2 line 4): the k exact values, summed up and sent down the same tree
         vbytes = float(k * w.dtype_bytes)
-        top = emit_tree_reduce(b, ranks, hm, vbytes, lambda r: topology.gamma(r) * vbytes, "top-k values")
+        top = emit_tree_reduce(b, ranks, hm, vbytes, lambda r: gamma[r] * vbytes, "top-k values")
         exact = emit_tree_broadcast(b, ranks, top, vbytes, "top-k values")
         emit_updates(b, w, lambda r: [exact[r]])
         return b.build(kind="sketch", k=k, sketch_bytes=sbytes,

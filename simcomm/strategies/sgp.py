@@ -155,22 +155,29 @@ def emit_folded_blocking(b: PlanBuilder, w, topology, d: int, seg_bytes, kind: s
     if len(ranks) == n:
         return None  # nothing to fold: the full plan, without the approximation's line
     issued = [r for r in ranks if not pair or r < (r + d) % n]
-    here = Counter(int(klass[r]) for r in issued)
+    klasses = klass[issued].tolist()
+    here = Counter(klasses)
+    # per issued rank (its peer, its class's stream) and per rank (its in-peer, its gamma), once for every segment
+    sends = [(r, (r + d) % n, f"comm{c}") for r, c in zip(issued, klasses, strict=True)]
+    averages = [(r, (r - d) % n, topology.gamma(r)) for r in ranks]
     gate = {r: [i] for r, i in emit_after_step_of(b, w, ranks).items()}
     for s, nbytes in enumerate(seg_bytes):
         done: dict[int, int] = {}
-        for r in issued:
-            dst = (r + d) % n
-            stream = f"comm{klass[r]}"
-            if pair:
+        if pair:
+            for r, dst, stream in sends:
                 done[r] = done[dst] = b.collective("allreduce", (r, dst), nbytes, after=gate[r] + gate[dst],
                                                    label=f"segment {s} {r}<->{dst}", stream=stream)
-            else:
-                done[r] = b.transfer(r, dst, nbytes, after=gate[r], label=f"segment {s} {r}->{dst}", stream=stream)
-        for r in ranks:
-            recv = done.get((r - d) % n, done[r])
-            gate[r] = [b.compute(r, topology.gamma(r) * nbytes, after=sorted({done[r], recv}),
-                                 label=f"average segment {s}", category="update")]
+        else:
+            transfer = b.transfer
+            for r, dst, stream in sends:
+                done[r] = transfer(r, dst, nbytes, after=gate[r], label=f"segment {s} {r}->{dst}", stream=stream)
+        compute, label = b.compute, f"average segment {s}"
+        for r, src, gamma in averages:
+            own = done[r]
+            recv = done.get(src, own)
+            # (the deps sorted, one when both are the same op: what sorted({own, recv}) gives)
+            gate[r] = [compute(r, gamma * nbytes, after=(own,) if recv == own else (min(own, recv), max(own, recv)),
+                               label=label, category="update")]
     note = ("sgp fold: each blocking iteration simulates a few of the ranks (the first 64, those whose messages "
             "get the smallest share of a link, and every rank whose message shares a link with theirs); a rank "
             "whose in-peer is not simulated takes its receive to end with its own send; bytes per link family "

@@ -250,3 +250,62 @@ def test_sgp_folds_messages_only_where_the_stack_carries_them_as_planned(stack, 
     w = replace(build_workload(setup.trace, setup.n_train), fold_ranks=True, fold_messages=as_planned)
     plans = make_strategy("sgp", {}).iterations(w, setup.topology)
     assert any(line.startswith("sgp fold:") for _, p in plans for line in p.info.assumed) is as_planned
+
+
+def _route_classes_link_by_link(topology, offset: int, n: int):
+    """pattern_ranks' route classes as first written: each crossed link's family read link by link."""
+    import numpy as np
+
+    src = np.arange(n, dtype=np.int64)
+    lens, links = topology.routes(src, (src + offset) % n)
+    owner = np.repeat(src, lens)
+    fams = [topology.links[name].family for name in topology.link_names]
+    index = {f: i for i, f in enumerate(sorted(set(fams)))}
+    family = np.array([index[f] for f in fams], dtype=np.int64)[links]
+    counts = np.bincount(owner * len(index) + family, minlength=n * len(index)).reshape(n, len(index))
+    key = np.zeros(n, dtype=np.int64)
+    for f in range(len(index)):
+        key = key * (int(counts.max()) + 1) + counts[:, f]
+    return np.unique(key, return_inverse=True)[1].reshape(-1)
+
+
+@pytest.mark.parametrize("cluster", ["dgx-a100-hdr", "dgx1-v100"])
+def test_sgp_pattern_route_classes_read_from_the_link_classes_are_the_per_link_ones(cluster):
+    import numpy as np
+
+    from simcomm.strategies._fold import pattern_ranks
+
+    scn = from_flat({"strategy": "sgp", "nodes": 12, "gpus_per_node": 8, "cluster": cluster})
+    topo = resolve_setup(scn, Resolver(scn), 0).topology
+    n = topo.n_ranks
+    for offset in (1, 4, 8, 16, 48):
+        _, klass = pattern_ranks(topo, offset, n)
+        ref = _route_classes_link_by_link(topo, offset, n)
+        assert np.array_equal(klass, ref)
+    assert len(set(_route_classes_link_by_link(topo, 1, n).tolist())) > 1  # (classes to tell apart)
+
+
+def test_sgp_folded_averages_take_each_ranks_own_gamma():
+    # the folded plan reads each simulated rank's gamma once for every segment: on ranks of unequal gammas every
+    # average is still its own rank's gamma times the segment's bytes, after its own message and its receive
+    scn = from_flat({"strategy": "sgp", "nodes": 24, "gpus_per_node": 8, "cluster": "dgx-a100-hdr"})
+    setup = resolve_setup(scn, Resolver(scn), 0)
+    topo = setup.topology
+    for r in range(0, topo.n_ranks, 3):
+        topo.graph.nodes[topo.ranks[r]]["gamma"] = (1 + r % 7) * 1e-11
+    w = build_workload(setup.trace, setup.n_train, wire_dtype=setup.wire_dtype)
+    from simcomm.strategies._gossip import segment_bytes
+
+    seg = segment_bytes(w, 0)[0]
+    plans = make_strategy("sgp", {"fold": "on"}).iterations(w, topo)
+    folded = [p for _, p in plans if p.info.measured_ranks is not None]
+    assert len(folded) >= 5
+    for plan in folded:
+        ops = plan.ops
+        for op in ops:
+            if op.label.startswith("average segment "):
+                s = int(op.label.rsplit(" ", 1)[1])
+                assert op.seconds == topo.gamma(op.rank) * seg[s]
+                # after its own message (or pair all-reduce) and, when its in-peer is simulated, the one it receives
+                own = [d for d in op.deps if op.rank in ops[d].ranks and op.label != ops[d].label]
+                assert own and all(ops[d].category == "comm" or ops[d].rank == op.rank for d in op.deps)
