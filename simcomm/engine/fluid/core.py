@@ -56,16 +56,6 @@ _REFRESH = 64
 _EMPTY_F = np.zeros(0)
 _EMPTY_I = np.zeros(0, dtype=np.int64)
 _NAN1 = np.full(1, np.nan)
-#: a re-solve's per-link counts and sums are kept for the links its flows cross (a sort of their entries, ~0.1 us
-#: each) rather than over every link (~2 ns a link: 131 264 at 16 384 GPUs) when the network has more links than
-#: this many per entry, plus the floor (measured: the crossed links win from ~10^4 links and a few hundred entries)
-_PER_ENTRY = 64
-_LINKS_FLOOR = 8192
-
-
-def _crossed_alone(entries: int, links: int) -> bool:
-    """Whether a re-solve's counts and sums over ``entries`` route entries go to the links crossed alone."""
-    return _PER_ENTRY * entries + _LINKS_FLOOR < links
 
 
 def _unique_inverse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -472,32 +462,20 @@ class FluidCore(IncrementalSolve):
         self.resolve(now, gone, enter)
 
     # ---- the numpy kernels of the incremental re-solve (IncrementalSolve) ----
-    def _rates_gone_entered(self, gone: np.ndarray, enter: np.ndarray) -> tuple[float, tuple | None]:
+    def _rates_gone_entered(self, gone: np.ndarray, enter: np.ndarray) -> tuple[float, np.ndarray | None]:
         n_ext = len(self.link_load)
         width = self.rows.shape[1]
         threshold = np.inf
-        left: tuple | None = None  # (links, what the flows that left took from each; not needed if the loads are rebuilt)
+        left = None  # what the flows that left took from each link (not needed if the loads are rebuilt below)
         if gone.size:
             threshold = float(self.rate[gone].min())
             g = self.rows[gone].ravel()
-            weights = np.repeat(self.rate[gone], width)
-            if _crossed_alone(len(g), n_ext):
-                # few entries on a large network: counts and sums of the links crossed alone (each link's sum
-                # added in entry order, as a bincount over every link adds it), not arrays over every link
-                links, inv = _unique_inverse(g)
-                self.link_count[links] -= np.bincount(inv)
-                left = (links, np.bincount(inv, weights=weights))
-            else:
-                self.link_count -= np.bincount(g, minlength=n_ext)
-                left = (slice(None), np.bincount(g, weights=weights, minlength=n_ext))
+            self.link_count -= np.bincount(g, minlength=n_ext)
+            left = np.bincount(g, weights=np.repeat(self.rate[gone], width), minlength=n_ext)
             self.rate[gone] = 0.0
         if enter.size:
             ee = self.rows[enter].ravel()
-            if _crossed_alone(len(ee), n_ext):
-                links, inv = _unique_inverse(ee)
-                self.link_count[links] += np.bincount(inv)
-            else:
-                self.link_count += np.bincount(ee, minlength=n_ext)
+            self.link_count += np.bincount(ee, minlength=n_ext)
             ee = ee[ee < len(self.capacity)]
             if ee.size:
                 with np.errstate(divide="ignore"):
@@ -514,11 +492,10 @@ class FluidCore(IncrementalSolve):
             return np.flatnonzero(live), True
         return np.flatnonzero(resolve), False
 
-    def _new_rates(self, slots: np.ndarray, full: bool, left: tuple | None) -> np.ndarray | None:
+    def _new_rates(self, slots: np.ndarray, full: bool, left: np.ndarray | None) -> np.ndarray | None:
         width = self.rows.shape[1]
         if left is not None and not (full and slots.size):  # a full re-solve rebuilds every load
-            crossed, took = left  # (links, what the flows that left took from each: _rates_gone_entered)
-            self.link_load[crossed] -= took
+            self.link_load -= left
         if slots.size == 0:
             return None
         flat = self.rows[slots].ravel()
