@@ -225,7 +225,16 @@ def apply_stack(topology, stack: Stack):
     src = topology.graph
     g = type(src)()
     g.graph.update(src.graph)
-    g.add_nodes_from(src.nodes(data=True))  # (networkx copies each node's attributes: gamma may change below)
+    # each node with its own copy of its attributes (gamma may change below), as add_nodes_from(src.nodes(data=True))
+    # makes it; for nx.Graph straight into its dicts (35 660 nodes at 16 384 GPUs, each a (name, data) pair that
+    # networkx first tries to hash as a node)
+    if type(g) is nx.Graph:
+        g_adj, g_node = g._adj, g._node
+        for n, data in src._node.items():
+            g_adj[n] = {}
+            g_node[n] = dict(data)
+    else:
+        g.add_nodes_from(src.nodes(data=True))
     if stack.reduce_per_byte is not None:  # the collectives reduce on the host's CPU, not on the device
         for r in topology.ranks:
             g.nodes[r]["gamma"] = stack.reduce_per_byte
