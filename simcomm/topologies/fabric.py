@@ -22,8 +22,8 @@ from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass, link_class
 from simcomm.topologies.base import DEFAULT_GAMMA, Topology, ecmp_hash, ecmp_hash_many
 
-__all__ = ["Fabric", "FabricRouter", "add_link", "add_new_edges", "add_new_nodes", "rank_graph", "standalone",
-           "positive_int", "NodeArrays"]
+__all__ = ["Fabric", "FabricRouter", "add_link", "add_new_edges", "add_new_nodes", "add_new_nodes_data",
+           "rank_graph", "standalone", "positive_int", "NodeArrays"]
 
 
 class Fabric(Protocol):
@@ -99,6 +99,22 @@ def add_new_nodes(g: nx.Graph, names: Sequence[Hashable], **attrs) -> None:
         else:
             adj[n] = {}
             node[n] = dict(attrs)
+    _clear_cache(g)
+
+
+def add_new_nodes_data(g: nx.Graph, items) -> None:
+    """``g.add_nodes_from(items)`` for ``(name, attributes)`` pairs, without networkx's per-node checks (it first
+    tries each pair as a node) for names not in ``g`` yet; each node gets its own copy of its attributes."""
+    if type(g) is not nx.Graph:
+        g.add_nodes_from(items)
+        return
+    adj, node = g._adj, g._node
+    for n, data in items:
+        if n is None or n in node:
+            g.add_node(n, **data)
+        else:
+            adj[n] = {}
+            node[n] = dict(data)
     _clear_cache(g)
 
 

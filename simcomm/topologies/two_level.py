@@ -48,7 +48,14 @@ from simcomm.registry import Registry
 from simcomm.topologies.base import DEFAULT_GAMMA, TOPOLOGIES, Recipe, Topology, ecmp_hash, ecmp_hash_many
 from simcomm.topologies.devices import device_gamma
 from simcomm.topologies.dragonfly import add_dragonfly
-from simcomm.topologies.fabric import add_link, add_new_edges, add_new_nodes, check_ranks, positive_int
+from simcomm.topologies.fabric import (
+    add_link,
+    add_new_edges,
+    add_new_nodes,
+    add_new_nodes_data,
+    check_ranks,
+    positive_int,
+)
 from simcomm.topologies.fat_tree import add_fat_tree
 from simcomm.topologies.intranode import (
     DEFAULT_INTRA_LINK,
@@ -416,7 +423,7 @@ def two_level(nodes: int, gpus_per_node: int | Sequence[int] = 8, *, intra: str 
     if nodes > 1:  # machines of one NVLink domain still have their NICs (unused by its own routes)
         att, nic_lc = add_link(links, nic_attach), add_link(links, nic_link)
         nic_names = [f"m{m}.nic{j}" for m in range(nodes) for j in range(nics)]
-        g.add_nodes_from(((n, {"kind": "nic", "machine": i // nics}) for i, n in enumerate(nic_names)))
+        add_new_nodes_data(g, ((n, {"kind": "nic", "machine": i // nics}) for i, n in enumerate(nic_names)))
         if intra == "pcie" and domain == 1 and planes == 1:
             # No NVLink: a GPU's one PCIe port reaches its peers and its NIC through the same switch, so peer
             # and network traffic share it (the NIC's own port is the attach link)
