@@ -155,12 +155,12 @@ def _machine_info(topology) -> dict:
         return cache
     g = topology.graph
     idx = topology.node_index
-    nic = np.full(topology.n_ranks, -1, dtype=np.int64)
-    nic_local = np.full(topology.n_ranks, -1, dtype=np.int64)
-    by_family: dict[str, np.ndarray] = {}
-    attach_bw = np.zeros(topology.n_ranks)
-    nic_bw = np.zeros(topology.n_ranks)
-    nic_lat = np.zeros(topology.n_ranks)
+    # per-rank facts gathered in lists (one element set per rank and fact) and made arrays at the end
+    n = topology.n_ranks
+    nic: list = [-1] * n
+    nic_local = [-1] * n
+    by_family: dict[str, list[float]] = {}
+    attach_bw, nic_bw, nic_lat = [0.0] * n, [0.0] * n, [0.0] * n
     families: set[str] = set()
     links = topology.links
     raw = topology.meta.get("link_raw", {})
@@ -184,49 +184,54 @@ def _machine_info(topology) -> dict:
     nic_names, nic_of = getattr(router, "nic_names", None), getattr(router, "nic_of", None)
     if not port or not any(port) or nic_names is None:
         port = None
+    # Each edge's attributes read from its adjacency entry, and each node's from the node mapping (not through
+    # ``g.edges[u, v]`` and ``g.nodes[n]``, views made per look-up: ~10^5 of them at 16 384 ranks).
+    adj, node = g._adj, g._node  # (networkx's own dicts: its views rebuild an item per look-up)
     for r, name in enumerate(topology.ranks):
-        for nb in g.adj[name]:
-            link = g.edges[name, nb]["link"]
+        for nb, data in adj[name].items():
+            link = data["link"]
             lc = links[link]
-            kind = g.nodes[nb].get("kind")
+            kind = node[nb].get("kind")
             if kind == "nic":
                 nic[r] = idx[nb]
                 attach_bw[r] = rate(link)
                 # the NIC's own uplink rate: the first non-rank edge of the NIC
-                for far in g.adj[nb]:
-                    if g.nodes[far].get("kind") != "rank":
-                        nic_bw[r] = rate(g.edges[nb, far]["link"])
-                        nic_lat[r] = hop(g.edges[nb, far]["link"])
+                for far, up in adj[nb].items():
+                    if node[far].get("kind") != "rank":
+                        nic_bw[r] = rate(up["link"])
+                        nic_lat[r] = hop(up["link"])
                         break
             elif lc.family in _INTRA:
                 fam = _INTRA[lc.family]
                 families.add(fam)
                 if fam not in by_family:
-                    by_family[fam] = np.zeros(topology.n_ranks)
+                    by_family[fam] = [0.0] * n
                 by_family[fam][r] += rate(link)
                 if port is not None and port[r] == nb:  # a PCIe machine: the NIC hangs off this switch
                     nic_node = nic_names[nic_of[r]]
                     nic[r] = idx[nic_node]
-                    attach_bw[r] = min(rate(link), rate(g.edges[nb, nic_node]["link"]))
-                    for far in g.adj[nic_node]:
-                        if far != nb and g.nodes[far].get("kind") != "rank":  # its uplink, not the switch
-                            nic_bw[r] = rate(g.edges[nic_node, far]["link"])
-                            nic_lat[r] = hop(g.edges[nic_node, far]["link"])
+                    attach_bw[r] = min(rate(link), rate(adj[nb][nic_node]["link"]))
+                    for far, up in adj[nic_node].items():
+                        if far != nb and node[far].get("kind") != "rank":  # its uplink, not the switch
+                            nic_bw[r] = rate(up["link"])
+                            nic_lat[r] = hop(up["link"])
                             break
     # local NIC index: order of the NIC nodes of one machine
     machine_nics: dict = {}
-    machine_of = [topology.machine_of(r) for r in range(topology.n_ranks)]
-    nic_list = nic.tolist()
-    for r, x in enumerate(nic_list):
+    machine_of = [topology.machine_of(r) for r in range(n)]
+    for r, x in enumerate(nic):
         if x >= 0:
             machine_nics.setdefault(machine_of[r], set()).add(x)
     order = {m: {x: i for i, x in enumerate(sorted(xs))} for m, xs in machine_nics.items()}
-    for r, x in enumerate(nic_list):
+    for r, x in enumerate(nic):
         if x >= 0:
             nic_local[r] = order[machine_of[r]][x]
+    nic, nic_local = np.array(nic, dtype=np.int64), np.array(nic_local, dtype=np.int64)
+    attach_bw, nic_bw = np.array(attach_bw, dtype=float), np.array(nic_bw, dtype=float)
+    nic_lat = np.array(nic_lat, dtype=float)
     intra = next((k for k in ("nvswitch", "nvlink", "pcie", "shm") if k in families), "none")
     # NCCL's rings use the fastest family a GPU has (NVLink over the PCIe path to the host).
-    intra_bw = by_family.get(intra, np.zeros(topology.n_ranks))
+    intra_bw = np.array(by_family[intra], dtype=float) if intra in by_family else np.zeros(n)
     gpu_nic = np.where(attach_bw > 0, np.minimum(attach_bw, nic_bw), nic_bw)
     info = {"nic": nic, "nic_local": nic_local, "intra_bw": intra_bw, "gpu_nic_bw": gpu_nic, "nic_bw": nic_bw,
             "nic_latency": nic_lat,
@@ -254,11 +259,14 @@ def intra_cycles(topology, members: tuple[int, ...]) -> tuple[tuple[int, ...], .
     names = [topology.ranks[r] for r in members]
     raw = topology.meta.get("link_raw", {})
     per_link = 50e9 if topology_arch(topology) >= 100 else 25e9
-    cap = {}
+    cap = {}  # (i, j) -> links between members i and j; read only sorted, so filled in adjacency order
+    pos = {name: i for i, name in enumerate(names)}
+    adj = g._adj
     for i, a in enumerate(names):
-        for j, b in enumerate(names):
-            if i != j and g.has_edge(a, b):
-                name = g.edges[a, b]["link"]
+        for b, data in adj[a].items():  # a rank's few neighbours, not every member pair (2 048 machines x 64)
+            j = pos.get(b)
+            if j is not None and j != i:
+                name = data["link"]
                 cap[i, j] = max(1, round(raw.get(name, topology.links[name].bandwidth) / per_link))
     if not cap:
         return (tuple(members),)
@@ -335,19 +343,22 @@ def _layout(topology, ranks: tuple[int, ...]) -> GroupLayout:
     info = _machine_info(topology)
     domain = _domains(topology)
     by_node: dict = {}
+    machine_of, n_domains = topology.machine_of, len(domain)
     for i, r in enumerate(ranks):
-        m = topology.machine_of(r)
-        key = ("r", r) if m is None else ("m", domain[m] if m < len(domain) else m)
+        m = machine_of(r)
+        key = ("r", r) if m is None else ("m", domain[m] if m < n_domains else m)
         by_node.setdefault(key, []).append(i)
     nodes, cycles = [], []
-    node_of = np.zeros(len(ranks), dtype=np.int64)
+    node_list = [0] * len(ranks)  # each member's node, made an array once (not one assignment per node)
     for k, idx in enumerate(by_node.values()):
         glob = tuple(ranks[i] for i in idx)
         pos = {r: i for i, r in zip(idx, glob, strict=False)}
         found = tuple(tuple(pos[r] for r in order) for order in intra_cycles(topology, glob))
         nodes.append(found[0])
         cycles.append(found)
-        node_of[idx] = k
+        for i in idx:
+            node_list[i] = k
+    node_of = np.array(node_list, dtype=np.int64)
     arr = np.asarray(ranks, dtype=np.int64)
     intra = info["intra"] if any(len(n) > 1 for n in nodes) or len(nodes) == 1 else "none"
     arch = info["arch"]

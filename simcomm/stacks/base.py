@@ -225,7 +225,16 @@ def apply_stack(topology, stack: Stack):
     src = topology.graph
     g = type(src)()
     g.graph.update(src.graph)
-    g.add_nodes_from(src.nodes(data=True))  # (networkx copies each node's attributes: gamma may change below)
+    # each node with its own copy of its attributes (gamma may change below), as add_nodes_from(src.nodes(data=True))
+    # makes it; for nx.Graph straight into its dicts (35 660 nodes at 16 384 GPUs, each a (name, data) pair that
+    # networkx first tries to hash as a node)
+    if type(g) is nx.Graph:
+        g_adj, g_node = g._adj, g._node
+        for n, data in src._node.items():
+            g_adj[n] = {}
+            g_node[n] = dict(data)
+    else:
+        g.add_nodes_from(src.nodes(data=True))
     if stack.reduce_per_byte is not None:  # the collectives reduce on the host's CPU, not on the device
         for r in topology.ranks:
             g.nodes[r]["gamma"] = stack.reduce_per_byte
@@ -243,11 +252,24 @@ def apply_stack(topology, stack: Stack):
     edges: list = []
     names: list[str] = []
 
+    by_kinds: dict[tuple, str] = {}  # (link class, both ends' kinds) -> the effective name: one look-up per edge
+
     def effective(u, v, data: dict) -> dict:
         """A copy of an edge's attributes, its link class replaced by the effective one."""
-        lc = topology.links[data["link"]]
+        key = (data["link"], kinds.get(u), kinds.get(v))
+        name = by_kinds.get(key)
+        if name is None:
+            name = by_kinds[key] = derived_name(data["link"], key[1], key[2])
+        edges.append((u, v))
+        names.append(name)
+        return {**data, "link": name}
+
+    def derived_name(link: str, kind_u, kind_v) -> str:
+        """The effective class of a ``link`` edge between nodes of these kinds (derived once per pair of class
+        and rank ends)."""
+        lc = topology.links[link]
         end_kinds = ("rank",) if lc.family in INTRANODE_FAMILIES else ("rank", "nic")
-        ends = (kinds.get(u) in end_kinds) + (kinds.get(v) in end_kinds)
+        ends = (kind_u in end_kinds) + (kind_v in end_kinds)
         name = derived.get((lc.name, ends))
         if name is None:  # derive() depends on the class and the ends alone: once per pair, not per edge
             eff = stack.derive(lc, ends, arch)
@@ -255,13 +277,24 @@ def apply_stack(topology, stack: Stack):
             raw.setdefault(eff.name, raw.get(lc.name, lc.bandwidth))
             raw_lat.setdefault(eff.name, raw_lat.get(lc.name, lc.latency))
             name = derived[(lc.name, ends)] = eff.name
-        edges.append((u, v))
-        names.append(name)
-        return {**data, "link": name}
+        return name
 
     # Each edge once, in ``edges`` order: the adjacency (and so every link id) comes out as ``Graph.copy``'s,
     # which adds each edge from both ends, at half its work and without a second pass to rename the classes.
-    g.add_edges_from((u, v, effective(u, v, data)) for u, v, data in src.edges(data=True))
+    # The walk is ``src.edges(data=True)``'s (each pair from the end met first, a self-loop once) and each edge
+    # goes into ``g``'s adjacency dicts as ``add_edges_from`` puts a new edge (one attribute dict shared by both
+    # ends), without its per-edge checks: every node is in ``g`` already, and no pair comes twice
+    # (65 632 edges at 16 384 GPUs).
+    if type(g) is nx.Graph:
+        adj, seen = g._adj, set()
+        for u, nbrs in src._adj.items():
+            here = adj[u]
+            for v, data in nbrs.items():
+                if v not in seen:
+                    here[v] = adj[v][u] = effective(u, v, data)
+            seen.add(u)
+    else:
+        g.add_edges_from((u, v, effective(u, v, data)) for u, v, data in src.edges(data=True))
     # Keep the router: it depends on graph structure only, which is unchanged.  ``link_raw`` keeps
     # each link's line rate: NCCL's own tuning model prices the hardware, not the stack's share; ``link_raw_latency``
     # each hop's latency before the stack's overhead (the fabric's own, simcomm.nccl.fabric).

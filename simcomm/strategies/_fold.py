@@ -79,26 +79,35 @@ class FoldingBuilder(PlanBuilder):
     def compute(self, rank: int, seconds: float, *, after: Iterable[int] = (), label: str = "",
                 stream: str = "compute", category: str = "compute") -> int:
         if rank == 0 or rank >= self.n_train or rank in self._own:
-            oid = super().compute(rank, seconds, after=after, label=label, stream=stream, category=category)
+            oid = PlanBuilder.compute(self, rank, seconds, after=after, label=label, stream=stream,
+                                      category=category)
             if rank == 0:
                 self._mirror_ops.setdefault(stream, []).append(oid)
             return oid
         key = (rank, stream)
-        k = self._seen.get(key, 0)
+        seen, tail = self._seen, self._tail
+        k = seen.get(key, 0)
         mine = self._mirror_ops.get(stream, ())
-        after = tuple(after) if not isinstance(after, (tuple, list)) else after
         if k < len(mine):
             mid = mine[k]
             op = self._ops[mid]
-            if (op.seconds == float(seconds) and op.deps == _with_prev(after, self._tail.get(key))
-                    and op.label == label and op.category == category):
-                self._seen[key] = k + 1
-                self._tail[key] = mid
+            # the deps a copy would have (_with_prev's), its usual case inlined: no ``after``, so the stream's
+            # previous op alone (~10^5 calls at 16 384 ranks)
+            if type(after) is tuple and not after:
+                prev = tail.get(key)
+                deps: tuple[int, ...] = () if prev is None else (prev,)
+            else:
+                after = after if type(after) is tuple or type(after) is list else tuple(after)
+                deps = _with_prev(after, tail.get(key))
+            if (op.deps == deps and op.seconds == float(seconds) and op.label == label
+                    and op.category == category):
+                seen[key] = k + 1
+                tail[key] = mid
                 self.folded += 1
                 return mid
         # Not a copy: the rank computes on its own from here (its folded ops end when its own would have).
         self._own.add(rank)
-        return super().compute(rank, seconds, after=after, label=label, stream=stream, category=category)
+        return PlanBuilder.compute(self, rank, seconds, after=after, label=label, stream=stream, category=category)
 
     def computes(self, ranks, seconds, *, after=(), label: str = "", stream: str = "compute",
                  category: str = "compute") -> list[int]:

@@ -22,7 +22,8 @@ from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass, link_class
 from simcomm.topologies.base import DEFAULT_GAMMA, Topology, ecmp_hash, ecmp_hash_many
 
-__all__ = ["Fabric", "FabricRouter", "add_link", "rank_graph", "standalone", "positive_int", "NodeArrays"]
+__all__ = ["Fabric", "FabricRouter", "add_link", "add_new_edges", "add_new_nodes", "add_new_nodes_data",
+           "rank_graph", "standalone", "positive_int", "NodeArrays"]
 
 
 class Fabric(Protocol):
@@ -78,6 +79,66 @@ def add_link(links: dict[str, LinkClass], lc: str | LinkClass) -> LinkClass:
         raise ConfigError(f"two different link classes are both named {cls.name!r}")
     links[cls.name] = cls
     return cls
+
+
+# A 16 384-GPU cluster is ~36 000 nodes and ~66 000 edges: networkx's add_nodes_from/add_edges_from check each
+# one (a pair that may carry data, a node that may be missing or None), which was most of the build.  The two
+# helpers below put a new node or edge into ``nx.Graph``'s own dicts exactly as those methods do (the same
+# order, one attribute dict per node, one per edge shared by both ends) and hand anything else to networkx.
+
+
+def add_new_nodes(g: nx.Graph, names: Sequence[Hashable], **attrs) -> None:
+    """``g.add_nodes_from(names, **attrs)``, without networkx's per-node checks for names not in ``g`` yet."""
+    if type(g) is not nx.Graph:
+        g.add_nodes_from(names, **attrs)
+        return
+    adj, node = g._adj, g._node
+    for n in names:
+        if n is None or n in node:
+            g.add_node(n, **attrs)  # (its checks and its update of a present node's attributes)
+        else:
+            adj[n] = {}
+            node[n] = dict(attrs)
+    _clear_cache(g)
+
+
+def add_new_nodes_data(g: nx.Graph, items) -> None:
+    """``g.add_nodes_from(items)`` for ``(name, attributes)`` pairs, without networkx's per-node checks (it first
+    tries each pair as a node) for names not in ``g`` yet; each node gets its own copy of its attributes."""
+    if type(g) is not nx.Graph:
+        g.add_nodes_from(items)
+        return
+    adj, node = g._adj, g._node
+    for n, data in items:
+        if n is None or n in node:
+            g.add_node(n, **data)
+        else:
+            adj[n] = {}
+            node[n] = dict(data)
+    _clear_cache(g)
+
+
+def add_new_edges(g: nx.Graph, pairs, link: str) -> None:
+    """``g.add_edges_from(pairs, link=link)``, without networkx's per-edge checks for pairs of present nodes not
+    joined yet."""
+    if type(g) is not nx.Graph:
+        g.add_edges_from(pairs, link=link)
+        return
+    adj = g._adj
+    for u, v in pairs:
+        nbrs = adj.get(u)
+        if nbrs is None or v not in adj or v in nbrs:
+            g.add_edge(u, v, link=link)
+        else:
+            nbrs[v] = adj[v][u] = {"link": link}
+    _clear_cache(g)
+
+
+def _clear_cache(g: nx.Graph) -> None:
+    """What networkx does after adding nodes or edges: forget graphs converted from ``g`` (none while building)."""
+    cache = getattr(g, "__networkx_cache__", None)
+    if cache:
+        cache.clear()
 
 
 def rank_graph(n: int, gamma: float = DEFAULT_GAMMA) -> tuple[nx.Graph, list[str]]:

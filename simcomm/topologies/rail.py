@@ -26,7 +26,7 @@ import numpy as np
 
 from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass
-from simcomm.topologies.fabric import NodeArrays, add_link, positive_int
+from simcomm.topologies.fabric import NodeArrays, add_link, add_new_edges, positive_int
 
 __all__ = ["add_rail", "RailFabric"]
 
@@ -94,11 +94,11 @@ def add_rail(g: nx.Graph, hosts: list, host_link: LinkClass, links: dict, *, rai
     leaves = [f"leaf{u}.r{r}" for u in range(units) for r in range(rails)]
     spine_names = [f"spine{s}" for s in range(n_spines)] if units * rails > 1 else []
     g.add_nodes_from(leaves + spine_names, kind="switch", machine=None)
-    g.add_edges_from(((h, leaves[((i // rails) // per_leaf) * rails + i % rails]) for i, h in enumerate(hosts)),
-                     link=host_link.name)
+    add_new_edges(g, ((h, leaves[((i // rails) // per_leaf) * rails + i % rails]) for i, h in enumerate(hosts)),
+                  host_link.name)
     if spine_names:
         up = add_link(links, host_link.scaled(per_leaf / n_spines / oversubscription,
                                               suffix=f"-up{per_leaf}of{n_spines}"
                                                      + ("" if oversubscription == 1 else f"-os{oversubscription:g}")))
-        g.add_edges_from(((lf, sp) for lf in leaves for sp in spine_names), link=up.name)
+        add_new_edges(g, ((lf, sp) for lf in leaves for sp in spine_names), up.name)
     return RailFabric(hosts, rails, per_leaf, leaves, spine_names or leaves[:1], routing)

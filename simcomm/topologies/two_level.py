@@ -48,7 +48,14 @@ from simcomm.registry import Registry
 from simcomm.topologies.base import DEFAULT_GAMMA, TOPOLOGIES, Recipe, Topology, ecmp_hash, ecmp_hash_many
 from simcomm.topologies.devices import device_gamma
 from simcomm.topologies.dragonfly import add_dragonfly
-from simcomm.topologies.fabric import add_link, check_ranks, positive_int
+from simcomm.topologies.fabric import (
+    add_link,
+    add_new_edges,
+    add_new_nodes,
+    add_new_nodes_data,
+    check_ranks,
+    positive_int,
+)
 from simcomm.topologies.fat_tree import add_fat_tree
 from simcomm.topologies.intranode import (
     DEFAULT_INTRA_LINK,
@@ -379,8 +386,9 @@ def two_level(nodes: int, gpus_per_node: int | Sequence[int] = 8, *, intra: str 
     for m, cnt in enumerate(counts):
         gam = gamma if gamma is not None else (device_gamma(device, cnt) if device else DEFAULT_GAMMA)
         offsets.append(len(rank_names))
-        g.add_nodes_from((f"r{len(rank_names) + l}" for l in range(cnt)), kind="rank", machine=m, gamma=gam)
-        rank_names += [f"r{len(rank_names) + l}" for l in range(cnt)]
+        mine = [f"r{len(rank_names) + l}" for l in range(cnt)]
+        add_new_nodes(g, mine, kind="rank", machine=m, gamma=gam)
+        rank_names += mine
         machine += [m] * cnt
         local_nic = nic_by_switch(cnt, nics, host.layout(cnt)[0]) if host is not None \
             else [l * nics // cnt for l in range(cnt)]
@@ -407,7 +415,7 @@ def two_level(nodes: int, gpus_per_node: int | Sequence[int] = 8, *, intra: str 
         else:
             h = f"m{k}.{_HUB[intra]}" if domain == 1 else f"d{k}.{_HUB[intra]}"
             g.add_node(h, kind="switch", machine=k if domain == 1 else None)
-            g.add_edges_from(((n, h) for n in names), link=in_lc.name)
+            add_new_edges(g, ((n, h) for n in names), in_lc.name)
             intra_of.append(HubIntra(names, h))
     fabric, relay = None, None
     port: list = [None] * len(rank_names)
@@ -415,7 +423,7 @@ def two_level(nodes: int, gpus_per_node: int | Sequence[int] = 8, *, intra: str 
     if nodes > 1:  # machines of one NVLink domain still have their NICs (unused by its own routes)
         att, nic_lc = add_link(links, nic_attach), add_link(links, nic_link)
         nic_names = [f"m{m}.nic{j}" for m in range(nodes) for j in range(nics)]
-        g.add_nodes_from(((n, {"kind": "nic", "machine": i // nics}) for i, n in enumerate(nic_names)))
+        add_new_nodes_data(g, ((n, {"kind": "nic", "machine": i // nics}) for i, n in enumerate(nic_names)))
         if intra == "pcie" and domain == 1 and planes == 1:
             # No NVLink: a GPU's one PCIe port reaches its peers and its NIC through the same switch, so peer
             # and network traffic share it (the NIC's own port is the attach link)
@@ -424,14 +432,14 @@ def two_level(nodes: int, gpus_per_node: int | Sequence[int] = 8, *, intra: str 
                 port[i] = hub
                 g.add_edge(hub or r, nic_names[nic_of[i]], link=att.name)
         else:
-            g.add_edges_from(((r, nic_names[nic_of[i]]) for i, r in enumerate(rank_names)), link=att.name)
+            add_new_edges(g, ((r, nic_names[nic_of[i]]) for i, r in enumerate(rank_names)), att.name)
         if planes == 1:
             fabric = _add_inter(g, inter, nic_names, nic_lc, links, inter_options, nics)
         else:
             fabric = add_planes(g, nic_names, planes, lambda h, hosts: _add_inter(
                 h, inter, hosts, nic_lc, links, inter_options, nics // planes))
             relay = _relay_table(counts, offsets, nic_of, nics, planes)
-    used = {d for _, _, d in g.edges(data="link")}
+    used = {data.get("link") for _, nbrs in g.adjacency() for data in nbrs.values()}  # (no edge view per edge)
     links = {k: v for k, v in links.items() if k in used}
     uniform = len(set(counts)) == 1
     meta = {"builder": "two-level", "nodes": nodes, "gpus_per_node": counts[0] if uniform else counts,

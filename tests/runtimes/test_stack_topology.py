@@ -28,6 +28,8 @@ def test_effective_graph_is_the_copy_of_the_raw_one_with_the_stack_classes():
     assert list(g.nodes) == list(copy.nodes)
     assert all(list(g.adj[n]) == list(copy.adj[n]) for n in copy)
     assert [(u, v) for u, v, _ in _edge_links(g)] == list(copy.edges)
+    # one attribute dict per edge, seen from both ends (as add_edges_from makes it), and none shared with the raw graph
+    assert all(g.adj[u][v] is g.adj[v][u] and g.adj[u][v] is not raw.graph.adj[u][v] for u, v in g.edges)
     # each edge's class is the stack's derivation of the raw class for its ends
     for (_, _, name), (_, _, raw_name) in zip(_edge_links(g), _edge_links(copy), strict=True):
         assert name.startswith(f"{raw_name}@nccl/") and name in eff.links
