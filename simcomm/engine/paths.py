@@ -138,22 +138,19 @@ def cuts_only(ops, local=None) -> bool:
     followed = bytearray(len(ops))  # op -> some later op has it as a predecessor
     cut = -1  # the last collective (every one so far a cut)
     messages = False
+
+    def stream_preds(op) -> set[int]:
+        """A collective's deps and, on each member's stream, the op before it (it becomes each stream's last)."""
+        preds = set(op.deps)
+        for r in op.ranks:
+            key = (r, op.stream)
+            prev = get(key)
+            if prev is not None:
+                preds.add(prev)
+            last[key] = op.id
+        return preds
+
     for op in ops:
-        if local is not None and type(op) is not Transfer and type(op) is not Compute and isinstance(op, Collective) \
-                and local(op):  # an op on each member's stream
-            preds = set(op.deps)
-            for r in op.ranks:
-                key = (r, op.stream)
-                prev = get(key)
-                if prev is not None:
-                    preds.add(prev)
-                last[key] = op.id
-            for d in preds:
-                followed[d] = 1
-            if cut >= 0 and not (preds and max(preds) >= cut):
-                return False
-            messages = True  # (runs on the direct loop as messages do)
-            continue
         kind = type(op)
         if kind is Transfer or kind is Compute:  # one stream: the common case, kept to a few operations
             if kind is Transfer:
@@ -173,15 +170,14 @@ def cuts_only(ops, local=None) -> bool:
             continue
         if not isinstance(op, Collective):  # (another kind of op: not this path)
             return False
-        preds = set(op.deps)
-        for r in op.ranks:
-            key = (r, op.stream)
-            prev = get(key)
-            if prev is not None:
-                preds.add(prev)
-            last[key] = op.id
+        preds = stream_preds(op)
         if cut >= 0 and not (preds and max(preds) >= cut):
             return False
+        if local is not None and local(op):  # an op on each member's stream, not a cut
+            for d in preds:
+                followed[d] = 1
+            messages = True  # (runs on the direct loop as messages do)
+            continue
         # every op since the last cut is followed by a later one or is a predecessor of this one
         if any(not followed[a] and a not in preds for a in range(cut + 1, op.id)):
             return False

@@ -218,6 +218,7 @@ def get_stack(name: str | Stack) -> Stack:
 def apply_stack(topology, stack: Stack):
     """A new Topology whose link classes are ``stack``'s effective ones (the input is untouched)."""
     from simcomm.topologies.base import Topology
+    from simcomm.topologies.fabric import add_new_nodes_data, copy_edges
 
     if stack.efficiency == 1 and stack.intra_efficiency == 1 and not stack.overhead \
             and not stack.intra_overhead and stack.cap is None and stack.reduce_per_byte is None:
@@ -226,15 +227,8 @@ def apply_stack(topology, stack: Stack):
     g = type(src)()
     g.graph.update(src.graph)
     # each node with its own copy of its attributes (gamma may change below), as add_nodes_from(src.nodes(data=True))
-    # makes it; for nx.Graph straight into its dicts (35 660 nodes at 16 384 GPUs, each a (name, data) pair that
-    # networkx first tries to hash as a node)
-    if type(g) is nx.Graph:
-        g_adj, g_node = g._adj, g._node
-        for n, data in src._node.items():
-            g_adj[n] = {}
-            g_node[n] = dict(data)
-    else:
-        g.add_nodes_from(src.nodes(data=True))
+    # makes it, without networkx's per-node checks (35 660 nodes at 16 384 GPUs)
+    add_new_nodes_data(g, src.nodes(data=True))
     if stack.reduce_per_byte is not None:  # the collectives reduce on the host's CPU, not on the device
         for r in topology.ranks:
             g.nodes[r]["gamma"] = stack.reduce_per_byte
@@ -279,22 +273,10 @@ def apply_stack(topology, stack: Stack):
             name = derived[(lc.name, ends)] = eff.name
         return name
 
-    # Each edge once, in ``edges`` order: the adjacency (and so every link id) comes out as ``Graph.copy``'s,
-    # which adds each edge from both ends, at half its work and without a second pass to rename the classes.
-    # The walk is ``src.edges(data=True)``'s (each pair from the end met first, a self-loop once) and each edge
-    # goes into ``g``'s adjacency dicts as ``add_edges_from`` puts a new edge (one attribute dict shared by both
-    # ends), without its per-edge checks: every node is in ``g`` already, and no pair comes twice
-    # (65 632 edges at 16 384 GPUs).
-    if type(g) is nx.Graph:
-        adj, seen = g._adj, set()
-        for u, nbrs in src._adj.items():
-            here = adj[u]
-            for v, data in nbrs.items():
-                if v not in seen:
-                    here[v] = adj[v][u] = effective(u, v, data)
-            seen.add(u)
-    else:
-        g.add_edges_from((u, v, effective(u, v, data)) for u, v, data in src.edges(data=True))
+    # Each edge once, in ``src.edges(data=True)``'s order: the adjacency (and so every link id) comes out as
+    # ``Graph.copy``'s, at half its work and without a second pass to rename the classes (65 632 edges at 16 384
+    # GPUs).
+    copy_edges(src, g, effective)
     # Keep the router: it depends on graph structure only, which is unchanged.  ``link_raw`` keeps
     # each link's line rate: NCCL's own tuning model prices the hardware, not the stack's share; ``link_raw_latency``
     # each hop's latency before the stack's overhead (the fabric's own, simcomm.nccl.fabric).

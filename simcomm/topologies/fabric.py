@@ -22,7 +22,7 @@ from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass, link_class
 from simcomm.topologies.base import DEFAULT_GAMMA, Topology, ecmp_hash, ecmp_hash_many
 
-__all__ = ["Fabric", "FabricRouter", "add_link", "add_new_edges", "add_new_nodes", "add_new_nodes_data",
+__all__ = ["Fabric", "FabricRouter", "add_link", "add_new_edges", "add_new_nodes", "add_new_nodes_data", "copy_edges",
            "rank_graph", "standalone", "positive_int", "NodeArrays"]
 
 
@@ -131,6 +131,24 @@ def add_new_edges(g: nx.Graph, pairs, link: str) -> None:
             g.add_edge(u, v, link=link)
         else:
             nbrs[v] = adj[v][u] = {"link": link}
+    _clear_cache(g)
+
+
+def copy_edges(src: nx.Graph, g: nx.Graph, data_of) -> None:
+    """``g.add_edges_from((u, v, data_of(u, v, d)) for u, v, d in src.edges(data=True))`` into a ``g`` that holds
+    every node of ``src`` and no edge yet: for ``nx.Graph`` straight into its dicts, each edge once in that walk's
+    order (each pair from the end met first, a self-loop once) with one attribute dict shared by both ends, so the
+    adjacency (and every link id) comes out as ``Graph.copy``'s."""
+    if type(g) is not nx.Graph or type(src) is not nx.Graph:
+        g.add_edges_from((u, v, data_of(u, v, data)) for u, v, data in src.edges(data=True))
+        return
+    adj, seen = g._adj, set()
+    for u, nbrs in src._adj.items():
+        here = adj[u]
+        for v, data in nbrs.items():
+            if v not in seen:
+                here[v] = adj[v][u] = data_of(u, v, data)
+        seen.add(u)
     _clear_cache(g)
 
 
