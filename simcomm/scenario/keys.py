@@ -100,7 +100,7 @@ KEYS: tuple[Key, ...] = (
     _k("resolution", "", "resolution", "float", "merge flow completions within this fraction of their duration "
        "(default 0.01; 0 = exact)", lo=0, hi=1, hi_open=True),
     _k("seed", "", "seed", "int", "simulation seed", lo=0, hi=2 ** 63 - 1),
-    _k("fold_ranks", "", "fold_ranks", "choice", "plan identical ranks' computes once (exact): auto (from 2048 "
+    _k("fold_ranks", "", "fold_ranks", "choice", "plan identical ranks' computes once (exact): auto (from 256 "
        "training ranks), on (at any size) or off (every rank planned and simulated: the reference)",
        choices=FOLD_SETTINGS),
     _k("baseline", "", "baseline", "baseline", "what speedup compares with: none, a strategy, or "

@@ -47,8 +47,11 @@ from simcomm.ops import CommPlan, PlanBuilder, _with_prev
 __all__ = ["FOLD_RANKS", "FoldingBuilder", "builder_for", "fold_plan", "folds"]
 
 #: the pipeline folds plans of at least this many training ranks (below, full plans are cheap to run, and the
-#: stored check hashes and golden outputs keep their op counts)
-FOLD_RANKS = 2048
+#: stored check hashes and golden outputs keep their op counts).  256, not the 2 048 it was: ``ps`` and
+#: ``ps-layer-drop`` at 256-1 024 workers ran ~80 000-330 000 messages each on the direct loop and ``sgp``
+#: every rank's messages, 61 of the 18-strategy compare's 125 CPU seconds at 32-128 nodes (20 with folds from
+#: 256, docs/engine.md "Identical ranks folded"); the worker fold stays within 1e-12 there, the pattern fold 1e-4
+FOLD_RANKS = 256
 
 
 def folds(workload) -> bool:

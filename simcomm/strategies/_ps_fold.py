@@ -25,10 +25,11 @@ link family are the full plan's (a class adds the same per family).  The other w
 The bound (``tests/strategies/test_ps_fold.py``: ``ps`` on a rail-optimised DGX A100 cluster, whose windows mix
 route latencies, ``ps-layer-drop`` on a 4:1 fat-tree with two route classes, 64 and 32 workers in windows of 8,
 against ``--opt fold=off``): iteration time, closed form, breakdown and bytes per family within :data:`BOUND`
-(relative) with the exact engine (measured: 1.5e-13; 3.3e-12 at 2 048 GPUs); at the default resolution the event
-resolution's own merges differ between the plans (measured 4.2e-5).  It holds only where the stack carries messages as planned: MPI over
+(relative) with the exact engine (measured: 1.5e-13; 3.3e-12 at 2 048 GPUs; 6e-14-1.1e-12 at 256-1 024 GPUs
+at the default resolution); at the default resolution the event resolution's own merges may differ between the
+plans (measured 4.2e-5 on the fat-tree).  It holds only where the stack carries messages as planned: MPI over
 TCP's rendezvous pays one handshake per message, so a merged message pays one for many (1.8 % fast on the
-fat-tree).  ``auto`` (default) folds where ``sgp``'s message fold does (``Workload.fold_messages``: from 2 048
+fat-tree).  ``auto`` (default) folds where ``sgp``'s message fold does (``Workload.fold_messages``: from 256
 training ranks, a stack that carries messages as planned, such as NCCL), ``on`` at any size (the user's word for
 the stack), ``off`` never; ``--fold-ranks off`` also keeps every worker.  Refused by ``on`` (and not done by
 ``auto``): several servers or ``concurrent`` queues (messages share links max-min; a merge would change the
@@ -46,7 +47,7 @@ from simcomm.strategies._fold import folds
 
 __all__ = ["BOUND", "FOLDS", "Group", "fold_note", "worker_groups"]
 
-#: fold: ``auto`` from 2 048 training ranks (as ``sgp``'s message fold), ``on`` at any size, ``off`` never
+#: fold: ``auto`` from 256 training ranks (FOLD_RANKS, as ``sgp``'s message fold), ``on`` at any size, ``off`` never
 FOLDS = ("auto", "on", "off")
 #: relative difference from the full plan, exact engine: the two plans round chains of up to W·T additions
 #: differently (W·T·2^-53 < 1e-9 at 16 384 workers and 161 tensors); measured 1.5e-13 at 64 workers

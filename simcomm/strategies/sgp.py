@@ -58,7 +58,7 @@ from simcomm.strategies.base import NotApplicable, Strategy, register
 from simcomm.strategies.common import check_choice, emit_forward_backward, emit_update
 
 MODES = ("blocking", "neuron", "overlap")
-#: fold: ``auto`` simulates a few ranks of each blocking iteration from 2 048 ranks (the pipeline's choice,
+#: fold: ``auto`` simulates a few ranks of each blocking iteration from 256 ranks (the pipeline's choice,
 #: simcomm.strategies._fold.FOLD_RANKS), ``on`` at any size, ``off`` never (every rank simulated)
 FOLDS = ("auto", "on", "off")
 

@@ -145,7 +145,7 @@ def test_fold_ranks_on_gives_what_off_and_auto_give_bit_for_bit(strategy):
         == [getattr(runs["auto"], f) for f in numbers]
     assert [(k.time_s, k.breakdown, k.link_bytes, k.analytic_s) for k in folded.kinds] == \
         [(k.time_s, k.breakdown, k.link_bytes, k.analytic_s) for k in full.kinds]
-    # each kind's engine paths name the fold: forced on at 12 ranks it folds; auto (under 2 048) and off do not
+    # each kind's engine paths name the fold: forced on at 12 ranks it folds; auto (under 256) and off do not
     for setting, res in runs.items():
         for kind in res.kinds:
             fold = kind.engine["rank_fold"]
@@ -157,13 +157,13 @@ def test_fold_ranks_on_gives_what_off_and_auto_give_bit_for_bit(strategy):
 def test_fold_ranks_auto_folds_from_fold_ranks_training_ranks_and_never_with_jitter_or_a_cpu_cost():
     from simcomm.pipeline.run import FOLD_RANKS, _folds_ranks
 
-    assert FOLD_RANKS == 2048
+    assert FOLD_RANKS == 256
     auto, off, on = (from_flat({"fold_ranks": s}) for s in ("auto", "off", "on"))
-    assert [_folds_ranks(auto, n, 0.0) for n in (2, 2047, 2048, 16384)] == [False, False, True, True]
-    assert not any(_folds_ranks(off, n, 0.0) for n in (2, 2048, 16384))
-    assert all(_folds_ranks(on, n, 0.0) for n in (2, 2047, 2048))
-    assert not _folds_ranks(auto, 2048, 25e-9)  # a host CPU cost per byte: charged per rank
-    assert not _folds_ranks(from_flat({"compute_jitter": 0.1}), 2048, 0.0)
+    assert [_folds_ranks(auto, n, 0.0) for n in (2, 255, 256, 16384)] == [False, False, True, True]
+    assert not any(_folds_ranks(off, n, 0.0) for n in (2, 256, 16384))
+    assert all(_folds_ranks(on, n, 0.0) for n in (2, 255, 256))
+    assert not _folds_ranks(auto, 256, 25e-9)  # a host CPU cost per byte: charged per rank
+    assert not _folds_ranks(from_flat({"compute_jitter": 0.1}), 256, 0.0)
 
 
 @pytest.mark.parametrize("extra, why", [

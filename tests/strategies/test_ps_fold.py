@@ -75,6 +75,19 @@ def test_auto_folds_only_where_the_message_fold_may():
     assert worker_groups(off, replace(w, fold_ranks=True, fold_messages=True), setup.topology, arrival, server) is None
 
 
+@pytest.mark.parametrize("nodes,folds", [(31, False), (32, True)])
+def test_auto_folds_from_fold_ranks_workers_through_the_pipeline(nodes, folds):
+    # 248 workers: every one simulated; 256 (FOLD_RANKS): the worker fold and the exact rank fold both start
+    from simcomm.strategies._fold import FOLD_RANKS
+
+    assert FOLD_RANKS == 256
+    res = _run("ps", {"cluster": "dgx-a100-hdr", "model": "rnn-mnist", "fidelity": "analytic"}, nodes, 8)
+    (kind,) = res.kinds
+    assert kind.engine["worker_fold"]["used"] is folds and kind.engine["rank_fold"]["used"] is folds
+    assert kind.engine["worker_fold"]["workers"] == nodes * 8
+    assert any("ps fold" in line for line in res.assumed) is folds
+
+
 @pytest.mark.parametrize("options,words", [
     ({"queues": "concurrent"}, "fifo queues"),
     ({"servers": 2, "queues": "fifo"}, "one server"),
