@@ -83,9 +83,9 @@ incremental    ``reference={"incremental"}``                           increment
 no-scaling     ``reference={"scaling"}``                               reusing a scalable step's isolated run
                                                                        for another size (run again instead)
 closed-steps   ``EngineOptions(closed_steps=1)``: the other way round  the fluid run of a step of one size per
-               (the default prices only steps of over 10^6 transfers   link (every such step priced alone by its
-               by their closed form; ``reference={"closed_steps"}``    closed form instead; docs/engine.md,
-               turns it off)                                           "Steps of one size per link")
+               (the default prices only steps of at least 2^16         link (every such step priced alone by its
+               transfers by their closed form;                         closed form instead; docs/engine.md,
+               ``reference={"closed_steps"}`` turns it off)            "Steps of one size per link")
 =============  ======================================================  ==========================================
 
 Not references, so not flipped: ``resolution`` (an approximation with its own bound and tests),
@@ -443,7 +443,7 @@ REFERENCES = (
     Reference("incremental", False, "simcomm.engine.fluid.core:FluidCore._solve_plain",
               _options(frozenset({"incremental"}))),
     Reference("no-scaling", False, "simcomm.engine.flow.pricer.run_isolated", _options(frozenset({"scaling"}))),
-    # the other way round: the default prices steps of over a million transfers by their closed form, which no
+    # the other way round: the default prices steps of 2^16 transfers or more by their closed form, which no
     # check scenario reaches, so every step is forced through it here and compared with the fluid runs
     Reference("closed-steps", False, "simcomm.engine.flow.pricer:FlowPricer._closed_step", _options(closed_steps=1)),
 )

@@ -25,9 +25,11 @@ FIDELITIES = ("flow", "analytic")
 #: the engine's own default: every flow completion is its own event
 EXACT = 0.0
 #: transfers from which a step alone that carries one size per link is priced by its closed form (exact in the
-#: model, docs/engine.md "Steps of one size per link"; below it, where flows are cheap, the fluid run prices it
-#: and every stored hash and golden output keeps its floats): an all-to-all over 4 096 GPUs holds 2.1 M
-CLOSED_STEPS = 1 << 20
+#: model, docs/engine.md "Steps of one size per link"): NCCL's all-to-all over 1 024 GPUs (137 216 transfers
+#: after PXN) and up; below it, where flows are cheap, the fluid run prices it and every stored hash and golden
+#: output keeps its floats (2^15 takes steps of the 2 048-rank allreduce and gtopk check scenarios: their digests
+#: would change)
+CLOSED_STEPS = 1 << 16
 #: a scenario's default: completions within 1 % of the finishing transfers' durations share one event
 #: (keeps crossover-sgd at 1 024 GPUs under 10 s and moves its communication time by about 0.02 %)
 SCENARIO_RESOLUTION = 0.01

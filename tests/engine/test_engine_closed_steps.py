@@ -215,3 +215,52 @@ def test_loads_summed_in_chunks_are_the_loads(monkeypatch):
                                                       routed.nbytes * 2, routed.nbytes), routed.latency,
                      routed.route_len, routed.links, 1, NONE, np.zeros(0), routed.red_slot)
     assert _closed_period(two, topo.capacity) is None
+
+
+@pytest.mark.parametrize("resolution", [0.0, 0.01])
+def test_a_step_of_exactly_closed_steps_transfers_is_priced_closed(resolution):
+    # the threshold counts a step's transfers (``>=``): at its own count the step is priced by its closed form,
+    # one above it runs as flows, and the two agree to rounding (docs/engine.md: within 1e-12) at the
+    # engine's exact resolution and at a scenario's 1 %
+    from simcomm.nccl.prepare import prepare_nccl
+    from simcomm.ops import Collective
+
+    topo = pxn(3)
+    n = len(prepare_nccl(Collective(0, "alltoall", tuple(range(topo.n_ranks)), 818e3), topo, NcclRuntime()).steps[0])
+    assert n == 3 * 8 * 7 + 8 * 3 * 2  # PXN: the in-node relays, then each rail's pairs across nodes
+    b = PlanBuilder(topo.n_ranks)
+    b.collective("alltoall", range(topo.n_ranks), 818e3)
+    plan = b.build()
+    at = engine.simulate(plan, topo, runtime=NcclRuntime(), closed_steps=n, resolution=resolution)
+    above = engine.simulate(plan, topo, runtime=NcclRuntime(), closed_steps=n + 1, resolution=resolution)
+    assert at.meta["steps_closed"] == 1 and "steps_closed" not in above.meta
+    assert at.end == pytest.approx(above.end, rel=1e-12, abs=0)
+    # its bytes per family are counted crossing by crossing, as its flows count them: the same floats
+    assert at.link_class_bytes == above.link_class_bytes
+
+
+def test_the_default_prices_the_alltoalls_of_1024_gpus_closed():
+    # CLOSED_STEPS = 2^16: NCCL's all-to-all over 128 DGX A100 nodes (137 216 transfers after PXN) is priced by
+    # its closed form by default, to rounding the flow run's answer at the scenario's resolution (1 %), which
+    # merges completions and so could differ by up to 1 %: it does not here (docs/engine.md, "Steps of one
+    # size per link"); every stored hash keeps its floats (check_hashes.py)
+    from simcomm.pipeline.baseline import make_strategy, scenario_options
+    from simcomm.result import iteration_time
+    from simcomm.scenario.resolve import from_flat
+    from simcomm.scenario.setup import Resolver, resolve_setup
+    from simcomm.workload import build_workload
+
+    assert CLOSED_STEPS == 1 << 16 and 64 * 8 * 7 + 8 * 64 * 63 < CLOSED_STEPS <= 128 * 8 * 7 + 8 * 128 * 127
+    scn = from_flat({"strategy": "ok-topk", "nodes": 128, "gpus_per_node": 8, "cluster": "dgx-a100-hdr"})
+    st = make_strategy(scn.strategy, scenario_options(scn))
+    setup = resolve_setup(scn, Resolver(scn), st.extra_nodes())
+    w = build_workload(setup.trace, setup.n_train, batch=8, wire_dtype=setup.wire_dtype, dataset_size=1000)
+    (_, plan), = st.iterations(w, setup.topology)
+    runs = [engine.simulate(plan, setup.topology, options=EngineOptions(runtime=setup.runtime, resolution=0.01,
+                                                                        reference=ref))
+            for ref in (frozenset(), {"closed_steps"})]
+    closed, flows = runs
+    assert closed.paths["taken"]["closed_steps"] == 1 and "closed_steps" not in flows.paths["taken"]
+    assert iteration_time(plan, closed)[0] == pytest.approx(iteration_time(plan, flows)[0], rel=1e-12, abs=0)
+    assert closed.end == pytest.approx(flows.end, rel=1e-12, abs=0)
+    assert closed.link_class_bytes == flows.link_class_bytes

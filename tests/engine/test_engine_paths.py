@@ -12,6 +12,7 @@ import pytest
 from timelines import check
 
 from simcomm.engine import EngineOptions, simulate
+from simcomm.engine.options import CLOSED_STEPS
 from simcomm.engine.paths import EXACT, REFERENCES, choose
 from simcomm.links.base import LinkClass
 from simcomm.ops import PlanBuilder
@@ -53,7 +54,7 @@ def test_the_chooser_picks_each_path_from_the_plan_and_the_options():
     o = EngineOptions
     assert choose(msgs, "flow", o()).to_dict() == {"driver": "direct", "pricing": "per-link", "scaled": True,
                                                    "core": "lean", "keep": True, "max_live": 16, "shapes": True,
-                                                   "closed_from": 1 << 20, "resolution": 0.0, "stop_after": 0,
+                                                   "closed_from": CLOSED_STEPS, "resolution": 0.0, "stop_after": 0,
                                                    "alike_steps": True}
     assert choose(colls, "flow", o()).driver == "callbacks"  # collectives: SimPy's queue, driven by callbacks
     assert choose(msgs, "flow", o(comm_cpu=1e-10)).driver == "callbacks"  # a CPU cost follows each rank's bytes
@@ -233,7 +234,7 @@ def test_the_engine_layers_import_downward_only():
     assert seen == set(order) and upward == []
 
 
-FLOW = {"keep": True, "max_live": 16, "shapes": True, "closed_from": 1 << 20, "resolution": 0.01, "stop_after": 0}
+FLOW = {"keep": True, "max_live": 16, "shapes": True, "closed_from": CLOSED_STEPS, "resolution": 0.01, "stop_after": 0}
 
 
 @pytest.mark.parametrize("extra, want", [
