@@ -48,6 +48,8 @@ _MANY_MIN, _MANY_CHUNK = 256, 1 << 17
 _KEEP_PAIRS, _KEEP_BATCHES, _KEEP_LINKS, _KEEP_MOST = 4096, 4, 1 << 22, 32
 #: Graphs up to this many nodes get a dense node-pair -> link table (64 MB at most).
 _DENSE_NODES = 4096
+#: Larger graphs search node-pair keys by binary search, in key order from this many keys (the same positions).
+_SORTED_NEEDLES = 4096
 
 #: Seconds per byte reduced when a rank node carries no ``gamma``: 0, so that a
 #: topology without device information prices pure communication.  Builders
@@ -426,6 +428,14 @@ class Topology:
         if table is not None:
             links = table[keys].astype(np.int64)
             bad = links < 0
+        elif len(keys) >= _SORTED_NEEDLES:
+            # the same positions, searched in key order: numpy's binary search starts from the last one's bounds
+            # when the needles ascend (~2x faster for crossover-sgd's 3 x 10^5 routes at 16 384 GPUs)
+            order = np.argsort(keys)
+            pos = np.empty(len(keys), dtype=np.intp)
+            pos[order] = np.minimum(np.searchsorted(sorted_keys, keys[order]), len(sorted_keys) - 1)
+            links = ids[pos]
+            bad = sorted_keys[pos] != keys
         else:
             pos = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
             links = ids[pos]

@@ -170,3 +170,24 @@ def test_rounds_beside_machine_local_collectives_are_bit_for_bit(fold, resolutio
     # (three roots, each released by its own machine's reduce: no round of two, but every message's bytes logged)
     assert fast.paths["driver"] == "direct" and fast.paths["taken"]["local_collectives"] > 0
     assert any(type(op).__name__ == "Transfer" for op in plan.ops) and fast.link_class_bytes
+
+
+def test_the_one_pass_routes_the_flow_runs_batch_of_pairs_once():
+    # the one pass routes the distinct pairs in the order the flow run does (first appearance), so the routed batch
+    # Topology.routes keeps from the flow run is read back, not routed again; the seconds are the per-pair ones
+    from simcomm.topologies.two_level import two_level
+
+    topo = two_level(64, 8, inter="fat-tree")
+    n = topo.n_ranks
+    b = PlanBuilder(n)
+    gate = [b.compute(0, 1e-6)]
+    for k in (1, 3, 5, 7, 9, 11, 13, 15, 1):  # 4 096 distinct pairs and a round that repeats the first
+        gate = [b.compute(0, 1e-6, after=[b.transfer(r, (r + k) % n, 1e4 * k, after=gate) for r in range(n)])]
+    plan = b.build()
+    flow = simulate(plan, topo, runtime=MPICH)
+    assert len(topo._batches) == 1
+    fast = simulate(plan, topo, runtime=MPICH, fidelity="analytic", link_bytes=False)
+    assert len(topo._batches) == 1 and fast.paths["taken"] == {"message_rounds": 1}
+    ref = simulate(plan, two_level(64, 8, inter="fat-tree"), runtime=MPICH, fidelity="analytic", link_bytes=False,
+                   reference={"rounds"})
+    assert np.asarray(fast.end).tobytes() == np.asarray(ref.end).tobytes() and flow.makespan > 0

@@ -148,3 +148,20 @@ def test_primed_routes_are_the_routes_one_by_one():
     few = two_level(4, 2, inter="fat-tree")
     few.prime_routes(np.array([0, 1]), np.array([5, 6]))
     assert not few._routes  # a few pairs are left to route()
+
+
+@pytest.mark.parametrize("needles", [1, 1 << 40])
+def test_binary_search_in_key_order_finds_the_same_links(needles, monkeypatch):
+    # graphs over _DENSE_NODES nodes look node pairs up by binary search; from _SORTED_NEEDLES keys on, in key order
+    import simcomm.topologies.base as base
+
+    monkeypatch.setattr(base, "_DENSE_NODES", 0)
+    monkeypatch.setattr(base, "_SORTED_NEEDLES", needles)
+    topo = two_level(24, 8, inter="fat-tree")
+    src, dst = _pairs(topo, 5000, 3)
+    want_lens, want_links = _one_by_one(topo, src, dst)
+    assert topo._pair_keys[2] is None  # (no dense table: the binary search)
+    lens, links = topo._routes_of(src, dst)
+    assert lens.tolist() == want_lens and links.tolist() == want_links
+    with pytest.raises(TopologyError, match="non-edge"):
+        topo._links_of_paths(np.array([[0, 1, 2, -1]] * 5000))

@@ -115,7 +115,14 @@ class AnalyticPricer:
         arr = np.array(sends, dtype=float)  # (a byte count as float(x): the float ``x / bottleneck`` divides)
         src, dst, nbytes = arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64), arr[:, 2]
         width = int(max(src.max(), dst.max())) + 1
-        code, at = np.unique(src * width + dst, return_inverse=True)
+        code, first, at = np.unique(src * width + dst, return_index=True, return_inverse=True)
+        # the distinct pairs in the order they first appear, as the flow run routes them
+        # (FlowPricer.add_messages): the same batch, kept routed by Topology.routes, is not routed again
+        order = np.argsort(first, kind="stable")
+        code = code[order]
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        at = rank[at.reshape(-1)]
         topo = self.ctx.topology
         route_len, links = topo.routes(code // width, code % width)
         if (route_len == 0).any():
@@ -124,7 +131,6 @@ class AnalyticPricer:
         owner = np.repeat(np.arange(len(code)), route_len)
         latency = np.bincount(owner, weights=topo.latency[links], minlength=len(code))
         bottleneck = np.minimum.reduceat(topo.capacity[links], np.cumsum(route_len) - route_len)
-        at = at.reshape(-1)
         return (latency[at] + nbytes / bottleneck[at]).tolist()
 
     def transfer_seconds(self, op) -> float:
