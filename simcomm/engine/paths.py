@@ -178,11 +178,12 @@ def cuts_only(ops, local=None) -> bool:
                 followed[d] = 1
             messages = True  # (runs on the direct loop as messages do)
             continue
-        # every op since the last cut is followed by a later one or is a predecessor of this one
-        if any(not followed[a] and a not in preds for a in range(cut + 1, op.id)):
-            return False
+        # every op since the last cut is followed by a later one or is a predecessor of this one: once its
+        # predecessors are marked followed (as they are next in any case), none since the last cut is left unmarked
         for d in preds:
             followed[d] = 1
+        if followed.find(0, cut + 1, op.id) >= 0:
+            return False
         cut = op.id
     return messages
 

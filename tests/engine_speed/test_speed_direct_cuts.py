@@ -185,3 +185,53 @@ def test_cuts_only_is_the_definition(plan):
         a, b = both(plan, TOPO)
         assert a.paths["driver"] == "direct"
         check(a, b)
+
+
+def _cuts_by_closure(ops) -> bool:
+    """cuts_only's definition, by brute force: messages in the plan, and every collective has every earlier op as
+    an ancestor and every later op as a descendant (edges: deps, and stream order on each op's streams)."""
+    from simcomm.ops import Collective, Transfer
+
+    last: dict = {}
+    anc = [0] * len(ops)  # bit set of each op's ancestors
+    for op in ops:
+        preds = set(op.deps)
+        for r in ((op.src,) if isinstance(op, Transfer) else op.ranks):
+            if (r, op.stream) in last:
+                preds.add(last[(r, op.stream)])
+            last[(r, op.stream)] = op.id
+        for d in preds:
+            anc[op.id] |= anc[d] | (1 << d)
+    for c, op in enumerate(ops):
+        if isinstance(op, Collective) and (anc[c] != (1 << c) - 1 or any(not anc[x] >> c & 1
+                                                                           for x in range(c + 1, len(ops)))):
+            return False
+    return any(isinstance(op, Transfer) for op in ops)
+
+
+@st.composite
+def loose_plans(draw):
+    """Small plans of messages, computes and collectives (over every rank or some) with random deps: some
+    collectives are cuts, some not."""
+    n = 4
+    b = PlanBuilder(n)
+    for _ in range(draw(st.integers(1, 14))):
+        ids = len(b._ops)
+        after = draw(st.lists(st.integers(0, ids - 1), max_size=3)) if ids else []
+        stream = draw(st.sampled_from(["comm", "sync"]))
+        what = draw(st.integers(0, 4))
+        if what == 0:
+            b.compute(draw(st.integers(0, n - 1)), 1e-6, after=after, stream=stream)
+        elif what == 1:
+            ranks = draw(st.sampled_from([(0, 1, 2, 3), (0, 1), (2, 3)]))
+            b.collective("allreduce", ranks, 4.0, after=after if draw(st.booleans()) else range(ids), stream=stream)
+        else:
+            src = draw(st.integers(0, n - 1))
+            b.transfer(src, (src + draw(st.integers(1, n - 1))) % n, 1e3, after=after, stream=stream)
+    return b.build().ops
+
+
+@settings(max_examples=300, deadline=None)
+@given(loose_plans())
+def test_cuts_only_is_its_definition(ops):
+    assert cuts_only(ops) is _cuts_by_closure(ops)

@@ -27,6 +27,7 @@ events on a handful of flows.  Which forms a core may take is its ``form``
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from itertools import chain
 
@@ -119,7 +120,7 @@ class FluidCore(IncrementalSolve):
         self.usage: list[tuple[np.ndarray, np.ndarray]] = []
         self.n_live = 0
         self._pending: list[tuple] = []
-        self._finish: dict[int, np.ndarray] = {}
+        self._finish: dict[int, np.ndarray] = {}  # (a one-element list for add_messages' batches)
         self._left: dict[int, int] = {}
         self._next_id = 0
         self._born_done: list[int] = []
@@ -211,12 +212,13 @@ class FluidCore(IncrementalSolve):
     def add_messages(self, nbytes: list, t_bw: list, routes: list) -> int:
         """:meth:`add_message` of each ``(nbytes[i], t_bw[i], routes[i])`` in turn, in one call (a round of
         messages that start at one instant: the direct loop's message rounds); the first batch id (they are
-        consecutive)."""
+        consecutive).  Each batch's finish is a one-element list, not an array: the direct loop, the one caller,
+        reads it as a Python float (the same float), and a round of 16 384 messages makes no 16 384 arrays."""
         first = self._next_id
         self._next_id = first + len(routes)
-        finish, left, append, nan1 = self._finish, self._left, self._pending.append, _NAN1
+        finish, left, append, nan = self._finish, self._left, self._pending.append, math.nan
         for bid, nb, tb, route in zip(range(first, self._next_id), nbytes, t_bw, routes, strict=True):
-            finish[bid] = nan1.copy()
+            finish[bid] = [nan]  # type: ignore[assignment]  # (read as fin[0], as an array would be)
             left[bid] = 1
             append((bid, [0], [nb], [tb], [len(route)], route))
         return first

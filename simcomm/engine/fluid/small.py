@@ -188,7 +188,9 @@ class SmallFlows(IncrementalSolve):
         for i in gone:
             per.setdefault(batch[i], []).append(index[i])
         for b in sorted(per):
-            finish[b][per[b]] = now
+            fin = finish[b]
+            for i in per[b]:  # (one by one: a message round's finish is a list, FluidCore.add_messages)
+                fin[i] = now
             left[b] -= len(per[b])
             if left[b] == 0:
                 del left[b]
