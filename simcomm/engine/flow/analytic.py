@@ -31,6 +31,8 @@ sum depends on the order in which an event loop starts the ops).
 
 from __future__ import annotations
 
+from itertools import repeat
+
 import numpy as np
 
 from simcomm.collectives.base import Step
@@ -265,6 +267,7 @@ def longest_path(ops, pricer: AnalyticPricer, prepared: dict) -> tuple[np.ndarra
     start = [0.0] * n
     end = [0.0] * n
     free: dict[tuple[int, str], float] = {}  # (rank, stream) -> end of its last op
+    streams_of: dict[tuple, list[tuple[int, str]]] = {}  # (a collective's ranks, stream) -> its members' keys
     # a message's seconds straight from its routed pair when nothing counts bytes (transfer_seconds' float)
     routed = pricer._pairs if not counts else {}
     k = 0  # messages so far (durations: by message, in op order)
@@ -284,7 +287,12 @@ def longest_path(ops, pricer: AnalyticPricer, prepared: dict) -> tuple[np.ndarra
         if transfer:
             t = free.get((op.src, op.stream), 0.0)
         elif isinstance(op, Collective):
-            t = max(free.get((r, op.stream), 0.0) for r in op.ranks)
+            # its members' streams, once per (group, stream): crossover-sgd's barriers over 16 384 ranks
+            group = (op.ranks, op.stream)
+            if group not in streams_of:
+                streams_of[group] = [(r, op.stream) for r in op.ranks]
+            keys = streams_of[group]
+            t = max(map(free.get, keys, repeat(0.0)))
         else:
             t = free.get((op.rank, op.stream), 0.0)
         for d in op.deps:
@@ -300,8 +308,7 @@ def longest_path(ops, pricer: AnalyticPricer, prepared: dict) -> tuple[np.ndarra
         else:
             seconds = pricer.collective_seconds(op, prepared[op.id])
             e = t + seconds if seconds > 0 else t
-            for r in op.ranks:
-                free[(r, op.stream)] = e
+            free.update(zip(keys, repeat(e)))
         start[op.id] = t
         end[op.id] = e
     return np.array(start, dtype=float), np.array(end, dtype=float)
