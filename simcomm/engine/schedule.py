@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -130,7 +131,7 @@ def message_routes(keys: list, topology: Topology, fam_of_link: np.ndarray, n_fa
     """
     # every pair routed in one batch (Topology.routes: the links route() gives each pair; crossover-sgd's 3 x 10^5
     # pairs were primed into route()'s cache as tuples, then read back one by one)
-    pairs = np.array(keys, dtype=np.int64).reshape(-1, 2)
+    pairs = np.fromiter(chain.from_iterable(keys), dtype=np.int64, count=2 * len(keys)).reshape(-1, 2)  # (np.array's ints)
     lens, flat = topology.routes(pairs[:, 0], pairs[:, 1])
     starts = np.cumsum(lens) - lens
     flat_list = flat.tolist()

@@ -120,6 +120,9 @@ class FoldingBuilder(PlanBuilder):
         own, seen, tail, ops, n_train = self._own, self._seen, self._tail, self._ops, self.n_train
         mine = self._mirror_ops.get(stream, ())
         out = []
+        # the last copy found (mirror op, the stream's previous op, seconds): a rank with the same three is a copy
+        # too (label, category and ``after`` are the call's), without checking the mirror's op again
+        last_mid, last_prev, last_x = -1, None, None
         for rank, x in zip(ranks, seconds, strict=True):
             if rank == 0 or rank >= n_train or rank in own:
                 out.append(self.compute(rank, x, after=after, label=label, stream=stream, category=category))
@@ -129,9 +132,11 @@ class FoldingBuilder(PlanBuilder):
             k = seen.get(key, 0)
             if k < len(mine):
                 mid = mine[k]
-                op = ops[mid]
-                if (op.seconds == float(x) and op.deps == _with_prev(after, tail.get(key)) and op.label == label
-                        and op.category == category):
+                prev = tail.get(key)
+                if (mid == last_mid and prev == last_prev and x == last_x) or (
+                        (op := ops[mid]).seconds == float(x) and op.deps == _with_prev(after, prev)
+                        and op.label == label and op.category == category):
+                    last_mid, last_prev, last_x = mid, prev, x
                     seen[key] = k + 1
                     tail[key] = mid
                     self.folded += 1

@@ -36,6 +36,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from simcomm.ops import PlanBuilder
 from simcomm.strategies._fold import builder_for
 from simcomm.strategies._gossip import (
@@ -138,17 +140,21 @@ def emit_serial_tables(b: PlanBuilder, members, ready: dict, seg_bytes, seed: in
     gate = [[ready[r]] if ready.get(r) is not None else [] for r in members]
     bar_ranks = tuple(barrier_ranks or members)
     transfers, computes, collective = b.transfers, b.computes, b.collective
+    distinct = len(set(members)) == m
     for s, nbytes in enumerate(seg_bytes):
-        dest = fair_peer_table(m, seed, iteration, s).tolist()
+        table = fair_peer_table(m, seed, iteration, s)
+        dest = table.tolist()
         prefix = f"segment {s} "
         recv = [0.0] * m
-        # (i, j): member i sends to member j; a message to oneself is a local copy (none in a derangement)
-        sends = [(i, j) for i, j in enumerate(dest) if members[j] != members[i]]
-        srcs = [members[i] for i, _ in sends]
-        dsts = [members[j] for _, j in sends]
-        made = transfers(srcs, dsts, nbytes, afters=[gate[i] for i, _ in sends],
+        if distinct and (table != np.arange(m)).all():  # a derangement of distinct members: every member sends
+            srcs, afters, to = list(members), gate, dest
+        else:  # (i, j): member i sends to member j; a message to oneself is a local copy
+            sends = [(i, j) for i, j in enumerate(dest) if members[j] != members[i]]
+            srcs, afters, to = [members[i] for i, _ in sends], [gate[i] for i, _ in sends], [j for _, j in sends]
+        dsts = [members[j] for j in to]
+        made = transfers(srcs, dsts, nbytes, afters=afters,
                          labels=[f"{prefix}{r}->{d}" for r, d in zip(srcs, dsts, strict=True)])
-        for _, j in sends:
+        for j in to:
             recv[j] += nbytes
         bar = collective("allreduce", bar_ranks, BARRIER_BYTES, after=made, label=f"barrier {s}.0")
         after = [bar]
