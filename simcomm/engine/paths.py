@@ -35,6 +35,7 @@ answer in the model (benchmarks/check_hashes.py compares both).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from itertools import repeat
 
 __all__ = ["Paths", "choose", "cuts_only", "REFERENCES", "EXACT", "TAKEN"]
 
@@ -141,13 +142,11 @@ def cuts_only(ops, local=None) -> bool:
 
     def stream_preds(op) -> set[int]:
         """A collective's deps and, on each member's stream, the op before it (it becomes each stream's last)."""
+        keys = [(r, op.stream) for r in op.ranks]
         preds = set(op.deps)
-        for r in op.ranks:
-            key = (r, op.stream)
-            prev = get(key)
-            if prev is not None:
-                preds.add(prev)
-            last[key] = op.id
+        preds.update(map(get, keys))  # (each member's last op, None for a stream without one)
+        preds.discard(None)
+        last.update(zip(keys, repeat(op.id)))
         return preds
 
     for op in ops:
@@ -165,7 +164,7 @@ def cuts_only(ops, local=None) -> bool:
                 followed[d] = 1
             if prev is not None:
                 followed[prev] = 1
-            if cut >= 0 and not ((deps and max(deps) >= cut) or (prev is not None and prev >= cut)):
+            if cut >= 0 and not ((prev is not None and prev >= cut) or (deps and max(deps) >= cut)):
                 return False
             continue
         if not isinstance(op, Collective):  # (another kind of op: not this path)
