@@ -235,3 +235,34 @@ def loose_plans(draw):
 @given(loose_plans())
 def test_cuts_only_is_its_definition(ops):
     assert cuts_only(ops) is _cuts_by_closure(ops)
+
+
+def test_subclasses_of_op_types_run_as_their_base_types():
+    # the direct loop tells kinds of op apart by exact type, and a subclass by isinstance: a compute's subclass in a
+    # plan of messages, a collective's subclass as a cut
+    from dataclasses import dataclass
+
+    from simcomm.ops import Collective, CommPlan, Compute
+
+    @dataclass(frozen=True, slots=True)
+    class TimedCompute(Compute):
+        pass
+
+    @dataclass(frozen=True, slots=True)
+    class Barrier(Collective):
+        pass
+
+    for cut in (False, True):
+        b = PlanBuilder(TOPO.n_ranks)
+        c = b.compute(0, 2e-6)
+        m = [b.transfer(r, (r + 3) % TOPO.n_ranks, 1e4, after=[c]) for r in range(TOPO.n_ranks)]
+        last = b.collective("allreduce", tuple(range(TOPO.n_ranks)), 4.0, after=m) if cut else m[-1]
+        b.compute(1, 1e-6, after=[last])
+        ops = list(b.build().ops)
+        if cut:
+            ops[last] = Barrier(**{f: getattr(ops[last], f) for f in ("id", "kind", "ranks", "nbytes", "deps", "label")})
+        else:
+            ops[c] = TimedCompute(**{f: getattr(ops[c], f) for f in ("id", "rank", "seconds", "deps", "label")})
+        a, ref = both(CommPlan(TOPO.n_ranks, tuple(ops)).validate(), TOPO)
+        assert a.paths["driver"] == "direct" and type(ops[last if cut else c]).__name__ in ("Barrier", "TimedCompute")
+        check(a, ref)

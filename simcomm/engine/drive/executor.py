@@ -24,6 +24,7 @@ import weakref
 from collections import defaultdict
 from dataclasses import fields, replace
 from functools import cached_property
+from itertools import repeat
 
 import numpy as np
 import simpy
@@ -503,11 +504,13 @@ def _run_direct(ops, merged: tuple[list[list[int]], list[int]], pricer, ctx: Con
     gens: dict = {}  # local collective id -> its FlowPricer.reserved generator, while it runs
     n = len(ops)
     # each op's kind in one pass over the ops (at 10^5-10^6 ops, each pass is memory traffic)
-    kinds = [_KIND.get(type(op), 3) for op in ops]
+    kinds = list(map(_KIND.get, map(type, ops), repeat(3)))
+    if 3 in kinds:  # (a subclass of an op type: told apart by isinstance)
+        kinds = [k if k != 3 else 2 if isinstance(ops[i], Collective) else 0 if isinstance(ops[i], Compute) else 3
+                 for i, k in enumerate(kinds)]
     is_compute = [k == 0 for k in kinds]
     is_message = [k == 1 for k in kinds]
-    is_coll = [k == 2 or (k == 3 and isinstance(ops[i], Collective)) for i, k in enumerate(kinds)]
-    is_compute = [c or (k == 3 and isinstance(ops[i], Compute)) for i, (c, k) in enumerate(zip(is_compute, kinds, strict=True))]
+    is_coll = [k == 2 for k in kinds]
     arrived = [0] * n  # members of each collective arrived so far
     coll_dep: dict[int, int] = {}  # collective id -> deps known processed (it waits for them in order, as run()'s collective)
     ready: list[int] = []  # collectives whose deps are done: each runs alone once nothing else is due now
