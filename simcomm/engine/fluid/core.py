@@ -220,7 +220,7 @@ class FluidCore(IncrementalSolve):
         for bid, nb, tb, route in zip(range(first, self._next_id), nbytes, t_bw, routes, strict=True):
             finish[bid] = [nan]  # type: ignore[assignment]  # (read as fin[0], as an array would be)
             left[bid] = 1
-            append((bid, [0], [nb], [tb], [len(route)], route))
+            append((bid, (0,), (nb,), (tb,), (len(route),), route))  # (one-element tuples: read as add_message's lists)
         return first
 
     @property
