@@ -181,7 +181,7 @@ def emit_folded_blocking(b: PlanBuilder, w, topology, d: int, seg_bytes, kind: s
     note = ("sgp fold: each blocking iteration simulates a few of the ranks (the first 64, those whose messages "
             "get the smallest share of a link, and every rank whose message shares a link with theirs); a rank "
             "whose in-peer is not simulated takes its receive to end with its own send; bytes per link family "
-            "scaled per route class; within 0.06 % of every rank simulated at 512 and 1 024 GPUs on dgx-a100-hdr "
+            "scaled per route class; within 0.06 % of every rank simulated at 256, 512 and 1 024 GPUs on dgx-a100-hdr "
             "(docs/engine.md; --opt fold=off simulates every rank)")
     return b.build(kind=kind, segments=len(seg_bytes), assumed=(*assumed, note), measured_ranks=ranks,
                    simulated_ranks=len(ranks), paths={"message_fold": {"used": True, "simulated_ranks": len(ranks),

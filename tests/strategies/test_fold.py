@@ -213,7 +213,7 @@ def _sgp_kinds(fold, nodes=24, cluster="dgx-a100-hdr", **workload):
 
 
 def test_sgp_fold_times_within_its_bound_and_keeps_the_bytes():
-    # docs/engine.md: within 0.06 % of every rank simulated at 512 and 1 024 GPUs on dgx-a100-hdr; 0.1 % here
+    # docs/engine.md: within 0.06 % of every rank simulated at 256, 512 and 1 024 GPUs on dgx-a100-hdr; 0.1 % here
     full, folded = _sgp_kinds("off"), _sgp_kinds("on")
     assert len(full) == len(folded) == 7
     smaller = 0
