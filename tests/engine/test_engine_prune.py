@@ -133,3 +133,41 @@ def test_unique_inverse_equals_numpy():
         u2, inv2 = _unique_inverse(a)
         np.testing.assert_array_equal(u2, u)
         np.testing.assert_array_equal(inv2, inv)
+
+
+merges = st.integers(2, 12).flatmap(lambda n: st.tuples(
+    st.lists(st.sampled_from([1.0, 2.0, 3.0]), min_size=n, max_size=n),
+    st.lists(st.tuples(st.lists(st.lists(st.integers(0, n - 1), min_size=0, max_size=5), min_size=1, max_size=5),
+                       st.sampled_from(["merge", "repeat", "compact", "other"])), min_size=1, max_size=8)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(merges)
+def test_kept_route_matrix_equals_route_matrix_over_every_slot(case):
+    # The fluid core's merges (routes appended: a new concatenation; "repeat": routes already there again, as a
+    # gossip pattern's next segment, which leaves the dominated links as they were), compactions (a subset of the
+    # slots: a new array) and changes of form (an unrelated array): each time route_matrix's rows over every slot.
+    from simcomm.engine.fluid.prune import KeptRouteMatrix, link_rank
+
+    caps, steps = case
+    caps = np.array(caps)
+    rank = link_rank(caps)
+    kept = KeptRouteMatrix()
+    routes: list = []
+    e_link = np.zeros(0, dtype=np.int64)
+    for added, how in steps:
+        if how == "compact":
+            routes = routes[::2]
+            e_link = np.array([x for r in routes for x in r], dtype=np.int64)
+        elif how == "other":
+            routes = []
+            e_link = np.zeros(0, dtype=np.int64)
+        elif how == "repeat" and routes:
+            added = routes[-len(added):]
+        prev = e_link
+        routes = routes + added
+        e_link = np.concatenate((prev, np.array([x for r in added for x in r], dtype=np.int64)))
+        e_len = np.array([len(r) for r in routes], dtype=np.int64)
+        got = kept.rows(caps, prev, e_link, e_len, rank)
+        want = route_matrix(caps, e_link, e_len, rank)
+        assert got.dtype == want.dtype and got.tolist() == want.tolist()

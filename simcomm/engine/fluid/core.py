@@ -35,7 +35,7 @@ import numpy as np
 
 from simcomm.engine.fluid.lone import LoneFlows
 from simcomm.engine.fluid.maxmin import RESOLVE_MARGIN, IncrementalSolve, maxmin_rates, maxmin_rates_global
-from simcomm.engine.fluid.prune import link_rank, route_matrix
+from simcomm.engine.fluid.prune import KeptRouteMatrix, link_rank
 from simcomm.engine.fluid.small import MAX_LIVE, SmallFlows
 
 __all__ = ["FluidCore", "IsolatedState", "run_isolated", "merge_usage", "TIME_TOL", "FORMS"]
@@ -112,6 +112,7 @@ class FluidCore(IncrementalSolve):
         self.link_load = np.zeros(n_links)                 # sum of rates of bandwidth-phase flows
         self.link_count = np.zeros(n_links, dtype=np.int64)  # bandwidth-phase flows per link
         self._rank: np.ndarray | None = None  # links by (capacity, id), for pruning (prune.link_rank)
+        self._pruned = KeptRouteMatrix()  # the route matrix's pair counts, kept from merge to merge
         # Link usage, recorded only when a family per link is given: blocks of samples
         # (times, bytes/s per family), see :func:`merge_usage`.
         self.family_of_link = None if family_of_link is None else np.asarray(family_of_link, dtype=np.int64)
@@ -393,6 +394,7 @@ class FluidCore(IncrementalSolve):
         }
         for name in self._FIELDS:  # (no copy into an empty core: the new arrays are fresh)
             setattr(self, name, np.concatenate((getattr(self, name), new[name])) if n0 else new[name])
+        prev = self.e_link
         self.e_link = np.concatenate((self.e_link, links)) if e0 else links
         self.n_live += total
         assert len(self.rem) == n0 + total
@@ -401,7 +403,7 @@ class FluidCore(IncrementalSolve):
             # survives flows leaving, so it stays valid until the next merge.
             if self._rank is None:
                 self._rank = link_rank(self.capacity)
-            self.rows = route_matrix(self.capacity, self.e_link, self.e_len, self._rank)
+            self.rows = self._pruned.rows(self.capacity, prev, self.e_link, self.e_len, self._rank)
             # Links kept or dropped may differ from before: rebuild the per-link state on the new rows.
             on = self.rows[self.phase == BANDWIDTH]
             n_ext, width = len(self.link_load), self.rows.shape[1]

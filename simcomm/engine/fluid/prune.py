@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["route_matrix", "link_rank"]
+__all__ = ["route_matrix", "link_rank", "KeptRouteMatrix"]
 
 
 def link_rank(capacity: np.ndarray) -> np.ndarray:
@@ -61,19 +61,31 @@ def route_matrix(capacity: np.ndarray, e_link: np.ndarray, e_len: np.ndarray,
             return np.array([[min(route, key=rank.__getitem__)]], dtype=np.int64)
     owner = np.repeat(np.arange(n), e_len)
     count = np.bincount(e_link, minlength=n_links)
+    codes = _pair_codes(e_link, e_len, owner, rank, n_links)
+    dominated = np.zeros(n_links, dtype=bool)
+    if len(codes):
+        pairs, together = np.unique(codes, return_counts=True)
+        x = pairs // n_links
+        dominated[x[together == count[x]]] = True
+    return _rows(e_link, owner, n, n_links, dominated)
+
+
+def _pair_codes(e_link: np.ndarray, e_len: np.ndarray, owner: np.ndarray, rank: np.ndarray,
+                n_links: int) -> np.ndarray:
+    """``x * n_links + y`` for every two distinct links x, y of one route where y ranks lower (a multiset)."""
     codes = []
-    for d in range(1, int(e_len.max())):
+    for d in range(1, int(e_len.max()) if len(e_len) else 0):
         same = owner[d:] == owner[:-d]
         a, b = e_link[:-d][same], e_link[d:][same]
         a, b = a[a != b], b[a != b]  # a route crossing a link twice must not dominate it by itself
         lo = rank[b] < rank[a]
         # Pair (x, y): x is crossed together with the lower-ranked y.
         codes.append(np.where(lo, a, b) * n_links + np.where(lo, b, a))
-    dominated = np.zeros(n_links, dtype=bool)
-    if codes:
-        pairs, together = np.unique(np.concatenate(codes), return_counts=True)
-        x = pairs // n_links
-        dominated[x[together == count[x]]] = True
+    return np.concatenate(codes) if codes else np.zeros(0, dtype=np.int64)
+
+
+def _rows(e_link: np.ndarray, owner: np.ndarray, n: int, n_links: int, dominated: np.ndarray) -> np.ndarray:
+    """The routes' links that are not ``dominated``, one row per flow, padded with ``n_links``."""
     keep = ~dominated[e_link]
     kept_len = np.bincount(owner[keep], minlength=n)
     width = max(int(kept_len.max()), 1)
@@ -82,3 +94,76 @@ def route_matrix(capacity: np.ndarray, e_link: np.ndarray, e_len: np.ndarray,
     col = np.arange(int(keep.sum())) - np.repeat(np.cumsum(kept_len) - kept_len, kept_len)
     rows[k_owner, col] = e_link[keep]
     return rows
+
+
+class KeptRouteMatrix:
+    """:func:`route_matrix` of a fluid core's slots, its pair counts kept from one merge to the next.
+
+    A merge appends flows to the core's slots and :func:`route_matrix` was computed anew over every slot, those
+    finished but not yet compacted away too (2-3 times the live flows in a gossip run): its sort of every pair
+    of links crossed together was a fifth of ``sgp``'s runs at 256-1 024 nodes.  Which links are dominated
+    depends on the multiset of those pairs and on the crossings per link, both sums over the slots, so the
+    counts of the slots already covered are kept and the new flows' added (their pairs alone sorted, then
+    merged with the kept distinct pairs); the dominated links, and so the rows, are the same arrays
+    :func:`route_matrix` gives over every slot.  The cover is known by the identity of the concatenated
+    routes it was computed on (``FluidCore.e_link``: a new array at every merge, compaction or change of form,
+    never written in place); any other array starts the counts afresh.
+    """
+
+    def __init__(self) -> None:
+        self._links: np.ndarray | None = None  # the concatenated routes the counts cover
+        self._n = 0  # slots covered
+        self._count: np.ndarray | None = None  # crossings per link
+        self._pairs = np.zeros(0, dtype=np.int64)  # distinct pair codes (_pair_codes), increasing
+        self._together = np.zeros(0, dtype=np.int64)  # how often each was counted
+        self._dominated: np.ndarray | None = None  # the links dominated over the covered slots
+        self._rows = np.zeros((0, 1), dtype=np.int64)  # their route matrix (not written to by the core)
+
+    def rows(self, capacity: np.ndarray, prev: np.ndarray, e_link: np.ndarray, e_len: np.ndarray,
+             rank: np.ndarray) -> np.ndarray:
+        """:func:`route_matrix` of ``(capacity, e_link, e_len, rank)``, where ``prev`` is the core's
+        concatenated routes before the merge (``e_link`` starts with them)."""
+        n_links, n = len(capacity), len(e_len)
+        if n <= 1 or len(e_link) == 0:
+            self._links = None
+            return route_matrix(capacity, e_link, e_len, rank)
+        if prev is not self._links or self._count is None:  # not the cover kept: every slot is new
+            prev_n, prev_e = 0, 0
+            self._count = np.zeros(n_links, dtype=np.int64)
+            self._pairs = self._together = np.zeros(0, dtype=np.int64)
+        else:
+            prev_n, prev_e = self._n, len(prev)
+        new_links, new_len = e_link[prev_e:], e_len[prev_n:]
+        old_count = self._count
+        self._count = old_count + np.bincount(new_links, minlength=n_links)
+        codes = _pair_codes(new_links, new_len, np.repeat(np.arange(n - prev_n), new_len), rank, n_links)
+        if len(codes):
+            pairs, together = np.unique(codes, return_counts=True)
+            if len(self._pairs):  # two increasing runs: a stable sort merges them, equal codes' counts summed
+                both = np.concatenate((self._pairs, pairs))
+                order = np.argsort(both, kind="stable")
+                both, counts = both[order], np.concatenate((self._together, together))[order]
+                first = np.empty(len(both), dtype=bool)
+                first[0] = True
+                np.not_equal(both[1:], both[:-1], out=first[1:])
+                pairs, together = both[first], np.add.reduceat(counts, np.flatnonzero(first))
+            self._pairs, self._together = pairs, together
+        self._links, self._n = e_link, n
+        dominated = np.zeros(n_links, dtype=bool)
+        if len(self._pairs):
+            x = self._pairs // n_links
+            dominated[x[self._together == self._count[x]]] = True
+        last, self._dominated = self._dominated, dominated
+        if prev_n and last is not None and not ((dominated != last) & (old_count > 0)).any():
+            # no link of the covered slots changed: their rows stand, the new slots' rows go below them (each
+            # block padded to the wider of the two, as one matrix over every slot is padded)
+            below = _rows(new_links, np.repeat(np.arange(n - prev_n), new_len), n - prev_n, n_links, dominated)
+            above = self._rows
+            width = max(above.shape[1], below.shape[1])
+            rows = np.full((n, width), n_links, dtype=np.int64)
+            rows[:prev_n, :above.shape[1]] = above
+            rows[prev_n:, :below.shape[1]] = below
+        else:
+            rows = _rows(e_link, np.repeat(np.arange(n), e_len), n, n_links, dominated)
+        self._rows = rows
+        return rows
