@@ -134,8 +134,9 @@ class KeptRouteMatrix:
         else:
             prev_n, prev_e = self._n, len(prev)
         new_links, new_len = e_link[prev_e:], e_len[prev_n:]
-        old_count = self._count
-        self._count = old_count + np.bincount(new_links, minlength=n_links)
+        touched, added = np.unique(new_links, return_counts=True)  # the links of the new flows (the only ones
+        before = self._count[touched]  # whose crossings or pairs change), and their crossings before
+        self._count[touched] += added
         codes = _pair_codes(new_links, new_len, np.repeat(np.arange(n - prev_n), new_len), rank, n_links)
         if len(codes):
             pairs, together = np.unique(codes, return_counts=True)
@@ -149,14 +150,29 @@ class KeptRouteMatrix:
                 pairs, together = both[first], np.add.reduceat(counts, np.flatnonzero(first))
             self._pairs, self._together = pairs, together
         self._links, self._n = e_link, n
-        dominated = np.zeros(n_links, dtype=bool)
-        if len(self._pairs):
-            x = self._pairs // n_links
-            dominated[x[self._together == self._count[x]]] = True
-        last, self._dominated = self._dominated, dominated
-        if prev_n and last is not None and not ((dominated != last) & (old_count > 0)).any():
-            # no link of the covered slots changed: their rows stand, the new slots' rows go below them (each
-            # block padded to the wider of the two, as one matrix over every slot is padded)
+        last = self._dominated
+        if prev_n and last is not None:
+            # only a link of the new flows can change (a pair (x, y) counted anew has x on a new route): each one's
+            # pairs (x, y), a range of the increasing codes, are tested again, every other link's verdict kept
+            dominated = last.copy()
+            lo = np.searchsorted(self._pairs, touched * n_links)
+            span = np.searchsorted(self._pairs, (touched + 1) * n_links) - lo
+            at = np.arange(int(span.sum())) + np.repeat(lo - (np.cumsum(span) - span), span)
+            hit = self._together[at] == np.repeat(self._count[touched], span)
+            dominated[touched] = np.bincount(np.repeat(np.arange(len(touched)), span)[hit],
+                                             minlength=len(touched)) > 0
+            # no link of the covered slots changed: their rows stand
+            stand = not ((dominated[touched] != last[touched]) & (before > 0)).any()
+        else:
+            dominated = np.zeros(n_links, dtype=bool)
+            if len(self._pairs):
+                x = self._pairs // n_links
+                dominated[x[self._together == self._count[x]]] = True
+            stand = False
+        self._dominated = dominated
+        if stand:
+            # the new slots' rows go below the covered ones' (each block padded to the wider of the two, as one
+            # matrix over every slot is padded)
             below = _rows(new_links, np.repeat(np.arange(n - prev_n), new_len), n - prev_n, n_links, dominated)
             above = self._rows
             width = max(above.shape[1], below.shape[1])
