@@ -70,7 +70,8 @@ class CollectiveRuntime(Protocol):
     def name(self) -> str: ...
 
     def placement(self, op: Any, topology: Any, ppn: int | None) -> Hashable:
-        """What the op's schedule depends on beyond its kind, algorithm, size, group size and root."""
+        """What the op's schedule depends on beyond its kind, algorithm, size, group size and root: a function of
+        the op's ranks, ``topology`` and ``ppn`` alone (the engine asks once per group in a run)."""
         ...
 
     def prepare(self, op: Any, topology: Any, ppn: int | None) -> Prepared:

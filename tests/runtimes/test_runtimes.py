@@ -119,6 +119,38 @@ def test_the_engine_needs_only_the_protocol(fidelity, want):
     assert tl.meta["algorithms"] == [("allreduce", "auto", "one message", 2)]
 
 
+@dataclass(frozen=True)
+class CountedPlacement(OneMessage):
+    """OneMessage, counting its placement calls by group."""
+
+    asked: list = None  # type: ignore[assignment]
+
+    def placement(self, op, topology, ppn):
+        self.asked.append(op.ranks)
+        return op.ranks[:2]
+
+    def __hash__(self):
+        return hash(self.closed)
+
+
+@pytest.mark.parametrize("fidelity", ["flow", "analytic"])
+def test_placement_is_asked_once_per_group(fidelity):
+    """The engine asks a runtime's placement once per group in a run (a function of the group's ranks, the topology
+    and ppn): three collectives of one group and two of another, two sizes, are two placements and three
+    preparations, each op priced as when asked op by op."""
+    rt = CountedPlacement(calls=[], asked=[])
+    b = PlanBuilder(4)
+    for nbytes in (1e6, 1e6, 2e6):
+        b.collective("allreduce", (0, 1), nbytes)
+    for nbytes in (1e6, 1e6):
+        b.collective("allreduce", (2, 3), nbytes)
+    tl = engine.simulate(b.build(), full_mesh(4, LINK), fidelity=fidelity, options=EngineOptions(runtime=rt))
+    assert rt.asked == [(0, 1), (2, 3)]
+    assert rt.calls == [0, 2, 3]  # (0, 1) at 1e6 and 2e6, (2, 3) at 1e6
+    if fidelity == "analytic":  # closed forms: 0.5 s per op, one stream per group
+        assert tl.end.tolist() == [0.5, 1.0, 1.5, 0.5, 1.0]
+
+
 def test_a_runtime_without_the_protocol_is_one_error_line():
     with pytest.raises(ConfigError, match="^runtime: .* must be a runtime"):
         EngineOptions(runtime="nccl")

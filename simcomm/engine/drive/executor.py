@@ -196,6 +196,10 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     # with the topology for the next run (a strategy's flow run, then its analytic estimate; plans
     # with thousands of 2-rank all-reduces), within a budget of transfers (memory): _Kept.offer.
     kept = _KEPT.setdefault(topology, _Kept()) if paths.keep else _Kept()
+    # the runtime's placement of each group, asked once per group (CollectiveRuntime.placement: a function of the
+    # group's ranks, the topology and ppn; hierarchical-crossover-sgd at 16 384 GPUs runs ~39 000 collectives of
+    # 2 049 groups)
+    where_of: dict = {}
     for op in ops:
         if isinstance(op, Collective):
             if runtime is None:
@@ -203,7 +207,9 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
                                   "no runtime to run them; hand the engine the stack's: "
                                   "EngineOptions(runtime=simcomm.runtimes.get_runtime(name))")
             # What else the runtime's schedule depends on: where the members sit (NCCL), ranks per machine (MPI).
-            where = runtime.placement(op, topology, ctx.ppn)
+            where = where_of.get(op.ranks, where_of)
+            if where is where_of:
+                where = where_of[op.ranks] = runtime.placement(op, topology, ctx.ppn)
             if not paths.shapes:  # the reference: every group prepared on its own
                 where = (where, op.ranks)
             key = (op.kind, op.algorithm, len(op.ranks), op.nbytes, op.root, where)
