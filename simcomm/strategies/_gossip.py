@@ -136,7 +136,12 @@ def select_sources(n_ranks: int, seed: int, iteration: int, segment: int) -> np.
     if n_ranks < 2:
         raise NotApplicable("fair peer selection needs at least 2 ranks")
     rng = np.random.default_rng([int(seed), int(iteration), int(segment)])
-    u = rng.random(n_ranks).tolist()  # (Python floats: the same values, read faster than numpy scalars)
+    u = rng.random(n_ranks)
+    # at step i the pool holds n_ranks - i ranks: both picks a step may make, for every step at once (a float
+    # times an integer, truncated: the floats and ints of int(u[i] * len(pool)) one step at a time)
+    size = np.arange(n_ranks, 0, -1, dtype=np.int64)
+    without_self = (u * (size - 1)).astype(np.int64).tolist()  # uniform over the pool without i itself
+    any_left = (u * size).astype(np.int64).tolist()  # uniform over the pool
     pool = list(range(n_ranks))  # ranks nobody has chosen yet
     pos = list(range(n_ranks))  # pos[x] = index of x in pool, -1 once chosen
     sel = [0] * n_ranks
@@ -144,11 +149,11 @@ def select_sources(n_ranks: int, seed: int, iteration: int, segment: int) -> np.
         if i == n_ranks - 2 and pos[n_ranks - 1] >= 0:
             k = pos[n_ranks - 1]  # the forced choice of select_layer
         elif pos[i] >= 0:  # uniform over the pool without i itself
-            k = int(u[i] * (len(pool) - 1))
+            k = without_self[i]
             if k >= pos[i]:
                 k += 1
         else:
-            k = int(u[i] * len(pool))
+            k = any_left[i]
         pick = pool[k]
         last = pool[-1]
         pool[k] = last

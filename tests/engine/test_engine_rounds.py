@@ -191,3 +191,47 @@ def test_the_one_pass_routes_the_flow_runs_batch_of_pairs_once():
     ref = simulate(plan, two_level(64, 8, inter="fat-tree"), runtime=MPICH, fidelity="analytic", link_bytes=False,
                    reference={"rounds"})
     assert np.asarray(fast.end).tobytes() == np.asarray(ref.end).tobytes() and flow.makespan > 0
+
+
+def _drain(core):
+    """Every (batch id, finish time) of ``core`` settled event by event until it is idle."""
+    out, now = [], 0.0
+    while not core.empty:
+        done, now = core.settle_next(now)
+        out += [(b, float(f[0])) for b, f in done]
+        if now == np.inf:
+            break
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, TOPO.n_ranks - 1), st.integers(1, TOPO.n_ranks - 1),
+                          st.floats(1.0, 5e4), st.sampled_from([0.0, 1e-6, 3e-6])), min_size=1, max_size=60),
+       st.integers(0, 3), st.sampled_from([2, 16]))
+def test_a_round_queued_as_one_block_is_its_messages_one_by_one(msgs, singles, max_live):
+    """FluidCore.add_messages queues a round of more than ``max_live`` messages as one block: the same batches,
+    finish times and bytes left as add_message of each in turn, alone or beside single messages queued with it."""
+    from simcomm.engine.fluid.core import FluidCore
+
+    routes = [tuple(TOPO.route(a, (a + d) % TOPO.n_ranks)) for a, d, _, _ in msgs]
+    sizes, starts = [m[2] for m in msgs], [m[3] for m in msgs]
+    block, one = FluidCore(TOPO.capacity, max_live=max_live), FluidCore(TOPO.capacity, max_live=max_live)
+    for core in (block, one):  # single messages queued before the round (a mixed queue)
+        for k in range(singles):
+            core.add_message(1e3 * (k + 1), 0.0, routes[0])
+    first = block.add_messages(sizes, starts, routes)
+    assert first == one.add_message(sizes[0], starts[0], routes[0])
+    for nb, tb, route in zip(sizes[1:], starts[1:], routes[1:], strict=True):
+        one.add_message(nb, tb, route)
+    assert [block.bytes_left(first + i, 0, 0.0) for i in range(len(msgs))] == sizes
+    assert block.bytes_left(first, 1, 0.0) == 0.0
+    assert _drain(block) == _drain(one)
+
+
+def test_a_block_of_mismatched_lists_is_refused():
+    from simcomm.engine.fluid.core import FluidCore
+
+    core = FluidCore(TOPO.capacity, max_live=2)
+    route = tuple(TOPO.route(0, 1))
+    with pytest.raises(ValueError, match="differ in length"):
+        core.add_messages([1.0, 2.0, 3.0], [0.0, 0.0], [route] * 3)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -226,6 +227,34 @@ def test_select_sources_forced_choice_and_inverse(n, seed, it, seg):
         assert sel[n - 2] == n - 1                 # select_layer's forced choice at i = G-2
     dest = fair_peer_table(n, seed, it, seg).tolist()
     assert all(dest[sel[i]] == i for i in range(n))   # r sends to sel.index(r)
+
+
+def _select_layer_step_by_step(n, seed, it, seg):
+    """select_layer as the seed code walks it: at source i, a uniform pick among the ranks nobody has chosen yet
+    (never i itself), G-1 forced at i = G-2 while free; the pick's index is int(u * pool size) of one draw."""
+    u = np.random.default_rng([seed, it, seg]).random(n).tolist()
+    pool, sel = list(range(n)), []
+    for i in range(n):
+        if i == n - 2 and n - 1 in pool:
+            pick = n - 1
+        elif i in pool:
+            k = int(u[i] * (len(pool) - 1))
+            k += k >= pool.index(i)
+            pick = pool[k]
+        else:
+            pick = pool[int(u[i] * len(pool))]
+        # select_sources keeps the pool by swapping the last into the chosen place: the same order here
+        at = pool.index(pick)
+        pool[at] = pool[-1]
+        pool.pop()
+        sel.append(pick)
+    return sel
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 300), st.integers(0, 10_000), st.integers(0, 50), st.integers(0, 30))
+def test_select_sources_is_select_layer_step_by_step(n, seed, it, seg):
+    assert select_sources(n, seed, it, seg).tolist() == _select_layer_step_by_step(n, seed, it, seg)
 
 
 def test_select_sources_distribution_for_four_ranks():

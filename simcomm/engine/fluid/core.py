@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from itertools import chain
+from typing import NamedTuple
 
 import numpy as np
 
@@ -57,6 +58,32 @@ _REFRESH = 64
 _EMPTY_F = np.zeros(0)
 _EMPTY_I = np.zeros(0, dtype=np.int64)
 _NAN1 = np.full(1, np.nan)
+
+
+class _MessageBlock(NamedTuple):
+    """A round of messages queued by :meth:`FluidCore.add_messages` as one entry: batches ``first``, ``first + 1``,
+    ... of one flow each (``nbytes[i]`` over ``routes[i]``, bandwidth phase from ``t_bw[i]``).  ``[1]`` is a list
+    of one entry per flow, as a batch's flow indices are (what counts the queued flows reads)."""
+
+    first: int
+    nbytes: list
+    t_bw: list
+    routes: list
+
+
+def _blocks_split(parts: list) -> list:
+    """``parts`` with each :class:`_MessageBlock` as its one-message entries (:meth:`FluidCore.add_message`'s
+    form), in order; a lone block is kept as it is (``_merge`` reads it directly)."""
+    if len(parts) == 1:
+        return parts
+    out: list = []
+    for p in parts:
+        if type(p) is _MessageBlock:
+            out.extend((bid, (0,), (nb,), (tb,), (len(route),), route) for bid, nb, tb, route in
+                       zip(range(p.first, p.first + len(p.routes)), p.nbytes, p.t_bw, p.routes, strict=True))
+        else:
+            out.append(p)
+    return out
 
 
 def _unique_inverse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -218,6 +245,15 @@ class FluidCore(IncrementalSolve):
         first = self._next_id
         self._next_id = first + len(routes)
         finish, left, append, nan = self._finish, self._left, self._pending.append, math.nan
+        if len(routes) > self.max_live:
+            # more than the scalar forms ever hold: one queued block (_MessageBlock), which only _merge's
+            # arrays read (a round of 16 384 messages makes no 16 384 queued tuples)
+            if len(nbytes) != len(routes) or len(t_bw) != len(routes):
+                raise ValueError("add_messages: nbytes, t_bw and routes differ in length")
+            finish.update(zip(range(first, self._next_id), ([nan] for _ in routes), strict=True))  # type: ignore[misc]
+            left.update(dict.fromkeys(range(first, self._next_id), 1))
+            append(_MessageBlock(first, nbytes, t_bw, routes))
+            return first
         for bid, nb, tb, route in zip(range(first, self._next_id), nbytes, t_bw, routes, strict=True):
             finish[bid] = [nan]  # type: ignore[assignment]  # (read as fin[0], as an array would be)
             left[bid] = 1
@@ -238,7 +274,8 @@ class FluidCore(IncrementalSolve):
         if sm is not None and sm.__class__ is LoneFlows and sm.lean and not self._born_done \
                 and self.family_of_link is None:
             pend = self._pending
-            if not pend or (len(pend) == 1 and type(pend[0][5]) is tuple and self.n_live < self.max_live):
+            if not pend or (len(pend) == 1 and len(pend[0]) == 6 and type(pend[0][5]) is tuple
+                            and self.n_live < self.max_live):
                 if now.__class__ is not float:
                     now = float(now)
                 # settle's tolerance (TIME_TOL * max(|now|, 1e-300)), without the calls when now > 1e-300
@@ -368,7 +405,19 @@ class FluidCore(IncrementalSolve):
                 self._from_small()  # too many flows, or a route that crosses a link twice
         parts, self._pending = self._pending, []
         n0, e0 = len(self.rem), len(self.e_link)
-        if all(type(p[5]) is tuple for p in parts):
+        if any(type(p) is _MessageBlock for p in parts):
+            parts = _blocks_split(parts)
+        if len(parts) == 1 and type(parts[0]) is _MessageBlock:
+            # one round of messages (add_messages): the block's lists as arrays, the same values as the
+            # one-message parts below make
+            block = parts[0]
+            lens = np.fromiter(map(len, block.routes), dtype=np.int64, count=len(block.routes))
+            t_bw = np.array(block.t_bw, dtype=float)
+            rem = np.array(block.nbytes, dtype=float)
+            batch = np.arange(block.first, block.first + len(block.routes), dtype=np.int64)
+            index = np.zeros(len(block.routes), dtype=np.int64)
+            links = np.fromiter(chain.from_iterable(block.routes), dtype=np.int64, count=int(lens.sum()))
+        elif all(type(p[5]) is tuple for p in parts):
             # messages alone (add_message: one flow each, Python scalars): one array per field, not one per
             # message and field (crossover-sgd at 16 384 GPUs merges 16 384 at once); the same values
             lens = np.array([len(p[5]) for p in parts], dtype=np.int64)
@@ -554,6 +603,10 @@ class FluidCore(IncrementalSolve):
     def bytes_left(self, bid: int, index: int, at: float) -> float:
         """Bytes flow ``index`` of batch ``bid`` still has to send at ``at`` (0 once finished)."""
         for p in self._pending:  # queued, not merged yet: nothing sent
+            if type(p) is _MessageBlock:
+                if p.first <= bid < p.first + len(p.routes):
+                    return float(p.nbytes[bid - p.first]) if index == 0 else 0.0
+                continue
             if p[0] == bid:
                 hit = np.flatnonzero(np.asarray(p[1]) == index)
                 return float(np.asarray(p[2])[hit[0]]) if hit.size else 0.0
