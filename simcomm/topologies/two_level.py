@@ -73,6 +73,7 @@ from simcomm.topologies.planes import add_planes
 from simcomm.topologies.rail import add_rail
 from simcomm.topologies.star import add_star
 from simcomm.topologies.torus import add_torus
+from simcomm.topologies.two_level_links import links_many as links_from_tables
 
 __all__ = ["two_level", "FABRICS", "INTRA", "INTER", "DEFAULT_INTRA_LINK", "HostPath"]
 
@@ -225,9 +226,7 @@ class TwoLevelRouter:
     def links_many(self, topo, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         """The directed link ids of :meth:`paths_many`'s routes as ``(route_len, links)`` (see Router), from
         per-rank and per-fabric-link tables (:mod:`simcomm.topologies.two_level_links`), or None."""
-        from simcomm.topologies.two_level_links import links_many
-
-        return links_many(self, topo, a, b)
+        return links_from_tables(self, topo, a, b)
 
     def pair_counts(self, topo, rows: np.ndarray) -> np.ndarray | None:
         """Links crossed by every pair within each row, counted by classes (:mod:`simcomm.topologies.pair_counts`)."""
