@@ -134,13 +134,13 @@ def message_routes(keys: list, topology: Topology, fam_of_link: np.ndarray, n_fa
     pairs = np.fromiter(chain.from_iterable(keys), dtype=np.int64, count=2 * len(keys)).reshape(-1, 2)  # (np.array's ints)
     lens, flat = topology.routes(pairs[:, 0], pairs[:, 1])
     starts = np.cumsum(lens) - lens
-    flat_list = flat.tolist()
-    routes = [tuple(flat_list[lo:hi]) for lo, hi in zip(starts.tolist(), (starts + lens).tolist(), strict=True)]
     out: dict = {}
     for length in np.unique(lens).tolist():
         idx = np.flatnonzero(lens == length)
         links = flat[starts[idx, None] + np.arange(length)]  # the routes of this length as rows (C order)
         latency = topology.latency[links].sum(axis=1).tolist()
+        # each route as a tuple of ints, zipped from the columns (no list per route: 3 x 10^5 of them)
+        routes = zip(*links.T.tolist(), strict=True) if length else [()] * len(idx)
         fams = fam_of_link[links]
         counts = np.stack([(fams == f).sum(axis=1) for f in range(n_fam)], axis=1) if n_fam \
             else np.zeros((len(idx), 0), dtype=np.int64)
@@ -149,8 +149,7 @@ def message_routes(keys: list, topology: Topology, fam_of_link: np.ndarray, n_fa
         codes = counts @ (length + 1) ** np.arange(n_fam, dtype=np.int64)
         _, first, which = np.unique(codes, return_index=True, return_inverse=True)
         lists = [[(f, x) for f, x in enumerate(row) if x != 0.0] for row in counts[first].astype(float).tolist()]
-        pick = idx.tolist()
-        fam = [lists[k] for k in which.reshape(-1).tolist()]
-        out.update(zip([keys[i] for i in pick],
-                       zip(latency, [routes[i] for i in pick], fam, links, strict=True), strict=True))
+        fam = map(lists.__getitem__, which.reshape(-1).tolist())
+        out.update(zip(map(keys.__getitem__, idx.tolist()), zip(latency, routes, fam, list(links), strict=True),
+                       strict=True))
     return out

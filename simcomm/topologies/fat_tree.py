@@ -112,7 +112,6 @@ class FatTreeFabric:
         out[far, 5], out[far, 6] = edge[ej[far]], host[j[far]]
         return out
 
-
     def links_many(self, i: np.ndarray, j: np.ndarray, key: np.ndarray) -> np.ndarray:
         """The directed link ids of :meth:`path` of many host pairs, as rows padded with -1 (``i != j``).
 
@@ -141,6 +140,18 @@ class FatTreeFabric:
             out[far, 4] = 2 * (n + ej[far] * h + a[far]) + 1
             out[far, 5] = 2 * j[far] + 1
         return out
+
+    def edge_ends(self) -> tuple[list, list]:
+        """The two ends of each edge :meth:`links_many` numbers (edge ``e``: ids ``2e`` one way, ``2e+1`` back),
+        in :func:`_wiring`'s order; a two-level cluster maps them to its own graph's link ids."""
+        h, n_edge = self.half, len(self.edge)
+        us = list(self.hosts) + [self.edge[e] for e in range(n_edge) for _ in range(h)]
+        vs = [self.edge[x // h] for x in range(len(self.hosts))]
+        vs += [self.agg[(e // h) * h + a if self.levels == 3 else a] for e in range(n_edge) for a in range(h)]
+        if self.levels == 3:
+            us += [self.agg[g] for g in range(len(self.agg)) for _ in range(h)]
+            vs += [self.core[(g % h) * h + c] for g in range(len(self.agg)) for c in range(h)]
+        return us, vs
 
     def pair_counts(self, topo, hosts: np.ndarray, cls: np.ndarray) -> np.ndarray | None:
         """Links crossed by the pairs of each row of ``hosts`` of different ``cls``, counted by classes

@@ -34,6 +34,7 @@ class PlanesFabric:
         self.max_nodes = max(f.max_nodes for f in fabrics) if all(hasattr(f, "max_nodes") for f in fabrics) \
             else 0
         self._idx_cache: tuple | None = None
+        self._first_edge: list[int] | None = None  # (links_many) the first edge of each plane in edge_ends
 
     def path(self, i: int, j: int, key: int) -> list:
         p = int(self.plane_of[i])
@@ -55,6 +56,38 @@ class PlanesFabric:
             if sel.size:
                 sub = fab.paths_many(self.local_of[i[sel]], self.local_of[j[sel]], key[sel], self._idx_cache[1][p])
                 out[sel, :sub.shape[1]] = sub
+        return out
+
+
+    def edge_ends(self) -> tuple[list, list] | None:
+        """The two ends of each edge :meth:`links_many` numbers: every plane's edges in plane order (each as its
+        fabric numbers them, renamed), or None when a plane's fabric does not number its links."""
+        us: list = []
+        vs: list = []
+        for fab, ren in zip(self.fabrics, self.renames, strict=True):
+            ends = getattr(fab, "edge_ends", None)
+            if ends is None or getattr(fab, "links_many", None) is None:
+                return None
+            u, v = ends()
+            us += [ren.get(x, x) for x in u]
+            vs += [ren.get(x, x) for x in v]
+        return us, vs
+
+    def links_many(self, i: np.ndarray, j: np.ndarray, key: np.ndarray) -> np.ndarray:
+        """The directed link ids of :meth:`path` of many host pairs on one plane each (``i != j``), as rows
+        padded with -1: each plane's own ids, moved past the planes before it (:meth:`edge_ends`)."""
+        if self._first_edge is None:  # (each plane's edges counted once)
+            self._first_edge = np.cumsum([0] + [len(f.edge_ends()[0]) for f in self.fabrics]).tolist()
+        parts = []
+        plane = self.plane_of[i]
+        for p, fab in enumerate(self.fabrics):
+            sel = np.flatnonzero(plane == p)
+            if sel.size:
+                sub = fab.links_many(self.local_of[i[sel]], self.local_of[j[sel]], key[sel])
+                parts.append((sel, np.where(sub >= 0, sub + 2 * self._first_edge[p], -1)))
+        out = np.full((len(i), max((sub.shape[1] for _, sub in parts), default=0)), -1, dtype=np.int64)
+        for sel, sub in parts:
+            out[sel, :sub.shape[1]] = sub
         return out
 
 

@@ -66,6 +66,26 @@ class RailFabric:
         out[far, 3], out[far, 4] = leaf[lj[far]], host[j[far]]
         return out
 
+    def links_many(self, i: np.ndarray, j: np.ndarray, key: np.ndarray) -> np.ndarray:
+        """The directed link ids of :meth:`path` of many host pairs (``i != j``) as rows padded with -1, in
+        :meth:`edge_ends`' numbering: host ``x``'s link is edge ``x`` (up: ``2x``), leaf ``l``'s link to spine
+        ``s`` is edge ``n + l*S + s`` (up: even)."""
+        n, n_spines = len(self.hosts), len(self.spines)
+        li, lj = self._leaf(i), self._leaf(j)
+        near = li == lj
+        s = self._spine(j, key)  # (whole columns and np.where: cheaper than masked assignments)
+        down = 2 * j + 1
+        return np.stack([2 * i, np.where(near, down, 2 * (n + li * n_spines + s)),
+                         np.where(near, -1, 2 * (n + lj * n_spines + s) + 1), np.where(near, -1, down)], axis=1)
+
+    def edge_ends(self) -> tuple[list, list]:
+        """The two ends of each edge :meth:`links_many` numbers (edge ``e``: ids ``2e`` one way, ``2e+1`` back):
+        each host's link to its leaf, then every leaf's link to every spine (none with a single leaf)."""
+        us = list(self.hosts) + ([lf for lf in self.leaves for _ in self.spines] if len(self.leaves) > 1 else [])
+        vs = [self.leaves[self._leaf(x)] for x in range(len(self.hosts))]
+        vs += list(self.spines) * len(self.leaves) if len(self.leaves) > 1 else []
+        return us, vs
+
     def pair_counts(self, topo, hosts: np.ndarray, cls: np.ndarray) -> np.ndarray | None:
         """Links crossed by the pairs of each row of ``hosts`` of different ``cls``, counted by classes
         (destination routing; None under ECMP): :func:`simcomm.topologies.pair_counts.rail_counts`."""

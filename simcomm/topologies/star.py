@@ -32,6 +32,15 @@ class StarFabric:
         host = np.array([idx[n] for n in self.hosts], dtype=np.int64)
         return np.stack([host[i], np.full(len(i), idx[self.switch], dtype=np.int64), host[j]], axis=1)
 
+    def links_many(self, i: np.ndarray, j: np.ndarray, key: np.ndarray) -> np.ndarray:
+        """The directed link ids of :meth:`path` of many host pairs as rows: host ``x``'s link is edge ``x``
+        (:meth:`edge_ends`), ``2x`` towards the switch."""
+        return np.stack([2 * i, 2 * j + 1], axis=1)
+
+    def edge_ends(self) -> tuple[list, list]:
+        """The two ends of each edge :meth:`links_many` numbers: every host's link to the switch."""
+        return list(self.hosts), [self.switch] * len(self.hosts)
+
     def pair_counts(self, topo, hosts: np.ndarray, cls: np.ndarray) -> np.ndarray:
         """Links crossed by the pairs of each row of ``hosts`` of different ``cls``, counted by classes:
         :func:`simcomm.topologies.pair_counts.star_counts`."""

@@ -73,6 +73,7 @@ from simcomm.topologies.planes import add_planes
 from simcomm.topologies.rail import add_rail
 from simcomm.topologies.star import add_star
 from simcomm.topologies.torus import add_torus
+from simcomm.topologies.two_level_links import links_many as links_from_tables
 
 __all__ = ["two_level", "FABRICS", "INTRA", "INTER", "DEFAULT_INTRA_LINK", "HostPath"]
 
@@ -175,11 +176,7 @@ class TwoLevelRouter:
         if far.size:
             af, bf = a[far], b[far]
             nic_of = np.asarray(self.nic_of, dtype=np.int64)
-            r = af.copy()
-            if self.relay is not None:
-                cross = nic_of[af] % self.planes != nic_of[bf] % self.planes
-                mach = np.asarray(self.machine, dtype=np.int64)
-                r[cross] = self.relay[mach[af[cross]], nic_of[bf[cross]] % self.relay.shape[1]]
+            r = self.senders(af, bf, nic_of)
             port = self._port_arr(idx)
             head = np.full((len(af), 1 if port is None else 2), -1, dtype=np.int64)
             head[:, 0] = rank[af]
@@ -216,6 +213,20 @@ class TwoLevelRouter:
         for sel, rows in parts:
             out[sel, :rows.shape[1]] = rows
         return out
+
+    def senders(self, a: np.ndarray, b: np.ndarray, nic_of: np.ndarray) -> np.ndarray:
+        """:meth:`_relay` of many pairs of ranks on different machines (``nic_of``: :attr:`nic_of` as an array)."""
+        r = a.copy()
+        if self.relay is not None:
+            cross = nic_of[a] % self.planes != nic_of[b] % self.planes
+            mach = np.asarray(self.machine, dtype=np.int64)
+            r[cross] = self.relay[mach[a[cross]], nic_of[b[cross]] % self.relay.shape[1]]
+        return r
+
+    def links_many(self, topo, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """The directed link ids of :meth:`paths_many`'s routes as ``(route_len, links)`` (see Router), from
+        per-rank and per-fabric-link tables (:mod:`simcomm.topologies.two_level_links`), or None."""
+        return links_from_tables(self, topo, a, b)
 
     def pair_counts(self, topo, rows: np.ndarray) -> np.ndarray | None:
         """Links crossed by every pair within each row, counted by classes (:mod:`simcomm.topologies.pair_counts`)."""

@@ -46,6 +46,20 @@ def test_message_routes_are_the_per_message_routes():
         assert links.tolist() == want.tolist()
 
 
+def test_message_routes_of_self_pairs_and_mixed_lengths_are_plain_tuples_in_length_order():
+    topo = preset("dgx-a100-hdr", nodes=4, gpus_per_node=8)
+    fam_of_link, n_fam = np.zeros(len(topo.capacity), dtype=np.int64), 1
+    keys = [(3, 3), (0, 9), (0, 1), (5, 5), (31, 2), (2, 31)]  # lengths 0, 6, 2, 0, 6, 6
+    got = message_routes(keys, topo, fam_of_link, n_fam)
+    assert list(got) == [(3, 3), (5, 5), (0, 1), (0, 9), (31, 2), (2, 31)]  # by length, then as given
+    for (a, c), (latency, route, fam, links) in got.items():
+        want = topo.route(a, c)
+        assert route == want and type(route) is tuple and all(type(x) is int for x in route)
+        assert links.dtype == np.int64 and links.tolist() == list(want)
+        assert latency == float(topo.latency[np.asarray(want, dtype=np.int64)].sum())
+        assert fam == ([(0, float(len(want)))] if want else [])
+
+
 def test_an_op_waiting_for_many_messages_times_as_on_simpys_queue():
     # the direct loop resumes a stream's scan of an op's deps where it stopped (as run()'s generator does)
     from simcomm import engine
