@@ -339,9 +339,14 @@ class FlowPricer(StepDerivation):
         batch's own event times; link ids enter only as set members.  So two such steps with the same bytes,
         latencies, route lengths, capacities (and link families, when usage is recorded) and reductions,
         position by position, run to the same floats on any links: one machine's step stands for the same
-        step on every alike machine.  Exact; the ``shapes`` reference runs each alone.
+        step on every alike machine.  A step of more than ``max_live`` flows has the key of
+        :meth:`_relabelled_key` instead.  Exact; the ``shapes`` reference runs each alone.
         """
-        if not self.shapes or self.form != "lean" or not 0 < len(routed) <= self.max_live:
+        if not self.shapes:
+            return None
+        if len(routed) > self.max_live:
+            return self._relabelled_key(routed)
+        if self.form != "lean" or not len(routed):
             return None
         links, lens = routed.links, routed.route_len
         if not lens.min() > 0 or len(np.unique(links)) != len(links):
@@ -349,6 +354,27 @@ class FlowPricer(StepDerivation):
         cap = self.net.core.capacity
         return (lens.tobytes(), cap[links].tobytes(), routed.nbytes.tobytes(), routed.latency.tobytes(),
                 None if self.fam is None else self.fam[links].tobytes(), routed.red_slot.tobytes(),
+                routed.red_seconds.tobytes())
+
+    def _relabelled_key(self, routed: RoutedStep) -> tuple | None:
+        """What an isolated run of ``routed`` depends on when it runs on the core's arrays: its flows with
+        each link relabelled by its rank among the links the step crosses, and those links' capacities in
+        id order (None when usage is recorded, or the core is the plain reference).
+
+        A run of more than ``max_live`` flows alone lives in the core's arrays from its one merge on, and there
+        a link id is only ever compared with another (the pruning's ranks by (capacity, id), its pair codes and
+        every ``np.unique``, all in id order; the padding link, ``len(capacity)``, above every one) or used to
+        look up its capacity or per-link sums (each added in entry order, whatever the id).  A relabelling
+        that keeps the crossed links' order and capacities therefore leaves every float of the run as it
+        was: two steps with one key run to the same floats on their own links (hierarchical-allreduce's 8
+        lanes' trees at 16 384 GPUs, two keys: ranks 0-3 and 4-7 of each machine).  Exact; the ``shapes``
+        reference runs each alone; tests/engine/test_engine_relabelled_runs.py runs relabelled steps.
+        """
+        if self.fam is not None or self.form not in ("lean", "scalar", "numpy"):
+            return None
+        uniq, code = np.unique(routed.links, return_inverse=True)
+        return ("relabelled", routed.route_len.tobytes(), code.tobytes(), self.net.core.capacity[uniq].tobytes(),
+                routed.nbytes.tobytes(), routed.latency.tobytes(), routed.red_slot.tobytes(),
                 routed.red_seconds.tobytes())
 
     def _replay(self, profile, t0: float, period: float, k: int, offset: float | None) -> None:
