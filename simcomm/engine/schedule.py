@@ -21,7 +21,8 @@ from simcomm.collectives.base import Algorithm, Step
 from simcomm.collectives.runtime import Prepared, takes_ppn
 from simcomm.topologies.base import Topology
 
-__all__ = ["Prepared", "takes_ppn", "algorithm_cost", "RoutedStep", "route_step", "step_routes", "message_routes"]
+__all__ = ["Prepared", "takes_ppn", "algorithm_cost", "RoutedStep", "route_step", "step_routes", "step_routes_many",
+           "message_routes"]
 
 
 def algorithm_cost(alg: Algorithm, p: int, nbytes: float, alpha: float, beta: float, gamma: float,
@@ -89,6 +90,50 @@ def step_routes(topology: Topology, group: np.ndarray, step: Step, cache: dict |
             arr.flags.writeable = False
         cache[key] = (latency, route_len, links, src, dst, none)
     return latency, route_len, links, src, dst, none
+
+
+#: :func:`step_routes_many` routes at most this many pairs per call: fewer than a batch that
+#: :meth:`Topology.routes` keeps (4 096 pairs or more), since a primed batch is never asked again and would
+#: push out one that is (hierarchical-allreduce's lanes' trees, asked once per bucket)
+PRIME_CHUNK = 2048
+
+
+def step_routes_many(topology: Topology, items: list, cache: dict) -> None:
+    """Put :func:`step_routes` of each ``(group, group key, step)`` of ``items`` into ``cache`` (each pattern once,
+    not yet in it), their pairs routed a chunk of :data:`PRIME_CHUNK` at a time instead of one call per pattern.
+
+    The same arrays as :func:`step_routes`: :meth:`Topology.routes` gives each pair the links ``route()`` does
+    whatever the batch, and the latencies are one ``bincount`` over the chunk, which adds each pair's links in
+    route order as the pattern's own would (hierarchical-crossover-sgd at 16 384 GPUs primes 4 096 patterns of
+    2 048 machines, each a few pairs on NVLink, that were ~70 us of numpy and routing each).
+    """
+    todo: dict = {}
+    for group, gkey, step in items:
+        key = (gkey, step.src.tobytes(), step.dst.tobytes())
+        if len(step) and key not in cache and key not in todo:
+            todo[key] = (group[step.src], group[step.dst])
+    keys = list(todo)
+    lat_of = topology.latency
+    for lo in range(0, len(keys), PRIME_CHUNK):
+        part = [todo[k] for k in keys[lo:lo + PRIME_CHUNK]]
+        src = np.concatenate([a for a, _ in part])
+        dst = np.concatenate([b for _, b in part])
+        route_len, links = topology.routes(src, dst)
+        latency = np.bincount(np.repeat(np.arange(len(src)), route_len), weights=lat_of[links], minlength=len(src))
+        ends = np.cumsum(route_len).tolist()
+        at = e0 = 0
+        for key, (s, d) in zip(keys[lo:lo + PRIME_CHUNK], part, strict=True):
+            n = len(s)
+            e1 = ends[at + n - 1] if n else e0
+            none = np.full(n, -1, dtype=np.int64)
+            for arr in (s, d, none):
+                arr.flags.writeable = False
+            lens, crossed = route_len[at:at + n].copy(), links[e0:e1].copy()
+            # (a pattern that crosses no link: step_routes' bincount of no entries, which numpy types as integers)
+            lat = latency[at:at + n].copy() if e1 > e0 else np.bincount(
+                np.repeat(np.arange(n), lens), weights=lat_of[crossed], minlength=n)
+            cache[key] = (lat, lens, crossed, s, d, none)
+            at, e0 = at + n, e1
 
 
 def route_step(topology: Topology, group: np.ndarray, step: Step, gamma: np.ndarray,

@@ -201,8 +201,10 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     # group's ranks, the topology and ppn; hierarchical-crossover-sgd at 16 384 GPUs runs ~39 000 collectives of
     # 2 049 groups)
     where_of: dict = {}
+    collectives = []
     for op in ops:
         if isinstance(op, Collective):
+            collectives.append(op)
             if runtime is None:
                 raise ConfigError(f"runtime: the plan has collective ops ({op.kind} over {len(op.ranks)} ranks) and "
                                   "no runtime to run them; hand the engine the stack's: "
@@ -223,6 +225,9 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
             prepared[op.id] = prepared[key]
             label = (op.kind, op.algorithm, prepared[key].label)
             chosen[label] = chosen.get(label, 0) + 1
+
+    if flow_pricer is not None and collectives:
+        flow_pricer.prime_steps(collectives, prepared)  # their small steps' routes in a few batches
 
     local_steps: dict = {}
     if paths.driver == "direct" and local is not None and "local_collectives" not in opts.reference \
