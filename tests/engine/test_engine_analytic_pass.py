@@ -186,3 +186,30 @@ def test_messages_routed_all_at_once_time_as_routed_one_by_one(topo):
         src, off = int(rng.integers(n)), int(rng.integers(1, n))
         b.transfer(src, (src + off) % n, float(rng.integers(1, 10**7)), stream=f"s{k % 3}")
     _same_times(b.build(), topo)
+
+
+@pytest.mark.parametrize("strategy", ["hierarchical-allreduce", "hierarchical-crossover-sgd"])
+def test_a_runtime_closed_form_uncounted_is_the_priced_one(strategy, monkeypatch):
+    """With no bytes counted, a collective with the runtime's own closed form takes it straight from the
+    preparation (``AnalyticPricer.collective_seconds``): the seconds ``_price`` gives, for every collective."""
+    from simcomm.engine.flow.analytic import AnalyticPricer
+    from simcomm.pipeline.baseline import make_strategy
+    from simcomm.traces import default_trace
+    from simcomm.workload import build_workload
+
+    real = AnalyticPricer.collective_seconds
+    checked = [0]
+
+    def both(self, op, prep):
+        got = real(self, op, prep)
+        seconds, fam, per = self._price(prep, op)
+        assert fam is None and per is None and got.hex() == seconds.hex()
+        checked[0] += prep.closed_form is not None
+        return got
+
+    monkeypatch.setattr(AnalyticPricer, "collective_seconds", both)
+    topo = preset("dgx-a100-hdr", nodes=4, gpus_per_node=8)
+    w = build_workload(default_trace(), topo.n_ranks, batch=8, dataset_size=1000)
+    (_, plan), = make_strategy(strategy, {}).iterations(w, topo)
+    simulate(plan, topo, fidelity="analytic", link_bytes=False, runtime=NcclRuntime())
+    assert checked[0] > 0
