@@ -903,8 +903,15 @@ def _local_collectives(ops, pricer, prepared: dict, local) -> dict | None:
     seen: set = set()
     held, whose = [], []
     mine = [op for op in ops if isinstance(op, Collective) and local(op)]
+    again: dict = {}  # (group, preparation, stream) -> its steps, for a group's later collectives of one shape
     for op in mine:
-        entries = pricer.reservable(op, prepared[op.id])
+        prep = prepared[op.id]
+        shape = (op.ranks, id(prep), op.stream)
+        entries = again.get(shape)
+        if entries is not None:  # (the same steps and owner: their held links are in already)
+            found[op.id] = entries
+            continue
+        entries = again[shape] = pricer.reservable(op, prep)
         if entries is None:
             return None
         found[op.id] = entries

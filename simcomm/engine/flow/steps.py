@@ -82,19 +82,24 @@ class StepDerivation:
         group = np.asarray(op.ranks, dtype=np.int64)
         gkey = group.tobytes()
         out = []
+        closed_from = self.closed_from
+        transfers = 0  # over the steps (whether they are kept)
         for i, step in enumerate(prep.steps):
+            size = len(step)
+            transfers += size
             latency = None if prep.latency is None else prep.latency[i]
-            counted = self._counted(group, gkey, step, latency)
+            large = bool(closed_from) and size >= closed_from  # (_counted finds nothing in a smaller step)
+            counted = self._counted(group, gkey, step, latency) if large else None
             if counted is not None:
                 out.append(counted)
                 continue
-            pattern = (self._pattern(group, gkey, step)
-                       if self.alike_steps and not (self.closed_from and len(step) >= self.closed_from) else None)
+            pkey = (gkey, step.src.tobytes(), step.dst.tobytes())  # the (group, src, dst) pattern
+            pattern = self._pattern(group, gkey, step, pkey) if self.alike_steps and not large else None
             if pattern is not None:
                 tkey = (id(prep), i, pattern[0])
                 made = self._templates.get(tkey)
                 if made is not None:
-                    out.append(self._translated(made, pattern, group, gkey, step))
+                    out.append(self._translated(made, pattern, group, pkey))
                     continue
             entry = self._derived(group, gkey, step, latency)
             if pattern is not None:
@@ -104,7 +109,7 @@ class StepDerivation:
         self._shapes[key] = (prep, out)  # the preparation is kept alive with its id
         # (not with comm_cpu's per-rank bytes, which route every step: _counted)
         if self._kept_steps is not None and self._kept_runs is not None and self._moved is None \
-                and sum(len(st) for st in prep.steps) <= _KEEP_TRANSFERS:
+                and transfers <= _KEEP_TRANSFERS:
             self._kept_steps[key] = (prep, out)
             for routed, *_ in out:
                 self._kept_runs.setdefault(id(routed), (routed, None))
@@ -162,7 +167,7 @@ class StepDerivation:
             fbytes = routed.family_bytes(ctx.family_of_link, len(ctx.families))
         return routed, skey, held, fbytes, closed
 
-    def _pattern(self, group: np.ndarray, gkey: bytes, step) -> list | None:
+    def _pattern(self, group: np.ndarray, gkey: bytes, step, key: tuple) -> list | None:
         """``[signature, routes, held links or None]`` of ``step``'s (src, dst) pattern on ``group``, or None
         when the group's ranks do not increase (its steps are then derived on their own).
 
@@ -171,8 +176,8 @@ class StepDerivation:
         rate.  Two increasing groups with one signature derive a preparation's step to the same nbytes,
         latencies, reductions (the same receivers by position, in the same order), scalable test and bytes
         per family, bit for bit; only the ranks, the links and the held links (:meth:`_translated`) differ.
+        ``key``: ``(gkey, src bytes, dst bytes)`` of the step's pattern.
         """
-        key = (gkey, step.src.tobytes(), step.dst.tobytes())
         pattern = self._patterns.get(key)
         if pattern is None:
             if len(group) > 1 and not bool((group[1:] > group[:-1]).all()):
@@ -186,9 +191,10 @@ class StepDerivation:
                 pattern = self._patterns[key] = [sig, routes, None]
         return pattern or None
 
-    def _translated(self, made: tuple, pattern: list, group: np.ndarray, gkey: bytes, step) -> tuple:
+    def _translated(self, made: tuple, pattern: list, group: np.ndarray, pkey: tuple) -> tuple:
         """:meth:`_steps`' entry of a step an alike group derived (``made``: that group's preparation, entry
-        and reducing receivers by position), for ``group`` (its ``pattern``, :meth:`_pattern`): the same
+        and reducing receivers by position), for ``group`` (its ``pattern``, :meth:`_pattern`, of key
+        ``pkey``: ``(group bytes, src bytes, dst bytes)``): the same
         floats as :meth:`_derived` on this group, without deriving them again (hierarchical-crossover-sgd at
         16 384 GPUs derives ~22 500 (group, segment size) steps of 2 048 alike machines)."""
         _, (routed0, skey0, held0, fbytes, closed), red_local = made
@@ -196,7 +202,7 @@ class StepDerivation:
         red_ranks = group[red_local] if len(red_local) else routed0.red_ranks
         routed = RoutedStep(src, dst, routed0.nbytes, routed0.latency, lens, links, routed0.repeat, red_ranks,
                             routed0.red_seconds, routed0.red_slot)
-        skey = None if skey0 is None else (gkey, step.src.tobytes(), step.dst.tobytes(), skey0[3])
+        skey = None if skey0 is None else (*pkey, skey0[3])
         if held0 is not None and held is None:
             held = pattern[2] = unique_ids(links, len(self.ctx.topology.capacity))
         self.ctx.took("alike_steps")
