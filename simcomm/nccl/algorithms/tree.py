@@ -57,7 +57,7 @@ class Tree(NcclAlgorithm):
         for c in range(channels):
             chains = by_nic.get(c % nics)
             if chains is None:
-                chains = by_nic[c % nics] = _chain_pairs([chain(layout, node, c % nics) for node in layout.nodes])
+                chains = by_nic[c % nics] = _node_chains(layout, c % nics)
             up_src, up_dst, heads = chains
             tree = edges[(c // nics) % 2]
             head_c, head_p = heads[tree[:, 0]], heads[tree[:, 1]]
@@ -72,11 +72,38 @@ def _interleave(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.stack([a, b], axis=1).reshape(-1)
 
 
+def _node_chains(layout, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_chain_pairs` of ``chain(layout, node, c)`` for every node of the layout.
+
+    A node's chain is a reordering of its members that depends only on their NICs' local indices, position by
+    position (:func:`~simcomm.nccl.channels.chain`), so nodes of equal size are reordered once per pattern of
+    NICs (a 16 384-rank tree over 2 048 machines: one pattern, not 2 048 chains per NIC); the same chains.
+    """
+    nodes = layout.nodes
+    width = len(nodes[0]) if nodes else 0
+    if width < 2 or any(len(node) != width for node in nodes):
+        return _chain_pairs([chain(layout, node, c) for node in nodes])
+    members = np.array(nodes, dtype=np.int64)
+    patterns, first, which = np.unique(np.asarray(layout.nic_local)[members], axis=0, return_index=True,
+                                       return_inverse=True)
+    order = np.empty((len(patterns), width), dtype=np.int64)  # each pattern's chain as positions in its node
+    for k, i in enumerate(first.tolist()):
+        node = nodes[i]
+        order[k] = [node.index(m) for m in chain(layout, node, c)]
+    walked = np.take_along_axis(members, order[which.reshape(-1)], axis=1)
+    return _chain_pairs_flat(np.full(len(nodes), width, dtype=np.int64), walked.reshape(-1))
+
+
 def _chain_pairs(chains: list[tuple[int, ...]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(src, dst, heads) of the chains: for each chain in turn, each link ``a -> b`` of it as ``(b, a)`` (up
     toward the head) then ``(a, b)`` (down from it); and each chain's head."""
     lengths = np.fromiter(map(len, chains), dtype=np.int64, count=len(chains))
     flat = np.fromiter(itertools.chain.from_iterable(chains), dtype=np.int64, count=int(lengths.sum()))
+    return _chain_pairs_flat(lengths, flat)
+
+
+def _chain_pairs_flat(lengths: np.ndarray, flat: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_chain_pairs` of the chains given as their lengths and their members concatenated."""
     starts = np.cumsum(lengths) - lengths
     linked = np.ones(len(flat), dtype=bool)  # position i is joined to i + 1 in its chain
     linked[starts + lengths - 1] = False
