@@ -100,10 +100,10 @@ def test_only_groups_whose_ranks_increase_and_whose_routes_agree_share_steps(mon
     reduced: list = []  # whether the step taken reduces at some receivers
     real = pricer.FlowPricer._translated
 
-    def translated(self, made, pattern, group, gkey, step):
+    def translated(self, made, pattern, group, pkey):
         taken.append(tuple(group.tolist()))
         reduced.append(len(made[2]) > 0)
-        return real(self, made, pattern, group, gkey, step)
+        return real(self, made, pattern, group, pkey)
     monkeypatch.setattr(pricer.FlowPricer, "_translated", translated)
     topo = preset("dgx-a100-hdr", nodes=4, gpus_per_node=8)
     tl = engine.simulate(_plan(topo), topo, options=EngineOptions(runtime=MPICH, reference={"keep"}))

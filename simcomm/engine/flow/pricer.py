@@ -372,8 +372,15 @@ class FlowPricer(StepDerivation):
         """
         if self.fam is not None or self.form not in ("lean", "scalar", "numpy"):
             return None
-        uniq, code = np.unique(routed.links, return_inverse=True)
-        return ("relabelled", routed.route_len.tobytes(), code.tobytes(), self.net.core.capacity[uniq].tobytes(),
+        links, capacity = routed.links, self.net.core.capacity
+        if len(links) * 4 < len(capacity):  # (a few links: a sort of them)
+            uniq, code = np.unique(links, return_inverse=True)
+        else:  # np.unique's sorted ids and inverse from a mask over every link (no sort of 10^5-10^6 crossings)
+            mark = np.zeros(len(capacity), dtype=bool)
+            mark[links] = True
+            uniq = np.flatnonzero(mark)
+            code = (np.cumsum(mark) - 1)[links]
+        return ("relabelled", routed.route_len.tobytes(), code.astype(np.intp).tobytes(), capacity[uniq].tobytes(),
                 routed.nbytes.tobytes(), routed.latency.tobytes(), routed.red_slot.tobytes(),
                 routed.red_seconds.tobytes())
 
