@@ -48,7 +48,8 @@ REFERENCES = {
     "keep": "collective preparations, their routed steps and those steps' runs alone kept with the topology for "
             "later runs (prepared again each run)",
     "shapes": "one preparation for groups the runtime places alike, one isolated run for alike disjoint-route "
-              "steps (each group prepared and run on its own)",
+              "steps and for large steps alike up to an order-keeping relabelling of their links (each group "
+              "prepared and run on its own)",
     "per_link": "reservations of a repeated step's own links (of the whole idle network instead)",
     "coalesce": "coalesced repeats and scaled steps (every repeat of every step as plain flows)",
     "scaling": "reusing a scalable step's isolated run for another size (run alone again instead)",
