@@ -333,12 +333,21 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
 
     queues: dict[tuple[int, str], list[int]] = {}
     get_queue = queues.get
+    member_queues: dict[tuple, list] = {}  # (a collective's ranks, stream) -> its members' queues, in rank order
     for op in ops:
         # one stream (a gossip plan's ~6 x 10^5 ops): no tuple of members
         if type(op) is Transfer:
             stream_key = (op.src, op.stream)
         elif type(op) is Compute:
             stream_key = (op.rank, op.stream)
+        elif isinstance(op, Collective):  # (a group's collectives repeat: hierarchical-crossover-sgd's 38 930 of 2 049)
+            into = member_queues.get((op.ranks, op.stream))
+            if into is None:
+                into = member_queues[(op.ranks, op.stream)] = [queues.setdefault((r, op.stream), [])
+                                                               for r in op.ranks]
+            for q in into:
+                q.append(op.id)
+            continue
         else:
             members = (op.src,) if isinstance(op, Transfer) else op.ranks
             for r in members:
