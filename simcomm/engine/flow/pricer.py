@@ -82,6 +82,7 @@ class FlowPricer(StepDerivation):
         self.alike_steps = paths.alike_steps
         self._patterns: dict = {}  # (group, src, dst) -> [signature, routes, held links] (see _pattern)
         self._templates: dict = {}  # (id of preparation, step, signature) -> a derived step (see _translated)
+        self._held_of: dict = {}  # id of a step's routes -> (the routes, their held links), see _held
         self._moved: np.ndarray | None = None  # per-rank bytes of finished flows (comm_cpu only)
         self._moving: dict[int, list] = {}  # rank -> [(batch id, index, bytes)] still in flight
         self._used = False  # whether any transfer or collective ran (finish_stats)
