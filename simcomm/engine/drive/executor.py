@@ -941,8 +941,11 @@ def _local_collectives(ops, pricer, prepared: dict, local) -> dict | None:
         return None
     pairs = {(op.src, op.dst) for op in ops if type(op) is Transfer}
     crossed = [pricer.messages[pair][3] for pair in pairs]
-    if crossed and np.isin(np.concatenate(crossed), links).any():
-        return None
+    if crossed:
+        held_link = np.zeros(len(pricer.net.core.capacity), dtype=bool)  # (np.isin's answer, without sorting)
+        held_link[links] = True
+        if held_link[np.concatenate(crossed)].any():
+            return None
     return found
 
 
