@@ -235,3 +235,22 @@ def test_a_block_of_mismatched_lists_is_refused():
     route = tuple(TOPO.route(0, 1))
     with pytest.raises(ValueError, match="differ in length"):
         core.add_messages([1.0, 2.0, 3.0], [0.0, 0.0], [route] * 3)
+
+
+@settings(max_examples=40, deadline=None)
+@given(round_plans(), st.sampled_from([0.0, 0.01]), st.sampled_from([(), ("scalar",), ("incremental",)]))
+def test_link_loads_updated_on_the_links_crossed_alone_are_bit_for_bit(plan, resolution, core):
+    """FluidCore._rates_gone_entered touches only the links an event's flows cross when they are few against the
+    network's links (every event here, forced) and one array over every link otherwise (forced too): the same
+    floats either way, on rounds of messages and barriers in every core form."""
+    import simcomm.engine.fluid.core as fluid_core
+
+    runs = []
+    for sparse in (10**9, 0):  # every event on the crossed links alone; every event over every link
+        old = fluid_core._SPARSE_LINKS
+        fluid_core._SPARSE_LINKS = sparse
+        try:
+            runs.append(_run(plan, core, resolution=resolution, max_live=2))
+        finally:
+            fluid_core._SPARSE_LINKS = old
+    check(runs[0], runs[1])
