@@ -57,3 +57,12 @@ def test_builtin_strategy_registry_uses_the_entry_point_group():
     from simcomm.strategies import STRATEGIES
 
     assert STRATEGIES.group == "simcomm.strategies"
+
+
+def test_entry_points_read_once_are_importlibs_group_by_group():
+    """The registries' plug-ins come from one read of the installed metadata: each group as importlib gives it."""
+    import importlib.metadata as md
+
+    groups = {ep.group for dist in md.distributions() for ep in dist.entry_points}
+    for group in sorted(groups) + ["simcomm.strategies", "simcomm.no-such-group"]:
+        assert list(registry_mod.entry_points(group)) == list(md.entry_points(group=group))
