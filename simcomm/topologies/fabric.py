@@ -22,7 +22,7 @@ from simcomm.errors import ConfigError
 from simcomm.links.base import LinkClass, link_class
 from simcomm.topologies.base import DEFAULT_GAMMA, Topology, ecmp_hash, ecmp_hash_many
 
-__all__ = ["Fabric", "FabricRouter", "add_link", "add_new_edges", "add_new_nodes", "add_new_nodes_data", "copy_edges",
+__all__ = ["Fabric", "FabricRouter", "add_link", "add_new_edges", "add_new_nodes", "add_new_nodes_data", "copy_relinked",
            "rank_graph", "standalone", "positive_int", "NodeArrays"]
 
 
@@ -134,22 +134,52 @@ def add_new_edges(g: nx.Graph, pairs, link: str) -> None:
     _clear_cache(g)
 
 
-def copy_edges(src: nx.Graph, g: nx.Graph, data_of) -> None:
-    """``g.add_edges_from((u, v, data_of(u, v, d)) for u, v, d in src.edges(data=True))`` into a ``g`` that holds
-    every node of ``src`` and no edge yet: for ``nx.Graph`` straight into its dicts, each edge once in that walk's
-    order (each pair from the end met first, a self-loop once) with one attribute dict shared by both ends, so the
-    adjacency (and every link id) comes out as ``Graph.copy``'s."""
-    if type(g) is not nx.Graph or type(src) is not nx.Graph:
-        g.add_edges_from((u, v, data_of(u, v, data)) for u, v, data in src.edges(data=True))
-        return
-    adj, seen = g._adj, set()
+def copy_relinked(src: nx.Graph, rename) -> tuple[nx.Graph, list[tuple[Hashable, Hashable]], list[str]]:
+    """A copy of ``src`` whose edges' link classes are renamed, with the copy's edges in order and each one's class.
+
+    An edge with ``link`` class ``L`` between nodes of kinds ``ku`` and ``kv`` (node attribute ``kind``, None when
+    absent) gets ``rename(L, ku, kv)``, asked once per such triple, in the order the edges first show it.  The copy
+    is ``src.copy()`` with those names: the graph attributes, each node with its own copy of its attributes (in
+    ``src``'s order), each edge once in ``src.edges(data=True)``'s walk (each pair from the end met first, a
+    self-loop once) with a copy of its attributes shared by both ends, so the adjacency and every link id come out
+    as ``Graph.copy``'s.  For ``nx.Graph`` straight into its dicts: one loop over the edges, no callback per edge
+    (65 632 edges and 35 660 nodes at 16 384 GPUs)."""
+    kind = {n: data.get("kind") for n, data in src.nodes(data=True)}
+    named: dict[tuple, str] = {}  # (link class, kind of u, kind of v) -> the new name
+    edges: list[tuple[Hashable, Hashable]] = []
+    names: list[str] = []
+    g = type(src)()
+    g.graph.update(src.graph)
+    if type(src) is not nx.Graph:
+        g.add_nodes_from((n, dict(data)) for n, data in src.nodes(data=True))
+        for u, v, data in src.edges(data=True):
+            key = (data["link"], kind[u], kind[v])
+            name = named.get(key)
+            if name is None:
+                name = named[key] = rename(*key)
+            edges.append((u, v))
+            names.append(name)
+            g.add_edge(u, v, **{**data, "link": name})
+        return g, edges, names
+    adj, node = g._adj, g._node
+    for n, data in src._node.items():
+        adj[n] = {}
+        node[n] = dict(data)
+    add_edge, add_name, get = edges.append, names.append, named.get
     for u, nbrs in src._adj.items():
-        here = adj[u]
+        here, ku = adj[u], kind[u]
         for v, data in nbrs.items():
-            if v not in seen:
-                here[v] = adj[v][u] = data_of(u, v, data)
-        seen.add(u)
+            if v in here:  # joined from ``v``'s side already: ``v`` came first (what Graph.edges skips)
+                continue
+            key = (data["link"], ku, kind[v])
+            name = get(key)
+            if name is None:
+                name = named[key] = rename(*key)
+            add_edge((u, v))
+            add_name(name)
+            here[v] = adj[v][u] = {**data, "link": name}
     _clear_cache(g)
+    return g, edges, names
 
 
 def _clear_cache(g: nx.Graph) -> None:

@@ -8,6 +8,9 @@ order: copy adds each edge from both ends); every float the engine computes on i
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+
 from simcomm.stacks import apply_stack, get_stack
 from simcomm.topologies.base import Topology
 from simcomm.topologies.presets import preset
@@ -41,3 +44,42 @@ def test_effective_graph_is_the_copy_of_the_raw_one_with_the_stack_classes():
     eff.validate()
     assert eff.link_names == Topology(eff.name, g, eff.links, eff.ranks, router=eff.router).link_names
     assert [eff.link_endpoints(2 * e) for e in range(g.number_of_edges())] == list(copy.edges)
+
+
+def _reference_effective(raw, stack):
+    """The effective topology made the plain way: ``Graph.copy`` of the raw graph, each edge's class renamed to the
+    class apply_stack gave its (class, end kinds), checked by Topology's own validation."""
+    eff = apply_stack(raw, stack)
+    kinds = dict(raw.graph.nodes(data="kind"))
+    renamed = {}
+    for (u, v, name), (_, _, raw_name) in zip(_edge_links(eff.graph), _edge_links(raw.graph.copy()), strict=True):
+        assert renamed.setdefault((raw_name, kinds[u], kinds[v]), name) == name  # one class per (class, ends)
+    copy = raw.graph.copy()
+    for u, v, data in copy.edges(data=True):
+        data["link"] = renamed[(data["link"], kinds[u], kinds[v])]
+    if stack.reduce_per_byte is not None:
+        for r in raw.ranks:
+            copy.nodes[r]["gamma"] = stack.reduce_per_byte
+    return eff, Topology(eff.name, copy, eff.links, eff.ranks, router=raw.router, meta=eff.meta)
+
+
+@pytest.mark.parametrize("name, nodes", [("dgx-a100-hdr", 64), ("gb200-nvl72", 36), ("aws-p4d", 16),
+                                         ("dgx-h100-fat-tree", 16), ("dgx1-v100", 3)])
+@pytest.mark.parametrize("stack", ["nccl", "gloo"])
+def test_effective_topology_reads_as_the_plain_copy(name, nodes, stack):
+    """Every array the engine reads of the effective topology, and routes of random pairs, as on the plain copy."""
+    eff, ref = _reference_effective(preset(name, nodes=nodes), get_stack(stack))
+    for arr in ("capacity", "latency"):
+        assert getattr(eff, arr).tobytes() == getattr(ref, arr).tobytes()
+    assert eff.link_names == ref.link_names
+    assert eff.link_class_codes[0] == ref.link_class_codes[0]
+    assert eff.link_class_codes[1].tobytes() == ref.link_class_codes[1].tobytes()
+    assert eff._edge_list == ref._edge_list and eff._edge_ids == ref._edge_ids and eff.node_index == ref.node_index
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(eff._pair_keys[:2], ref._pair_keys[:2], strict=True))
+    assert eff._machines == ref._machines and eff.gammas().tobytes() == ref.gammas().tobytes()
+    rng = np.random.default_rng(7)
+    src, dst = rng.integers(0, eff.n_ranks, 3000), rng.integers(0, eff.n_ranks, 3000)
+    for a, b in zip(eff.routes(src, dst), ref.routes(src, dst), strict=True):
+        assert a.tobytes() == b.tobytes()
+    assert [eff.route(a, b) for a, b in zip(src[:50].tolist(), dst[:50].tolist(), strict=True)] == \
+        [ref.route(a, b) for a, b in zip(src[:50].tolist(), dst[:50].tolist(), strict=True)]
