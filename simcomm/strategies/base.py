@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from simcomm.errors import ConfigError
-from simcomm.registry import Entry, Registry
+from simcomm.registry import Registry
 
 if TYPE_CHECKING:
     from simcomm.ops import CommPlan
@@ -138,27 +138,7 @@ class _StrategyRegistry(Registry):
 
     Strategy modules register themselves on import; scanning the package here
     means neither ``simcomm list`` nor the pipeline needs a hand-kept list.
-
-    Looking one name up imports that name's own module first (``hierarchical-allreduce``:
-    ``simcomm.strategies.hierarchical_allreduce``); when it registers the name and no plug-in's entry point
-    claims it, the other modules (about 30, 40-60 ms of imports) are scanned only when something asks for the
-    whole catalogue (``names()``, ``in``, an unknown name), as ``simcomm list`` and ``compare`` do.
     """
-
-    def entry(self, name: str) -> Entry:
-        if not self._plugins_loaded:
-            own = _own_module(name)
-            if own is not None and name not in self._items:
-                import importlib
-
-                importlib.import_module(own)
-            if name in self._items:
-                from simcomm.registry import entry_points
-
-                claimed = self.group is not None and any(ep.name == name for ep in entry_points(group=self.group))
-                if not claimed:
-                    return self._items[name]
-        return super().entry(name)
 
     def _load_plugins(self) -> None:
         if self._plugins_loaded:
@@ -167,19 +147,6 @@ class _StrategyRegistry(Registry):
 
         scan("simcomm.strategies", skip=_SKIP)
         super()._load_plugins()
-
-
-def _own_module(name: object) -> str | None:
-    """The module of :mod:`simcomm.strategies` named after strategy ``name`` (``-`` as ``_``), None if none is."""
-    if not isinstance(name, str) or not name[:1].isalpha() or not name.replace("-", "").isalnum() \
-            or not name.isascii():
-        return None
-    module = name.replace("-", "_")
-    if module in _SKIP:
-        return None
-    from importlib.util import find_spec
-
-    return f"simcomm.strategies.{module}" if find_spec(f"simcomm.strategies.{module}") is not None else None
 
 
 STRATEGIES: Registry[type[Strategy]] = _StrategyRegistry("strategy", "simcomm.strategies")

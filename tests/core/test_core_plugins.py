@@ -66,31 +66,3 @@ def test_entry_points_read_once_are_importlibs_group_by_group():
     groups = {ep.group for dist in md.distributions() for ep in dist.entry_points}
     for group in sorted(groups) + ["simcomm.strategies", "simcomm.no-such-group"]:
         assert list(registry_mod.entry_points(group)) == list(md.entry_points(group=group))
-
-
-def _fresh(code: str) -> list[str]:
-    """Run ``code`` in a fresh interpreter (the strategy registry as a command starts with it); its output lines."""
-    import subprocess
-
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return done.stdout.splitlines()
-
-
-def test_one_strategy_looked_up_imports_its_own_module_and_the_catalogue_stays_whole():
-    """A look-up imports the strategy's own module, not the others; asking for the catalogue then scans them all."""
-    looked_up = _fresh("import sys\nfrom simcomm.strategies import STRATEGIES\n"
-                       "cls = STRATEGIES.get('hierarchical-allreduce')\n"
-                       "print(cls.name, cls.__module__, 'simcomm.strategies.megatron' in sys.modules)\n"
-                       "print(' '.join(sorted(STRATEGIES.names())))\nprint(STRATEGIES.get('pcnn-no-overlap').name)")
-    scanned = _fresh("from simcomm.strategies import STRATEGIES\nprint(' '.join(sorted(STRATEGIES.names())))")
-    assert looked_up[0] == "hierarchical-allreduce simcomm.strategies.hierarchical_allreduce False"
-    assert looked_up[1] == scanned[0] and "megatron" in scanned[0].split() and looked_up[2] == "pcnn-no-overlap"
-
-
-def test_a_name_without_its_own_module_or_unknown_is_looked_up_in_the_whole_catalogue():
-    out = _fresh("from simcomm.strategies import STRATEGIES\nfrom simcomm.errors import UnknownNameError\n"
-                 "print(STRATEGIES.get('pcnn-no-overlap').name)\n"
-                 "for name in ('base', 'no-such', '_fold', 'a.b'):\n"
-                 "    try:\n        STRATEGIES.get(name)\n    except UnknownNameError as exc:\n"
-                 "        print('megatron' in str(exc))")
-    assert out == ["pcnn-no-overlap", "True", "True", "True", "True"]
