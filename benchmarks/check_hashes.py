@@ -73,11 +73,10 @@ name           switch                                                  what it t
 =============  ======================================================  ==========================================
 per-link       ``reference={"per_link"}``                              reservations of a step's own links (the
                                                                        whole idle network instead)
-coalesce       ``reference={"coalesce"}``                              coalesced repeats and scaled steps (not
-                                                                       compared with ``stack_cpu``: reserved
-                                                                       repeats are not charged to the CPU, so
-                                                                       the answer differs by design, 49 % on
-                                                                       allreduce/mpi/comm-cpu)
+coalesce       ``reference={"coalesce"}``                              coalesced repeats and scaled steps (with
+                                                                       ``stack_cpu`` both ways run every repeat
+                                                                       as flows: a reservation has no bytes for
+                                                                       the CPU cost to follow)
 incremental    ``reference={"incremental"}``                           incremental max-min re-solves and link
                                                                        pruning (the textbook solver)
 no-scaling     ``reference={"scaling"}``                               reusing a scalable step's isolated run
@@ -416,11 +415,7 @@ class Reference:
     exact: bool  # bit for bit by design (else: the same in the model, compared to REL_TOL at resolution 0)
     witness: str
     adjust: Callable
-    not_with: tuple[str, str] | None = None  # (scenario key, why): scenarios giving that key are not compared
 
-
-#: coalesced repeats change the answer with a CPU cost of communication, by design
-_CPU = ("stack_cpu", "reserved repeats are not charged to the CPU (docs/engine.md, \"CPU cost of communication\")")
 
 REFERENCES = (
     Reference("direct", True, "simcomm.engine.drive.executor._run_direct", _options(frozenset({"direct"}))),
@@ -439,7 +434,7 @@ REFERENCES = (
     Reference("no-rounds", True, "simcomm.engine.fluid.core:FluidCore.add_messages", _options(frozenset({"rounds"}))),
     Reference("per-link", False, "simcomm.engine.flow.network:LiveNetwork.hold", _options(frozenset({"per_link"}))),
     Reference("coalesce", False, "simcomm.engine.flow.pricer:FlowPricer._isolated_period",
-              _options(frozenset({"coalesce"})), not_with=_CPU),
+              _options(frozenset({"coalesce"}))),
     Reference("incremental", False, "simcomm.engine.fluid.core:FluidCore._solve_plain",
               _options(frozenset({"incremental"}))),
     Reference("no-scaling", False, "simcomm.engine.flow.pricer.run_isolated", _options(frozenset({"scaling"}))),
@@ -489,14 +484,12 @@ def _rel(a, b) -> float:
     return float(r.max()) if r.size else 0.0
 
 
-def check_reference(case: Case, ref: Reference, base: Outcome, base_calls: int) -> tuple[bool, bool | None, str]:
+def check_reference(case: Case, ref: Reference, base: Outcome, base_calls: int) -> tuple[bool, bool, str]:
     """(passed, reached, what was seen) of ``case`` on ``ref`` against its default run ``base``.
 
     ``base_calls``: calls of the reference's witness in the default run; ``reached`` says the
-    reference run called it another number of times (it ran another path; None: not run).
+    reference run called it another number of times (it ran another path).
     """
-    if ref.not_with and ref.not_with[0] in case.flat:
-        return True, None, f"not compared: {ref.not_with[1]}"
     calls = [0]
     with counting(ref.witness, calls):
         other = run_case(case, ref.adjust)

@@ -211,7 +211,9 @@ def choose(plan, fidelity: str, options, local=None) -> Paths:
     if not flow:
         pricing, scaled, core = "closed-forms", False, "none"
     else:
-        coalesce = "coalesce" not in ref
+        # A reserved repeat has no live flows whose bytes a CPU cost could follow, so with comm_cpu every
+        # repeat runs as flows (docs/engine.md, "CPU cost of communication").
+        coalesce = "coalesce" not in ref and not cpu
         if not coalesce:
             pricing = "plain"
         elif "per_link" in ref or options.record_link_usage or cpu:

@@ -66,3 +66,21 @@ def test_bad_cost_is_one_clear_error(bad):
     plan, _, _ = _plan(0, 1.0, 1.0)
     with pytest.raises(ConfigError, match="comm_cpu"):
         engine.simulate(plan, full_mesh(2, LINK), comm_cpu=bad, runtime=MPICH)
+
+
+def test_every_repeat_of_a_collective_alone_on_the_network_is_charged():
+    """A ring all-gather alone on an idle network is the case coalesced repeats price as one reservation
+    (its 3 steps: ``steps_coalesced`` 3 without a CPU cost); a reservation has no live flows whose bytes the
+    CPU cost could follow, so with one every repeat runs as flows and is charged.  4 ranks, 0.4 MB: each of
+    the 3 steps sends and receives 0.1 MB per rank in 0.1 s; rank 0's 1 s compute overlaps all of it and
+    owes 1e-7 x 3 x 0.2 MB = 0.06 s."""
+    b = PlanBuilder(4)
+    g = b.collective("allgather", range(4), 4e5, algorithm="ring", stream="comm")
+    c = b.compute(0, 1.0, label="c")
+    plan = b.build(kind="x")
+    free = engine.simulate(plan, full_mesh(4, LINK), runtime=MPICH)
+    assert free.meta["steps_coalesced"] == 3 and free.end[c] == 1.0
+    tl = engine.simulate(plan, full_mesh(4, LINK), comm_cpu=CPU, runtime=MPICH)
+    assert tl.paths["pricing"] == "plain" and "steps_coalesced" not in tl.meta
+    assert tl.end[g] == pytest.approx(0.3, abs=1e-12)
+    assert tl.end[c] == pytest.approx(1.06, abs=1e-12)

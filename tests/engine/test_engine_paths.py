@@ -58,7 +58,9 @@ def test_the_chooser_picks_each_path_from_the_plan_and_the_options():
                                                    "alike_steps": True}
     assert choose(colls, "flow", o()).driver == "callbacks"  # collectives: SimPy's queue, driven by callbacks
     assert choose(msgs, "flow", o(comm_cpu=1e-10)).driver == "callbacks"  # a CPU cost follows each rank's bytes
-    assert choose(msgs, "flow", o(comm_cpu=1e-10)).pricing == "whole-network"
+    # a reserved repeat has no live flows to count bytes on: with a CPU cost every repeat runs as flows
+    with_cpu = choose(colls, "flow", o(comm_cpu=1e-10))
+    assert (with_cpu.pricing, with_cpu.scaled, with_cpu.closed_from) == ("plain", False, 0)
     assert choose(colls, "flow", o(record_link_usage=True)).pricing == "whole-network"
     assert choose(colls, "flow", o(reference={"callbacks"})).driver == "processes"
     assert choose(msgs, "flow", o(reference={"callbacks"})).driver == "direct"  # (the direct loop is its own)
@@ -241,8 +243,8 @@ FLOW = {"keep": True, "max_live": 16, "shapes": True, "closed_from": CLOSED_STEP
     ((), {"driver": "callbacks", "pricing": "per-link", "scaled": True, "core": "lean", **FLOW}),
     (("--fidelity", "analytic"), {"driver": "callbacks", "pricing": "closed-forms", "scaled": False, "core": "none",
                                   **FLOW, "closed_from": 0, "resolution": 0.0}),
-    (("--strategy", "ps", "--stack-cpu", "25ns"), {"driver": "callbacks", "pricing": "whole-network", "scaled": True,
-                                                   "core": "lean", **FLOW}),
+    (("--strategy", "ps", "--stack-cpu", "25ns"), {"driver": "callbacks", "pricing": "plain", "scaled": False,
+                                                   "core": "lean", **FLOW, "closed_from": 0}),
     (("--strategy", "dpsgd"), {"driver": "direct", "pricing": "per-link", "scaled": True, "core": "lean", **FLOW}),
 ])
 def test_run_json_names_the_engine_paths_of_each_kind(cli, extra, want):
