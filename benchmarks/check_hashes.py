@@ -62,6 +62,8 @@ no-local-      ``reference={"local_collectives"}``                     machine-l
 collectives                                                            loop (the callbacks driver instead)
 no-rounds      ``reference={"rounds"}``                                the direct loop's message rounds (one
                                                                        stream at a time instead)
+no-sparse-     ``reference={"sparse_links"}``                          the fluid core's updates of an event's few
+links                                                                  links alone (an array over every link)
 =============  ======================================================  ==========================================
 
 Exact in the model but not in floats, so compared to a relative 1e-9 on every start, end and makespan at
@@ -432,6 +434,8 @@ REFERENCES = (
     Reference("no-local-collectives", True, "simcomm.engine.flow.pricer:FlowPricer.reserved",
               _options(frozenset({"local_collectives"}))),
     Reference("no-rounds", True, "simcomm.engine.fluid.core:FluidCore.add_messages", _options(frozenset({"rounds"}))),
+    Reference("no-sparse-links", True, "simcomm.engine.fluid.core:FluidCore._gone_sparse",
+              _options(frozenset({"sparse_links"}))),
     Reference("per-link", False, "simcomm.engine.flow.network:LiveNetwork.hold", _options(frozenset({"per_link"}))),
     Reference("coalesce", False, "simcomm.engine.flow.pricer:FlowPricer._isolated_period",
               _options(frozenset({"coalesce"}))),

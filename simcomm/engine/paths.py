@@ -65,6 +65,8 @@ REFERENCES = {
     "rounds": "message rounds: the direct loop starts the messages one done event releases in one pass and sums "
               "their bytes per link family at cuts (simcomm.engine.drive.rounds), the one pass prices every "
               "message's seconds at once (one stream, one message at a time instead)",
+    "sparse_links": "the fluid core's per-link updates when an event's flows cross few of the network's links "
+                    "(FluidCore._rates_gone_entered: one array over every link at every event instead)",
 }
 #: Paths taken op by op or step by step during a run (beside :func:`choose`'s up-front choice): name -> what
 #: counts.  Where the engine takes one it says so, ``ctx.took(name)`` (:class:`simcomm.engine.drive.executor.Context`),
@@ -88,7 +90,7 @@ TAKEN = {
 }
 #: References that give every float bit for bit (the others: the same model, floats to 1e-9).
 EXACT = frozenset({"one_pass", "direct", "callbacks", "keep", "shapes", "lean", "scalar", "alike_steps",
-                   "local_collectives", "rounds"})
+                   "local_collectives", "rounds", "sparse_links"})
 
 
 @dataclass(frozen=True)

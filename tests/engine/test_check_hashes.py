@@ -64,7 +64,7 @@ def test_every_reference_path_is_taken_and_exact_on_a_subset(check):
     assert all(reached.values()), reached  # every switch changes the path somewhere in the subset
     exact = {r.name for r in check.REFERENCES if r.exact}
     assert exact == {"direct", "callbacks", "scalar", "lean", "max-live-2", "max-live-64", "no-keep", "no-shapes",
-                     "no-alike-steps", "event-loop", "no-local-collectives", "no-rounds"}
+                     "no-alike-steps", "event-loop", "no-local-collectives", "no-rounds", "no-sparse-links"}
     assert all(line.endswith(("bit for bit", "bit for bit (path not taken here)")) for line in lines
                if line.split("[")[1].split("]")[0] in exact)
 

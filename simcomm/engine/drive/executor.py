@@ -93,6 +93,7 @@ class Context:
         self.stats: dict[str, int] = defaultdict(int)
         self.taken: dict[str, int] = defaultdict(int)  # paths taken op by op (paths.TAKEN), see took()
         self.rounds = True  # the direct loop starts rounds of messages at once (off: the ``rounds`` reference)
+        self.sparse_links = True  # the fluid core updates an event's few links alone (off: ``sparse_links``)
 
     # gamma and machine are read when a pricer first needs them: a run of messages alone on the direct loop needs
     # neither (sgp's 14 kinds at 16 384 GPUs, each a flow run and a closed form: ~25 ms of graph reads a run)
@@ -168,6 +169,7 @@ def run(plan: CommPlan, topology: Topology, *, fidelity: str = "flow", seed: int
     if opts.busiest_links:
         ctx.per_link = np.zeros(len(topology.capacity))
     ctx.rounds = "rounds" not in opts.reference
+    ctx.sparse_links = "sparse_links" not in opts.reference
     flow_pricer = analytic_pricer = None
     if fidelity == "flow":
         from simcomm.engine.flow.pricer import FlowPricer

@@ -63,11 +63,11 @@ class LiveNetwork:
 
     def __init__(self, env: Environment, capacity: np.ndarray, form: str = "lean",
                  family_of_link: np.ndarray | None = None, resolution: float = 0.0, per_link: bool = True,
-                 max_live: int = MAX_LIVE):
+                 max_live: int = MAX_LIVE, sparse_links: bool = True):
         if not isinstance(env, Environment):
             raise TypeError("LiveNetwork runs on simcomm.engine.events.Environment (the engine's own environment)")
         self.env = env
-        self.core = FluidCore(capacity, form, family_of_link, resolution, max_live)
+        self.core = FluidCore(capacity, form, family_of_link, resolution, max_live, sparse_links)
         self.per_link = per_link
         self.reservation: Reservation | None = None  # whole-network mode's one reservation
         self._held: dict[int, Reservation] = {}  # per-link mode: reservation id -> reservation

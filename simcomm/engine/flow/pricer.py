@@ -71,7 +71,8 @@ class FlowPricer(StepDerivation):
         self.scaled = paths.scaled  # reuse a scalable step's isolated run for other sizes
         self.closed_from = paths.closed_from  # steps of this many transfers and one size per link: closed form
         self.net = LiveNetwork(ctx.env, ctx.topology.capacity, self.form, self.fam, ctx.resolution,
-                               per_link=paths.pricing == "per-link", max_live=self.max_live)
+                               per_link=paths.pricing == "per-link", max_live=self.max_live,
+                               sparse_links=ctx.sparse_links)
         self._routes: dict = {}  # routes per (group, step pattern), see route_step
         # (src, dst) -> (route latency, route tuple, [(family, links of it)], links) of a message (add_messages)
         self.messages: dict = {}

@@ -116,7 +116,7 @@ class FluidCore(IncrementalSolve):
     _refresh = _REFRESH
 
     def __init__(self, capacity: np.ndarray, form: str = "lean", family_of_link: np.ndarray | None = None,
-                 resolution: float = 0.0, max_live: int = MAX_LIVE):
+                 resolution: float = 0.0, max_live: int = MAX_LIVE, sparse_links: bool = True):
         if form not in FORMS:
             raise ValueError(f"form: unknown {form!r}; valid choices: {', '.join(FORMS)}")
         self.capacity = np.asarray(capacity, dtype=float)
@@ -143,6 +143,9 @@ class FluidCore(IncrementalSolve):
         self.link_load = np.zeros(n_links)                 # sum of rates of bandwidth-phase flows
         self.link_count = np.zeros(n_links, dtype=np.int64)  # bandwidth-phase flows per link
         self._scratch: np.ndarray | None = None  # zeros between events: the sums of an event's links (_rates_gone_entered)
+        # an event's few crossings update their links alone (_rates_gone_entered); 0: never (the ``sparse_links``
+        # reference: one array over every link at every event)
+        self._sparse = _SPARSE_LINKS if sparse_links else 0
         self._rank: np.ndarray | None = None  # links by (capacity, id), for pruning (prune.link_rank)
         self._pruned = KeptRouteMatrix()  # the route matrix's pair counts, kept from merge to merge
         # Link usage, recorded only when a family per link is given: blocks of samples
@@ -183,6 +186,7 @@ class FluidCore(IncrementalSolve):
         self._caps, self._ranks, self._rank = other._cap_list(), other._rank_list(), other._rank
         self.route_info = other.route_info
         self.route_min = other.route_min  # the lean form's per-route minima
+        self._sparse = other._sparse  # an isolated run updates its links as the shared network does
 
     def _cap_list(self) -> list:
         if self._caps is None:
@@ -528,25 +532,15 @@ class FluidCore(IncrementalSolve):
         if gone.size:
             threshold = float(self.rate[gone].min())
             g = self.rows[gone].ravel()
-            if len(g) * _SPARSE_LINKS < n_ext:
-                # few crossings among many links: only the links crossed are touched (two arrays over every link,
-                # 131 265 at 16 384 GPUs, cost a fresh allocation each at every event).  ufunc.at adds in entry
-                # order from 0.0 as bincount does, so each link's sum is the same float; _new_rates subtracts it
-                # from the links crossed alone, and an untouched link's load - 0.0 is its load.
-                np.subtract.at(self.link_count, g, 1)
-                scratch = self._scratch
-                if scratch is None or len(scratch) != n_ext:
-                    scratch = self._scratch = np.zeros(n_ext)
-                np.add.at(scratch, g, np.repeat(self.rate[gone], width))
-                left = (g, scratch[g])  # (each entry: its link's sum; a link crossed twice repeats it)
-                scratch[g] = 0.0
+            if len(g) * self._sparse < n_ext:
+                left = self._gone_sparse(gone, g, n_ext, width)
             else:
                 self.link_count -= np.bincount(g, minlength=n_ext)
                 left = np.bincount(g, weights=np.repeat(self.rate[gone], width), minlength=n_ext)
             self.rate[gone] = 0.0
         if enter.size:
             ee = self.rows[enter].ravel()
-            if len(ee) * _SPARSE_LINKS < n_ext:
+            if len(ee) * self._sparse < n_ext:
                 np.add.at(self.link_count, ee, 1)
             else:
                 self.link_count += np.bincount(ee, minlength=n_ext)
@@ -555,6 +549,23 @@ class FluidCore(IncrementalSolve):
                 with np.errstate(divide="ignore"):
                     threshold = min(threshold, float((self.capacity[ee] / self.link_count[ee]).min()))
         return threshold, left
+
+    def _gone_sparse(self, gone: np.ndarray, g: np.ndarray, n_ext: int, width: int) -> tuple:
+        """The links the flows ``gone`` crossed (``g``) and each one's sum of their rates, counts taken off.
+
+        Few crossings among many links: only the links crossed are touched (two arrays over every link,
+        131 265 at 16 384 GPUs, cost a fresh allocation each at every event).  ufunc.at adds in entry order
+        from 0.0 as bincount does, so each link's sum is the same float; _new_rates subtracts it from the
+        links crossed alone, and an untouched link's load - 0.0 is its load.
+        """
+        np.subtract.at(self.link_count, g, 1)
+        scratch = self._scratch
+        if scratch is None or len(scratch) != n_ext:
+            scratch = self._scratch = np.zeros(n_ext)
+        np.add.at(scratch, g, np.repeat(self.rate[gone], width))
+        left = (g, scratch[g])  # (each entry: its link's sum; a link crossed twice repeats it)
+        scratch[g] = 0.0
+        return left
 
     def _resolve_set(self, threshold: float, enter: np.ndarray) -> tuple[np.ndarray, bool]:
         self.solves += 1
