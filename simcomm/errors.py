@@ -66,5 +66,32 @@ class UnknownNameError(ConfigError):
         self.kind = kind
         self.name = name
         self.choices = tuple(sorted(choices))
+        self.close = close_names(name, self.choices)
         shown = ", ".join(self.choices) if self.choices else "(none registered)"
-        super().__init__(f"unknown {kind} {name!r}; valid choices: {shown}")
+        hint = f" (did you mean {' or '.join(repr(c) for c in self.close)}?)" if self.close else ""
+        super().__init__(f"unknown {kind} {name!r}{hint}; valid choices: {shown}")
+
+
+def close_names(name: object, choices: Iterable[str], most: int = 3) -> tuple[str, ...]:
+    """Up to ``most`` of ``choices`` a user who typed ``name`` probably meant, compared without case and
+    punctuation: the one it spells (``llama-3-8b``: ``llama3-8b``), else those it begins (``gb200``:
+    ``gb200-nvl36``, ``gb200-nvl72``), else the nearest (:func:`difflib.get_close_matches`, ratio 0.75)."""
+    if not isinstance(name, str) or not name:
+        return ()
+    import difflib
+
+    def bare(text: str) -> str:
+        return "".join(ch for ch in text.lower() if ch.isalnum())
+
+    key = bare(name)
+    by_bare: dict[str, str] = {}  # each spelling's first choice
+    for choice in choices:
+        by_bare.setdefault(bare(choice), choice)
+    if not key:
+        return ()
+    if key in by_bare:
+        return (by_bare[key],)
+    begun = [c for b, c in by_bare.items() if b.startswith(key)]
+    if begun:
+        return tuple(begun[:most])
+    return tuple(by_bare[b] for b in difflib.get_close_matches(key, list(by_bare), n=most, cutoff=0.75))

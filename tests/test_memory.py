@@ -145,7 +145,8 @@ def test_errors_are_one_line(kwargs, needle):
 
 
 def test_unknown_model_and_bad_inputs():
-    with pytest.raises(UnknownNameError, match="unknown model 'resnet9'; valid choices:"):
+    with pytest.raises(UnknownNameError, match=r"unknown model 'resnet9' \(did you mean 'resnet50' or 'resnet34' or "
+                                               r"'resnet18'\?\); valid choices:"):
         estimate("resnet9", 8)
     with pytest.raises(ConfigError, match="memory: expected a Trace, a ModelSpec or a zoo model name, got int"):
         estimate(3, 8)

@@ -36,7 +36,7 @@ def test_unknown_name_lists_choices_sorted():
         reg.add(n, n, summary="s", reference="r")
     with pytest.raises(UnknownNameError) as info:
         reg.get("beta")
-    assert str(info.value) == "unknown widget 'beta'; valid choices: alpha, zeta"
+    assert str(info.value) == "unknown widget 'beta' (did you mean 'zeta'?); valid choices: alpha, zeta"
 
 
 def test_builder_chains_streams_in_program_order():

@@ -57,7 +57,8 @@ def test_nccl_variants_are_slower_than_peak():
 
 
 def test_unknown_link_lists_choices():
-    with pytest.raises(UnknownNameError, match="unknown link class 'ib-gdr'; valid choices: .*ib-edr"):
+    with pytest.raises(UnknownNameError, match=r"unknown link class 'ib-gdr' \(did you mean 'ib-xdr' or 'ib-ndr' or "
+                                               r"'ib-hdr'\?\); valid choices: .*ib-edr"):
         link_class("ib-gdr")
 
 

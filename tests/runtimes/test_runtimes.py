@@ -31,7 +31,8 @@ def test_every_stack_rule_names_a_registered_runtime():
         rt = get_runtime(name)
         assert rt.name == name and isinstance(rt, CollectiveRuntime)
         assert hash(rt) == hash(get_runtime(name))  # the engine keys its cache on the runtime
-    with pytest.raises(UnknownNameError, match="^unknown runtime 'mvapich'; valid choices: gloo, mpich, nccl, openmpi, openmpi-3.1$"):
+    with pytest.raises(UnknownNameError, match=r"^unknown runtime 'mvapich' \(did you mean 'mpich'\?\); "
+                                               r"valid choices: gloo, mpich, nccl, openmpi, openmpi-3.1$"):
         get_runtime("mvapich")
 
 

@@ -46,7 +46,8 @@ def _error(capsys, argv, needle):
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (["trace", "synth", "--model", "resnet9", "--device", "v100"], "unknown model 'resnet9'; valid choices:"),
+    (["trace", "synth", "--model", "resnet9", "--device", "v100"],
+     "unknown model 'resnet9' (did you mean 'resnet50' or 'resnet34' or 'resnet18'?); valid choices:"),
     (["trace", "synth", "--model", "resnet18", "--device", "k80"], "unknown device 'k80'; valid choices: 1080ti"),
     (["trace", "synth", "--model", "resnet18", "--device", "v100", "--batch", "x"], "batch:"),
     (["trace", "synth", "--model", "resnet18", "--device", "v100", "--dtype", "int4"], "dtype:"),
