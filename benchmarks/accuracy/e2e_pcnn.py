@@ -68,12 +68,24 @@ class Request:
 
 
 class CommThread:
-    """One thread calling blocking collectives in posting order (comm.c ``pcnn_comm_thread``)."""
+    """One Python thread calling blocking collectives of ``dist`` in posting order (comm.c ``pcnn_comm_thread``).
 
-    def __init__(self):
+    For a stand-in ``dist`` (the tests'); a training run uses :class:`GlooQueue`: a Python thread shares the
+    interpreter's lock with the compute thread, and on an oversubscribed host every hand-over of that lock waits
+    for a time slice, a cost the authors' pthread does not have (docs/accuracy.md, "pcnn's worker").
+    """
+
+    def __init__(self, dist):
+        self.dist = dist
         self.requests: queue.Queue = queue.Queue()
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
+
+    def all_to_all(self, recv, send) -> Request:
+        return self.post(lambda: self.dist.all_to_all_single(recv, send))
+
+    def all_gather(self, out, inp) -> Request:
+        return self.post(lambda: _gather(self.dist, out, inp))
 
     def _serve(self) -> None:
         while True:
@@ -97,13 +109,46 @@ def _gather(dist, out, inp) -> None:
     gather(out, inp.reshape(-1))
 
 
+class GlooQueue:
+    """A gloo process group of its own with one worker thread: the collectives posted to it run one at a
+    time, in posting order, on that C++ thread (``ProcessGroupGloo``'s work queue), as the authors' one
+    pthread calls blocking MPI (comm.c ``pcnn_comm_thread``), without a Python thread; ``wait`` on what a
+    call returns blocks until it ran (gloo's ``Work.wait``, which releases the interpreter's lock)."""
+
+    def __init__(self, dist, rank: int, world: int):
+        import datetime
+        import os
+
+        from torch.distributed import PrefixStore, ProcessGroupGloo
+
+        opts = ProcessGroupGloo._Options()
+        opts._threads = 1
+        opts._timeout = datetime.timedelta(seconds=600)
+        iface = os.environ.get("GLOO_SOCKET_IFNAME")  # the emulated host's eth0 (simcomm.calibrate.emulate)
+        opts._devices = [ProcessGroupGloo.create_device(interface=iface) if iface
+                         else ProcessGroupGloo.create_default_device()]
+        store = PrefixStore("pcnn-comm", dist.distributed_c10d._get_default_store())
+        self.pg, self.dist = ProcessGroupGloo(store, rank, world, opts), dist
+
+    def all_to_all(self, recv, send):
+        return self.pg.alltoall_base(recv, send, [], [], self.dist.AllToAllOptions())
+
+    def all_gather(self, out, inp):
+        return self.pg._allgather_base(out, inp.reshape(-1))
+
+    def close(self) -> None:
+        """Nothing to stop: every posted collective was waited for (Pcnn.drain)."""
+
+
 class Pcnn:
     """One rank's state for ``pcnn``; ``me`` is the worker's Rank."""
 
     def __init__(self, me, a, torch, dist, comm=None):
         self.me, self.a, self.torch, self.dist = me, a, torch, dist
         self.p, self.rank = a.world, a.rank
-        self.comm = comm or CommThread()
+        # the real torch.distributed: a process group of its own with one gloo thread; a stand-in: a Python thread
+        self.comm = comm or (GlooQueue(dist, a.rank, a.world) if hasattr(dist, "distributed_c10d")
+                             else CommThread(dist))
         self.active = False
         self.waited = 0.0
         nn = torch.nn
@@ -142,10 +187,10 @@ class Pcnn:
     def _scatter_activations(self, x) -> None:
         if not self.active:
             return
-        torch, dist = self.torch, self.dist
+        torch = self.torch
         send = x.detach().reshape(x.shape[0], -1).t().contiguous()  # N' x K/P; chunk j = rows of rank j
         recv = torch.empty_like(send)
-        self.acts = (self.comm.post(lambda: dist.all_to_all_single(recv, send)), recv)
+        self.acts = (self.comm.all_to_all(recv, send), recv)
 
     def _on_fc_output(self, out) -> None:
         if self.active and out.requires_grad:
@@ -153,18 +198,18 @@ class Pcnn:
 
     # -- backward ------------------------------------------------------------------------------------------
     def _gather_errors(self, grad) -> None:
-        torch, dist = self.torch, self.dist
+        torch = self.torch
         send = grad.detach().contiguous()  # K/P x N
         recv = torch.empty(self.p * send.numel())
-        self.errs = (self.comm.post(lambda: _gather(dist, recv, send)), recv)
+        self.errs = (self.comm.all_gather(recv, send), recv)
 
     def _scatter_gradient(self, k: int, w) -> None:
         if not self.active:
             return
-        torch, dist = self.torch, self.dist
+        torch = self.torch
         send = w.grad.detach().reshape(-1).clone()
         recv = torch.empty_like(send)
-        self.pending[k] = (self.comm.post(lambda: dist.all_to_all_single(recv, send)), recv)
+        self.pending[k] = (self.comm.all_to_all(recv, send), recv)
 
     # -- one iteration ---------------------------------------------------------------------------------------
     def step(self, i: int) -> str:
@@ -196,8 +241,7 @@ class Pcnn:
 
     def _post_gather(self, module, mine, copy_in) -> None:
         out = self.torch.empty(self.p * mine.numel())
-        dist = self.dist
-        self.gathers[id(module)] = (self.comm.post(lambda: _gather(dist, out, mine)), out, copy_in)
+        self.gathers[id(module)] = (self.comm.all_gather(out, mine), out, copy_in)
 
     def _update_conv(self, k: int, m) -> None:
         _, recv = self.pending[k]

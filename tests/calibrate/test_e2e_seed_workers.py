@@ -204,7 +204,7 @@ def test_pcnn_posts_as_the_authors_code_then_waits_per_layer_in_the_next_forward
     me.helper.drain()  # nothing pending: the thread just stops; a fresh one serves the step
     from e2e_pcnn import CommThread
 
-    me.helper.comm = CommThread()
+    me.helper.comm = CommThread(dist)
     me.step(1)
     me.helper.drain()
     # forward: the FC's input activations (N' = 64 x 2 samples); backward: its errors (N = 10 x 2), then each
@@ -215,7 +215,7 @@ def test_pcnn_posts_as_the_authors_code_then_waits_per_layer_in_the_next_forward
                           *[("allgather", n // 4) for n in convs], ("allgather", 10 * 16)]
     assert not me.helper.gathers and not me.helper.pending
     assert me.compute_end is not None
-    me.helper.comm = CommThread()
+    me.helper.comm = CommThread(dist)
     dist.calls.clear()
     me.compute()  # a compute probe posts nothing (hooks act only inside training iterations)
     assert dist.calls == []
