@@ -43,6 +43,7 @@ import json
 import statistics
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import tomllib
 from e2e import E2ESpec, compute_scale, e2e_topology, measure, predict_e2e, probe_jitter, record_run
@@ -69,6 +70,12 @@ REPEATS = 2
 ORDER_GAP = 0.05  # pairs measured further apart than this must be ranked right
 
 
+def _fail(message: str) -> NoReturn:
+    """One ``error:`` line on stderr and exit status 2, as simcomm's own commands do with bad input."""
+    print(message, file=sys.stderr)
+    sys.exit(2)
+
+
 def capture():
     """The suite's trace (one thread, as run_e2e) with per-layer gradient L1 norms of as many steps as a
     run's iterations: ps-layer-drop replays its sent fractions from them, as simcomm does with a user's trace."""
@@ -87,7 +94,7 @@ def capture():
 def calibrated_link(path: Path = LINKS) -> tuple[float, float]:
     """(latency s, goodput B/s) of the ``calib-inter`` link ``simcomm calibrate`` wrote."""
     if not path.exists():
-        sys.exit(f"error: {path} is missing; run simcomm calibrate --emulate 4 --rate {RATE} --mtu {MTU} "
+        _fail(f"error: {path} is missing; run simcomm calibrate --emulate 4 --rate {RATE} --mtu {MTU} "
                  f"--qdisc {QDISC} --out {path}")
     link = tomllib.loads(path.read_text())["links"]["calib-inter"]
     return parse_time(link["latency"], "latency"), parse_bandwidth(link["bandwidth"], "bandwidth")
@@ -209,7 +216,7 @@ def main(argv: list[str]) -> None:
     only = [a for a in argv if not a.startswith("--")]
     names = [s.strategy for s in SPECS]
     if any(a not in names for a in only):
-        sys.exit(f"error: unknown strategy {next(a for a in only if a not in names)!r}; valid choices: "
+        _fail(f"error: unknown strategy {next(a for a in only if a not in names)!r}; valid choices: "
                  f"{', '.join(names)}")
     specs = [s for s in SPECS if not only or s.strategy in only]
     if "--evaluate" not in argv:
@@ -217,6 +224,9 @@ def main(argv: list[str]) -> None:
     if "--fresh-trace" in argv:
         TRACE.unlink(missing_ok=True)
     rows = evaluate(capture(), specs, suite)
+    if not rows:
+        _fail(f"error: --suite {suite!r}: no records of that suite in {RESULTS}; run without --evaluate to make "
+                 f"them, or give the suite of records there")
     print(table(rows))
     scores = {key: score(rows, key) for key in ("predicted", "predicted_flat", "predicted_run")}
     for key, s in scores.items():
