@@ -1,4 +1,4 @@
-"""The GPU memory estimate: hand-computed tiny models, published memory facts, and one-line errors."""
+"""The GPU memory estimate: hand-computed tiny models, the seeds' memory statements, and one-line errors."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import pytest
 from simcomm.errors import ConfigError, UnknownNameError
 from simcomm.memory.replicated import CONTEXT_BYTES, MemoryEstimate, check_fits, estimate
 from simcomm.traces import get_device, load_bundled
-from simcomm.traces.calibration import load_memory_statements
 from simcomm.traces.zoo.spec import ModelSpec, SpecOps
 
 GIB = 2**30
@@ -78,10 +77,12 @@ def test_non_zoo_trace_says_what_it_could_not_count():
     assert "attention/recurrent internals not counted" in e.note and e.activations < estimate(trace, 8).activations
 
 
-# published facts (data/published_memory.json); our maximum batch for each, pinned
-def _max_batch(m) -> int:
+# The seeds' own statements (allowed sources).  Published batch limits of vendors' and frameworks' benchmark
+# pages (NVIDIA DeepLearningExamples, Lambda, Google's BERT README) were collected here until 2026-11-29 and
+# removed: they are kept as an independent check, neither collected nor fitted (DEVELOPERS.md).
+def _max_batch(model: str, memory_gib: float, **kw) -> int:
     def fits(b):
-        return estimate(m.model, b, dtype=m.dtype, optimizer=m.optimizer).total <= m.memory_gib * GIB
+        return estimate(model, b, **kw).total <= memory_gib * GIB
     lo, hi = 0, 1
     while fits(hi):
         lo, hi = hi, hi * 2
@@ -90,34 +91,21 @@ def _max_batch(m) -> int:
     return lo
 
 
-OURS = {"ngc-rn50-fp32-v100": 133, "ngc-rn50-fp16-v100": 263, "dle-rn50-fp32-v100": 133, "lambda-rn50-fp32-v100": 133,
-        "lambda-rn50-fp16-v100": 263, "lambda-bertl-fp32-v100": 8, "lambda-bertl-fp16-v100": 16,
-        "lambda-rn50-fp32-a100": 704, "lambda-rn50-fp16-a100": 1389, "lambda-bertl-fp32-a100": 61,
-        "lambda-bertl-fp16-a100": 115, "dle-bertl512-fp32-v100": 5, "dle-bertl512-fp16-v100": 10,
-        "lambda-rn50-fp32-rtx6000ada": 418, "lambda-bertl-fp16-rtx6000ada": 65,
-        "google-bert-base": 84, "google-bert-base-squad": 20, "google-bert-base-512": 13, "google-bert-large": 20,
-        "google-bert-large-squad": 5, "google-bert-large-512": 3, "tf-bertl512-fp32-v100-oom": 5}
+@pytest.mark.parametrize("model, batch", [("resnet18-cifar", 128), ("resnet50-cifar", 128), ("resnet101-cifar", 98),
+                                          ("resnet18", 64), ("resnet34", 64), ("shufflenetv2", 64)])
+def test_seed_000s_runs_fit_a_v100(model, batch):
+    """Seed 000 trained these per replica on V100s (Table III: CIFAR, batch 128, ResNet-101 98 as its code forces;
+    Table VII: ImageNet, batch 64), fp32 SGD; the paper names no memory size, so the smaller V100, 16 GB."""
+    check_fits(estimate(model, batch), get_device("v100").memory, "V100 16GB")
 
 
-@pytest.mark.parametrize("m", load_memory_statements(), ids=lambda m: m.id)
-def test_published_memory_facts(m):
-    ours = _max_batch(m)
-    assert ours == OURS[m.id]
-    if m.kind == "fits" and m.framework.startswith(("PyTorch", "TensorFlow (NVIDIA")):
-        # PyTorch runs: our maximum is within 20 % of the published batch; below it only for BERT-large fp32
-        # on an A100 80GB (61 vs 64) and ResNet-50 fp32 on an RTX 6000 Ada (418 vs 496)
-        assert ours >= 0.8 * m.batch
-    if m.kind in ("max", "oom"):
-        # TensorFlow 1.x needs 2-4x more than this PyTorch-style estimate: documented, not hidden
-        assert ours >= m.batch
-
-
-def test_resnet50_on_a_v100_matches_nvidias_suggested_batches():
-    v100 = get_device("v100").memory
-    check_fits(estimate("resnet50", 128), v100, "V100 16GB")  # "128 for single precision per V100 16 GB"
-    check_fits(estimate("resnet50", 256, dtype="fp16"), v100, "V100 16GB")  # "256 for mixed precision"
-    with pytest.raises(ConfigError):
-        check_fits(estimate("resnet50", 256), v100, "V100 16GB")
+def test_seed_001s_resnet50_batches_on_v100s():
+    """Seed 001, Sec. 4.1: 'the maximum mini-batch size in V100 is limited to hundreds with a GPU memory size 16 or
+    32 GB', and Table 1 trains 256 per node of two V100 32 GB (128 per GPU), mixed precision, Adam."""
+    check_fits(estimate("resnet50", 128, dtype="fp16", optimizer="adam"), 32 * GIB, "V100 32GB")
+    maxima = [_max_batch("resnet50", gib, dtype=dtype, optimizer="adam") for gib in (16, 32) for dtype in ("fp16", "fp32")]
+    assert maxima == [261, 132, 543, 275]  # pinned; each one "hundreds"
+    assert all(100 <= m < 1000 for m in maxima)
 
 
 def test_check_fits_message_is_one_line_with_the_numbers():

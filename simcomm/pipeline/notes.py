@@ -12,7 +12,7 @@ def memory_budget(device: str | None, spec: MemorySpec, replica: bool = False):
     """The :class:`~simcomm.memory.fit.Budget` a run is judged on, or None when nothing names a GPU's memory
     (``gpu_memory`` overrides the cluster's device's).  The margin is ``memory_margin``, else
     :data:`~simcomm.memory.fit.DEFAULT_MARGIN` for a layout's peak and 0 for a data-parallel ``replica``'s
-    estimate (docs/traces.md validates it on published batch limits without one)."""
+    estimate (an assumption, docs/traces.md: no allowed source states a replica batch that did not fit)."""
     from simcomm import traces
     from simcomm.errors import UnknownNameError
     from simcomm.memory.fit import DEFAULT_MARGIN, Budget

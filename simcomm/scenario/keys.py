@@ -174,8 +174,8 @@ KEYS: tuple[Key, ...] = (
     _k("memory", "memory", "policy", "choice", "when the peak memory exceeds the GPU's: refuse (one error "
        "line), warn (print the shortfall and run) or off (no check)", choices=POLICIES),
     _k("memory_margin", "memory", "margin", "float", f"fraction of the peak added for the caching allocator's "
-       f"fragmentation (default {DEFAULT_MARGIN:g} for a large-model layout; 0 for a data-parallel replica, whose "
-       f"estimate is checked against published batch limits without one)", lo=0, hi=1, hi_open=True),
+       f"fragmentation (default {DEFAULT_MARGIN:g} for a large-model layout; 0 for a data-parallel replica's "
+       f"estimate, an assumption: docs/traces.md)", lo=0, hi=1, hi_open=True),
 )
 
 

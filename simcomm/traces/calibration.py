@@ -28,8 +28,8 @@ from pathlib import Path
 from simcomm.errors import ConfigError
 from simcomm.traces.devices import DEFAULT_MEMORY_EFF, DEVICES, get_device
 
-__all__ = ["Anchor", "MemoryStatement", "Fit", "Prediction", "load_anchors", "load_memory_statements",
-           "predict_seconds", "fit_row", "fit_all", "evaluate", "markdown_tables"]
+__all__ = ["Anchor", "Fit", "Prediction", "load_anchors", "predict_seconds", "fit_row", "fit_all", "evaluate",
+           "markdown_tables"]
 
 ROLES = ("fit", "predict")
 MEASURES = ("iteration", "forward+backward")
@@ -53,24 +53,6 @@ class Anchor:
     stack: str
     note: str = ""
     reported_as: str = ""  # the validation row a fit row is reported as (a calibration)
-
-
-@dataclass(frozen=True)
-class MemoryStatement:
-    """A published memory fact: a run at ``batch`` (``fits``), a maximum batch (``max``) or an ``oom``."""
-
-    id: str
-    device: str  # as the source names it
-    memory_gib: float  # nominal capacity, GiB
-    model: str
-    batch: int
-    dtype: str
-    optimizer: str
-    kind: str  # "fits", "max" or "oom"
-    statement: str  # quoted from the source
-    source: str
-    framework: str
-    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -113,11 +95,6 @@ def load_anchors() -> tuple[Anchor, ...]:
             raise ConfigError(f"compute anchor {row.id!r}: role/measures must be one of {ROLES}/{MEASURES}")
         rows.append(row)
     return tuple(rows)
-
-
-def load_memory_statements() -> tuple[MemoryStatement, ...]:
-    """Published statements about which configurations fit in GPU memory (``data/published_memory.json``)."""
-    return tuple(MemoryStatement(**r) for r in _read("published_memory.json")["memory"])
 
 
 def _seconds(row: Anchor, compute_eff: float, memory_eff: float) -> float:
