@@ -155,7 +155,7 @@ def evaluate(trace) -> list[dict]:
             try:
                 res = predict_e2e(spec, topology, trace, scale, cpu, cv)
             except ConfigError:  # ps plans span two iterations: simcomm offers no compute jitter for them
-                cv = 0.0
+                cv = 0.0  # (any other error is raised again by the run without jitter)
                 res = predict_e2e(spec, topology, trace, scale, cpu, cv)
             cvs.append(cv)
             ms.append(m)

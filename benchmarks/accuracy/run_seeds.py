@@ -95,7 +95,7 @@ def calibrated_link(path: Path = LINKS) -> tuple[float, float]:
     """(latency s, goodput B/s) of the ``calib-inter`` link ``simcomm calibrate`` wrote."""
     if not path.exists():
         _fail(f"error: {path} is missing; run simcomm calibrate --emulate 4 --rate {RATE} --mtu {MTU} "
-                 f"--qdisc {QDISC} --out {path}")
+              f"--qdisc {QDISC} --out {path}")
     link = tomllib.loads(path.read_text())["links"]["calib-inter"]
     return parse_time(link["latency"], "latency"), parse_bandwidth(link["bandwidth"], "bandwidth")
 
@@ -217,7 +217,7 @@ def main(argv: list[str]) -> None:
     names = [s.strategy for s in SPECS]
     if any(a not in names for a in only):
         _fail(f"error: unknown strategy {next(a for a in only if a not in names)!r}; valid choices: "
-                 f"{', '.join(names)}")
+              f"{', '.join(names)}")
     specs = [s for s in SPECS if not only or s.strategy in only]
     if "--evaluate" not in argv:
         run(specs, repeats, suite)
@@ -226,7 +226,7 @@ def main(argv: list[str]) -> None:
     rows = evaluate(capture(), specs, suite)
     if not rows:
         _fail(f"error: --suite {suite!r}: no records of that suite in {RESULTS}; run without --evaluate to make "
-                 f"them, or give the suite of records there")
+              f"them, or give the suite of records there")
     print(table(rows))
     scores = {key: score(rows, key) for key in ("predicted", "predicted_flat", "predicted_run")}
     for key, s in scores.items():

@@ -218,7 +218,7 @@ def choose(plan, fidelity: str, options, local=None) -> Paths:
         coalesce = "coalesce" not in ref and not cpu
         if not coalesce:
             pricing = "plain"
-        elif "per_link" in ref or options.record_link_usage or cpu:
+        elif "per_link" in ref or options.record_link_usage:
             pricing = "whole-network"
         else:
             pricing = "per-link"

@@ -69,6 +69,9 @@ class Budget:
             raise ConfigError(f"memory: {self.policy!r} is not valid; valid choices: {', '.join(POLICIES)}")
 
     def assumed(self) -> str:
+        if not self.margin:  # a data-parallel replica's default (docs/traces.md): said, as every default is
+            return ("memory margin 0: no allowance for the caching allocator's fragmentation on this estimate "
+                    "(a data-parallel replica's default; key memory_margin)")
         return (f"memory margin {self.margin:.0%} of the peak for the caching allocator's fragmentation (freed "
                 f"blocks stay pooled by size, so reserved exceeds allocated; key memory_margin)")
 

@@ -72,7 +72,7 @@ def memory_check(strategy, w, trace, device: str | None, spec: MemorySpec, notes
         knob = strategy.memory_knob(w) if own is not None else (
             "batch", w.batch, lambda batch: replicated.estimate(trace, batch, optimizer=optimizer).peak())
         raise DoesNotFitError(f"{exc}{_knob_hint(knob, w, budget)}") from None
-    if budget.policy != "off" and budget.margin:
+    if budget.policy != "off":
         notes.append(budget.assumed())
     return peak.to_dict(budget)
 

@@ -220,3 +220,34 @@ def test_pcnn_posts_as_the_authors_code_then_waits_per_layer_in_the_next_forward
     me.compute()  # a compute probe posts nothing (hooks act only inside training iterations)
     assert dist.calls == []
     me.helper.comm.close()
+
+
+_GLOO_QUEUE = """
+import datetime, sys, torch, torch.distributed as dist
+from e2e_pcnn import GlooQueue
+store = dist.TCPStore("127.0.0.1", 0, 1, is_master=True, timeout=datetime.timedelta(seconds=30))
+dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+q = GlooQueue(dist, 0, 1)
+send, recv, out = torch.arange(4.0), torch.zeros(4), torch.zeros(3)
+a = q.all_to_all(recv, send)
+b = q.all_gather(out, torch.tensor([[1.0, 2.0, 3.0]]))
+a.wait(); b.wait(); q.close()
+print(recv.tolist(), out.tolist())
+dist.destroy_process_group()
+"""
+
+
+def test_pcnn_gloo_queue_runs_real_collectives_on_a_group_of_its_own():
+    """GlooQueue's private torch calls (ProcessGroupGloo._Options, alltoall_base, _allgather_base) on this torch:
+    a one-rank group of its own beside the default one, each call's work waited for, the values moved."""
+    pytest.importorskip("torch")
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parents[2] / "benchmarks" / "accuracy"
+    run = subprocess.run([sys.executable, "-c", _GLOO_QUEUE], capture_output=True, text=True, timeout=120,
+                         cwd=here, env={**os.environ, "PYTHONPATH": str(here)})
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip().splitlines()[-1] == "[0.0, 1.0, 2.0, 3.0] [1.0, 2.0, 3.0]"

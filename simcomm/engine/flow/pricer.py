@@ -27,8 +27,8 @@ none of its own links carries a live flow or is held by another reservation,
 not only on an idle network; traffic interrupts only the reservations whose
 links it shares.  The whole-network rule is kept when link usage is recorded
 (its samples are totals of the live network, which a concurrent reservation's
-replay would overwrite) and with ``comm_cpu`` (whose byte counts leave out
-reserved repeats, so widening them would change its answer).  Which rule runs is
+replay would overwrite); with ``comm_cpu`` nothing is reserved (every repeat runs
+as flows, whose bytes its per-rank counts follow).  Which rule runs is
 the run's ``paths.pricing`` (:func:`simcomm.engine.paths.choose`).
 
 Link usage (engine option ``record_link_usage``): the live network samples
@@ -105,14 +105,14 @@ class FlowPricer(StepDerivation):
     def track_ranks(self) -> None:
         """Count the bytes each rank sends or receives (for the ``comm_cpu`` option)."""
         self._moved = np.zeros(self.ctx.topology.n_ranks)
-        # reserved repeats are not counted: paths.choose keeps them to an idle network (whole-network)
+        # a reservation has no flows to count: paths.choose runs every repeat as flows (plain pricing)
         assert not self.net.per_link
 
     def rank_bytes(self, rank: int) -> float:
         """Bytes ``rank`` has sent plus received so far, on the shared network (exact, mid-flow too).
 
-        Coalesced repeats (reservations) are priced without live flows and are not
-        counted (docs/engine.md, "CPU cost of communication").
+        Every repeat of a collective counts: with ``comm_cpu`` nothing is reserved or
+        coalesced (docs/engine.md, "CPU cost of communication").
         """
         assert self._moved is not None  # track_ranks() came first (comm_cpu > 0)
         done = float(self._moved[rank])
